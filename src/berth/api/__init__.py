@@ -1,0 +1,1 @@
+"""The HTTP layer: routing, microversions, errors, handlers and schemas."""

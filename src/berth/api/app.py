@@ -1,0 +1,221 @@
+"""The WSGI application: ``create_app(conf, db=None)``.
+
+Middleware order, outermost first, and why:
+
+1. ``Edge`` -- request id, the request-log line, body/URL/header limits and
+   a last-resort handler, so that *every* response (even a 401 or a crash)
+   has an ``x-openstack-request-id`` and a Placement-format body.
+2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
+   must answer pre-flight OPTIONS before authentication sees them.
+3. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
+4. Falcon: microversion parsing and the request context (``Context``
+   middleware), then routing to the handlers in ``routes.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Callable, Iterable
+
+import falcon
+from oslo_config import cfg
+from oslo_context import context as oslo_context
+
+from berth.api import errors, microversion, render
+from berth.api.routes import install_routes
+from berth.db.engine import Database
+from berth.domain.errors import DomainError
+from berth.policy import Policy
+
+LOG = logging.getLogger("berth.api")
+REQUEST_LOG = logging.getLogger("berth.request")
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+#: Longest URL (path plus query) accepted.
+MAX_URL = 8192
+#: Largest total of request header bytes accepted.
+MAX_HEADER_BYTES = 16384
+
+
+class State:
+    """What every request needs: configuration, database and policy."""
+
+    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+        self.conf = conf
+        self.db = db
+        self.policy = Policy(conf)
+
+
+class ContextMiddleware:
+    """Parses the microversion and builds the caller's context."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        ctx = req.context
+        ctx.state = self.state
+        ctx.request_id = req.env.get("berth.request_id")
+        ctx.version = None
+        headers = {"openstack-api-version":
+                   req.env.get("HTTP_OPENSTACK_API_VERSION", "")}
+        if not headers["openstack-api-version"]:
+            headers = {}
+        try:
+            ctx.version = microversion.extract(headers)
+        except microversion.VersionError as exc:
+            raise errors.HTTPProblem(exc.status, exc.message) from None
+        req.env["berth.microversion"] = str(ctx.version)
+        ctx.auth = oslo_context.RequestContext.from_environ(req.env)
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response,
+                         resource: object, req_succeeded: bool) -> None:
+        version = getattr(req.context, "version", None)
+        if version is not None:
+            resp.set_header("openstack-api-version",
+                            microversion.header_value(version))
+            resp.append_header("vary", "openstack-api-version")
+        if resp.status in (204, "204 No Content") or resp.status == 304:
+            resp.content_type = None  # type: ignore[assignment]
+
+
+def _handle_error(req: falcon.Request, resp: falcon.Response,
+                  exc: Exception, params: dict[str, Any]) -> None:
+    """The one error handler: every failure ends up in the same format."""
+    if isinstance(exc, errors.HTTPProblem):
+        problem = exc
+    elif isinstance(exc, DomainError):
+        problem = errors.from_domain(exc)
+    elif isinstance(exc, falcon.HTTPMethodNotAllowed):
+        problem = errors.HTTPProblem(405, headers=dict(exc.headers or {}))
+    elif isinstance(exc, falcon.HTTPError):
+        problem = errors.HTTPProblem(exc.status_code,
+                                     exc.description or "",
+                                     headers=dict(exc.headers or {}))
+    else:
+        LOG.exception("unexpected error serving %s %s", req.method, req.path)
+        problem = errors.HTTPProblem(500, "An unexpected error occurred; "
+                                     "the request id identifies it in the "
+                                     "server log.")
+    version = getattr(req.context, "version", None)
+    with_code = version is not None and version >= (1, 23)
+    render.error(req, resp, problem, with_code)
+
+
+def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
+    """Build the full WSGI stack for ``conf``.
+
+    ``db`` defaults to an engine made from ``[placement_database]``.
+    """
+    if db is None:
+        from berth.db import setup
+        db = setup.database_from_conf(conf)
+    state = State(conf, db)
+    app = falcon.App(middleware=[ContextMiddleware(state)],
+                     cors_enable=False)
+    app.req_options.keep_blank_qs_values = True
+    app.req_options.strip_url_path_trailing_slash = False
+    app.resp_options.secure_cookies_by_default = False
+    install_routes(app)
+    # Registered for HTTPError too, or Falcon's own (more specific) default
+    # handler would win and answer in its own format.
+    app.add_error_handler(Exception, _handle_error)
+    app.add_error_handler(falcon.HTTPError, _handle_error)
+    wsgi: WSGIApp = app
+    from berth.api import auth
+    wsgi = auth.wrap(wsgi, conf)
+    if conf.cors.allowed_origin:
+        from oslo_middleware import cors
+        wsgi = cors.CORS(wsgi, conf)
+    return Edge(wsgi, conf)
+
+
+class Edge:
+    """Outermost layer: request ids, limits, the log line, last resort."""
+
+    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
+        self.app = app
+        self.max_body = conf.berth.max_body_bytes
+        self.log_requests = conf.berth.request_log
+
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.monotonic()
+        request_id = "req-%s" % uuid.uuid4()
+        environ["berth.request_id"] = environ["openstack.request_id"] = request_id
+        captured: dict[str, Any] = {}
+
+        def _start(status: str, headers: list[tuple[str, str]],
+                   exc_info: Any = None) -> Any:
+            headers = [h for h in headers
+                       if h[0].lower() != "x-openstack-request-id"]
+            headers.append(("x-openstack-request-id", request_id))
+            captured["status"] = status
+            captured["length"] = next((v for k, v in headers
+                                       if k.lower() == "content-length"), "-")
+            return start_response(status, headers, exc_info)
+
+        try:
+            problem = self._precheck(environ)
+            if problem is not None:
+                body = render.error_body(environ, problem)
+                result: Iterable[bytes] = body.send(_start)
+            else:
+                result = self.app(environ, _start)
+        except Exception:  # noqa: BLE001 - the last resort must catch all
+            LOG.exception("unhandled error in %s %s",
+                          environ.get("REQUEST_METHOD"),
+                          environ.get("PATH_INFO"))
+            problem = errors.HTTPProblem(500, "An unexpected error occurred.")
+            result = render.error_body(environ, problem).send(_start)
+        if self.log_requests:
+            REQUEST_LOG.info(
+                '%s "%s %s" status: %s len: %s microversion: %s time: %.6f',
+                environ.get("REMOTE_ADDR", "-"),
+                environ.get("REQUEST_METHOD"),
+                environ.get("PATH_INFO", "") + (
+                    "?" + environ["QUERY_STRING"]
+                    if environ.get("QUERY_STRING") else ""),
+                captured.get("status", "-").split(" ")[0],
+                captured.get("length", "-"),
+                environ.get("berth.microversion", "-"),
+                time.monotonic() - started)
+        return result
+
+    def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
+        """Limits and framing checks that no handler should ever see fail."""
+        path = environ.get("PATH_INFO", "")
+        query = environ.get("QUERY_STRING", "")
+        if len(path) + len(query) > MAX_URL:
+            return errors.HTTPProblem(414, "The URL is longer than %d "
+                                      "characters." % MAX_URL)
+        size = sum(len(k) + len(str(v)) for k, v in environ.items()
+                   if k.startswith("HTTP_"))
+        if size > MAX_HEADER_BYTES:
+            return errors.HTTPProblem(431, "The request headers exceed %d "
+                                      "bytes." % MAX_HEADER_BYTES)
+        if "\x00" in path or "%00" in query or "%00" in path:
+            return errors.HTTPProblem(400, "NUL bytes are not allowed in "
+                                      "the URL.")
+        clen = environ.get("CONTENT_LENGTH")
+        if clen:
+            try:
+                length = int(clen)
+            except ValueError:
+                return errors.HTTPProblem(
+                    400, "content-length header must be an integer")
+            if length < 0:
+                return errors.HTTPProblem(
+                    400, "content-length header must be an integer")
+            if length > self.max_body:
+                return errors.HTTPProblem(
+                    413, "The request body is larger than %d bytes."
+                    % self.max_body)
+            if length > 0 and not environ.get("CONTENT_TYPE"):
+                return errors.HTTPProblem(
+                    400, "content-type header required when "
+                    "content-length > 0")
+        return None

@@ -1,0 +1,131 @@
+"""The Placement error format, and the one table that maps errors to it.
+
+Every error response has the body::
+
+    {"errors": [{"status": 404, "title": "Not Found", "detail": "...",
+                 "request_id": "req-...", "code": "placement.undefined_code"}]}
+
+``code`` appears from microversion 1.23 on. Codes never change once
+published.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.domain import errors as de
+
+# Stable error codes (upstream's values).
+DEFAULT = "placement.undefined_code"
+INVENTORY_INUSE = "placement.inventory.inuse"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+DUPLICATE_NAME = "placement.duplicate_name"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+PROVIDER_CANNOT_DELETE_PARENT = (
+    "placement.resource_provider.cannot_delete_parent")
+RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
+QUERY_BAD_VALUE = "placement.query.bad_value"
+QUERY_MISSING_VALUE = "placement.query.missing_value"
+
+ALL_CODES = (DEFAULT, INVENTORY_INUSE, CONCURRENT_UPDATE, DUPLICATE_NAME,
+             PROVIDER_IN_USE, PROVIDER_CANNOT_DELETE_PARENT,
+             RESOURCE_PROVIDER_NOT_FOUND, QUERY_DUPLICATE_KEY,
+             QUERY_BAD_VALUE, QUERY_MISSING_VALUE)
+
+#: Title and explanation per status, worded as upstream (webob) words them.
+STATUS_TEXT: dict[int, tuple[str, str]] = {
+    400: ("Bad Request", "The server could not comply with the request "
+          "since it is either malformed or otherwise incorrect."),
+    401: ("Unauthorized", "This server could not verify that you are "
+          "authorized to access the document you requested."),
+    403: ("Forbidden", "Access was denied to this resource."),
+    404: ("Not Found", "The resource could not be found."),
+    405: ("Method Not Allowed", "The method %(method)s is not allowed for "
+          "this resource."),
+    406: ("Not Acceptable", "The resource could not be generated that was "
+          "acceptable to your browser."),
+    409: ("Conflict", "There was a conflict when trying to complete your "
+          "request."),
+    411: ("Length Required", "Content-Length header required."),
+    413: ("Request Entity Too Large", "The body of your request was too "
+          "large for this server."),
+    414: ("Request-URI Too Long", "The request URI was too long for this "
+          "server."),
+    415: ("Unsupported Media Type", "The request media type is not "
+          "supported by this server."),
+    431: ("Request Header Fields Too Large", "The request headers were too "
+          "large for this server."),
+    500: ("Internal Server Error", "The server has either erred or is "
+          "incapable of performing the requested operation."),
+    503: ("Service Unavailable", "The server is currently unavailable. "
+          "Please try again at a later time."),
+}
+
+#: Domain error class -> (HTTP status, error code). Looked up along the MRO,
+#: so the most specific class listed wins.
+DOMAIN_ERRORS: dict[type[de.DomainError], tuple[int, str]] = {
+    de.DomainError: (400, DEFAULT),
+    de.BadRequest: (400, DEFAULT),
+    de.QueryBadValue: (400, QUERY_BAD_VALUE),
+    de.QueryMissingValue: (400, QUERY_MISSING_VALUE),
+    de.QueryDuplicateKey: (400, QUERY_DUPLICATE_KEY),
+    de.ProviderNotFoundForWrite: (400, DEFAULT),
+    de.NotFound: (404, DEFAULT),
+    de.Forbidden: (403, DEFAULT),
+    de.Conflict: (409, DEFAULT),
+    de.ConcurrentUpdate: (409, CONCURRENT_UPDATE),
+    de.DuplicateName: (409, DUPLICATE_NAME),
+    de.InventoryInUse: (409, INVENTORY_INUSE),
+    de.ProviderInUse: (409, PROVIDER_IN_USE),
+    de.CannotDeleteParent: (409, PROVIDER_CANNOT_DELETE_PARENT),
+    de.ProviderNotFoundConflict: (409, RESOURCE_PROVIDER_NOT_FOUND),
+    de.CapacityExceeded: (409, DEFAULT),
+}
+
+
+def status_and_code(exc: de.DomainError) -> tuple[int, str]:
+    """Map a domain error to its HTTP status and Placement error code."""
+    for klass in type(exc).__mro__:
+        if klass in DOMAIN_ERRORS:
+            return DOMAIN_ERRORS[klass]
+    return 400, DEFAULT
+
+
+class HTTPProblem(Exception):
+    """An error response raised by the HTTP layer itself.
+
+    ``detail`` is the specific message; the body's ``detail`` field adds
+    the status's general explanation in front, as upstream does.
+    """
+
+    def __init__(self, status: int, detail: str = "", code: str = DEFAULT,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.code = code
+        self.headers = headers or {}
+
+    def to_dict(self, request_id: str | None, with_code: bool,
+                method: str = "") -> dict[str, Any]:
+        """The body of this error, in the Placement format."""
+        title, explanation = STATUS_TEXT.get(self.status,
+                                             ("Error", ""))
+        explanation = explanation % {"method": method}
+        detail = explanation
+        if self.detail:
+            detail = "%s\n\n %s  " % (explanation, self.detail)
+        error: dict[str, Any] = {"status": self.status, "title": title,
+                                 "detail": detail}
+        if with_code:
+            error["code"] = self.code
+        if request_id:
+            error["request_id"] = request_id
+        return {"errors": [error]}
+
+
+def from_domain(exc: de.DomainError) -> HTTPProblem:
+    """Turn a domain error into the HTTP error it stands for."""
+    status, code = status_and_code(exc)
+    return HTTPProblem(status, exc.message, code)

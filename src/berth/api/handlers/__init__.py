@@ -1,0 +1,1 @@
+"""Thin handlers: parse -> authorize -> call domain -> serialize."""

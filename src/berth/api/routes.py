@@ -1,0 +1,131 @@
+"""The one routes table: URL -> {METHOD: handler}.
+
+A handler may be gated by microversion: ``(handler, "1.6")`` answers 404
+below 1.6, and ``(handler, "1.5", 405)`` answers 405, as upstream does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Union
+
+import falcon
+
+from berth.api.errors import HTTPProblem
+from berth.api.handlers import (aggregate, allocation, allocation_candidate,
+                                inventory, reshaper, resource_class,
+                                resource_provider, root, trait, usage)
+
+Handler = Callable[..., None]
+Gated = Union[Handler, tuple[Handler, str], tuple[Handler, str, int]]
+
+RP = "/resource_providers/{uuid}"
+
+ROUTES: dict[str, dict[str, Gated]] = {
+    "/": {"GET": root.home},
+    "/resource_providers": {
+        "GET": resource_provider.list_providers,
+        "POST": resource_provider.create_provider,
+    },
+    RP: {
+        "GET": resource_provider.get_provider,
+        "PUT": resource_provider.update_provider,
+        "DELETE": resource_provider.delete_provider,
+    },
+    RP + "/inventories": {
+        "GET": inventory.list_inventories,
+        "POST": inventory.create_inventory,
+        "PUT": inventory.replace_inventories,
+        "DELETE": (inventory.delete_inventories, "1.5", 405),
+    },
+    RP + "/inventories/{resource_class}": {
+        "GET": inventory.get_inventory,
+        "PUT": inventory.update_inventory,
+        "DELETE": inventory.delete_inventory,
+    },
+    RP + "/usages": {"GET": usage.provider_usages},
+    RP + "/aggregates": {
+        "GET": (aggregate.get_aggregates, "1.1"),
+        "PUT": (aggregate.set_aggregates, "1.1"),
+    },
+    RP + "/allocations": {"GET": allocation.list_for_provider},
+    RP + "/traits": {
+        "GET": (trait.list_provider_traits, "1.6"),
+        "PUT": (trait.set_provider_traits, "1.6"),
+        "DELETE": (trait.delete_provider_traits, "1.6"),
+    },
+    "/resource_classes": {
+        "GET": (resource_class.list_classes, "1.2"),
+        "POST": (resource_class.create_class, "1.2"),
+    },
+    "/resource_classes/{name}": {
+        "GET": (resource_class.get_class, "1.2"),
+        "PUT": (resource_class.update_class, "1.2"),
+        "DELETE": (resource_class.delete_class, "1.2"),
+    },
+    "/allocations": {"POST": (allocation.post_allocations, "1.13")},
+    "/allocations/{consumer_uuid}": {
+        "GET": allocation.get_allocations,
+        "PUT": allocation.put_allocations,
+        "DELETE": allocation.delete_allocations,
+    },
+    "/allocation_candidates": {
+        "GET": (allocation_candidate.list_candidates, "1.10"),
+    },
+    "/traits": {"GET": (trait.list_traits, "1.6")},
+    "/traits/{name}": {
+        "GET": (trait.get_trait, "1.6"),
+        "PUT": (trait.put_trait, "1.6"),
+        "DELETE": (trait.delete_trait, "1.6"),
+    },
+    "/usages": {"GET": (usage.total_usages, "1.9")},
+    "/reshaper": {"POST": (reshaper.reshape, "1.30")},
+}
+
+
+def _gate(spec: Gated) -> Handler:
+    if not isinstance(spec, tuple):
+        return spec
+    handler, minimum = spec[0], spec[1]
+    status = spec[2] if len(spec) > 2 else 404  # type: ignore[misc]
+    major, minor = (int(x) for x in minimum.split("."))
+
+    def gated(req: falcon.Request, resp: falcon.Response, **kw: Any) -> None:
+        if req.context.version < (major, minor):
+            headers = {}
+            if status == 405:
+                headers["Allow"] = req.context.allow
+            raise HTTPProblem(status, headers=headers)
+        handler(req, resp, **kw)
+    return gated
+
+
+class _Route:
+    """A Falcon resource made from one row of the table."""
+
+    def __init__(self, methods: dict[str, Gated]) -> None:
+        self.allow = ", ".join(methods)
+        for method, spec in methods.items():
+            setattr(self, "on_" + method.lower(), self._bind(_gate(spec)))
+        # Every other method (OPTIONS included: upstream has no OPTIONS
+        # responder) answers 405 listing only the real methods.
+        for method in falcon.constants.COMBINED_METHODS:
+            if method not in methods:
+                setattr(self, "on_" + method.lower(), self._not_allowed)
+
+    def _bind(self, handler: Handler) -> Handler:
+        allow = self.allow
+
+        def responder(req: falcon.Request, resp: falcon.Response,
+                      **kw: Any) -> None:
+            req.context.allow = allow
+            handler(req, resp, **kw)
+        return responder
+
+    def _not_allowed(self, req: falcon.Request, resp: falcon.Response,
+                     **kw: Any) -> None:
+        raise falcon.HTTPMethodNotAllowed(self.allow.split(", "))
+
+
+def install_routes(app: falcon.App) -> None:
+    for template, methods in ROUTES.items():
+        app.add_route(template, _Route(methods))

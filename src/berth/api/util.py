@@ -1,0 +1,158 @@
+"""Small helpers every handler uses: parse, authorize, reply."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable
+from urllib.parse import parse_qsl
+
+import falcon
+import jsonschema
+import orjson
+
+from berth.api import render
+from berth.api.errors import HTTPProblem
+from berth.db.engine import Database
+
+FORMATS = jsonschema.FormatChecker()
+
+
+def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A compiled validator for ``schema`` (compile once, at import)."""
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=FORMATS)
+
+
+def want(req: falcon.Request, version: str) -> bool:
+    """True when the request's microversion is at least ``version``."""
+    major, minor = version.split(".")
+    return bool(req.context.version >= (int(major), int(minor)))
+
+
+def db(req: falcon.Request) -> Database:
+    return req.context.state.db  # type: ignore[no-any-return]
+
+
+def conf(req: falcon.Request) -> Any:
+    return req.context.state.conf
+
+
+def authorize(req: falcon.Request, rule: str,
+              target: dict[str, str | None] | None = None) -> None:
+    """Apply policy ``rule`` to the caller (raises Forbidden)."""
+    req.context.state.policy.authorize(req.context.auth, rule, target)
+
+
+def check_accept(req: falcon.Request) -> None:
+    """406 unless the client can take JSON."""
+    if not render.accepts_json(req.get_header("accept")):
+        raise HTTPProblem(406, "Only application/json is provided")
+
+
+def _check_depth(data: Any, limit: int) -> None:
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise HTTPProblem(400, "Malformed JSON: nested deeper than %d "
+                              "levels" % limit)
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if "\x00" in key:
+                    raise HTTPProblem(400, "Malformed JSON: NUL characters "
+                                      "are not allowed")
+                stack.append((value, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((value, depth + 1) for value in item)
+        elif isinstance(item, str) and "\x00" in item:
+            raise HTTPProblem(400, "Malformed JSON: NUL characters are not "
+                              "allowed")
+
+
+def json_body(req: falcon.Request,
+              schema: jsonschema.protocols.Validator) -> Any:
+    """The request body, decoded and validated against ``schema``.
+
+    415 for a wrong media type, 400 for malformed JSON (including NaN,
+    lone surrogates, integers beyond 64 bits and excessive nesting) or a
+    schema violation, worded as jsonschema words it.
+    """
+    ctype = (req.content_type or "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise HTTPProblem(415, "The media type %s is not supported, use "
+                          "application/json" % (ctype or "None"))
+    raw = req.bounded_stream.read()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise HTTPProblem(400, "Malformed JSON: %s" % exc) from None
+    _check_depth(data, req.context.state.conf.berth.max_json_depth)
+    try:
+        schema.validate(data)
+    except jsonschema.ValidationError as exc:
+        raise HTTPProblem(400, "JSON does not validate: %s" % exc) from None
+    return data
+
+
+def query(req: falcon.Request) -> list[tuple[str, str]]:
+    """The query string as (key, value) pairs, blanks kept, in order."""
+    try:
+        return parse_qsl(req.query_string, keep_blank_values=True,
+                         errors="strict", max_num_fields=1000)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HTTPProblem(400, "Invalid query string parameters: %s"
+                          % exc) from None
+
+
+def query_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Last value wins, as upstream validates query strings."""
+    return dict(pairs)
+
+
+def getall(pairs: Iterable[tuple[str, str]], key: str) -> list[str]:
+    return [v for k, v in pairs if k == key]
+
+
+def validate_query(req: falcon.Request,
+                   schema: jsonschema.protocols.Validator
+                   ) -> list[tuple[str, str]]:
+    """Parse and validate the query string; 400 with jsonschema's words."""
+    pairs = query(req)
+    try:
+        schema.validate(query_dict(pairs))
+    except jsonschema.ValidationError as exc:
+        raise HTTPProblem(400, "Invalid query string parameters: %s"
+                          % exc) from None
+    return pairs
+
+
+def _http_date(when: dt.datetime | None) -> str:
+    if when is None:
+        when = dt.datetime.now(dt.timezone.utc)
+    elif when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return falcon.dt_to_http(when)
+
+
+def send(req: falcon.Request, resp: falcon.Response, data: Any,
+         status: int = 200, last_modified: dt.datetime | None = None,
+         cache: bool = True) -> None:
+    """Reply with ``data`` as JSON; from 1.15, with caching headers."""
+    resp.status = status
+    resp.content_type = render.JSON
+    resp.data = render.dumps(data)
+    if cache and want(req, "1.15"):
+        resp.set_header("last-modified", _http_date(last_modified))
+        resp.set_header("cache-control", "no-cache")
+
+
+def no_content(resp: falcon.Response) -> None:
+    resp.status = 204
+    resp.data = b""
+
+
+def newest(times: Iterable[dt.datetime | None]) -> dt.datetime | None:
+    """The latest of ``times`` (None when there are none)."""
+    found = [t for t in times if t is not None]
+    return max(found) if found else None

@@ -1,0 +1,195 @@
+"""The ``berth`` command line.
+
+    berth serve [--config-file F ...] [--config-dir D] [--host H] [--port P]
+                [--workers N]
+    berth db sync | berth db version
+    berth policy list
+    berth status upgrade check
+    berth migrate-inventory --driver module:Class [--nodename N ...]
+
+Errors print one line (``berth: error: ...``) and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from oslo_config import cfg
+
+from berth import __version__
+from berth import conf as berth_conf
+
+LOG = logging.getLogger("berth")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8778
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config-file", action="append", default=[],
+                        metavar="FILE",
+                        help="placement.conf to read (repeatable; later "
+                             "files override earlier ones)")
+    parser.add_argument("--config-dir", action="append", default=[],
+                        metavar="DIR",
+                        help="folder of *.conf files read after the files")
+
+
+def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    """Configuration from the command's --config-file/--config-dir."""
+    argv: list[str] = []
+    for path in args.config_file:
+        if not os.path.exists(path):
+            raise SystemExit("berth: error: config file %s not found" % path)
+        argv += ["--config-file", path]
+    for path in args.config_dir:
+        argv += ["--config-dir", path]
+    try:
+        return berth_conf.load(argv)
+    except (cfg.Error, ValueError) as exc:
+        raise SystemExit("berth: error: bad configuration: %s"
+                         % str(exc).splitlines()[0]) from None
+
+
+def _logging(conf: cfg.ConfigOpts | None = None) -> None:
+    debug = bool(conf and conf.debug) if conf is not None and "debug" in conf else False
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from berth import server
+    conf = load_conf(args)
+    _logging(conf)
+    return server.run(conf, host=args.host, port=args.port,
+                      workers=args.workers)
+
+
+def cmd_db_sync(args: argparse.Namespace) -> int:
+    from berth.db import migrate, setup
+    conf = load_conf(args)
+    engine = setup.engine_from_conf(conf)
+    migrate.upgrade(engine)
+    print("database at revision %s" % migrate.current_revision(engine))
+    return 0
+
+
+def cmd_db_version(args: argparse.Namespace) -> int:
+    from berth.db import migrate, setup
+    conf = load_conf(args)
+    engine = setup.engine_from_conf(conf)
+    current = migrate.current_revision(engine)
+    print("current: %s\nhead: %s" % (current or "none (empty database)",
+                                       migrate.head_revision()))
+    return 0
+
+
+def cmd_policy_list(args: argparse.Namespace) -> int:
+    from berth import policy
+    conf = load_conf(args)
+    for rule in policy.rule_defaults(conf.oslo_policy.enforce_scope):
+        print('"%s": "%s"' % (rule.name, rule.check_str))
+        if rule.description:
+            print("    # %s" % rule.description.strip().splitlines()[0])
+    return 0
+
+
+def _plugin(name: str) -> Callable[[argparse.Namespace], int]:
+    """Commands whose modules load only when used."""
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+        module, func = name.split(":")
+        fn: Callable[[argparse.Namespace], int] = getattr(
+            importlib.import_module(module), func)
+        return fn(args)
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="berth", description="Berth: a fast OpenStack Placement service.")
+    parser.add_argument("--version", action="version",
+                        version="berth %s" % __version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    serve = sub.add_parser("serve", help="run the API server (foreground)")
+    _add_config_args(serve)
+    serve.add_argument("--host", default=DEFAULT_HOST,
+                       help="address to bind (default %(default)s)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help="port to bind (default %(default)s)")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="worker processes (default: 1 on embedded "
+                            "SQLite, else the number of CPUs)")
+    serve.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", help="database migrations")
+    dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
+    dbsub.required = True
+    sync = dbsub.add_parser("sync", help="apply every migration and seed "
+                                         "standard classes and traits")
+    _add_config_args(sync)
+    sync.set_defaults(func=cmd_db_sync)
+    version = dbsub.add_parser("version", help="show the current and the "
+                                               "newest migration")
+    _add_config_args(version)
+    version.set_defaults(func=cmd_db_version)
+
+    pol = sub.add_parser("policy", help="policy rules")
+    polsub = pol.add_subparsers(dest="policy_command", metavar="ACTION")
+    polsub.required = True
+    plist = polsub.add_parser("list", help="print every rule and its default")
+    _add_config_args(plist)
+    plist.set_defaults(func=cmd_policy_list)
+
+    status = sub.add_parser("status", help="operator checks")
+    stsub = status.add_subparsers(dest="status_command", metavar="ACTION")
+    stsub.required = True
+    upgrade = stsub.add_parser("upgrade", help="upgrade readiness")
+    upsub = upgrade.add_subparsers(dest="upgrade_command", metavar="ACTION")
+    upsub.required = True
+    check = upsub.add_parser("check", help="report migrations, incomplete "
+                                           "consumers, orphans and policy "
+                                           "problems; exit 0, 1 or 2")
+    _add_config_args(check)
+    check.set_defaults(func=_plugin("berth.status:cmd_upgrade_check"))
+
+    mig = sub.add_parser("migrate-inventory",
+                         help="run a driver's start-up reshape offline, "
+                              "through direct database access")
+    _add_config_args(mig)
+    mig.add_argument("--driver", required=True, metavar="MODULE:CLASS",
+                     help="the virt driver class to load")
+    mig.add_argument("--nodename", action="append", default=[],
+                     help="node to migrate (repeatable; default: the "
+                          "driver's nodes)")
+    mig.set_defaults(func=_plugin("berth.agent:cmd_migrate_inventory"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: Any = args.func(args)
+        return int(result or 0)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line, no traceback
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print("berth: error: %s" % message, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Configuration: the options of upstream Placement's ``placement.conf``.
+
+Option names, groups and defaults follow upstream so that an operator's
+existing file works unchanged. Options Berth adds live in ``[berth]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+PROJECT = "placement"
+#: A nil UUID, as upstream uses for consumers written before 1.8.
+NIL_UUID = "00000000-0000-0000-0000-000000000000"
+
+database_opts = [
+    cfg.StrOpt("connection", secret=True,
+               help="SQLAlchemy URL of the Placement database. Unset means "
+                    "an embedded SQLite file under [berth] data_dir."),
+    cfg.StrOpt("connection_parameters", default="",
+               help="Extra query parameters appended to the connection URL."),
+    cfg.BoolOpt("sqlite_synchronous", default=True,
+                help="If False, SQLite runs with synchronous=OFF."),
+    cfg.StrOpt("slave_connection", secret=True,
+               help="Accepted for compatibility; Berth reads from the "
+                    "primary connection."),
+    cfg.StrOpt("mysql_sql_mode", default="TRADITIONAL",
+               help="SQL mode set on every MySQL connection."),
+    cfg.IntOpt("connection_recycle_time", default=3600,
+               help="Seconds after which a pooled connection is replaced."),
+    cfg.IntOpt("max_pool_size", default=5,
+               help="Connections kept open in each worker's pool."),
+    cfg.IntOpt("max_retries", default=10,
+               help="Connection attempts at start-up (-1 means forever)."),
+    cfg.IntOpt("retry_interval", default=10,
+               help="Seconds between connection attempts at start-up."),
+    cfg.IntOpt("max_overflow", default=50,
+               help="Connections a pool may open beyond max_pool_size."),
+    cfg.IntOpt("connection_debug", default=0, min=0, max=100,
+               help="SQL logging: 0 none, 50 and above logs statements."),
+    cfg.BoolOpt("connection_trace", default=False,
+                help="Accepted for compatibility; has no effect."),
+    cfg.IntOpt("pool_timeout", default=30,
+               help="Seconds to wait for a pooled connection."),
+    cfg.BoolOpt("sync_on_startup", default=False,
+                help="Run the database migrations when the service starts."),
+]
+
+api_opts = [
+    cfg.StrOpt("auth_strategy", default="keystone",
+               choices=[("keystone", "Use keystonemiddleware tokens"),
+                        ("noauth2", "Trust X-Auth-Token user:project; "
+                                    "for testing only")],
+               help="How incoming requests are authenticated."),
+]
+
+placement_opts = [
+    cfg.BoolOpt("randomize_allocation_candidates", default=False,
+                help="Shuffle allocation candidates before applying limit."),
+    cfg.StrOpt("incomplete_consumer_project_id", default=NIL_UUID,
+               help="Project recorded for consumers written without one "
+                    "(microversions before 1.8)."),
+    cfg.StrOpt("incomplete_consumer_user_id", default=NIL_UUID,
+               help="User recorded for consumers written without one "
+                    "(microversions before 1.8)."),
+    cfg.IntOpt("allocation_conflict_retry_count", default=10, min=0,
+               help="Times an allocation write is retried inside one "
+                    "request when a provider generation moves under it."),
+    cfg.IntOpt("max_allocation_candidates", default=-1, min=-1,
+               help="Upper bound on candidates generated per request; "
+                    "-1 means no bound."),
+    cfg.StrOpt("allocation_candidates_generation_strategy",
+               default="depth-first",
+               choices=[("depth-first", "Exhaust one root before the next"),
+                        ("breadth-first", "Take candidates from every root "
+                                          "in turn")],
+               help="Order in which candidates are generated when "
+                    "max_allocation_candidates bounds them."),
+]
+
+berth_opts = [
+    cfg.StrOpt("data_dir",
+               help="Folder of the embedded SQLite database when "
+                    "[placement_database] connection is unset. Default: "
+                    "$BERTH_DATA_DIR, else $XDG_DATA_HOME/berth, else "
+                    "~/.local/share/berth."),
+    cfg.IntOpt("max_body_bytes", default=10 * 1024 * 1024, min=1024,
+               help="Largest request body accepted; larger gets 413."),
+    cfg.IntOpt("max_json_depth", default=32, min=4,
+               help="Deepest JSON nesting accepted in a request body."),
+    cfg.BoolOpt("request_log", default=True,
+                help="Log one line per request."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every option Berth reads on ``conf`` (idempotent)."""
+    conf.register_opts(database_opts, group="placement_database")
+    conf.register_opts(api_opts, group="api")
+    conf.register_opts(placement_opts, group="placement")
+    conf.register_opts(berth_opts, group="berth")
+    # oslo.policy's and oslo.middleware's groups are registered by those
+    # libraries; registering the policy group here lets `berth` read it
+    # before any enforcer exists.
+    from oslo_policy import opts as policy_opts
+    policy_opts._register(conf)
+    # oslo.policy 6 dropped ``enforce_scope`` (scope is always checked);
+    # upstream's files still set it, so Berth keeps honouring it.
+    if "enforce_scope" not in conf.oslo_policy:
+        conf.register_opt(cfg.BoolOpt(
+            "enforce_scope", default=True,
+            help="Reject tokens whose scope a rule does not allow."),
+            group="oslo_policy")
+    from oslo_middleware import cors
+    conf.register_opts(cors.CORS_OPTS, group="cors")
+
+
+def config_files_from_env(env: dict[str, str] | None = None) -> list[str] | None:
+    """Files named by ``OS_PLACEMENT_CONFIG_DIR``, as upstream reads them."""
+    env = dict(os.environ) if env is None else env
+    dirname = env.get("OS_PLACEMENT_CONFIG_DIR", "").strip()
+    if not dirname:
+        return None
+    return [os.path.join(dirname, "placement.conf")]
+
+
+def load(args: Sequence[str] = (), default_config_files: list[str] | None = None,
+         default_config_dirs: list[str] | None = None) -> cfg.ConfigOpts:
+    """Build a fresh ``ConfigOpts`` from command-line style ``args``.
+
+    ``--config-file`` and ``--config-dir`` are understood as oslo.config
+    understands them. Without either, ``OS_PLACEMENT_CONFIG_DIR`` is
+    honoured, then oslo.config's usual search for ``placement.conf``.
+    """
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    if default_config_files is None:
+        default_config_files = config_files_from_env()
+    conf(list(args), project=PROJECT, validate_default_values=True,
+         default_config_files=default_config_files,
+         default_config_dirs=default_config_dirs)
+    return conf
+
+
+def data_dir(conf: cfg.ConfigOpts) -> Path:
+    """Where the embedded SQLite database lives."""
+    if conf.berth.data_dir:
+        return Path(conf.berth.data_dir)
+    if os.environ.get("BERTH_DATA_DIR"):
+        return Path(os.environ["BERTH_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "berth"
+
+
+def database_url(conf: cfg.ConfigOpts) -> str:
+    """The SQLAlchemy URL to use, falling back to the embedded SQLite file."""
+    url = conf.placement_database.connection
+    if not url:
+        folder = data_dir(conf)
+        folder.mkdir(parents=True, exist_ok=True)
+        url = "sqlite:///%s" % (folder / "placement.sqlite")
+    extra = conf.placement_database.connection_parameters
+    if extra:
+        url += ("&" if "?" in url else "?") + extra
+    return url
+
+
+def is_embedded(conf: cfg.ConfigOpts) -> bool:
+    """True when no database was configured (local, single-user mode)."""
+    return not conf.placement_database.connection

@@ -1,0 +1,1 @@
+"""Database layer: tables, engine set-up, transactions and migrations."""

@@ -1,0 +1,154 @@
+"""The Placement schema, in SQLAlchemy Core.
+
+Designed for the queries Placement runs most: capacity per (provider,
+class), trees by root, providers by trait and aggregate, and allocations by
+consumer. See docs/schema.md for the reasoning behind each index.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+# MySQL needs a bounded length for indexed strings; 255 matches upstream.
+NAME = sa.String(255)
+UUID = sa.String(36)
+
+
+def _stamps() -> list[sa.Column[object]]:
+    return [
+        sa.Column("created_at", sa.DateTime, nullable=True),
+        sa.Column("updated_at", sa.DateTime, nullable=True),
+    ]
+
+
+resource_classes = sa.Table(
+    "resource_classes", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", NAME, nullable=False, unique=True),
+    *_stamps(),
+)
+
+traits = sa.Table(
+    "traits", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", NAME, nullable=False, unique=True),
+    *_stamps(),
+)
+
+resource_providers = sa.Table(
+    "resource_providers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", UUID, nullable=False, unique=True),
+    sa.Column("name", sa.String(200), nullable=False, unique=True),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("root_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), nullable=True,
+              index=True),
+    sa.Column("parent_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), nullable=True,
+              index=True),
+    *_stamps(),
+)
+
+inventories = sa.Table(
+    "inventories", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), nullable=False),
+    sa.Column("resource_class_id", sa.Integer,
+              sa.ForeignKey("resource_classes.id"), nullable=False,
+              index=True),
+    sa.Column("total", sa.Integer, nullable=False),
+    sa.Column("reserved", sa.Integer, nullable=False),
+    sa.Column("min_unit", sa.Integer, nullable=False),
+    sa.Column("max_unit", sa.Integer, nullable=False),
+    sa.Column("step_size", sa.Integer, nullable=False),
+    sa.Column("allocation_ratio", sa.Float, nullable=False),
+    *_stamps(),
+    sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
+)
+
+projects = sa.Table(
+    "projects", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", NAME, nullable=False, unique=True),
+    *_stamps(),
+)
+
+users = sa.Table(
+    "users", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", NAME, nullable=False, unique=True),
+    *_stamps(),
+)
+
+consumer_types = sa.Table(
+    "consumer_types", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", NAME, nullable=False, unique=True),
+    *_stamps(),
+)
+
+consumers = sa.Table(
+    "consumers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", UUID, nullable=False, unique=True),
+    sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"),
+              nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"),
+              nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("consumer_type_id", sa.Integer,
+              sa.ForeignKey("consumer_types.id"), nullable=True),
+    *_stamps(),
+    sa.Index(None, "project_id", "user_id"),
+)
+
+allocations = sa.Table(
+    "allocations", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), nullable=False),
+    sa.Column("consumer_id", UUID, nullable=False, index=True),
+    sa.Column("resource_class_id", sa.Integer,
+              sa.ForeignKey("resource_classes.id"), nullable=False),
+    sa.Column("used", sa.Integer, nullable=False),
+    *_stamps(),
+    # Usage per (provider, class) is summed on every claim and candidate
+    # query; this index covers it.
+    sa.Index(None, "resource_provider_id", "resource_class_id", "used"),
+    sa.Index(None, "resource_class_id"),
+)
+
+placement_aggregates = sa.Table(
+    "placement_aggregates", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", UUID, nullable=False, unique=True),
+    *_stamps(),
+)
+
+resource_provider_aggregates = sa.Table(
+    "resource_provider_aggregates", metadata,
+    sa.Column("resource_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), primary_key=True),
+    sa.Column("aggregate_id", sa.Integer,
+              sa.ForeignKey("placement_aggregates.id"), primary_key=True,
+              index=True),
+    *_stamps(),
+)
+
+resource_provider_traits = sa.Table(
+    "resource_provider_traits", metadata,
+    sa.Column("resource_provider_id", sa.Integer,
+              sa.ForeignKey("resource_providers.id"), primary_key=True),
+    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"),
+              primary_key=True, index=True),
+    *_stamps(),
+)

@@ -1,0 +1,1 @@
+"""Domain rules and SQL. Nothing here knows about HTTP."""

@@ -1,0 +1,112 @@
+"""Helpers shared by every domain module.
+
+Convention: domain functions take an open ``Connection`` as their first
+argument and never open or commit transactions themselves; the caller (a
+handler, the reshaper, direct access) runs them inside ``Database.run`` so
+that one request is one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from berth.db import tables as t
+from berth.domain import errors
+
+
+def now() -> dt.datetime:
+    """Naive UTC timestamp, as stored in created_at/updated_at."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
+    """The resource_providers row for ``uuid``, or None."""
+    rp = t.resource_providers
+    return conn.execute(sa.select(rp).where(rp.c.uuid == uuid)).first()
+
+
+def require_provider(conn: Connection, uuid: str,
+                     message: str | None = None) -> Row:  # type: ignore[type-arg]
+    """The provider row, or NotFound with upstream's wording."""
+    row = provider_by_uuid(conn, uuid)
+    if row is None:
+        raise errors.NotFound(message or
+                              "No resource provider with uuid %s found" % uuid)
+    return row
+
+
+def bump_provider_generation(conn: Connection, provider_id: int,
+                             expected: int) -> int:
+    """Compare-and-swap the provider generation; return the new one.
+
+    The UPDATE takes the row lock, so concurrent writers to one provider
+    serialize here and every loser sees ConcurrentUpdate (409).
+    """
+    rp = t.resource_providers
+    result = conn.execute(
+        rp.update()
+        .where(rp.c.id == provider_id, rp.c.generation == expected)
+        .values(generation=expected + 1, updated_at=now()))
+    if result.rowcount != 1:
+        raise errors.ConcurrentUpdate(
+            "resource provider generation conflict")
+    return expected + 1
+
+
+def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    """Map the given class names to ids (unknown names are left out)."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    rc = t.resource_classes
+    rows = conn.execute(sa.select(rc.c.name, rc.c.id)
+                        .where(rc.c.name.in_(sorted(wanted))))
+    return {name: id_ for name, id_ in rows}
+
+
+def resource_class_names(conn: Connection) -> dict[int, str]:
+    """Every class id -> name (the table is small)."""
+    rc = t.resource_classes
+    return {id_: name for id_, name in
+            conn.execute(sa.select(rc.c.id, rc.c.name))}
+
+
+def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    """Map trait names to ids (unknown names are left out)."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    tr = t.traits
+    rows = conn.execute(sa.select(tr.c.name, tr.c.id)
+                        .where(tr.c.name.in_(sorted(wanted))))
+    return {name: id_ for name, id_ in rows}
+
+
+def ensure_external(conn: Connection, table: sa.Table, external_id: str) -> int:
+    """Id of the projects/users row for ``external_id``, creating it.
+
+    Runs inside the caller's transaction; a concurrent insert of the same
+    id surfaces as IntegrityError, which the transaction retry handles as
+    a ConcurrentUpdate (see ``Database.run`` callers).
+    """
+    row = conn.execute(sa.select(table.c.id)
+                       .where(table.c.external_id == external_id)).first()
+    if row is not None:
+        return int(row[0])
+    result = conn.execute(table.insert().values(external_id=external_id,
+                                                created_at=now()))
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def ensure_consumer_type(conn: Connection, name: str) -> int:
+    """Id of the consumer type ``name``, creating it."""
+    ct = t.consumer_types
+    row = conn.execute(sa.select(ct.c.id).where(ct.c.name == name)).first()
+    if row is not None:
+        return int(row[0])
+    result = conn.execute(ct.insert().values(name=name, created_at=now()))
+    return int(result.inserted_primary_key[0])  # type: ignore[index]

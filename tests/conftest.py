@@ -1,0 +1,177 @@
+"""Shared fixtures: a real database of each kind, the app, an HTTP client.
+
+Every test that takes ``db`` (or anything built on it) runs once per
+backend: SQLite always, PostgreSQL and MariaDB when their servers answer
+on 127.0.0.1. Without a server those runs skip with the reason; with
+``BERTH_REQUIRE_DBS=1`` (set by .ci/run) a missing server fails instead.
+``BERTH_TEST_DBS=sqlite`` limits the backends.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from berth import conf as berth_conf
+from berth.api.app import create_app
+from berth.db import migrate
+from berth.db import tables as t
+from berth.db.engine import Database, create_engine
+
+PG_ADMIN_URL = os.environ.get(
+    "BERTH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MYSQL_ADMIN_URL = os.environ.get(
+    "BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+BACKENDS = [b.strip() for b in
+            os.environ.get("BERTH_TEST_DBS", "sqlite,postgresql,mysql").split(",")
+            if b.strip()]
+REQUIRE = os.environ.get("BERTH_REQUIRE_DBS") == "1"
+
+# Tables holding test data, children first so deletes respect foreign keys.
+DATA_TABLES = [t.allocations, t.consumers, t.resource_provider_traits,
+               t.resource_provider_aggregates, t.placement_aggregates,
+               t.inventories, t.projects, t.users, t.consumer_types]
+
+
+def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
+    """Create a throw-away database; return its URL and a drop callback."""
+    name = "berth_test_%s_%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    admin_url = PG_ADMIN_URL if kind == "postgresql" else MYSQL_ADMIN_URL
+    try:
+        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            if kind == "postgresql":
+                conn.execute(sa.text('CREATE DATABASE "%s"' % name))
+            else:
+                conn.execute(sa.text("CREATE DATABASE `%s` CHARACTER SET "
+                                     "utf8mb4 COLLATE utf8mb4_bin" % name))
+    except sa.exc.OperationalError as exc:
+        msg = "%s server not reachable (%s)" % (kind, str(exc.orig).splitlines()[0])
+        if REQUIRE:
+            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
+        pytest.skip(msg)
+    url = sa.engine.make_url(admin_url).set(database=name)
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            if kind == "postgresql":
+                conn.execute(sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
+                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"' % name))
+            else:
+                conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`" % name))
+        admin.dispose()
+    return url.render_as_string(hide_password=False), drop
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def db_url(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated database URL of one backend, for the whole session."""
+    kind = request.param
+    if kind == "sqlite":
+        path = tmp_path_factory.mktemp("sqlite") / "placement.sqlite"
+        url, drop = "sqlite:///%s" % path, (lambda: None)
+    else:
+        url, drop = _server_db(kind, str(tmp_path_factory.getbasetemp()))
+    engine = create_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    yield url
+    drop()
+
+
+def _standard_counts(engine: sa.engine.Engine) -> None:
+    pass
+
+
+def reset(engine: sa.engine.Engine) -> None:
+    """Empty every data table and drop custom classes and traits."""
+    import os_resource_classes
+    import os_traits
+    with engine.begin() as conn:
+        for table in DATA_TABLES:
+            conn.execute(table.delete())
+        rp = t.resource_providers
+        # Children before parents: null the tree links, then delete.
+        conn.execute(rp.update().values(parent_provider_id=None,
+                                        root_provider_id=None))
+        conn.execute(rp.delete())
+        conn.execute(t.traits.delete().where(
+            t.traits.c.name.not_in(list(os_traits.get_traits()))))
+        conn.execute(t.resource_classes.delete().where(
+            t.resource_classes.c.name.not_in(
+                list(os_resource_classes.STANDARDS))))
+
+
+@pytest.fixture(scope="session")
+def engine(db_url: str) -> Iterator[sa.engine.Engine]:
+    eng = create_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def db(engine: sa.engine.Engine) -> Iterator[Database]:
+    """A clean database (standard classes and traits only) for one test."""
+    reset(engine)
+    yield Database(engine)
+
+
+@pytest.fixture
+def backend(db: Database) -> str:
+    return db.backend
+
+
+def make_conf(**overrides: Any) -> Any:
+    """A ConfigOpts with noauth2 and any ``group__option=value`` overrides."""
+    conf = berth_conf.load([])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    for key, value in overrides.items():
+        group, _, name = key.partition("__")
+        conf.set_override(name, value, group=group)
+    return conf
+
+
+@pytest.fixture
+def conf() -> Any:
+    return make_conf()
+
+
+@pytest.fixture
+def app(conf: Any, db: Database) -> Any:
+    return create_app(conf, db)
+
+
+class Client(httpx.Client):
+    """httpx over the WSGI app in-process; ``version`` sets the
+    microversion header for every request."""
+
+    def __init__(self, app: Any, version: str | None = "latest",
+                 token: str = "admin") -> None:
+        headers = {"x-auth-token": token, "accept": "application/json"}
+        if version:
+            headers["openstack-api-version"] = "placement %s" % version
+        super().__init__(transport=httpx.WSGITransport(app=app),
+                         base_url="http://placement.test", headers=headers)
+
+    def at(self, version: str) -> "Client":
+        """A copy of this client pinned to another microversion."""
+        other = Client.__new__(Client)
+        httpx.Client.__init__(
+            other, transport=self._transport, base_url=self.base_url,
+            headers={**self.headers,
+                     "openstack-api-version": "placement %s" % version})
+        return other
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[Client]:
+    with Client(app) as c:
+        yield c
