@@ -1,0 +1,1 @@
+"""The allocation-candidate engine."""

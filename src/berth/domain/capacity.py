@@ -1,0 +1,47 @@
+"""Capacity arithmetic, shared by claims, inventory checks and candidates.
+
+One definition everywhere: the usable amount of an inventory is
+``int((total - reserved) * allocation_ratio)``, and one request for
+``amount`` must also respect ``min_unit``, ``max_unit`` and ``step_size``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """One provider's inventory of one resource class."""
+
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int = 2147483647
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+
+def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
+    """Usable amount: (total - reserved) * allocation_ratio, truncated."""
+    return int((total - reserved) * allocation_ratio)
+
+
+def unit_problem(inv: Inventory, amount: int) -> str | None:
+    """Why ``amount`` breaks min_unit, max_unit or step_size, else None."""
+    if amount < inv.min_unit:
+        return "min_unit"
+    if amount > inv.max_unit:
+        return "max_unit"
+    if inv.step_size and amount % inv.step_size != 0:
+        return "step_size"
+    return None
+
+
+def fits(inv: Inventory, used: int, amount: int) -> bool:
+    """True when ``amount`` more fits beside ``used`` and obeys the units."""
+    return unit_problem(inv, amount) is None and used + amount <= inv.capacity
