@@ -1,0 +1,48 @@
+# Berth developer entry points. `make serve` and `make test` are the two
+# commands the README promises work on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8778
+PYTEST_ARGS ?=
+
+.PHONY: serve test stress venv install install-test lint conformance bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+# Runs the API on an embedded SQLite database (created and migrated on
+# first start) at http://$(HOST):$(PORT)/ with noauth2.
+serve: install
+	$(BIN)/berth serve --host $(HOST) --port $(PORT)
+
+# The whole default suite, on SQLite, PostgreSQL and MariaDB (the last two
+# skip, saying why, when their servers are not on 127.0.0.1).
+test: install-test
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Long concurrency, explosion and property cases.
+stress: install-test
+	$(BIN)/pytest -m stress $(PYTEST_ARGS)
+
+conformance: install
+	../shared/conformance/run
+
+bench: install
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,124 @@
+"""The command line, run as a user runs it (subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+BERTH = [sys.executable, "-m", "berth.cli"]
+COMMANDS = [[], ["serve"], ["db"], ["db", "sync"], ["db", "version"],
+            ["policy"], ["policy", "list"], ["status", "upgrade", "check"],
+            ["migrate-inventory"]]
+
+
+def run(*args: str, env: dict[str, str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BERTH, *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def write_conf(folder: Path, db: str = "placement.sqlite") -> Path:
+    conf = folder / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
+                    "connection = sqlite:///%s\n" % (folder / db))
+    return conf
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_help(command):
+    result = run(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: berth" in result.stdout
+
+
+def test_missing_config_file_is_one_clear_line(tmp_path):
+    result = run("db", "sync", "--config-file", str(tmp_path / "nope.conf"))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["berth: error: config file %s not found"
+                     % (tmp_path / "nope.conf")]
+
+
+def test_bad_database_url_is_one_clear_line(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[placement_database]\nconnection = nosuchdb://x/y\n")
+    result = run("db", "sync", "--config-file", str(conf))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("berth: error:")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_db_sync_and_version(tmp_path):
+    conf = write_conf(tmp_path)
+    before = run("db", "version", "--config-file", str(conf))
+    assert "current: none" in before.stdout
+    assert run("db", "sync", "--config-file", str(conf)).returncode == 0
+    after = run("db", "version", "--config-file", str(conf))
+    current = after.stdout.splitlines()[0].split(": ")[1]
+    head = after.stdout.splitlines()[1].split(": ")[1]
+    assert current == head
+
+
+def test_os_placement_config_dir_is_honoured(tmp_path):
+    write_conf(tmp_path, "fromenv.sqlite")
+    result = run("db", "sync", env={"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "fromenv.sqlite").exists()
+
+
+def test_policy_list_prints_upstream_rules():
+    out = run("policy", "list").stdout
+    assert '"placement:resource_providers:list": "rule:admin_or_service_api"' in out
+    assert '"placement:reshaper:reshape": "rule:service_api"' in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bytes:
+    for _ in range(150):
+        if proc.poll() is not None:
+            raise AssertionError("server exited: %s" % proc.stderr.read())
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                return resp.read()
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not start")
+
+
+@pytest.mark.parametrize("embedded", [True, False], ids=["embedded", "conf"])
+def test_serve_answers_and_stops_on_sigterm(tmp_path, embedded):
+    port = _free_port()
+    args = [*BERTH, "serve", "--port", str(port), "--workers", "1"]
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
+           "OS_PLACEMENT_CONFIG_DIR": ""}
+    if not embedded:
+        conf = write_conf(tmp_path)
+        run("db", "sync", "--config-file", str(conf))
+        args += ["--config-file", str(conf)]
+    with subprocess.Popen(args, stderr=subprocess.PIPE, env=env) as proc:
+        try:
+            body = _wait_ready("http://127.0.0.1:%d/" % port, proc)
+            assert b'"max_version":"1.39"' in body
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err_bytes = proc.communicate(timeout=20)
+        code = proc.returncode
+    err = err_bytes.decode()
+    assert code == 0, err
+    if embedded:
+        assert "for local use only" in err
+        assert (tmp_path / "data" / "placement.sqlite").exists()
