@@ -1,0 +1,215 @@
+"""Berth vs upstream Placement: the same deployment, the same queries, the
+same run. Reports server CPU per request (CPU of the server's whole process
+tree divided by requests served), median latency, and the Berth/upstream
+ratio.
+
+    .venv/bin/python bench/run.py                 # full run, 1,000 hosts
+    .venv/bin/python bench/run.py --hosts 200 --repeat 5   # quick look
+    .venv/bin/python bench/run.py --only berth    # no upstream
+
+Upstream is taken from .upstream-venv (``pip install
+openstack-placement==16.0.0 gunicorn`` there; ``--setup-upstream`` does it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import world as world_mod  # noqa: E402
+from servers import ROOT, UPSTREAM_VENV, Server  # noqa: E402
+
+AGG = world_mod.uid("agg-3")
+SHARE = world_mod.uid("share-1")
+BASE = "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10"
+QUERIES: dict[str, str] = {
+    "simple": BASE,
+    "traits": BASE + "&required=HW_CPU_X86_AVX2,!CUSTOM_FAST",
+    "member_of": BASE + "&member_of=" + AGG,
+    "granular_nested": (
+        "resources_CPU=VCPU:2,MEMORY_MB:2048"
+        "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
+        "&required_CPU=HW_NUMA_ROOT"
+        "&same_subtree=_CPU,_NIC&group_policy=isolate"),
+    "sharing": "resources=VCPU:1,DISK_GB:500&member_of=" + SHARE,
+}
+EXPLOSION = {
+    "explosion_8": "&".join("resources%d=SRIOV_NET_VF:1" % i
+                            for i in range(1, 9)),
+    "explosion_16": "&".join("resources%d=SRIOV_NET_VF:1" % i
+                             for i in range(1, 17)),
+}
+HEADERS = {"x-auth-token": "admin", "accept": "application/json",
+           "openstack-api-version": "placement 1.39"}
+
+
+def measure(server: Server, query: str, repeat: int,
+            timeout: float) -> dict[str, float | int | str]:
+    """Run ``query`` ``repeat`` times; server CPU and latency per request."""
+    http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=timeout)
+    latencies, count = [], None
+    cpu0 = server.cpu_seconds()
+    for _ in range(repeat):
+        start = time.perf_counter()
+        try:
+            r = http.get("/allocation_candidates?" + query)
+        except httpx.TimeoutException:
+            return {"error": "timeout after %ss" % timeout}
+        latencies.append(time.perf_counter() - start)
+        if r.status_code != 200:
+            return {"error": "%s %s" % (r.status_code, r.text[:200])}
+        count = len(r.json()["allocation_requests"])
+    cpu = (server.cpu_seconds() - cpu0) / repeat
+    return {"cpu_ms": cpu * 1000, "p50_ms": statistics.median(latencies) * 1000,
+            "candidates": count or 0}
+
+
+def run_queries(kind: str, workdir: Path, args: argparse.Namespace
+                ) -> dict[str, dict[str, float | int | str]]:
+    results: dict[str, dict[str, float | int | str]] = {}
+    with Server(kind, workdir / "main") as server:
+        t0 = time.time()
+        world_mod.build(server.url, hosts=args.hosts)
+        print("  %s: built %d hosts in %.0fs" % (kind, args.hosts,
+                                                 time.time() - t0), flush=True)
+        for name, query in QUERIES.items():
+            for label, q in ((name, query), (name + "+limit50",
+                                             query + "&limit=50")):
+                results[label] = measure(server, q, args.repeat, args.timeout)
+                print("  %s %-26s %s" % (kind, label, results[label]),
+                      flush=True)
+        results["claims"] = claims(server, args)
+        print("  %s claims %s" % (kind, results["claims"]), flush=True)
+    with Server(kind, workdir / "wide") as server:
+        world_mod.build_explosion(server.url)
+        for name, query in EXPLOSION.items():
+            q = query + "&group_policy=none&limit=1000"
+            results[name] = measure(server, q, max(1, args.repeat // 5),
+                                    args.timeout)
+            print("  %s %-26s %s" % (kind, name, results[name]), flush=True)
+    return results
+
+
+def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | str]:
+    """A scheduler-like loop: fetch candidates, claim one, retry on 409."""
+    done, conflicts, errors = [0], [0], [0]
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=60)
+        for i in range(args.claims // args.clients):
+            consumer = str(uuid.uuid4())
+            for _attempt in range(10):
+                r = http.get("/allocation_candidates?" + BASE + "&limit=5")
+                reqs = r.json()["allocation_requests"]
+                if not reqs:
+                    break
+                body = {"allocations": reqs[(n + i) % len(reqs)]["allocations"],
+                        "project_id": world_mod.uid("p"),
+                        "user_id": world_mod.uid("u"),
+                        "consumer_generation": None,
+                        "consumer_type": "INSTANCE"}
+                r = http.put("/allocations/" + consumer, json=body)
+                with lock:
+                    if r.status_code == 204:
+                        done[0] += 1
+                        break
+                    if r.status_code == 409:
+                        conflicts[0] += 1
+                        continue
+                    errors[0] += 1
+                    break
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(n,))
+               for n in range(args.clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    return {"claims_per_s": done[0] / elapsed, "claims": done[0],
+            "conflicts": conflicts[0], "errors": errors[0]}
+
+
+def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str],
+          key: str) -> str:
+    if key not in b or key not in u:
+        return "-"
+    return "%.1fx" % (float(u[key]) / max(float(b[key]), 1e-9))
+
+
+def report(results: dict[str, dict[str, dict[str, float | int | str]]]) -> str:
+    b, u = results.get("berth", {}), results.get("upstream", {})
+    lines = ["%-26s %12s %12s %10s %12s %12s %10s" % (
+        "query", "berth cpu ms", "upstr cpu ms", "cpu ratio", "berth p50",
+        "upstr p50", "candidates")]
+    for name in [k for k in b if k != "claims"] or [k for k in u if k != "claims"]:
+        bb, uu = b.get(name, {}), u.get(name, {})
+        lines.append("%-26s %12s %12s %10s %12s %12s %10s" % (
+            name, _fmt(bb, "cpu_ms"), _fmt(uu, "cpu_ms"),
+            ratio(bb, uu, "cpu_ms"), _fmt(bb, "p50_ms"), _fmt(uu, "p50_ms"),
+            "%s/%s" % (bb.get("candidates", "-"), uu.get("candidates", "-"))))
+    if "claims" in b or "claims" in u:
+        bc, uc = b.get("claims", {}), u.get("claims", {})
+        lines.append("claims/s: berth %s, upstream %s (berth/upstream %s); "
+                     "5xx: berth %s, upstream %s" % (
+                         _fmt(bc, "claims_per_s"), _fmt(uc, "claims_per_s"),
+                         ratio(uc, bc, "claims_per_s"), bc.get("errors", "-"),
+                         uc.get("errors", "-")))
+    return "\n".join(lines)
+
+
+def _fmt(d: dict[str, float | int | str], key: str) -> str:
+    if "error" in d:
+        return str(d["error"])[:12]
+    return "%.1f" % float(d[key]) if key in d else "-"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--claims", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--only", choices=["berth", "upstream"])
+    ap.add_argument("--setup-upstream", action="store_true",
+                    help="create .upstream-venv with openstack-placement 16.0.0")
+    args = ap.parse_args()
+    if args.setup_upstream or (args.only != "berth" and
+                               not (UPSTREAM_VENV / "bin/gunicorn").exists()):
+        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)],
+                       check=True)
+        subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
+                        "openstack-placement==16.0.0", "gunicorn"], check=True)
+    kinds = [args.only] if args.only else ["berth", "upstream"]
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
+        for kind in kinds:
+            print("running %s" % kind, flush=True)
+            results[kind] = run_queries(kind, Path(tmp) / kind, args)
+    text = report(results)
+    print(text)
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out / ("%s.json" % stamp)).write_text(json.dumps(
+        {"args": vars(args), "results": results}, indent=2))
+    (out / ("%s.txt" % stamp)).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Start and measure Berth and upstream Placement servers for benchmarks.
+
+Both run under gunicorn on a fresh SQLite file (or a given database URL),
+each in its own process group, so the CPU of the whole server process tree
+can be read from /proc before and after a workload.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BERTH_VENV = Path(os.environ.get("BERTH_VENV", ROOT / ".venv"))
+UPSTREAM_VENV = Path(os.environ.get("UPSTREAM_VENV", ROOT / ".upstream-venv"))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One Placement server (``kind`` is "berth" or "upstream")."""
+
+    def __init__(self, kind: str, workdir: Path, workers: int = 1,
+                 db_url: str | None = None) -> None:
+        self.kind = kind
+        self.dir = workdir / kind
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.workers = workers
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.db_url = db_url or "sqlite:///%s" % (self.dir / "placement.sqlite")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _conf(self) -> Path:
+        conf = self.dir / "placement.conf"
+        conf.write_text(
+            "[DEFAULT]\ndebug = False\n[api]\nauth_strategy = noauth2\n"
+            "[placement_database]\nconnection = %s\n"
+            "[oslo_policy]\nenforce_new_defaults = False\n"
+            "[berth]\nrequest_log = False\n" % self.db_url)
+        return conf
+
+    def start(self) -> "Server":
+        conf = self._conf()
+        log = open(self.dir / "server.log", "wb")
+        env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(self.dir)}
+        if self.kind == "berth":
+            subprocess.run([str(BERTH_VENV / "bin/berth"), "db", "sync",
+                            "--config-file", str(conf)], check=True,
+                           stdout=subprocess.DEVNULL)
+            cmd = [str(BERTH_VENV / "bin/berth"), "serve", "--config-file",
+                   str(conf), "--host", "127.0.0.1", "--port", str(self.port),
+                   "--workers", str(self.workers)]
+        else:
+            subprocess.run([str(UPSTREAM_VENV / "bin/placement-manage"),
+                            "--config-file", str(conf), "db", "sync"],
+                           check=True, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            cmd = [str(UPSTREAM_VENV / "bin/gunicorn"), "-b",
+                   "127.0.0.1:%d" % self.port, "-w", str(self.workers),
+                   "--timeout", "900", "--log-level", "warning", "placement.wsgi.api:application"]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
+                                     start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/", timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("%s server did not start; see %s"
+                           % (self.kind, self.dir / "server.log"))
+
+    def cpu_seconds(self) -> float:
+        """User+system CPU of every live process in the server's group."""
+        assert self.proc is not None
+        pgid = self.proc.pid
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) != pgid:  # field 5: process group
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / TICKS
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
