@@ -119,6 +119,9 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
     app.req_options.keep_blank_qs_values = True
     app.req_options.strip_url_path_trailing_slash = False
     app.resp_options.secure_cookies_by_default = False
+    # Bodiless responses (204, 201 before 1.20) carry no Content-Type, as
+    # upstream; every body sets its own type.
+    app.resp_options.default_media_type = None
     install_routes(app)
     # Registered for HTTPError too, or Falcon's own (more specific) default
     # handler would win and answer in its own format.

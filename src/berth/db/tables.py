@@ -21,6 +21,11 @@ NAME = sa.String(255)
 UUID = sa.String(36)
 
 
+#: Binary collation on MySQL/MariaDB, so names and uuids compare exactly as
+#: on SQLite and PostgreSQL (case-sensitive).
+MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+
+
 def _stamps() -> list[sa.Column[object]]:
     return [
         sa.Column("created_at", sa.DateTime, nullable=True),
@@ -33,6 +38,7 @@ resource_classes = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", NAME, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 traits = sa.Table(
@@ -40,6 +46,7 @@ traits = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", NAME, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 resource_providers = sa.Table(
@@ -55,6 +62,7 @@ resource_providers = sa.Table(
               sa.ForeignKey("resource_providers.id"), nullable=True,
               index=True),
     *_stamps(),
+    **MYSQL,
 )
 
 inventories = sa.Table(
@@ -73,6 +81,7 @@ inventories = sa.Table(
     sa.Column("allocation_ratio", sa.Float, nullable=False),
     *_stamps(),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
+    **MYSQL,
 )
 
 projects = sa.Table(
@@ -80,6 +89,7 @@ projects = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("external_id", NAME, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 users = sa.Table(
@@ -87,6 +97,7 @@ users = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("external_id", NAME, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 consumer_types = sa.Table(
@@ -94,6 +105,7 @@ consumer_types = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", NAME, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 consumers = sa.Table(
@@ -109,6 +121,7 @@ consumers = sa.Table(
               sa.ForeignKey("consumer_types.id"), nullable=True),
     *_stamps(),
     sa.Index(None, "project_id", "user_id"),
+    **MYSQL,
 )
 
 allocations = sa.Table(
@@ -125,6 +138,7 @@ allocations = sa.Table(
     # query; this index covers it.
     sa.Index(None, "resource_provider_id", "resource_class_id", "used"),
     sa.Index(None, "resource_class_id"),
+    **MYSQL,
 )
 
 placement_aggregates = sa.Table(
@@ -132,6 +146,7 @@ placement_aggregates = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", UUID, nullable=False, unique=True),
     *_stamps(),
+    **MYSQL,
 )
 
 resource_provider_aggregates = sa.Table(
@@ -142,6 +157,7 @@ resource_provider_aggregates = sa.Table(
               sa.ForeignKey("placement_aggregates.id"), primary_key=True,
               index=True),
     *_stamps(),
+    **MYSQL,
 )
 
 resource_provider_traits = sa.Table(
@@ -151,4 +167,5 @@ resource_provider_traits = sa.Table(
     sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"),
               primary_key=True, index=True),
     *_stamps(),
+    **MYSQL,
 )

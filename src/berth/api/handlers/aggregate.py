@@ -1,13 +1,56 @@
-"""Placeholder until this resource's handlers land."""
+"""``/resource_providers/{uuid}/aggregates`` (microversion 1.1 on)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from berth.api.errors import HTTPProblem
+import falcon
+
+from berth.api import util
+from berth.api.schemas import aggregate as schema
+from berth.domain import aggregates, providers
+
+RULE = "placement:resource_providers:aggregates:%s"
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def _send(req: falcon.Request, resp: falcon.Response, uuids: list[str],
+          generation: int) -> None:
+    body: dict[str, Any] = {"aggregates": uuids}
+    if util.want(req, "1.19"):
+        body["resource_provider_generation"] = generation
+    # Memberships carry no timestamp of their own, so last-modified is
+    # "now", as upstream sends it.
+    util.send(req, resp, body)
+
+
+def get_aggregates(req: falcon.Request, resp: falcon.Response,
+                   uuid: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, RULE % "list")
+
+    def work(conn: Any) -> tuple[list[str], int]:
+        row = providers.load_provider(conn, uuid)
+        return (aggregates.provider_aggregates(conn, row.id),
+                int(row.generation))
+
+    uuids, generation = util.db(req).read(work)
+    _send(req, resp, uuids, generation)
+
+
+def set_aggregates(req: falcon.Request, resp: falcon.Response,
+                   uuid: str) -> None:
+    util.authorize(req, RULE % "update")
+    # Upstream answers 404 for an unknown provider before reading the body.
+    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    with_generation = util.want(req, "1.19")
+    if with_generation:
+        data = util.json_body(req, schema.PUT_AGGREGATES_1_19)
+        wanted, generation = (data["aggregates"],
+                              data["resource_provider_generation"])
+    else:
+        wanted = util.json_body(req, schema.PUT_AGGREGATES_1_1)
+        generation = None
+    stored, new_generation = util.db(req).run(
+        lambda conn: aggregates.set_aggregates(conn, uuid, wanted,
+                                               generation))
+    _send(req, resp, stored, new_generation)

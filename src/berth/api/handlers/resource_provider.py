@@ -1,13 +1,130 @@
-"""Placeholder until this resource's handlers land."""
+"""``/resource_providers`` and ``/resource_providers/{uuid}``."""
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from typing import Any
 
-from berth.api.errors import HTTPProblem
+import falcon
+from sqlalchemy.engine import Row
+
+from berth.api import util
+from berth.api.schemas import resource_provider as schema
+from berth.domain import providers
+
+RULE = "placement:resource_providers:%s"
+#: Query parameters matched by the allocation-candidate engine.
+ENGINE_FILTERS = frozenset({"resources", "required", "member_of"})
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def provider_url(req: falcon.Request, uuid: str) -> str:
+    """The provider's path, under the application's mount point."""
+    return "%s/resource_providers/%s" % (req.root_path, uuid)
+
+
+def provider_links(req: falcon.Request, uuid: str) -> list[dict[str, str]]:
+    """The ``links`` list, growing with the microversion."""
+    url = provider_url(req, uuid)
+    rels = ["inventories", "usages"]
+    for since, rel in (("1.1", "aggregates"), ("1.6", "traits"),
+                       ("1.11", "allocations")):
+        if util.want(req, since):
+            rels.append(rel)
+    return ([{"rel": "self", "href": url}]
+            + [{"rel": rel, "href": "%s/%s" % (url, rel)} for rel in rels])
+
+
+def provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
+    """One provider as GET, POST (1.20+) and PUT show it; ``row`` is a
+    :func:`berth.domain.providers.get_provider` row."""
+    body: dict[str, Any] = {
+        "uuid": row.uuid,
+        "name": row.name,
+        "generation": row.generation,
+        "links": provider_links(req, row.uuid),
+    }
+    if util.want(req, "1.14"):
+        body["parent_provider_uuid"] = row.parent_provider_uuid
+        body["root_provider_uuid"] = row.root_provider_uuid
+    return body
+
+
+def _modified(row: Row) -> Any:  # type: ignore[type-arg]
+    return row.updated_at or row.created_at
+
+
+def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
+    util.check_accept(req)
+    util.authorize(req, RULE % "list")
+    version = req.context.version
+    pairs = util.validate_query(req, schema.list_query(version))
+    params = util.query_dict(pairs)
+
+    def work(conn: Any) -> list[Row]:  # type: ignore[type-arg]
+        ids = None
+        if ENGINE_FILTERS.intersection(params):
+            # The allocation-candidate engine owns these parameters: one
+            # parser and one matcher for both endpoints.
+            from berth.domain.candidates.provider_filter import (
+                filter_provider_ids)
+            ids = filter_provider_ids(conn, pairs, (version[0], version[1]))
+        return providers.list_providers(
+            conn, name=params.get("name"), uuid=params.get("uuid"),
+            in_tree=params.get("in_tree"), ids=ids)
+
+    rows = util.db(req).read(work)
+    util.send(req, resp,
+              {"resource_providers": [provider_body(req, r) for r in rows]},
+              last_modified=util.newest(_modified(r) for r in rows))
+
+
+def get_provider(req: falcon.Request, resp: falcon.Response,
+                 uuid: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, RULE % "show")
+    row = util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+
+
+def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
+    util.authorize(req, RULE % "create")
+    nested = util.want(req, "1.14")
+    data = util.json_body(req, schema.POST_PROVIDER_1_14 if nested
+                          else schema.POST_PROVIDER)
+    # Stored dashed and lower-case whatever spelling the client used.
+    uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
+            else str(uuidlib.uuid4()))
+    row = util.db(req).run(lambda conn: providers.create_provider(
+        conn, data["name"], uuid, data.get("parent_provider_uuid")))
+    # Absolute, as upstream (webob) sends it; req.prefix has the mount.
+    resp.set_header("location", "%s/resource_providers/%s"
+                    % (req.prefix, uuid))
+    if util.want(req, "1.20"):
+        util.send(req, resp, provider_body(req, row),
+                  last_modified=_modified(row))
+    else:
+        resp.status = 201
+        resp.data = b""
+        resp.content_type = None  # type: ignore[assignment]
+
+
+def update_provider(req: falcon.Request, resp: falcon.Response,
+                    uuid: str) -> None:
+    util.authorize(req, RULE % "update")
+    # Upstream answers 404 for an unknown provider before reading the body.
+    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    nested = util.want(req, "1.14")
+    data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
+                          else schema.PUT_PROVIDER)
+    parent = data.get("parent_provider_uuid", providers.KEEP)
+    row = util.db(req).run(lambda conn: providers.update_provider(
+        conn, uuid, data["name"], parent,
+        allow_reparenting=util.want(req, "1.37")))
+    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+
+
+def delete_provider(req: falcon.Request, resp: falcon.Response,
+                    uuid: str) -> None:
+    util.authorize(req, RULE % "delete")
+    util.db(req).run(lambda conn: providers.delete_provider(conn, uuid))
+    util.no_content(resp)

@@ -12,6 +12,9 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+# Binary collation on MySQL/MariaDB: names compare as on the other backends.
+MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+
 
 def _stamps() -> list[sa.Column]:
     return [sa.Column("created_at", sa.DateTime, nullable=True),
@@ -26,6 +29,7 @@ def _named(table: str) -> None:
         *_stamps(),
         sa.PrimaryKeyConstraint("id", name="pk_%s" % table),
         sa.UniqueConstraint("name", name="uq_%s_name" % table),
+        **MYSQL,
     )
 
 
@@ -37,6 +41,7 @@ def _external(table: str) -> None:
         *_stamps(),
         sa.PrimaryKeyConstraint("id", name="pk_%s" % table),
         sa.UniqueConstraint("external_id", name="uq_%s_external_id" % table),
+        **MYSQL,
     )
 
 
@@ -64,6 +69,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["parent_provider_id"], ["resource_providers.id"],
             name="fk_resource_providers_parent_provider_id"),
+        **MYSQL,
     )
     op.create_index("ix_resource_providers_root_provider_id",
                     "resource_providers", ["root_provider_id"])
@@ -91,6 +97,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["resource_class_id"], ["resource_classes.id"],
             name="fk_inventories_resource_class_id"),
+        **MYSQL,
     )
     op.create_index("ix_inventories_resource_class_id", "inventories",
                     ["resource_class_id"])
@@ -112,6 +119,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["consumer_type_id"], ["consumer_types.id"],
             name="fk_consumers_consumer_type_id"),
+        **MYSQL,
     )
     op.create_index("ix_consumers_project_id_user_id", "consumers",
                     ["project_id", "user_id"])
@@ -130,6 +138,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["resource_class_id"], ["resource_classes.id"],
             name="fk_allocations_resource_class_id"),
+        **MYSQL,
     )
     op.create_index("ix_allocations_consumer_id", "allocations",
                     ["consumer_id"])
@@ -145,6 +154,7 @@ def upgrade() -> None:
         *_stamps(),
         sa.PrimaryKeyConstraint("id", name="pk_placement_aggregates"),
         sa.UniqueConstraint("uuid", name="uq_placement_aggregates_uuid"),
+        **MYSQL,
     )
     op.create_table(
         "resource_provider_aggregates",
@@ -159,6 +169,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["aggregate_id"], ["placement_aggregates.id"],
             name="fk_resource_provider_aggregates_aggregate_id"),
+        **MYSQL,
     )
     op.create_index("ix_resource_provider_aggregates_aggregate_id",
                     "resource_provider_aggregates", ["aggregate_id"])
@@ -175,6 +186,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["trait_id"], ["traits.id"],
             name="fk_resource_provider_traits_trait_id"),
+        **MYSQL,
     )
     op.create_index("ix_resource_provider_traits_trait_id",
                     "resource_provider_traits", ["trait_id"])

@@ -1,0 +1,93 @@
+"""JSON Schemas for ``/resource_providers``, per microversion.
+
+Upstream validates ``"format": "uuid"`` with a checker that accepts every
+spelling ``uuid.UUID`` parses back to the same hex digits (dashed or not,
+any case, braces, ``urn:uuid:``). jsonschema's own checker insists on
+dashes, so these schemas are compiled with :data:`UUID_FORMATS`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+
+from berth.domain.candidates.parse import is_uuid_like
+
+#: A FormatChecker whose ``uuid`` format is as lenient as upstream's.
+UUID_FORMATS = jsonschema.FormatChecker()
+
+
+@UUID_FORMATS.checks("uuid")
+def uuid_like(value: object) -> bool:
+    """True when ``value`` spells a UUID as upstream accepts it.
+
+    Non-strings pass: the ``type`` keyword reports those.
+    """
+    return not isinstance(value, str) or is_uuid_like(value)
+
+
+def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A compiled validator for ``schema`` using :data:`UUID_FORMATS`."""
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=UUID_FORMATS)
+
+
+UUID_STRING: dict[str, Any] = {"type": "string", "format": "uuid"}
+
+_POST: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # The column holds 200 characters.
+        "name": {"type": "string", "maxLength": 200},
+        "uuid": UUID_STRING,
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+_POST_1_14 = copy.deepcopy(_POST)
+_POST_1_14["properties"]["parent_provider_uuid"] = {
+    "anyOf": [UUID_STRING, {"type": "null"}]}
+
+# PUT is POST without the uuid: a provider's uuid never changes.
+_PUT = copy.deepcopy(_POST)
+del _PUT["properties"]["uuid"]
+_PUT_1_14 = copy.deepcopy(_POST_1_14)
+del _PUT_1_14["properties"]["uuid"]
+
+POST_PROVIDER = validator(_POST)
+POST_PROVIDER_1_14 = validator(_POST_1_14)
+PUT_PROVIDER = validator(_PUT)
+PUT_PROVIDER_1_14 = validator(_PUT_1_14)
+
+# Query parameters of GET /resource_providers, each version adding one.
+_QUERY_STEPS: list[tuple[tuple[int, int], str, dict[str, Any]]] = [
+    ((1, 0), "name", {"type": "string"}),
+    ((1, 0), "uuid", UUID_STRING),
+    ((1, 3), "member_of", {"type": "string"}),
+    ((1, 4), "resources", {"type": "string"}),
+    ((1, 14), "in_tree", UUID_STRING),
+    ((1, 18), "required", {"type": "string"}),
+]
+
+
+def _query_schema(version: tuple[int, int]) -> dict[str, Any]:
+    props = {name: copy.deepcopy(spec)
+             for since, name, spec in _QUERY_STEPS if version >= since}
+    return {"type": "object", "properties": props,
+            "additionalProperties": False}
+
+
+_QUERY_VERSIONS = sorted({since for since, _, _ in _QUERY_STEPS})
+_QUERIES = {since: validator(_query_schema(since))
+            for since in _QUERY_VERSIONS}
+
+
+def list_query(version: tuple[int, int]) -> jsonschema.protocols.Validator:
+    """The query-string validator for GET /resource_providers at
+    ``version``."""
+    since = max(v for v in _QUERY_VERSIONS if version >= v)
+    return _QUERIES[since]

@@ -1,0 +1,109 @@
+"""Aggregates: which providers belong to which aggregate uuids.
+
+Aggregates have no life of their own in Placement: a uuid named in a
+membership is recorded on first use and never validated against anything.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from berth.db import tables as t
+from berth.domain import common, errors
+
+AGG = t.placement_aggregates
+LINK = t.resource_provider_aggregates
+
+#: Longest aggregate uuid the column stores (the dashed form).
+_UUID_LEN = 36
+
+
+def storable(uuids: Iterable[str]) -> list[str]:
+    """The uuids as they are stored, duplicates dropped, order kept.
+
+    Spellings longer than the dashed form (``urn:uuid:...``, braces)
+    cannot be stored as given and are stored dashed; shorter ones are kept
+    exactly as the caller wrote them, as upstream keeps them.
+    """
+    seen: dict[str, None] = {}
+    for value in uuids:
+        if len(value) > _UUID_LEN:
+            value = str(uuidlib.UUID(value))
+        seen.setdefault(value, None)
+    return list(seen)
+
+
+def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
+    """The aggregate uuids of one provider, sorted."""
+    return sorted(conn.scalars(
+        sa.select(AGG.c.uuid)
+        .join(LINK, LINK.c.aggregate_id == AGG.c.id)
+        .where(LINK.c.resource_provider_id == provider_id)))
+
+
+def ensure_aggregates(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
+    """Map each (storable) aggregate uuid to its id, recording new ones."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    found = {str(u): int(i) for u, i in conn.execute(
+        sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(wanted)))}
+    for value in wanted:
+        if value in found:
+            continue
+        try:
+            # A savepoint, so that losing a race to record the same uuid
+            # leaves the transaction usable for reading the winner's row.
+            with conn.begin_nested():
+                found[value] = conn.execute(AGG.insert().values(
+                    uuid=value, created_at=common.now())
+                ).inserted_primary_key[0]  # type: ignore[index]
+        except sa.exc.IntegrityError:
+            found[value] = conn.scalar(sa.select(AGG.c.id)
+                                       .where(AGG.c.uuid == value))
+    return {k: int(v) for k, v in found.items()}
+
+
+def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
+                   generation: int | None = None) -> tuple[list[str], int]:
+    """Replace a provider's aggregates; return (stored uuids, generation).
+
+    With ``generation`` (microversion 1.19 on) the caller's view must be
+    current and the provider generation is bumped; without it, the
+    provider row is only locked, as before 1.19 nothing changed it.
+    Raises NotFound or ConcurrentUpdate.
+    """
+    row = common.require_provider(conn, provider_uuid)
+    new_generation = int(row.generation)
+    if generation is not None:
+        if generation != row.generation:
+            raise errors.ConcurrentUpdate(
+                "Resource provider's generation already changed. Please "
+                "update the generation and try again.")
+        new_generation = common.bump_provider_generation(
+            conn, row.id, generation)
+    else:
+        conn.execute(sa.select(t.resource_providers.c.id)
+                     .where(t.resource_providers.c.id == row.id)
+                     .with_for_update())
+    stored = storable(uuids)
+    ids = ensure_aggregates(conn, stored)
+    current = set(conn.scalars(sa.select(LINK.c.aggregate_id).where(
+        LINK.c.resource_provider_id == row.id)))
+    keep = set(ids.values())
+    gone = sorted(current - keep)
+    if gone:
+        conn.execute(LINK.delete().where(
+            LINK.c.resource_provider_id == row.id,
+            LINK.c.aggregate_id.in_(gone)))
+    added = sorted(keep - current)
+    if added:
+        stamp = common.now()
+        conn.execute(LINK.insert(), [
+            {"resource_provider_id": row.id, "aggregate_id": agg_id,
+             "created_at": stamp} for agg_id in added])
+    return stored, new_generation

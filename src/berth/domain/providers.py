@@ -1,0 +1,314 @@
+"""Resource providers: create, rename, re-parent, delete, list.
+
+Tree rules (upstream's): a provider's root is itself or its parent's root;
+a provider may not be its own parent nor sit under one of its own
+descendants; a provider with children or allocations cannot be deleted.
+
+Concurrency: every change to a tree's shape first row-locks the tree's
+root (:func:`lock_tree`), so two re-parentings cannot together build a
+loop and a child cannot appear under a provider being deleted or moved.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from berth.db import tables as t
+from berth.domain import common, errors
+
+RP = t.resource_providers
+_PARENT = RP.alias("parent")
+_ROOT = RP.alias("root")
+
+#: Marker for "leave the parent as it is" in :func:`update_provider`.
+KEEP = object()
+
+#: Lock attempts before a tree that keeps moving is reported as a conflict.
+_LOCK_ATTEMPTS = 5
+
+
+def _select() -> sa.Select:  # type: ignore[type-arg]
+    """Providers with their parent and root uuids."""
+    return (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
+                      RP.c.parent_provider_id, RP.c.root_provider_id,
+                      _PARENT.c.uuid.label("parent_provider_uuid"),
+                      _ROOT.c.uuid.label("root_provider_uuid"),
+                      RP.c.created_at, RP.c.updated_at)
+            .select_from(RP.outerjoin(_PARENT,
+                                      RP.c.parent_provider_id == _PARENT.c.id)
+                         .outerjoin(_ROOT,
+                                    RP.c.root_provider_id == _ROOT.c.id)))
+
+
+def get_provider(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
+    """One provider (columns of :func:`_select`: id, uuid, name, generation,
+    parent/root ids and uuids, timestamps), or None."""
+    return conn.execute(_select().where(RP.c.uuid == uuid)).first()
+
+
+def load_provider(conn: Connection, uuid: str,
+                  message: str | None = None) -> Row:  # type: ignore[type-arg]
+    """Like :func:`get_provider`, but raises NotFound (upstream wording
+    unless ``message`` is given)."""
+    row = get_provider(conn, uuid)
+    if row is None:
+        raise errors.NotFound(
+            message or "No resource provider with uuid %s found" % uuid)
+    return row
+
+
+def list_providers(conn: Connection, *, name: str | None = None,
+                   uuid: str | None = None, in_tree: str | None = None,
+                   ids: Iterable[int] | None = None) -> list[Row]:  # type: ignore[type-arg]
+    """Providers matching every given filter, in creation (id) order.
+
+    ``in_tree`` is the uuid of any provider of the wanted tree (an unknown
+    uuid matches nothing); ``ids`` restricts to those provider ids.
+    """
+    query = _select()
+    if name is not None:
+        query = query.where(RP.c.name == name)
+    if uuid is not None:
+        query = query.where(RP.c.uuid == uuid)
+    if in_tree is not None:
+        anchor = RP.alias("anchor")
+        query = query.where(RP.c.root_provider_id == (
+            sa.select(anchor.c.root_provider_id)
+            .where(anchor.c.uuid == in_tree).scalar_subquery()))
+    if ids is not None:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return []
+        query = query.where(RP.c.id.in_(wanted))
+    return list(conn.execute(query.order_by(RP.c.id)))
+
+
+def tree_ids(conn: Connection, root_id: int) -> list[int]:
+    """Ids of every provider whose root is ``root_id``, in id order."""
+    return [int(i) for i in conn.scalars(
+        sa.select(RP.c.id).where(RP.c.root_provider_id == root_id)
+        .order_by(RP.c.id))]
+
+
+def descendant_ids(conn: Connection, provider_id: int) -> set[int]:
+    """Ids of the children, grandchildren, ... of ``provider_id``."""
+    root = conn.scalar(sa.select(RP.c.root_provider_id)
+                       .where(RP.c.id == provider_id))
+    children: dict[int, list[int]] = {}
+    for id_, parent in conn.execute(
+            sa.select(RP.c.id, RP.c.parent_provider_id)
+            .where(RP.c.root_provider_id == root)):
+        if parent is not None:
+            children.setdefault(int(parent), []).append(int(id_))
+    found: set[int] = set()
+    stack = list(children.get(provider_id, []))
+    while stack:
+        current = stack.pop()
+        if current not in found:
+            found.add(current)
+            stack.extend(children.get(current, []))
+    return found
+
+
+def lock_tree(conn: Connection, provider_id: int) -> int | None:
+    """Row-lock the root of ``provider_id``'s tree; return the root id.
+
+    None when the provider no longer exists. The root is read again after
+    the lock because a concurrent move may have changed it meanwhile.
+    """
+    current = sa.select(RP.c.root_provider_id).where(RP.c.id == provider_id)
+    for _ in range(_LOCK_ATTEMPTS):
+        root = conn.scalar(current)
+        if root is None:
+            return None
+        conn.execute(sa.select(RP.c.id).where(RP.c.id == root)
+                     .with_for_update())
+        if conn.scalar(current) == root:
+            return int(root)
+    raise errors.ConcurrentUpdate(
+        "The provider tree changed while it was being updated; please "
+        "try again.")
+
+
+def _action_error(prefix: str, action: str, reason: str) -> errors.BadRequest:
+    """Upstream's wording for a refused tree change."""
+    return errors.BadRequest("%s: Object action %s failed because: %s"
+                             % (prefix, action, reason))
+
+
+def _duplicate_columns(conn: Connection, name: str, uuid: str | None,
+                       exclude_id: int | None = None) -> list[str]:
+    """Which of name/uuid another provider already has."""
+    taken = []
+    clauses = [("name", RP.c.name == name)]
+    if uuid is not None:
+        clauses.append(("uuid", RP.c.uuid == uuid))
+    for column, clause in clauses:
+        query = sa.select(RP.c.id).where(clause)
+        if exclude_id is not None:
+            query = query.where(RP.c.id != exclude_id)
+        if conn.execute(query.limit(1)).first() is not None:
+            taken.append(column)
+    return taken
+
+
+def _parent_for(conn: Connection, parent_uuid: str,
+                prefix: str) -> tuple[int, int]:
+    """(id, root id) of an existing parent, its tree locked."""
+    parent = common.provider_by_uuid(conn, parent_uuid)
+    root = lock_tree(conn, parent.id) if parent is not None else None
+    if parent is None or root is None:
+        raise _action_error(prefix, "create",
+                            "parent provider UUID does not exist.")
+    return int(parent.id), root
+
+
+def create_provider(conn: Connection, name: str, uuid: str,
+                    parent_uuid: str | None = None) -> Row:  # type: ignore[type-arg]
+    """Create a provider (``uuid`` already normalized) and return its row.
+
+    Raises BadRequest for a bad parent, DuplicateName when the name or
+    uuid is taken.
+    """
+    prefix = 'Unable to create resource provider "%s", %s' % (name, uuid)
+    parent_id = root_id = None
+    if parent_uuid is not None:
+        if parent_uuid == uuid:
+            raise _action_error(
+                prefix, "create", "parent provider UUID cannot be same as "
+                "UUID. Please set parent provider UUID to None if there is "
+                "no parent.")
+        parent_id, root_id = _parent_for(conn, parent_uuid, prefix)
+    values = {"name": name, "uuid": uuid}
+    taken = _duplicate_columns(conn, name, uuid)
+    if taken:
+        raise _duplicate(taken, values)
+    try:
+        new_id = conn.execute(RP.insert().values(
+            uuid=uuid, name=name, generation=0, parent_provider_id=parent_id,
+            root_provider_id=root_id, created_at=common.now())
+        ).inserted_primary_key[0]  # type: ignore[index]
+    except sa.exc.IntegrityError as exc:
+        # Lost a race with a concurrent create: say which column if the
+        # database's message tells.
+        column = "uuid" if "uuid" in str(exc.orig).lower() else "name"
+        raise _duplicate([column], values) from None
+    if root_id is None:
+        conn.execute(RP.update().where(RP.c.id == new_id)
+                     .values(root_provider_id=new_id))
+    return load_provider(conn, uuid)
+
+
+def _duplicate(columns: list[str], values: dict[str, str]) -> errors.DuplicateName:
+    taken = ", ".join("%s: %s" % (c, values[c]) for c in columns)
+    return errors.DuplicateName(
+        "Conflicting resource provider %s already exists." % taken)
+
+
+def update_provider(conn: Connection, uuid: str, name: str,
+                    parent_uuid: object = KEEP,
+                    allow_reparenting: bool = False) -> Row:  # type: ignore[type-arg]
+    """Rename a provider and optionally move it; return the new row.
+
+    ``parent_uuid`` is KEEP, None (make it a root) or a uuid. Before 1.37
+    (``allow_reparenting`` False) only a root may gain a parent. Raises
+    NotFound, BadRequest for a refused move, DuplicateName for a taken
+    name.
+    """
+    row = load_provider(conn, uuid)
+    if parent_uuid is not KEEP:
+        _move(conn, row, parent_uuid, allow_reparenting)  # type: ignore[arg-type]
+    if _duplicate_columns(conn, name, None, exclude_id=row.id):
+        raise _conflicting_name(name)
+    try:
+        conn.execute(RP.update().where(RP.c.id == row.id)
+                     .values(name=name, updated_at=common.now()))
+    except sa.exc.IntegrityError:
+        raise _conflicting_name(name) from None
+    return load_provider(conn, uuid)
+
+
+def _conflicting_name(name: str) -> errors.DuplicateName:
+    return errors.DuplicateName(
+        "Conflicting resource provider %s already exists." % name)
+
+
+def _move(conn: Connection, row: Row, parent_uuid: str | None,  # type: ignore[type-arg]
+          allow_reparenting: bool) -> None:
+    """Give ``row`` the parent ``parent_uuid`` (None: none), enforcing the
+    tree rules, and re-root its whole subtree."""
+    prefix = "Unable to save resource provider %s" % row.uuid
+    if lock_tree(conn, row.id) is None:
+        raise errors.NotFound(
+            "No resource provider with uuid %s found" % row.uuid)
+    current = conn.scalar(sa.select(RP.c.parent_provider_id)
+                          .where(RP.c.id == row.id))
+    if parent_uuid is None:
+        if current is None:
+            return
+        if not allow_reparenting:
+            raise _action_error(prefix, "update", "un-parenting a provider "
+                                "is not currently allowed.")
+        _reroot(conn, row.id, None, row.id)
+        return
+    parent_id, root_id = _parent_for(conn, parent_uuid, prefix)
+    if parent_id == current:
+        return
+    if current is not None and not allow_reparenting:
+        raise _action_error(prefix, "update", "re-parenting a provider is "
+                            "not currently allowed.")
+    if parent_id == row.id or parent_id in descendant_ids(conn, row.id):
+        raise _action_error(prefix, "update", "creating loop in the "
+                            "provider tree is not allowed.")
+    _reroot(conn, row.id, parent_id, root_id)
+
+
+def _reroot(conn: Connection, provider_id: int, parent_id: int | None,
+            root_id: int) -> None:
+    """Set the parent of ``provider_id`` and the root of its subtree."""
+    subtree = sorted(descendant_ids(conn, provider_id) | {provider_id})
+    conn.execute(RP.update().where(RP.c.id == provider_id)
+                 .values(parent_provider_id=parent_id))
+    conn.execute(RP.update().where(RP.c.id.in_(subtree))
+                 .values(root_provider_id=root_id, updated_at=common.now()))
+
+
+def delete_provider(conn: Connection, uuid: str) -> None:
+    """Delete a provider with its inventories, traits and aggregate links.
+
+    Raises NotFound, CannotDeleteParent (it has children) or ProviderInUse
+    (it has allocations).
+    """
+    missing = "No resource provider with uuid %s found for delete" % uuid
+    row = common.provider_by_uuid(conn, uuid)
+    if row is None or lock_tree(conn, row.id) is None:
+        raise errors.NotFound(missing)
+    # Allocation writers bump (so lock) this row; locking it too means
+    # the allocation check below sees every committed claim.
+    conn.execute(sa.select(RP.c.id).where(RP.c.id == row.id)
+                 .with_for_update())
+    child = conn.execute(sa.select(RP.c.id)
+                         .where(RP.c.parent_provider_id == row.id)
+                         .limit(1)).first()
+    if child is not None:
+        raise errors.CannotDeleteParent(
+            "Unable to delete parent resource provider %s: It has child "
+            "resource providers." % uuid)
+    used = conn.execute(sa.select(t.allocations.c.id).where(
+        t.allocations.c.resource_provider_id == row.id).limit(1)).first()
+    if used is not None:
+        raise errors.ProviderInUse(
+            "Unable to delete resource provider %s: Resource provider has "
+            "allocations." % uuid)
+    for table in (t.inventories, t.resource_provider_traits,
+                  t.resource_provider_aggregates):
+        conn.execute(table.delete().where(
+            table.c.resource_provider_id == row.id))
+    # A root references itself; clear that first so every backend accepts
+    # the delete whatever order it checks foreign keys in.
+    conn.execute(RP.update().where(RP.c.id == row.id)
+                 .values(root_provider_id=None, parent_provider_id=None))
+    conn.execute(RP.delete().where(RP.c.id == row.id))
