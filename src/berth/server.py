@@ -64,6 +64,10 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
                     "mode is for local use only.", berth_conf.data_dir(conf))
         conf.set_override("auth_strategy", "noauth2", group="api")
     prepare_database(conf)
+    # Import the application's modules once in the master: forked workers
+    # inherit them and start serving at once (no database state is shared;
+    # each worker still builds its own engine and pool in load()).
+    import berth.api.app  # noqa: F401
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
     options = {

@@ -111,8 +111,8 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
 def update_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
     util.authorize(req, RULE % "update")
-    # Upstream answers 404 for an unknown provider before reading the body.
-    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    # The media type and body are checked before the provider is looked
+    # up: a bodiless PUT to an unknown provider is a 415, as upstream.
     nested = util.want(req, "1.14")
     data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
                           else schema.PUT_PROVIDER)
