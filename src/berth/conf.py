@@ -119,6 +119,11 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    # [keystone_authtoken] is keystonemiddleware's; registering it here
+    # lets it be read (and validated) before the middleware is built.
+    from keystonemiddleware import opts as ks_opts
+    for group, options in ks_opts.list_auth_token_opts():
+        conf.register_opts(options, group=group)
 
 
 def config_files_from_env(env: dict[str, str] | None = None) -> list[str] | None:
