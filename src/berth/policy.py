@@ -7,6 +7,8 @@ deprecated rules.
 
 from __future__ import annotations
 
+import time
+
 from oslo_config import cfg
 from oslo_context import context as oslo_context
 from oslo_policy import policy
@@ -138,22 +140,56 @@ def rule_defaults(enforce_scope: bool = True) -> list[policy.RuleDefault]:
     return rules
 
 
+#: How often (seconds) the policy file is checked for changes.
+RELOAD_INTERVAL = 1.0
+
+
 class Policy:
-    """An oslo.policy enforcer loaded with Berth's rules."""
+    """An oslo.policy enforcer loaded with Berth's rules.
+
+    Decisions are cached per (rule, caller, target): oslo.policy re-checks
+    the policy file and re-parses rules on every call, which cost more
+    than the rest of a simple request. The cache is dropped whenever the
+    policy file is reloaded (checked at most once per RELOAD_INTERVAL).
+    """
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.enforcer = policy.Enforcer(conf)
         self.enforcer.register_defaults(
             rule_defaults(conf.oslo_policy.enforce_scope))
         self.enforcer.load_rules()
+        self._cache: dict[tuple[object, ...], bool] = {}
+        self._rules_id = id(self.enforcer.rules)
+        self._checked = time.monotonic()
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < RELOAD_INTERVAL:
+            return
+        self._checked = now
+        self.enforcer.load_rules()
+        if id(self.enforcer.rules) != self._rules_id:
+            self._rules_id = id(self.enforcer.rules)
+            self._cache.clear()
 
     def authorize(self, ctx: oslo_context.RequestContext, action: str,
                   target: dict[str, str | None] | None = None) -> None:
         """Raise :class:`Forbidden` unless ``ctx`` may do ``action``."""
         if target is None:
             target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
-        try:
-            self.enforcer.authorize(action, target, ctx, do_raise=True)
-        except (policy.PolicyNotAuthorized, policy.InvalidScope):
+        self._refresh()
+        key = (action, tuple(sorted(ctx.roles)), ctx.user_id, ctx.project_id,
+               ctx.system_scope, ctx.domain_id, tuple(sorted(target.items())))
+        allowed = self._cache.get(key)
+        if allowed is None:
+            try:
+                self.enforcer.authorize(action, target, ctx, do_raise=True)
+                allowed = True
+            except (policy.PolicyNotAuthorized, policy.InvalidScope):
+                allowed = False
+            if len(self._cache) > 10000:
+                self._cache.clear()
+            self._cache[key] = allowed
+        if not allowed:
             raise Forbidden("Policy does not allow %s to be performed."
-                            % action) from None
+                            % action)

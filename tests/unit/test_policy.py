@@ -80,3 +80,17 @@ def test_policy_file_overrides(tmp_path):
     path.write_text('"placement:resource_providers:list": "@"\n')
     pol = policy.Policy(make_conf(oslo_policy__policy_file=str(path)))
     pol.authorize(_ctx([]), "placement:resource_providers:list")
+
+
+def test_policy_file_changes_are_picked_up(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setattr(policy, "RELOAD_INTERVAL", 0.0)
+    path = tmp_path / "policy.yaml"
+    path.write_text('"placement:resource_providers:list": "@"\n')
+    pol = policy.Policy(make_conf(oslo_policy__policy_file=str(path)))
+    pol.authorize(_ctx([]), "placement:resource_providers:list")
+    path.write_text('"placement:resource_providers:list": "!"\n')
+    stat = path.stat()
+    os.utime(path, (stat.st_atime, stat.st_mtime + 5))
+    with pytest.raises(Forbidden):
+        pol.authorize(_ctx([]), "placement:resource_providers:list")

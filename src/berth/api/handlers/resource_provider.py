@@ -22,14 +22,23 @@ def provider_url(req: falcon.Request, uuid: str) -> str:
     return "%s/resource_providers/%s" % (req.root_path, uuid)
 
 
+def _link_rels(req: falcon.Request) -> list[str]:
+    """Sub-resource links at this microversion (computed once a request)."""
+    rels: list[str] | None = req.context.get("provider_link_rels")
+    if rels is None:
+        rels = ["inventories", "usages"]
+        for since, rel in (("1.1", "aggregates"), ("1.6", "traits"),
+                           ("1.11", "allocations")):
+            if util.want(req, since):
+                rels.append(rel)
+        req.context.provider_link_rels = rels
+    return rels
+
+
 def provider_links(req: falcon.Request, uuid: str) -> list[dict[str, str]]:
     """The ``links`` list, growing with the microversion."""
     url = provider_url(req, uuid)
-    rels = ["inventories", "usages"]
-    for since, rel in (("1.1", "aggregates"), ("1.6", "traits"),
-                       ("1.11", "allocations")):
-        if util.want(req, since):
-            rels.append(rel)
+    rels = _link_rels(req)
     return ([{"rel": "self", "href": url}]
             + [{"rel": rel, "href": "%s/%s" % (url, rel)} for rel in rels])
 
