@@ -81,6 +81,9 @@ DOMAIN_ERRORS: dict[type[de.DomainError], tuple[int, str]] = {
     de.CannotDeleteParent: (409, PROVIDER_CANNOT_DELETE_PARENT),
     de.ProviderNotFoundConflict: (409, RESOURCE_PROVIDER_NOT_FOUND),
     de.CapacityExceeded: (409, DEFAULT),
+    de.UnknownResourceClass: (400, DEFAULT),
+    de.ProviderGenerationRace: (409, CONCURRENT_UPDATE),
+    de.ProviderNotFoundInBody: (400, RESOURCE_PROVIDER_NOT_FOUND),
 }
 
 

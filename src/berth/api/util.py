@@ -75,6 +75,15 @@ def _check_depth(data: Any, limit: int) -> None:
                               "allowed")
 
 
+def require_json(req: falcon.Request) -> None:
+    """415 unless the body is declared JSON. Handlers that upstream checks
+    in this order call it before policy, so the order of errors matches."""
+    ctype = (req.content_type or "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise HTTPProblem(415, "The media type %s is not supported, use "
+                          "application/json" % (ctype or "None"))
+
+
 def json_body(req: falcon.Request,
               schema: jsonschema.protocols.Validator) -> Any:
     """The request body, decoded and validated against ``schema``.
@@ -83,10 +92,7 @@ def json_body(req: falcon.Request,
     lone surrogates, integers beyond 64 bits and excessive nesting) or a
     schema violation, worded as jsonschema words it.
     """
-    ctype = (req.content_type or "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        raise HTTPProblem(415, "The media type %s is not supported, use "
-                          "application/json" % (ctype or "None"))
+    require_json(req)
     raw = req.bounded_stream.read()
     try:
         data = orjson.loads(raw)
@@ -140,6 +146,15 @@ def _http_date(when: dt.datetime | None) -> str:
     return falcon.dt_to_http(when)
 
 
+def cache_headers(req: falcon.Request, resp: falcon.Response,
+                  when: dt.datetime | None) -> None:
+    """From 1.15, ``last-modified`` (``when``, else now) and
+    ``cache-control: no-cache``, with or without a body."""
+    if want(req, "1.15"):
+        resp.set_header("last-modified", _http_date(when))
+        resp.set_header("cache-control", "no-cache")
+
+
 def send(req: falcon.Request, resp: falcon.Response, data: Any,
          status: int = 200, last_modified: dt.datetime | None = None,
          cache: bool = True) -> None:
@@ -147,9 +162,8 @@ def send(req: falcon.Request, resp: falcon.Response, data: Any,
     resp.status = status
     resp.content_type = render.JSON
     resp.data = render.dumps(data)
-    if cache and want(req, "1.15"):
-        resp.set_header("last-modified", _http_date(last_modified))
-        resp.set_header("cache-control", "no-cache")
+    if cache:
+        cache_headers(req, resp, last_modified)
 
 
 def no_content(resp: falcon.Response) -> None:

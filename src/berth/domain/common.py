@@ -110,3 +110,16 @@ def ensure_consumer_type(conn: Connection, name: str) -> int:
         return int(row[0])
     result = conn.execute(ct.insert().values(name=name, created_at=now()))
     return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def row_by_name(conn: Connection, table: sa.Table,
+                name: str) -> sa.Row | None:  # type: ignore[type-arg]
+    """The row of ``table`` (classes or traits) named exactly ``name``.
+
+    A case-insensitive MySQL collation could return another spelling;
+    that counts as no match, so every database answers alike.
+    """
+    row = conn.execute(sa.select(table).where(table.c.name == name)).first()
+    if row is not None and row.name != name:
+        return None
+    return row

@@ -70,3 +70,16 @@ class ProviderNotFoundConflict(Conflict):
 
 class CapacityExceeded(Conflict):
     """An allocation does not fit the provider's inventory."""
+
+
+class UnknownResourceClass(BadRequest):
+    """An allocation names a resource class that does not exist."""
+
+
+class ProviderGenerationRace(ConcurrentUpdate):
+    """Another transaction moved a provider's generation first (retried)."""
+
+
+class ProviderNotFoundInBody(BadRequest):
+    """A body names a provider that does not exist (400 with the
+    resource_provider.not_found code; the reshaper's inventories)."""

@@ -1,13 +1,122 @@
-"""Placeholder until this resource's handlers land."""
+"""Handlers for /resource_providers/{uuid}/inventories[/{resource_class}]."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import falcon
+
+from berth.api import util
 from berth.api.errors import HTTPProblem
+from berth.api.schemas import inventory as schema
+from berth.domain import common, inventories
+from berth.domain.capacity import Inventory
+
+POLICY = "placement:resource_providers:inventories:%s"
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def _one(inv: Inventory, generation: int) -> dict[str, Any]:
+    data: dict[str, Any] = {f: getattr(inv, f) for f in inventories.FIELDS}
+    # Upstream leaves out a generation of 0 (a falsy value).
+    if generation:
+        data["resource_provider_generation"] = generation
+    return data
+
+
+def _many(invs: dict[str, Inventory], generation: int) -> dict[str, Any]:
+    return {"resource_provider_generation": generation,
+            "inventories": {rc: _one(inv, 0) for rc, inv in invs.items()}}
+
+
+def _reserved_can_be_total(req: falcon.Request) -> bool:
+    return util.want(req, "1.26")
+
+
+def list_inventories(req: falcon.Request, resp: falcon.Response,
+                     uuid: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, POLICY % "list")
+    found = util.db(req).read(
+        lambda conn: inventories.list_inventories(conn, uuid))
+    util.send(req, resp, _many(found.inventories, found.generation),
+              last_modified=found.last_modified)
+
+
+def get_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
+                  resource_class: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, POLICY % "show")
+    inv, generation, modified = util.db(req).read(
+        lambda conn: inventories.get_inventory(conn, uuid, resource_class))
+    util.send(req, resp, _one(inv, generation), last_modified=modified)
+
+
+def _write_body(req: falcon.Request, uuid: str, rule: str,
+                validator: Any) -> dict[str, Any]:
+    """The checks every inventory write makes before touching anything, in
+    upstream's order: 415, 403, 404 for the provider, then 400."""
+    util.require_json(req)
+    util.authorize(req, POLICY % rule)
+    util.db(req).read(lambda conn: common.require_provider(conn, uuid))
+    data: dict[str, Any] = util.json_body(req, validator)
+    return data
+
+
+def create_inventory(req: falcon.Request, resp: falcon.Response,
+                     uuid: str) -> None:
+    data = _write_body(req, uuid, "create", schema.POST_V)
+    rc = data.pop("resource_class")
+    inv = inventories.make_inventory(data)
+    generation = util.db(req).run(lambda conn: inventories.add_inventory(
+        conn, uuid, rc, inv, reserved_can_be_total=_reserved_can_be_total(req)))
+    resp.location = "%s/resource_providers/%s/inventories/%s" % (
+        req.prefix, uuid, rc)
+    util.send(req, resp, _one(inv, generation), status=201)
+
+
+def update_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
+                     resource_class: str) -> None:
+    data = _write_body(req, uuid, "update", schema.PUT_ONE_V)
+    inv = inventories.make_inventory(data)
+    generation = util.db(req).run(lambda conn: inventories.update_inventory(
+        conn, uuid, resource_class, inv, data["resource_provider_generation"],
+        reserved_can_be_total=_reserved_can_be_total(req)))
+    util.send(req, resp, _one(inv, generation))
+
+
+def replace_inventories(req: falcon.Request, resp: falcon.Response,
+                        uuid: str) -> None:
+    data = _write_body(req, uuid, "update", schema.PUT_ALL_V)
+    invs = _parse_all(uuid, data["inventories"])
+    generation = util.db(req).run(lambda conn: inventories.replace_inventories(
+        conn, uuid, invs, data["resource_provider_generation"],
+        reserved_can_be_total=_reserved_can_be_total(req)))
+    util.send(req, resp, _many(invs, generation))
+
+
+def _parse_all(uuid: str, raw: dict[str, Any]) -> dict[str, Inventory]:
+    """Inventories by class; a class name outside the schema's pattern was
+    not validated and names no class, so it is refused here."""
+    invs: dict[str, Inventory] = {}
+    for rc, data in raw.items():
+        if not schema.is_class_name(rc) or not isinstance(data, dict):
+            raise HTTPProblem(400, "Unknown resource class in inventory for "
+                              "resource provider %s: No such resource class "
+                              "%s." % (uuid, rc))
+        invs[rc] = inventories.make_inventory(data)
+    return invs
+
+
+def delete_inventories(req: falcon.Request, resp: falcon.Response,
+                       uuid: str) -> None:
+    util.authorize(req, POLICY % "delete")
+    util.db(req).run(lambda conn: inventories.delete_inventories(conn, uuid))
+    util.no_content(resp)
+
+
+def delete_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
+                     resource_class: str) -> None:
+    util.authorize(req, POLICY % "delete")
+    util.db(req).run(
+        lambda conn: inventories.delete_inventory(conn, uuid, resource_class))
+    util.no_content(resp)

@@ -1,13 +1,50 @@
-"""Placeholder until this resource's handlers land."""
+"""``POST /reshaper``: move inventory and allocations atomically (1.30)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from berth.api.errors import HTTPProblem
+import falcon
+
+from berth.api import util
+from berth.api.schemas import reshaper as schema
+from berth.domain import allocations, inventories, reshaper
+from berth.domain.allocations import ConsumerAllocations
+
+POLICY = "placement:reshaper:reshape"
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def _uuid(value: str) -> str:
+    return allocations.normalize_uuid(value) or value
+
+
+def _inventories(data: dict[str, Any]) -> dict[str, reshaper.ProviderInventory]:
+    return {_uuid(uuid): reshaper.ProviderInventory(
+        body["resource_provider_generation"],
+        {rc: inventories.make_inventory(rec)
+         for rc, rec in body["inventories"].items()})
+        for uuid, body in data.items()}
+
+
+def _requests(data: dict[str, Any]) -> list[ConsumerAllocations]:
+    # From 1.30 every consumer names its project, user and generation;
+    # "mappings" (1.34) are validated and not stored, as for
+    # POST /allocations.
+    return [ConsumerAllocations(
+        consumer_uuid=consumer,
+        allocations={rp: dict(entry["resources"])
+                     for rp, entry in body["allocations"].items()},
+        project_id=body["project_id"], user_id=body["user_id"],
+        generation=body["consumer_generation"], check_generation=True,
+        consumer_type=body.get("consumer_type"))
+        for consumer, body in data.items()]
+
+
+def reshape(req: falcon.Request, resp: falcon.Response) -> None:
+    util.require_json(req)
+    util.authorize(req, POLICY)
+    data = util.json_body(req, schema.pick(req.context.version))
+    wanted = _inventories(data["inventories"])
+    requests = _requests(data["allocations"])
+    util.db(req).run(lambda conn: reshaper.reshape(conn, wanted, requests))
+    util.no_content(resp)

@@ -1,13 +1,98 @@
-"""Placeholder until this resource's handlers land."""
+"""Handlers for /resource_classes and /resource_classes/{name} (1.2+)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import falcon
+import jsonschema
+
+from berth.api import util
 from berth.api.errors import HTTPProblem
+from berth.api.schemas import resource_class as schema
+from berth.domain import resource_classes as classes
+
+POLICY = "placement:resource_classes:%s"
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def _path(req: falcon.Request, name: str) -> str:
+    return "%s/resource_classes/%s" % (req.root_path, name)
+
+
+def _body(req: falcon.Request, rc: classes.ResourceClass) -> dict[str, Any]:
+    return {"name": rc.name,
+            "links": [{"rel": "self", "href": _path(req, rc.name)}]}
+
+
+def _created(req: falcon.Request, resp: falcon.Response, name: str,
+             status: int) -> None:
+    resp.status = status
+    resp.data = b""
+    resp.location = req.prefix + "/resource_classes/" + name
+
+
+def _custom_name(req: falcon.Request) -> str:
+    """The validated ``name`` of a JSON body."""
+    name: str = util.json_body(req, schema.NAME_BODY_V)["name"]
+    schema.check_strict(name)
+    return name
+
+
+def list_classes(req: falcon.Request, resp: falcon.Response) -> None:
+    util.check_accept(req)
+    util.authorize(req, POLICY % "list")
+    found = util.db(req).read(classes.list_classes)
+    # Standard classes carry no timestamp, so the answer is "now" when
+    # any is listed (always, in practice), as upstream answers.
+    when = None
+    if all(rc.modified is not None for rc in found):
+        when = util.newest(rc.modified for rc in found)
+    util.send(req, resp, {"resource_classes": [_body(req, rc) for rc in found]},
+              last_modified=when)
+
+
+def get_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, POLICY % "show")
+    rc = util.db(req).read(lambda conn: classes.get_class(conn, name))
+    util.send(req, resp, _body(req, rc), last_modified=rc.modified)
+
+
+def create_class(req: falcon.Request, resp: falcon.Response) -> None:
+    util.require_json(req)
+    util.authorize(req, POLICY % "create")
+    name = _custom_name(req)
+    util.db(req).run(lambda conn: classes.create_class(conn, name))
+    _created(req, resp, name, 201)
+
+
+def update_class(req: falcon.Request, resp: falcon.Response,
+                 name: str) -> None:
+    """Before 1.7 a rename; from 1.7 an idempotent create (201, then 204)."""
+    if not util.want(req, "1.7"):
+        _rename(req, resp, name)
+        return
+    util.authorize(req, POLICY % "update")
+    try:
+        schema.NAME_BODY_V.validate({"name": name})
+    except jsonschema.ValidationError as exc:
+        raise HTTPProblem(400, "JSON does not validate: %s" % exc) from None
+    schema.check_strict(name)
+    created = util.db(req).run(lambda conn: classes.ensure_class(conn, name))
+    _created(req, resp, name, 201 if created else 204)
+
+
+def _rename(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    util.require_json(req)
+    util.authorize(req, POLICY % "update")
+    new_name = _custom_name(req)
+    util.db(req).run(lambda conn: classes.rename_class(conn, name, new_name))
+    util.send(req, resp, _body(req, classes.ResourceClass(new_name, None)),
+              cache=False)
+
+
+def delete_class(req: falcon.Request, resp: falcon.Response,
+                 name: str) -> None:
+    util.authorize(req, POLICY % "delete")
+    util.db(req).run(lambda conn: classes.delete_class(conn, name))
+    util.no_content(resp)

@@ -119,9 +119,11 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
 
 def update_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    # Upstream's order: media type (415), policy (403), provider (404),
+    # then the body (400).
+    util.require_json(req)
     util.authorize(req, RULE % "update")
-    # The media type and body are checked before the provider is looked
-    # up: a bodiless PUT to an unknown provider is a 415, as upstream.
+    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
     nested = util.want(req, "1.14")
     data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
                           else schema.PUT_PROVIDER)

@@ -1,13 +1,49 @@
-"""Placeholder until this resource's handlers land."""
+"""``/resource_providers/{uuid}/usages`` and ``/usages``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from berth.api.errors import HTTPProblem
+import falcon
+from sqlalchemy.engine import Connection
+
+from berth.api import util
+from berth.api.schemas import usage as schema
+from berth.domain import common, usages
 
 
-def __getattr__(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> None:
-        raise HTTPProblem(404)
-    return missing
+def provider_usages(req: falcon.Request, resp: falcon.Response,
+                    uuid: str) -> None:
+    util.check_accept(req)
+    util.authorize(req, "placement:resource_providers:usages")
+
+    def work(conn: Connection) -> dict[str, Any]:
+        row = common.require_provider(
+            conn, uuid, "No resource provider with uuid %s found: No "
+            "resource provider with uuid %s found" % (uuid, uuid))
+        return {"resource_provider_generation": row.generation,
+                "usages": usages.provider_usages(conn, row.id)}
+
+    # Usage is a "now" question: last-modified is the time of the answer.
+    util.send(req, resp, util.db(req).read(work))
+
+
+def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
+    util.check_accept(req)
+    params = util.query_dict(util.query(req))
+    project_id, user_id = params.get("project_id"), params.get("user_id")
+    # A project reader may read its own project's usages.
+    util.authorize(req, "placement:usages",
+                   {"project_id": project_id, "user_id": user_id})
+    by_type = util.want(req, "1.38")
+    util.validate_query(req, schema.USAGES_1_38 if by_type
+                        else schema.USAGES_1_9)
+    project = str(project_id)  # the schema requires it
+
+    def work(conn: Connection) -> dict[str, Any]:
+        if by_type:
+            return usages.usages_by_type(conn, project, user_id,
+                                         params.get("consumer_type"))
+        return usages.project_usages(conn, project, user_id)
+
+    util.send(req, resp, {"usages": util.db(req).read(work)})

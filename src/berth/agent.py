@@ -1,0 +1,171 @@
+"""The agent loop: keep Placement in step with a driver, reshaping at start.
+
+A driver implements :class:`Driver`. :class:`ResourceUpdater` runs the
+flow of the "Handling Reshaped Provider Trees" spec for each node:
+
+1. read the node's provider tree (creating the root provider if needed);
+2. ask the driver to update it, without allocations;
+3. if the driver raises ``ReshapeNeeded``: at start-up, read the tree's
+   allocations and ask the driver again, with them (it edits them in
+   place); at any other time, treat it like any other error;
+4. flush the tree -- with the allocations, through one ``POST /reshaper``.
+
+Errors in a periodic pass are logged and the loop carries on;
+``ResourceProviderUpdateFailed`` at start-up is fatal (the service must not
+run on a half-understood tree). ``berth migrate-inventory`` runs the
+start-up pass offline through direct database access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from berth.client import (ProviderTree, ReportClient, ReshapeNeeded,
+                          ResourceProviderUpdateFailed)
+from berth.client.provider_tree import AllocationsDict
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["Driver", "NodeResult", "ResourceUpdater", "load_driver",
+           "cmd_migrate_inventory"]
+
+
+class Driver(Protocol):
+    """What the agent needs from a virt driver."""
+
+    def get_available_nodes(self) -> list[str]:
+        """Names of the nodes (root providers) this driver manages."""
+        ...
+
+    def update_provider_tree(self, provider_tree: ProviderTree,
+                             nodename: str,
+                             allocations: AllocationsDict | None = None
+                             ) -> None:
+        """Edit ``provider_tree`` in place to describe ``nodename``.
+
+        With ``allocations`` None the driver must not move inventory that
+        may be allocated: it raises ``ReshapeNeeded`` instead. Given
+        ``allocations`` (keyed by consumer uuid), it moves them along with
+        the inventory, editing the dict in place.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """The outcome of one pass over one node."""
+
+    nodename: str
+    #: "unchanged", "updated", "reshaped" or "failed"
+    status: str
+    writes: int = 0
+    error: str | None = None
+
+
+class ResourceUpdater:
+    """Runs the driver-to-Placement flow for every node of a driver."""
+
+    def __init__(self, driver: Driver, client: ReportClient) -> None:
+        self.driver = driver
+        self.client = client
+
+    def sync_node(self, nodename: str, *, startup: bool) -> NodeResult:
+        """One pass over ``nodename``; every error propagates."""
+        tree = self.client.get_provider_tree_and_ensure_root(nodename)
+        allocations = None
+        try:
+            self.driver.update_provider_tree(tree, nodename)
+        except ReshapeNeeded:
+            if not startup:
+                raise
+            LOG.info("performing resource provider inventory and "
+                     "allocation data migration for %s", nodename)
+            allocations = self.client.get_allocations_for_provider_tree(
+                nodename)
+            self.driver.update_provider_tree(tree, nodename,
+                                             allocations=allocations)
+        writes = self.client.update_from_provider_tree(tree, allocations)
+        status = ("reshaped" if allocations is not None
+                  else "updated" if writes else "unchanged")
+        return NodeResult(nodename, status, writes)
+
+    def update_node(self, nodename: str, *, startup: bool = False
+                    ) -> NodeResult:
+        """One pass, with the spec's error policy: only a failed flush at
+        start-up raises; anything else is logged and reported."""
+        try:
+            return self.sync_node(nodename, startup=startup)
+        except ResourceProviderUpdateFailed as exc:
+            if startup:
+                raise
+            LOG.error("updating resource provider tree of %s failed; the "
+                      "next pass starts from a refreshed view: %s",
+                      nodename, exc)
+            return NodeResult(nodename, "failed", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a periodic must survive
+            LOG.exception("error updating resources of node %s", nodename)
+            return NodeResult(nodename, "failed", error=str(exc))
+
+    def update_all(self, *, startup: bool = False) -> list[NodeResult]:
+        return [self.update_node(n, startup=startup)
+                for n in self.driver.get_available_nodes()]
+
+    def run(self, interval: float, stop: threading.Event) -> None:
+        """Start-up pass, then a periodic pass every ``interval`` seconds
+        until ``stop`` is set."""
+        self.update_all(startup=True)
+        while not stop.wait(interval):
+            self.update_all()
+
+
+def load_driver(spec: str) -> Driver:
+    """Instantiate ``module:Class`` with no arguments."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError("driver must be given as module:Class, not %r"
+                         % spec)
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError("cannot load driver %s: %s" % (spec, exc)) from None
+    driver: Driver = cls()
+    return driver
+
+
+def cmd_migrate_inventory(args: argparse.Namespace) -> int:
+    """``berth migrate-inventory``: the start-up pass, offline.
+
+    Exit 0 when every node is in its final shape (printing what was done,
+    or that nothing needed doing), 1 when a node failed.
+    """
+    from berth.cli import load_conf
+    from berth.direct import PlacementDirect
+    conf = load_conf(args)
+    logging.basicConfig(level=logging.WARNING)
+    driver = load_driver(args.driver)
+    nodes = args.nodename or driver.get_available_nodes()
+    failed = 0
+    with PlacementDirect(conf) as http:
+        updater = ResourceUpdater(driver, ReportClient(http))
+        for node in nodes:
+            try:
+                result = updater.sync_node(node, startup=True)
+            except Exception as exc:  # noqa: BLE001 - report, next node
+                failed += 1
+                print("%s: failed: %s" % (node, exc))
+                continue
+            print(_describe(result))
+    return 1 if failed else 0
+
+
+def _describe(result: NodeResult) -> str:
+    if result.status == "unchanged":
+        return "%s: nothing to migrate; no changes made" % result.nodename
+    return "%s: %s (%d write%s)" % (result.nodename, result.status,
+                                     result.writes,
+                                     "" if result.writes == 1 else "s")

@@ -1,0 +1,27 @@
+"""JSON Schemas for the query string of ``GET /usages``."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from berth.api.util import validator
+
+_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255}
+
+_USAGES_1_9: dict[str, Any] = {
+    "type": "object",
+    "properties": {"project_id": _ID, "user_id": _ID},
+    "required": ["project_id"],
+    "additionalProperties": False,
+}
+
+# 1.38 adds an optional consumer_type filter; "all" and "unknown" are the
+# two lower-case names it accepts besides real types.
+_USAGES_1_38 = copy.deepcopy(_USAGES_1_9)
+_USAGES_1_38["properties"]["consumer_type"] = {
+    "type": "string", "pattern": "^[A-Z0-9_]+$|^all|^unknown$",
+    "minLength": 1, "maxLength": 255}
+
+USAGES_1_9 = validator(_USAGES_1_9)
+USAGES_1_38 = validator(_USAGES_1_38)

@@ -1,0 +1,244 @@
+"""``ReportClient``: keeps Placement in step with a driver's ProviderTree.
+
+The client caches the provider trees it last read from Placement. A driver
+edits a copy (``get_provider_tree_and_ensure_root``), and
+``update_from_provider_tree`` sends only what differs between that copy and
+the cache: providers created and deleted, inventories, traits and
+aggregates replaced. With ``allocations``, every inventory change and the
+allocations go through one ``POST /reshaper``, atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from berth.client.exceptions import (PlacementAPIError, ProviderNotInTree,
+                                     ReshapeFailed,
+                                     ResourceProviderUpdateFailed)
+from berth.client.flush import Flush
+from berth.client.http import (ALLOCATION_VERSION, PROVIDER_VERSION, RP,
+                               Connection, rp_path)
+from berth.client.provider_tree import AllocationsDict, ProviderTree
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["ReportClient"]
+
+class ReportClient:
+    """Reads and writes provider trees and allocations in Placement.
+
+    ``http`` is an ``httpx.Client`` (base URL and auth headers set; the
+    client of :class:`berth.direct.PlacementDirect` works) or a
+    keystoneauth1 Session/Adapter. Safe to share between threads: writes
+    to the service are serialized by one lock.
+    """
+
+    def __init__(self, http: Any, *, interface: str = "internal") -> None:
+        self._conn = Connection(http, interface)
+        self._lock = threading.RLock()
+        self._cache = ProviderTree()
+
+    @classmethod
+    def from_url(cls, url: str, token: str,
+                 timeout: float = 30.0) -> "ReportClient":
+        """A client for ``url`` sending ``X-Auth-Token: token``."""
+        http = httpx.Client(base_url=url, timeout=timeout,
+                            headers={"x-auth-token": token,
+                                     "accept": "application/json"})
+        return cls(http)
+
+    def _call(self, method: str, path: str, version: str = PROVIDER_VERSION,
+              body: Any | None = None, ok: tuple[int, ...] = (200,)) -> Any:
+        return self._conn.call(method, path, version, body, ok)
+
+    # -- reading ----------------------------------------------------------
+
+    def _find_provider(self, nodename: str,
+                       uuid: str | None) -> dict[str, Any] | None:
+        if uuid is not None:
+            try:
+                found: dict[str, Any] = self._call("GET", rp_path(uuid))
+                return found
+            except PlacementAPIError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+        rows = self._call("GET", RP + "?name=" + quote(nodename, safe=""))
+        providers: list[dict[str, Any]] = rows["resource_providers"]
+        return providers[0] if providers else None
+
+    def _read_tree(self, root_uuid: str) -> ProviderTree:
+        rows = self._call("GET", RP + "?in_tree=" + quote(root_uuid))
+        tree = ProviderTree()
+        pending = list(rows["resource_providers"])
+        while pending:  # parents before children, whatever the order
+            placed = [r for r in pending if r["parent_provider_uuid"] is None
+                      or tree.exists(r["parent_provider_uuid"])]
+            if not placed:
+                raise ResourceProviderUpdateFailed(
+                    "tree %s is not connected" % root_uuid)
+            for row in placed:
+                pending.remove(row)
+                self._load_provider(tree, row)
+        return tree
+
+    def _load_provider(self, tree: ProviderTree, row: dict[str, Any]) -> None:
+        uuid, parent = row["uuid"], row["parent_provider_uuid"]
+        if parent is None:
+            tree.new_root(row["name"], uuid, row["generation"])
+        else:
+            tree.new_child(row["name"], parent, uuid, row["generation"])
+        inv = self._call("GET", rp_path(uuid, "/inventories"))
+        tree.update_inventory(uuid, inv["inventories"])
+        traits = self._call("GET", rp_path(uuid, "/traits"))
+        tree.update_traits(uuid, traits["traits"])
+        aggs = self._call("GET", rp_path(uuid, "/aggregates"))
+        tree.update_aggregates(uuid, aggs["aggregates"],
+                               aggs["resource_provider_generation"])
+
+    def _cache_tree(self, tree: ProviderTree) -> None:
+        for root in tree.roots:
+            if self._cache.exists(root):
+                self._cache.remove(root)
+            _graft(self._cache, tree, root)
+
+    def get_provider_tree_and_ensure_root(
+            self, nodename: str, uuid: str | None = None,
+            parent_provider_uuid: str | None = None) -> ProviderTree:
+        """The tree holding provider ``nodename`` (created if missing),
+        freshly read from Placement. Edit the copy returned and hand it to
+        :meth:`update_from_provider_tree`.
+
+        Raises PlacementAPIError if Placement cannot be read or written.
+        """
+        with self._lock:
+            row = self._find_provider(nodename, uuid)
+            if row is None:
+                body: dict[str, Any] = {"name": nodename}
+                if uuid is not None:
+                    body["uuid"] = uuid
+                if parent_provider_uuid is not None:
+                    body["parent_provider_uuid"] = parent_provider_uuid
+                row = self._call("POST", RP, body=body)
+                LOG.info("created resource provider %s (%s)", nodename,
+                         row["uuid"])
+            tree = self._read_tree(row["root_provider_uuid"])
+            self._cache_tree(tree)
+            return tree.snapshot()
+
+    def get_allocations_for_provider_tree(self, nodename: str
+                                          ) -> AllocationsDict:
+        """Every allocation of every consumer of the tree holding
+        ``nodename``, keyed by consumer uuid, in the shape of
+        ``GET /allocations/{consumer}`` (1.28).
+
+        Consumers are found through the tree's own providers; each one's
+        full allocations are then read, including those on sharing
+        providers outside the tree. Known limitation (as in the spec): a
+        consumer whose *only* allocations are on sharing providers is not
+        found, because sharing providers also serve other hosts.
+        """
+        with self._lock:
+            if not self._cache.exists(nodename):
+                raise ProviderNotInTree("no provider %r was read yet; call "
+                                        "get_provider_tree_and_ensure_root"
+                                        % nodename)
+            root = self._root_of(nodename)
+            consumers: list[str] = []
+            for uuid in self._cache.get_provider_uuids(root):
+                found = self._call("GET", rp_path(uuid, "/allocations"))
+                consumers += [c for c in found["allocations"]
+                              if c not in consumers]
+            result: AllocationsDict = {}
+            for consumer in consumers:
+                record = self._call("GET", "/allocations/" + quote(consumer),
+                                    ALLOCATION_VERSION)
+                if record.get("allocations"):
+                    result[consumer] = record
+            return result
+
+    def _root_of(self, provider: str) -> str:
+        data = self._cache.data(provider)
+        while data.parent_uuid is not None:
+            data = self._cache.data(data.parent_uuid)
+        return data.uuid
+
+    # -- writing ----------------------------------------------------------
+
+    def update_from_provider_tree(self, new_tree: ProviderTree,
+                                  allocations: AllocationsDict | None = None
+                                  ) -> int:
+        """Make Placement match ``new_tree``; return the writes made (0
+        when it already matched).
+
+        ``allocations`` (None: no reshape) is the complete final picture
+        for every consumer in it; then all inventory changes and those
+        allocations are written by one ``POST /reshaper``.
+
+        Raises ResourceProviderUpdateFailed (ReshapeFailed when the
+        reshape itself was refused) after refreshing the cache.
+        """
+        with self._lock:
+            old = self._cached_subset(new_tree.roots)
+            diff = old.compare(new_tree)
+            flush = Flush(self._call, old, new_tree,
+                          self.refresh_generations)
+            try:
+                flush.run(diff, allocations)
+            except ValueError as exc:
+                raise ResourceProviderUpdateFailed(str(exc)) from exc
+            except PlacementAPIError as exc:
+                self._refresh(new_tree.roots)
+                kind = (ReshapeFailed if exc.url == "/reshaper"
+                        else ResourceProviderUpdateFailed)
+                raise kind("updating provider tree failed: %s" % exc,
+                           exc) from exc
+            self._cache_tree(flush.result())
+            return flush.writes
+
+    def _cached_subset(self, roots: list[str]) -> ProviderTree:
+        subset = ProviderTree()
+        for root in roots:
+            if self._cache.exists(root):
+                _graft(subset, self._cache, root)
+        return subset
+
+    def _refresh(self, roots: list[str]) -> None:
+        """Re-read ``roots`` after a failure (drop those now gone)."""
+        for root in roots:
+            if self._cache.exists(root):
+                self._cache.remove(root)
+            try:
+                self._cache_tree(self._read_tree(root))
+            except PlacementAPIError:
+                LOG.warning("could not re-read provider tree %s", root)
+            except ResourceProviderUpdateFailed:
+                LOG.warning("provider tree %s is inconsistent", root)
+
+    def refresh_generations(self, roots: list[str]) -> dict[str, int]:
+        """Current generation of every provider in the trees of ``roots``."""
+        gens: dict[str, int] = {}
+        for root in roots:
+            rows = self._call("GET", RP + "?in_tree=" + quote(root))
+            gens.update({r["uuid"]: r["generation"]
+                         for r in rows["resource_providers"]})
+        return gens
+
+
+def _graft(dest: ProviderTree, source: ProviderTree, root: str) -> None:
+    """Copy the tree of ``root`` from ``source`` into ``dest``."""
+    for uuid in source.get_provider_uuids(root):
+        d = source.data(uuid)
+        if d.parent_uuid is None:
+            dest.new_root(d.name, d.uuid, d.generation)
+        else:
+            dest.new_child(d.name, d.parent_uuid, d.uuid, d.generation)
+        dest.update_inventory(uuid, d.inventory)
+        dest.update_traits(uuid, d.traits)
+        dest.update_aggregates(uuid, d.aggregates)
+

@@ -1,0 +1,156 @@
+"""Consumers: who holds allocations, and the consumer generation.
+
+A consumer row exists exactly while the consumer has allocations: it is
+created by the first write that gives it some and deleted by the write
+that takes the last away. Its generation moves by compare-and-swap on
+every write that touches the consumer, so of two writers that read the
+same generation only one can win -- also when the write empties it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from berth.db import tables as t
+from berth.domain import common, errors
+
+#: The name shown for a consumer that has no type (before 1.38 writes).
+UNKNOWN_TYPE = "unknown"
+
+CONCURRENT_MESSAGE = ("Inventory and/or allocations changed while "
+                      "attempting to allocate: Another thread concurrently "
+                      "updated the data. Please retry your update")
+
+
+@dataclass(slots=True)
+class Consumer:
+    """One consumers row, with its project, user and type resolved."""
+
+    id: int
+    uuid: str
+    project_id: int
+    user_id: int
+    generation: int
+    consumer_type_id: int | None
+
+
+def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
+    """The consumer ``uuid``, or None; ``lock`` takes its row lock."""
+    c = t.consumers
+    query = sa.select(c.c.id, c.c.uuid, c.c.project_id, c.c.user_id,
+                      c.c.generation, c.c.consumer_type_id
+                      ).where(c.c.uuid == uuid)
+    if lock:
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return Consumer(*row) if row is not None else None
+
+
+def _race_safe(conn: Connection, fn: Callable[[], int]) -> int:
+    """Run a get-or-create in a savepoint; after losing an insert race
+    the row exists, so running it again finds it (never a 500)."""
+    try:
+        with conn.begin_nested():
+            return fn()
+    except IntegrityError:
+        return fn()
+
+
+def project_id(conn: Connection, external_id: str) -> int:
+    """Id of project ``external_id``, created if needed."""
+    return _race_safe(conn, lambda: common.ensure_external(
+        conn, t.projects, external_id))
+
+
+def user_id(conn: Connection, external_id: str) -> int:
+    """Id of user ``external_id``, created if needed."""
+    return _race_safe(conn, lambda: common.ensure_external(
+        conn, t.users, external_id))
+
+
+def consumer_type_id(conn: Connection, name: str) -> int:
+    """Id of consumer type ``name``, created if needed."""
+    return _race_safe(conn, lambda: common.ensure_consumer_type(conn, name))
+
+
+def generation_conflict(expected: int | None, got: int | None) -> errors.ConcurrentUpdate:
+    """Upstream's wording for a consumer generation mismatch."""
+    shown = "null" if expected is None else str(expected)
+    return errors.ConcurrentUpdate(
+        "consumer generation conflict - expected %s but got %s"
+        % (shown, got))
+
+
+def create(conn: Connection, uuid: str, project: int, user: int,
+           type_id: int | None, generation: int = 0) -> Consumer:
+    """Insert a consumer; a concurrent insert of the same uuid is a
+    ConcurrentUpdate (409), never an integrity error."""
+    c = t.consumers
+    try:
+        with conn.begin_nested():
+            result = conn.execute(c.insert().values(
+                uuid=uuid, project_id=project, user_id=user,
+                generation=generation, consumer_type_id=type_id,
+                created_at=common.now()))
+    except IntegrityError:
+        raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
+    new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+    return Consumer(new_id, uuid, project, user, generation, type_id)
+
+
+def update_owner(conn: Connection, consumer: Consumer, project: int,
+                 user: int, type_id: int | None) -> None:
+    """Point the consumer at another project, user or type (no bump)."""
+    if (project, user, type_id) == (consumer.project_id, consumer.user_id,
+                                    consumer.consumer_type_id):
+        return
+    c = t.consumers
+    conn.execute(c.update().where(c.c.id == consumer.id).values(
+        project_id=project, user_id=user, consumer_type_id=type_id,
+        updated_at=common.now()))
+    consumer.project_id, consumer.user_id = project, user
+    consumer.consumer_type_id = type_id
+
+
+def bump_generation(conn: Connection, consumer: Consumer) -> None:
+    """Compare-and-swap the generation from the value read earlier.
+
+    The UPDATE takes the row lock: a writer that read the same generation
+    waits here, then finds the generation moved (or the row deleted) and
+    gets ConcurrentUpdate (409).
+    """
+    c = t.consumers
+    result = conn.execute(
+        c.update()
+        .where(c.c.id == consumer.id, c.c.generation == consumer.generation)
+        .values(generation=consumer.generation + 1, updated_at=common.now()))
+    if result.rowcount != 1:
+        raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE)
+    consumer.generation += 1
+
+
+def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
+    """Delete those of ``uuids`` that no longer hold any allocation."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return
+    c, a = t.consumers, t.allocations
+    still_used = sa.select(a.c.id).where(a.c.consumer_id == c.c.uuid)
+    conn.execute(c.delete().where(c.c.uuid.in_(wanted),
+                                  ~sa.exists(still_used)))
+
+
+def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str]:
+    """Consumer type id -> name, for the given ids."""
+    wanted = sorted({i for i in ids if i is not None})
+    if not wanted:
+        return {}
+    ct = t.consumer_types
+    rows = conn.execute(sa.select(ct.c.id, ct.c.name)
+                        .where(ct.c.id.in_(wanted)))
+    return {id_: name for id_, name in rows}

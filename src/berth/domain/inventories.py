@@ -1,0 +1,369 @@
+"""Inventories: what each provider offers, per resource class.
+
+The HTTP-facing operations (``add_inventory``, ``update_inventory``,
+``replace_inventories``, ``delete_inventory``, ``delete_inventories``) check
+the caller's provider generation, validate, write and bump the generation in
+the caller's transaction, raising errors worded as upstream words them.
+
+``set_inventories`` and ``check_in_use`` are the building blocks without
+generation handling, for callers such as the reshaper that manage the
+generation themselves.
+
+As upstream does, an inventory may shrink below what is already allocated
+(the provider is then over-committed and a warning is logged); only
+*removing* a class that still has allocations is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from berth.db import tables as t
+from berth.domain import common, errors
+from berth.domain.capacity import Inventory
+
+LOG = logging.getLogger(__name__)
+
+FIELDS = tuple(f.name for f in fields(Inventory))
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A provider's inventories, its generation and the newest change."""
+
+    generation: int
+    inventories: dict[str, Inventory]
+    last_modified: dt.datetime | None
+
+
+def make_inventory(data: Mapping[str, Any]) -> Inventory:
+    """An Inventory from validated request fields, defaults filled in."""
+    return Inventory(**{k: data[k] for k in FIELDS if k in data})
+
+
+def capacity_problem(inv: Inventory, reserved_can_be_total: bool) -> str | None:
+    """Why ``inv`` offers no usable capacity (None when it is fine).
+
+    Before microversion 1.26 an inventory must leave capacity above zero;
+    from 1.26 zero is allowed (reserved may equal total).
+    """
+    if inv.capacity < 0 or (inv.capacity == 0 and not reserved_can_be_total):
+        if reserved_can_be_total:
+            return "The reserved value is greater than total."
+        return "The reserved value is greater than or equal to total."
+    return None
+
+
+def _invalid(rc: str, uuid: str, problem: str) -> str:
+    return ("Invalid inventory for '%s' on resource provider '%s'. %s"
+            % (rc, uuid, problem))
+
+
+def _in_use(classes: list[str], uuid: str) -> str:
+    # Nova matches this wording with a regex: never change it. Classes
+    # come in class id order (standard classes first), as upstream lists.
+    return ("Inventory for '%s' on resource provider '%s' in use."
+            % (", ".join(classes), uuid))
+
+
+def _rows(conn: Connection, provider_id: int) -> list[Row]:  # type: ignore[type-arg]
+    inv, rc = t.inventories, t.resource_classes
+    return list(conn.execute(
+        sa.select(rc.c.name, *[inv.c[f] for f in FIELDS],
+                  inv.c.created_at, inv.c.updated_at)
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id == provider_id)
+        .order_by(rc.c.id)))
+
+
+def _from_row(row: Row) -> Inventory:  # type: ignore[type-arg]
+    values = row._mapping
+    return Inventory(**{f: values[f] for f in FIELDS[:-1]},
+                     allocation_ratio=float(values["allocation_ratio"]))
+
+
+def get_inventories(conn: Connection, provider_id: int) -> dict[str, Inventory]:
+    """The provider's inventories by class name, in class id order."""
+    return {row.name: _from_row(row) for row in _rows(conn, provider_id)}
+
+
+def list_inventories(conn: Connection, uuid: str) -> Listing:
+    """The provider's inventories for GET (NotFound for a bad uuid)."""
+    provider = common.require_provider(conn, uuid)
+    rows = _rows(conn, provider.id)
+    newest = max((r.updated_at or r.created_at for r in rows
+                  if r.updated_at or r.created_at), default=None)
+    return Listing(provider.generation,
+                   {r.name: _from_row(r) for r in rows}, newest)
+
+
+def get_inventory(conn: Connection, uuid: str, rc: str
+                  ) -> tuple[Inventory, int, dt.datetime | None]:
+    """One inventory, the provider generation and when it last changed."""
+    provider = common.require_provider(conn, uuid)
+    for row in _rows(conn, provider.id):
+        if row.name == rc:
+            return (_from_row(row), provider.generation,
+                    row.updated_at or row.created_at)
+    raise errors.NotFound("No inventory of class %s for %s" % (rc, uuid))
+
+
+def _usage(conn: Connection, provider_id: int,
+           class_ids: list[int] | None = None) -> dict[int, int]:
+    """Allocated amount per class id on the provider."""
+    al = t.allocations
+    query = (sa.select(al.c.resource_class_id, sa.func.sum(al.c.used))
+             .where(al.c.resource_provider_id == provider_id)
+             .group_by(al.c.resource_class_id))
+    if class_ids is not None:
+        query = query.where(al.c.resource_class_id.in_(class_ids))
+    return {cid: int(used) for cid, used in conn.execute(query)}
+
+
+def _class_ids(conn: Connection, names: list[str]) -> tuple[dict[str, int],
+                                                             list[str]]:
+    """Known class ids by name, and the names that are unknown."""
+    ids = common.resource_class_ids(conn, names)
+    return ids, [n for n in names if n not in ids]
+
+
+def _values(inv: Inventory) -> dict[str, Any]:
+    return {f: getattr(inv, f) for f in FIELDS}
+
+
+def set_inventories(conn: Connection, provider_id: int,
+                    inventories: Mapping[str, Inventory], *,
+                    check_in_use: bool = True) -> None:
+    """Replace the provider's whole inventory with ``inventories``.
+
+    No generation handling: callers bump it. Raises NotFound naming the
+    first unknown class ("No such resource class X."), and InventoryInUse
+    when ``check_in_use`` and a removed class still has allocations.
+    """
+    ids, unknown = _class_ids(conn, list(inventories))
+    if unknown:
+        raise errors.NotFound("No such resource class %s." % unknown[0])
+    inv = t.inventories
+    existing = {cid for (cid,) in conn.execute(
+        sa.select(inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id == provider_id))}
+    wanted = set(ids.values())
+    removed = sorted(existing - wanted)
+    if removed:
+        if check_in_use:
+            _refuse_in_use(conn, provider_id, removed)
+        conn.execute(inv.delete().where(
+            inv.c.resource_provider_id == provider_id,
+            inv.c.resource_class_id.in_(removed)))
+    stamp = common.now()
+    added = [{"resource_provider_id": provider_id, "resource_class_id": ids[n],
+              "created_at": stamp, **_values(i)}
+             for n, i in inventories.items() if ids[n] not in existing]
+    if added:
+        conn.execute(inv.insert(), added)
+    for name, item in inventories.items():
+        if ids[name] in existing:
+            conn.execute(inv.update().where(
+                inv.c.resource_provider_id == provider_id,
+                inv.c.resource_class_id == ids[name])
+                .values(updated_at=stamp, **_values(item)))
+    _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
+                                       if ids[n] in existing})
+
+
+def _provider_uuid(conn: Connection, provider_id: int) -> str:
+    rp = t.resource_providers
+    return str(conn.execute(sa.select(rp.c.uuid)
+                            .where(rp.c.id == provider_id)).scalar_one())
+
+
+def _refuse_in_use(conn: Connection, provider_id: int,
+                   class_ids: list[int]) -> None:
+    used = _usage(conn, provider_id, class_ids)
+    if used:
+        names = common.resource_class_names(conn)
+        raise errors.InventoryInUse(_in_use(
+            [names[c] for c in sorted(used)],
+            _provider_uuid(conn, provider_id)))
+
+
+def check_in_use(conn: Connection, provider_id: int) -> None:
+    """Raise InventoryInUse when an allocated class has no inventory.
+
+    For callers that change inventory and allocations together (the
+    reshaper) and only want the end state checked.
+    """
+    inv = t.inventories
+    have = {cid for (cid,) in conn.execute(
+        sa.select(inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id == provider_id))}
+    stranded = sorted(set(_usage(conn, provider_id)) - have)
+    if stranded:
+        _refuse_in_use(conn, provider_id, stranded)
+
+
+def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
+    """Names of classes whose allocations now exceed their capacity."""
+    used = _usage(conn, provider_id)
+    names = common.resource_class_names(conn)
+    current = get_inventories(conn, provider_id)
+    return sorted(names[cid] for cid, amount in used.items()
+                  if names[cid] in current
+                  and amount > current[names[cid]].capacity)
+
+
+def _warn_exceeded(conn: Connection, provider_id: int,
+                   updated: dict[int, Inventory]) -> None:
+    if not updated:
+        return
+    used = _usage(conn, provider_id, list(updated))
+    over = [cid for cid, amount in used.items()
+            if amount > updated[cid].capacity]
+    if over:
+        names = common.resource_class_names(conn)
+        LOG.warning("Resource provider %s is now over capacity for %s: "
+                    "existing allocations exceed the new inventory.",
+                    _provider_uuid(conn, provider_id),
+                    ", ".join(sorted(names[c] for c in over)))
+
+
+def _check_generation(provider: Row, generation: int) -> None:  # type: ignore[type-arg]
+    if provider.generation != generation:
+        raise errors.ConcurrentUpdate("resource provider generation conflict")
+
+
+def _check_capacity(uuid: str, items: Mapping[str, Inventory],
+                    reserved_can_be_total: bool, prefix: str) -> None:
+    for rc, inv in items.items():
+        problem = capacity_problem(inv, reserved_can_be_total)
+        if problem:
+            raise errors.BadRequest("%s %s: %s" % (
+                prefix, uuid, _invalid(rc, uuid, problem)))
+
+
+def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
+                  reserved_can_be_total: bool) -> int:
+    """Add one class to the provider's inventory; return the generation.
+
+    NotFound (no provider), BadRequest (capacity, unknown class),
+    ConcurrentUpdate (class already present, or a concurrent change).
+    """
+    provider = common.require_provider(conn, uuid)
+    prefix = "Unable to create inventory for resource provider"
+    _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
+    ids, unknown = _class_ids(conn, [rc])
+    if unknown:
+        raise errors.BadRequest("%s %s: No such resource class %s."
+                                % (prefix, uuid, rc))
+    it = t.inventories
+    present = conn.execute(sa.select(it.c.id).where(
+        it.c.resource_provider_id == provider.id,
+        it.c.resource_class_id == ids[rc])).first()
+    if present is not None:
+        raise errors.ConcurrentUpdate(
+            "Update conflict: Inventory for '%s' on resource provider '%s' "
+            "already exists." % (rc, uuid))
+    conn.execute(it.insert().values(
+        resource_provider_id=provider.id, resource_class_id=ids[rc],
+        created_at=common.now(), **_values(inv)))
+    return common.bump_provider_generation(conn, provider.id,
+                                           provider.generation)
+
+
+def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
+                     generation: int, *, reserved_can_be_total: bool) -> int:
+    """Change one class of the provider's inventory; return the generation.
+
+    NotFound (no provider), ConcurrentUpdate (stale generation),
+    BadRequest (capacity, class not in the inventory).
+    """
+    provider = common.require_provider(conn, uuid)
+    _check_generation(provider, generation)
+    _check_capacity(uuid, {rc: inv}, reserved_can_be_total,
+                    "Unable to update inventory for resource provider")
+    prefix = ("No inventory record with resource class for resource "
+              "provider %s: " % uuid)
+    ids, unknown = _class_ids(conn, [rc])
+    if unknown:
+        raise errors.BadRequest(prefix + "No such resource class %s." % rc)
+    it = t.inventories
+    result = conn.execute(it.update().where(
+        it.c.resource_provider_id == provider.id,
+        it.c.resource_class_id == ids[rc])
+        .values(updated_at=common.now(), **_values(inv)))
+    if result.rowcount != 1:
+        raise errors.BadRequest(prefix + "No inventory of class %s found."
+                                % rc)
+    _warn_exceeded(conn, provider.id, {ids[rc]: inv})
+    return common.bump_provider_generation(conn, provider.id,
+                                           provider.generation)
+
+
+def replace_inventories(conn: Connection, uuid: str,
+                        inventories: Mapping[str, Inventory], generation: int,
+                        *, reserved_can_be_total: bool) -> int:
+    """Replace the provider's whole inventory; return the new generation.
+
+    NotFound (no provider), ConcurrentUpdate (stale generation),
+    BadRequest (capacity, unknown class), InventoryInUse (a removed class
+    has allocations).
+    """
+    provider = common.require_provider(conn, uuid)
+    _check_generation(provider, generation)
+    _check_capacity(uuid, inventories, reserved_can_be_total,
+                    "Unable to update inventory for resource provider")
+    try:
+        set_inventories(conn, provider.id, inventories)
+    except errors.InventoryInUse as exc:
+        raise errors.InventoryInUse("update conflict: " + exc.message) from None
+    except errors.NotFound as exc:
+        raise errors.BadRequest(
+            "Unknown resource class in inventory for resource provider "
+            "%s: %s" % (uuid, exc.message)) from None
+    return common.bump_provider_generation(conn, provider.id,
+                                           provider.generation)
+
+
+def delete_inventories(conn: Connection, uuid: str) -> int:
+    """Remove every inventory of the provider; return the generation.
+
+    NotFound (no provider), InventoryInUse (a class has allocations).
+    """
+    provider = common.require_provider(conn, uuid)
+    set_inventories(conn, provider.id, {})
+    return common.bump_provider_generation(conn, provider.id,
+                                           provider.generation)
+
+
+def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
+    """Remove one class from the provider's inventory; return generation.
+
+    NotFound (no provider, or no such inventory), ConcurrentUpdate (the
+    class has allocations: upstream reports it with that code).
+    """
+    provider = common.require_provider(conn, uuid)
+    prefix = "No inventory of class %s found for delete: " % rc
+    ids, unknown = _class_ids(conn, [rc])
+    if unknown:
+        raise errors.NotFound(prefix + "No such resource class %s." % rc)
+    try:
+        _refuse_in_use(conn, provider.id, [ids[rc]])
+    except errors.InventoryInUse as exc:
+        raise errors.ConcurrentUpdate(
+            "Unable to delete inventory of class %s: %s"
+            % (rc, exc.message)) from None
+    it = t.inventories
+    result = conn.execute(it.delete().where(
+        it.c.resource_provider_id == provider.id,
+        it.c.resource_class_id == ids[rc]))
+    if result.rowcount != 1:
+        raise errors.NotFound(prefix + "No inventory of class %s found for "
+                              "delete" % rc)
+    return common.bump_provider_generation(conn, provider.id,
+                                           provider.generation)

@@ -1,0 +1,147 @@
+"""Resource classes: the standard ones (seeded from os-resource-classes)
+and custom ones (``CUSTOM_*``), which callers may create, rename and delete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import os_resource_classes
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from berth.db import tables as t
+from berth.domain import common, errors
+
+CUSTOM_PREFIX = os_resource_classes.CUSTOM_NAMESPACE
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClass:
+    """A class name and when it last changed.
+
+    ``modified`` is None for standard classes: upstream treats them as
+    having no timestamps, so their last-modified time is "now".
+    """
+
+    name: str
+    modified: dt.datetime | None
+
+
+def is_standard(name: str) -> bool:
+    return not name.startswith(CUSTOM_PREFIX)
+
+
+def _from_row(name: str, created: dt.datetime | None,
+              updated: dt.datetime | None) -> ResourceClass:
+    if is_standard(name):
+        return ResourceClass(name, None)
+    return ResourceClass(name, updated or created)
+
+
+def list_classes(conn: Connection) -> list[ResourceClass]:
+    """Every class, standard ones first, in creation order."""
+    rc = t.resource_classes
+    rows = conn.execute(sa.select(rc.c.name, rc.c.created_at, rc.c.updated_at)
+                        .order_by(rc.c.id))
+    return [_from_row(*row) for row in rows]
+
+
+def _find(conn: Connection, name: str) -> sa.Row | None:  # type: ignore[type-arg]
+    return common.row_by_name(conn, t.resource_classes, name)
+
+
+def get_class(conn: Connection, name: str) -> ResourceClass:
+    """The class called ``name``; NotFound when there is none."""
+    row = _find(conn, name)
+    if row is None:
+        raise errors.NotFound("No such resource class %s." % name)
+    return _from_row(row.name, row.created_at, row.updated_at)
+
+
+def _insert(conn: Connection, name: str) -> bool:
+    """Insert a custom class; False when it exists (even by a race)."""
+    if _find(conn, name) is not None:
+        return False
+    rc = t.resource_classes
+    try:
+        # A savepoint keeps the transaction usable if a concurrent
+        # request inserted the same name first (PostgreSQL aborts the
+        # whole transaction on an error otherwise).
+        with conn.begin_nested():
+            conn.execute(rc.insert().values(name=name,
+                                            created_at=common.now()))
+    except sa.exc.IntegrityError:
+        return False
+    return True
+
+
+def create_class(conn: Connection, name: str) -> None:
+    """Create custom class ``name``; Conflict when it exists."""
+    if not _insert(conn, name):
+        raise errors.Conflict(
+            "Conflicting resource class already exists: %s" % name)
+
+
+def ensure_class(conn: Connection, name: str) -> bool:
+    """Create custom class ``name`` unless present; True when created."""
+    return _insert(conn, name)
+
+
+def rename_class(conn: Connection, name: str, new_name: str) -> None:
+    """Rename a custom class (the microversion 1.2-1.6 PUT).
+
+    NotFound (no such class), BadRequest (standard class), Conflict
+    (``new_name`` is taken).
+    """
+    row = _find(conn, name)
+    if row is None:
+        raise errors.NotFound("No such resource class %s." % name)
+    if is_standard(name):
+        raise errors.BadRequest("Cannot update standard resource class %s"
+                                % name)
+    taken = _find(conn, new_name)
+    if taken is not None and taken.id != row.id:
+        raise errors.Conflict("Resource class already exists: %s" % new_name)
+    rc = t.resource_classes
+    try:
+        with conn.begin_nested():
+            conn.execute(rc.update().where(rc.c.id == row.id)
+                         .values(name=new_name, updated_at=common.now()))
+    except sa.exc.IntegrityError:
+        raise errors.Conflict("Resource class already exists: %s"
+                              % new_name) from None
+
+
+def delete_class(conn: Connection, name: str) -> None:
+    """Delete a custom class.
+
+    NotFound (no such class), BadRequest (standard class), Conflict (the
+    class has inventory or allocations).
+    """
+    row = _find(conn, name)
+    if row is None:
+        raise errors.NotFound("No such resource class %s." % name)
+    prefix = "Error in delete resource class: "
+    if is_standard(name):
+        raise errors.BadRequest(
+            prefix + "Cannot delete standard resource class %s." % name)
+    # Upstream only looks at inventories; allocations are checked too
+    # because their foreign key would otherwise fail the delete.
+    for table in (t.inventories, t.allocations):
+        used = conn.execute(sa.select(table.c.id).where(
+            table.c.resource_class_id == row.id).limit(1)).first()
+        if used is not None:
+            raise errors.Conflict(
+                prefix + "Cannot delete resource class %s. Class is in use "
+                "in inventory." % name)
+    rc = t.resource_classes
+    try:
+        # An inventory added concurrently makes the foreign key refuse.
+        with conn.begin_nested():
+            conn.execute(rc.delete().where(rc.c.id == row.id))
+    except sa.exc.IntegrityError:
+        raise errors.Conflict(
+            prefix + "Cannot delete resource class %s. Class is in use "
+            "in inventory." % name) from None

@@ -1,0 +1,112 @@
+"""Usages: sums of allocations per provider, project, user and type.
+
+Every aggregate is grouped by ids and turned into names in Python, so the
+answers are the same on SQLite, PostgreSQL and MariaDB (upstream groups
+by one column and selects another, which PostgreSQL refuses).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from berth.db import tables as t
+from berth.domain import common
+from berth.domain.consumers import UNKNOWN_TYPE, names_of_types
+
+#: The ``consumer_type`` filter value that means every type, summed.
+ALL_TYPES = "all"
+
+
+def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
+    """Class name -> amount used, for every class the provider has
+    inventory of (0 when nothing is allocated)."""
+    inv, a = t.inventories, t.allocations
+    used = (sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
+            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
+                   a.c.resource_class_id == inv.c.resource_class_id)
+            .scalar_subquery())
+    rows = conn.execute(sa.select(inv.c.resource_class_id, used)
+                        .where(inv.c.resource_provider_id == provider_id))
+    names = common.resource_class_names(conn)
+    return {names[rc]: int(amount) for rc, amount in rows}
+
+
+def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]
+           user_id: str | None) -> sa.Select:  # type: ignore[type-arg]
+    """Restrict ``query`` (over allocations) to one project (and user)."""
+    a, c, p, u = t.allocations, t.consumers, t.projects, t.users
+    query = (query.join(c, c.c.uuid == a.c.consumer_id)
+             .join(p, p.c.id == c.c.project_id)
+             .where(p.c.external_id == project_id))
+    if user_id:
+        query = query.join(u, u.c.id == c.c.user_id).where(
+            u.c.external_id == user_id)
+    return query
+
+
+def project_usages(conn: Connection, project_id: str,
+                   user_id: str | None = None) -> dict[str, int]:
+    """Class name -> amount used by the project's (and user's) consumers."""
+    a = t.allocations
+    query = _owned(sa.select(a.c.resource_class_id, sa.func.sum(a.c.used))
+                   .select_from(a), project_id, user_id)
+    rows = conn.execute(query.group_by(a.c.resource_class_id))
+    names = common.resource_class_names(conn)
+    return {names[rc]: int(amount) for rc, amount in rows}
+
+
+def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
+                   consumer_type: str | None) -> dict[str, dict[str, int]]:
+    """Per consumer type: class name -> amount, plus ``consumer_count``.
+
+    ``consumer_type`` None groups by type (``unknown`` for untyped
+    consumers); ``all`` sums every type under ``all``; ``unknown`` keeps
+    untyped consumers only; any other name keeps that type only.
+    """
+    a, c, ct = t.allocations, t.consumers, t.consumer_types
+    base = _owned(sa.select(c.c.consumer_type_id, a.c.resource_class_id,
+                            sa.func.sum(a.c.used))
+                  .select_from(a), project_id, user_id)
+    counts = _owned(sa.select(c.c.consumer_type_id,
+                              sa.func.count(sa.distinct(a.c.consumer_id)))
+                    .select_from(a), project_id, user_id)
+    if consumer_type == UNKNOWN_TYPE:
+        base = base.where(c.c.consumer_type_id.is_(None))
+        counts = counts.where(c.c.consumer_type_id.is_(None))
+    elif consumer_type not in (None, ALL_TYPES):
+        wanted = sa.select(ct.c.id).where(ct.c.name == consumer_type)
+        base = base.where(c.c.consumer_type_id.in_(wanted))
+        counts = counts.where(c.c.consumer_type_id.in_(wanted))
+    if consumer_type == ALL_TYPES:
+        return _all_types(conn, base, counts)
+    sums = conn.execute(base.group_by(c.c.consumer_type_id,
+                                      a.c.resource_class_id)).all()
+    per_type = dict(conn.execute(counts.group_by(c.c.consumer_type_id)).all())
+    type_names = names_of_types(conn, per_type)
+    class_names = common.resource_class_names(conn)
+    result: dict[str, dict[str, int]] = defaultdict(dict)
+    for type_id, rc, amount in sums:
+        name = type_names.get(type_id, UNKNOWN_TYPE)
+        result[name][class_names[rc]] = int(amount)
+        result[name]["consumer_count"] = int(per_type[type_id])
+    return dict(result)
+
+
+def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
+               counts: sa.Select) -> dict[str, dict[str, int]]:  # type: ignore[type-arg]
+    """Every type summed together under ``all``."""
+    a = t.allocations
+    sums = conn.execute(
+        base.with_only_columns(a.c.resource_class_id, sa.func.sum(a.c.used))
+        .group_by(a.c.resource_class_id)).all()
+    if not sums:
+        return {}
+    total = conn.execute(counts.with_only_columns(
+        sa.func.count(sa.distinct(a.c.consumer_id)))).scalar_one()
+    class_names = common.resource_class_names(conn)
+    entry: dict[str, int] = {class_names[rc]: int(n) for rc, n in sums}
+    entry["consumer_count"] = int(total)
+    return {ALL_TYPES: entry}

@@ -1,0 +1,1 @@
+"""Worked examples for driver authors (see docs/reshaping.md)."""

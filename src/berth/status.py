@@ -1,0 +1,214 @@
+"""``berth status upgrade check``: is this deployment ready to upgrade?
+
+Like ``placement-status upgrade check``: each check answers Success,
+Warning or Failure with details, printed as a table; the exit code is the
+worst result (0 all success, 1 a warning, 2 a failure).
+
+Checks: database migrations not yet applied; incomplete consumers (whose
+project or user is the ``[placement] incomplete_consumer_*`` placeholder);
+providers without a root; and the policy file: rules Berth does not know,
+rules that do not parse, references to undefined rules, and a JSON file
+(deprecated upstream in favour of YAML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import logging
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import sqlalchemy as sa
+import yaml
+from oslo_config import cfg
+
+from berth.db import tables as t
+
+__all__ = ["Code", "Result", "CHECKS", "run_checks", "render",
+           "cmd_upgrade_check"]
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    WARNING = 1
+    FAILURE = 2
+
+
+@dataclass(frozen=True)
+class Result:
+    code: Code
+    details: str | None = None
+
+
+Check = Callable[[cfg.ConfigOpts, sa.engine.Engine], Result]
+
+
+def check_migrations(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+    from berth.db import migrate
+    current, head = migrate.current_revision(engine), migrate.head_revision()
+    if current == head:
+        return Result(Code.SUCCESS)
+    return Result(Code.FAILURE, "The database is at migration %s but this "
+                  "release needs %s. Run 'berth db sync'."
+                  % (current or "none (empty)", head))
+
+
+def check_incomplete_consumers(conf: cfg.ConfigOpts,
+                               engine: sa.engine.Engine) -> Result:
+    c, p, u = t.consumers, t.projects, t.users
+    query = (sa.select(sa.func.count()).select_from(
+        c.join(p, c.c.project_id == p.c.id).join(u, c.c.user_id == u.c.id))
+        .where(sa.or_(
+            p.c.external_id == conf.placement.incomplete_consumer_project_id,
+            u.c.external_id == conf.placement.incomplete_consumer_user_id)))
+    with engine.connect() as conn:
+        count = conn.execute(query).scalar_one()
+    if not count:
+        return Result(Code.SUCCESS)
+    return Result(Code.WARNING, "There are %d incomplete consumers (written "
+                  "before microversion 1.8, without a real project and "
+                  "user). Rewrite their allocations with the real project "
+                  "and user (PUT /allocations/{consumer}) before a release "
+                  "that drops the placeholder." % count)
+
+
+def check_root_providers(conf: cfg.ConfigOpts,
+                         engine: sa.engine.Engine) -> Result:
+    rp = t.resource_providers
+    with engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(rp)
+                             .where(rp.c.root_provider_id.is_(None))
+                             ).scalar_one()
+    if not count:
+        return Result(Code.SUCCESS)
+    return Result(Code.FAILURE, "There are %d resource providers without a "
+                  "root provider. Set root_provider_id (the provider's own "
+                  "id for a root) before upgrading." % count)
+
+
+def _load_policy(path: str) -> tuple[dict[str, Any], bool]:
+    """The rules in ``path`` and whether the file is JSON."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        return dict(json.loads(text) or {}), True
+    except ValueError:
+        return dict(yaml.safe_load(text) or {}), False
+
+
+def _unparsable(check: str) -> bool:
+    from oslo_policy import _checks, _parser
+    logger = logging.getLogger("oslo_policy._parser")
+    level, logger.level = logger.level, logging.CRITICAL + 1
+    try:
+        parsed = _parser.parse_rule(check)
+    finally:
+        logger.level = level
+    # The parser answers "never" (FalseCheck) for text it cannot read;
+    # "!" asks for exactly that on purpose.
+    return isinstance(parsed, _checks.FalseCheck) and check.strip() != "!"
+
+
+def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+    from berth import policy
+    path = conf.find_file(conf.oslo_policy.policy_file)
+    if path is None:
+        return Result(Code.SUCCESS)
+    try:
+        rules, is_json = _load_policy(path)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        return Result(Code.FAILURE, "Policy file %s cannot be read: %s"
+                      % (path, str(exc).splitlines()[0]))
+    known = {r.name for r in policy.rule_defaults()}
+    defined = known | set(rules)
+    bad = sorted(n for n, c in rules.items()
+                 if not isinstance(c, str) or _unparsable(c))
+    if bad:
+        return Result(Code.FAILURE, "Policy file %s has rules that do not "
+                      "parse: %s" % (path, ", ".join(bad)))
+    problems = []
+    unknown = sorted(set(rules) - known)
+    if unknown:
+        problems.append("unknown rule names (ignored): %s"
+                        % ", ".join(unknown))
+    dangling = sorted({ref for c in rules.values()
+                       for ref in re.findall(r"rule:([\w:.-]+)", c)
+                       if ref not in defined})
+    if dangling:
+        problems.append("references to undefined rules: %s"
+                        % ", ".join(dangling))
+    if is_json:
+        problems.append("the file is JSON; convert it to YAML "
+                        "(oslopolicy-convert-json-to-yaml)")
+    if problems:
+        return Result(Code.WARNING, "Policy file %s: %s."
+                      % (path, "; ".join(problems)))
+    return Result(Code.SUCCESS)
+
+
+CHECKS: list[tuple[str, Check]] = [
+    ("Database Migrations", check_migrations),
+    ("Incomplete Consumers", check_incomplete_consumers),
+    ("Missing Root Provider IDs", check_root_providers),
+    ("Policy File", check_policy),
+]
+
+
+def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
+               ) -> list[tuple[str, Result]]:
+    """Every check's result. Data checks are skipped (as failures) when
+    the schema is not in place, since they would only fail obscurely."""
+    results: list[tuple[str, Result]] = []
+    schema_ok = True
+    for name, check in CHECKS:
+        if not schema_ok and check in (check_incomplete_consumers,
+                                       check_root_providers):
+            results.append((name, Result(Code.FAILURE, "Skipped: the "
+                                         "database schema is not current.")))
+            continue
+        try:
+            result = check(conf, engine)
+        except sa.exc.SQLAlchemyError as exc:
+            result = Result(Code.FAILURE, "Database error: %s"
+                            % str(getattr(exc, "orig", exc)).splitlines()[0])
+        if check is check_migrations and result.code != Code.SUCCESS:
+            schema_ok = False
+        results.append((name, result))
+    return results
+
+
+def render(results: list[tuple[str, Result]], width: int = 60) -> str:
+    """The results as the boxed table ``placement-status`` prints."""
+    rows: list[list[str]] = [["Upgrade Check Results"]]
+    for name, result in results:
+        rows.append(["Check: %s" % name,
+                     "Result: %s" % result.code.name.capitalize()]
+                    + textwrap.wrap("Details: %s" % result.details, width)
+                    if result.details else
+                    ["Check: %s" % name,
+                     "Result: %s" % result.code.name.capitalize(),
+                     "Details: None"])
+    inner = max(len(line) for block in rows for line in block)
+    rule = "+" + "-" * (inner + 2) + "+"
+    out = [rule]
+    for block in rows:
+        out += ["| %s |" % line.ljust(inner) for line in block]
+        out.append(rule)
+    return "\n".join(out)
+
+
+def cmd_upgrade_check(args: argparse.Namespace) -> int:
+    from berth.cli import load_conf
+    from berth.db import setup
+    conf = load_conf(args)
+    engine = setup.engine_from_conf(conf)
+    try:
+        results = run_checks(conf, engine)
+    finally:
+        engine.dispose()
+    print(render(results))
+    return int(max((r.code for _, r in results), default=Code.SUCCESS))

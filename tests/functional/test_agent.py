@@ -1,0 +1,157 @@
+"""The agent's start-up reshape, periodic error policy and the offline
+``berth migrate-inventory``, end to end with the example VGPU driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from berth.agent import ResourceUpdater
+from berth.client import ReportClient, ResourceProviderUpdateFailed
+from berth.db import migrate
+from berth.db.engine import Database, create_engine
+from berth.direct import PlacementDirect
+from berth.examples.vgpu import VGPUDriver
+from tests.conftest import make_conf
+from tests.functional.reshaper_helpers import (allocate, ok, state,
+                                               usage_totals)
+
+LAYOUT = {"cn1": {"vcpus": 8, "memory_mb": 4096,
+                  "gpus": {"gpu0": 4, "gpu1": 4}}}
+# Each consumer's VGPU (and one VCPU); 3 + 2 + 2 needs both GPUs.
+CONSUMERS = {str(uuid.UUID(int=i + 1)): n for i, n in enumerate([3, 2, 2])}
+
+
+@pytest.fixture
+def direct(db: Database) -> Iterator[httpx.Client]:
+    with PlacementDirect(make_conf(), db, "latest") as http:
+        yield http
+
+
+def old_layout(http: httpx.Client) -> str:
+    """The driver's old layout with the CONSUMERS holding VGPU on it."""
+    client = ReportClient(http)
+    updater = ResourceUpdater(VGPUDriver(LAYOUT, nested=False), client)
+    assert updater.sync_node("cn1", startup=True).status == "updated"
+    root = client.get_provider_tree_and_ensure_root("cn1").data("cn1").uuid
+    for consumer, vgpu in CONSUMERS.items():
+        ok(allocate(http, consumer, {root: {"VGPU": vgpu, "VCPU": 1}}), 204)
+    return root
+
+
+def check_new_layout(http: httpx.Client, root: str,
+                     usages_before: dict[str, int]) -> None:
+    after = state(http)
+    children = {u: s for u, s in after.items() if u != root}
+    assert len(children) == 2
+    assert set(after[root]["inventories"]) == {"VCPU", "MEMORY_MB"}
+    assert sorted(s["inventories"]["VGPU"]["total"]
+                  for s in children.values()) == [4, 4]
+    for consumer, vgpu in CONSUMERS.items():
+        got = ok(http.get("/allocations/" + consumer))["allocations"]
+        assert got[root]["resources"] == {"VCPU": 1}
+        [(gpu, entry)] = [(u, e) for u, e in got.items() if u != root]
+        assert gpu in children and entry["resources"] == {"VGPU": vgpu}
+    assert usage_totals(http) == usages_before
+    for child in children:
+        traits = ok(http.get("/resource_providers/%s/traits" % child))
+        assert traits["traits"] == ["CUSTOM_PGPU"]
+
+
+def test_startup_reshapes_then_nothing_to_do(direct: httpx.Client) -> None:
+    root = old_layout(direct)
+    before = usage_totals(direct)
+    updater = ResourceUpdater(VGPUDriver(LAYOUT), ReportClient(direct))
+    [result] = updater.update_all(startup=True)
+    assert result.status == "reshaped"
+    check_new_layout(direct, root, before)
+    snapshot = state(direct)
+    [again] = updater.update_all(startup=True)
+    assert (again.status, again.writes) == ("unchanged", 0)
+    assert state(direct) == snapshot
+
+
+def test_periodic_pass_never_reshapes(direct: httpx.Client) -> None:
+    old_layout(direct)
+    before = state(direct)
+    updater = ResourceUpdater(VGPUDriver(LAYOUT), ReportClient(direct))
+    [result] = updater.update_all(startup=False)
+    assert result.status == "failed" and "VGPU" in (result.error or "")
+    assert state(direct) == before
+
+
+class RacedDriver(VGPUDriver):
+    """Another writer changes the root under the driver's feet, once."""
+
+    def __init__(self, http: httpx.Client, vcpus: int = 8) -> None:
+        super().__init__({"cn1": {**LAYOUT["cn1"], "vcpus": vcpus}},
+                         nested=False)
+        self.http = http
+        self.raced = False
+
+    def update_provider_tree(self, provider_tree: Any, nodename: str,
+                             allocations: Any = None) -> None:
+        if not self.raced:
+            self.raced = True
+            root = provider_tree.data(nodename)
+            ok(self.http.put("/resource_providers/%s/traits" % root.uuid,
+                             json={"traits": ["HW_CPU_X86_AVX"],
+                                   "resource_provider_generation":
+                                   root.generation}))
+        super().update_provider_tree(provider_tree, nodename, allocations)
+
+
+def test_update_failure_fatal_at_startup_only(direct: httpx.Client) -> None:
+    client = ReportClient(direct)
+    client.get_provider_tree_and_ensure_root("cn1")  # root exists, empty
+    updater = ResourceUpdater(RacedDriver(direct), client)
+    with pytest.raises(ResourceProviderUpdateFailed) as info:
+        updater.update_node("cn1", startup=True)
+    assert info.value.cause is not None and info.value.cause.is_conflict
+    # The cache was refreshed: the next pass starts from the truth.
+    assert updater.update_node("cn1").status == "updated"
+
+    updater = ResourceUpdater(RacedDriver(direct, vcpus=16), client)
+    assert updater.update_node("cn1", startup=False).status == "failed"
+    assert updater.update_node("cn1", startup=False).status == "updated"
+
+
+def _run_cli(conf_file: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BERTH_EXAMPLE_VGPU=json.dumps(LAYOUT))
+    return subprocess.run(
+        [sys.executable, "-m", "berth.cli", "migrate-inventory",
+         "--config-file", str(conf_file),
+         "--driver", "berth.examples.vgpu:VGPUDriver", *extra],
+        capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_offline_migrate_inventory_on_sqlite(tmp_path: Path) -> None:
+    url = "sqlite:///%s" % (tmp_path / "placement.sqlite")
+    engine = create_engine(url)
+    migrate.upgrade(engine)
+    conf_file = tmp_path / "placement.conf"
+    conf_file.write_text("[placement_database]\nconnection = %s\n" % url)
+    try:
+        with PlacementDirect(make_conf(), Database(engine), "latest") as http:
+            root = old_layout(http)
+            before = usage_totals(http)
+        first = _run_cli(conf_file, "--nodename", "cn1")
+        assert first.returncode == 0, first.stderr
+        assert "cn1: reshaped" in first.stdout
+        second = _run_cli(conf_file)
+        assert second.returncode == 0, second.stderr
+        assert "cn1: nothing to migrate; no changes made" in second.stdout
+        with PlacementDirect(make_conf(), Database(engine), "latest") as http:
+            check_new_layout(http, root, before)
+        bad = _run_cli(conf_file, "--nodename", "nope")
+        assert bad.returncode == 1 and "nope: failed" in bad.stdout
+    finally:
+        engine.dispose()
