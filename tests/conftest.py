@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -161,7 +162,7 @@ class Client(httpx.Client):
         super().__init__(transport=httpx.WSGITransport(app=app),
                          base_url="http://placement.test", headers=headers)
 
-    def at(self, version: str) -> "Client":
+    def at(self, version: str) -> Client:
         """A copy of this client pinned to another microversion."""
         other = Client.__new__(Client)
         httpx.Client.__init__(

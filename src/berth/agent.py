@@ -25,8 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from berth.client import (ProviderTree, ReportClient, ReshapeNeeded,
-                          ResourceProviderUpdateFailed)
+from berth.client import ProviderTree, ReportClient, ReshapeNeeded, ResourceProviderUpdateFailed
 from berth.client.provider_tree import AllocationsDict
 
 LOG = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from oslo_config import cfg
 
@@ -165,7 +165,7 @@ def data_dir(conf: cfg.ConfigOpts) -> Path:
 
 def database_url(conf: cfg.ConfigOpts) -> str:
     """The SQLAlchemy URL to use, falling back to the embedded SQLite file."""
-    url = conf.placement_database.connection
+    url: str = conf.placement_database.connection or ""
     if not url:
         folder = data_dir(conf)
         folder.mkdir(parents=True, exist_ok=True)

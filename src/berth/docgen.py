@@ -64,6 +64,7 @@ def _walk(parser: argparse.ArgumentParser, prefix: list[str]
 
 def cli_reference() -> str:
     import os
+
     from berth.cli import build_parser
     os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal width
     out = ["# Command line", "",

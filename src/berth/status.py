@@ -19,8 +19,9 @@ import json
 import logging
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import sqlalchemy as sa
 import yaml

@@ -8,8 +8,9 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -21,8 +22,7 @@ from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect
 from berth.examples.vgpu import VGPUDriver
 from tests.conftest import make_conf
-from tests.functional.reshaper_helpers import (allocate, ok, state,
-                                               usage_totals)
+from tests.functional.reshaper_helpers import allocate, ok, state, usage_totals
 
 LAYOUT = {"cn1": {"vcpus": 8, "memory_mb": 4096,
                   "gpus": {"gpu0": 4, "gpu1": 4}}}

@@ -12,8 +12,7 @@ from berth.db.engine import Database
 from berth.domain import allocations, errors
 from berth.domain.allocations import ConsumerAllocations
 from tests.conftest import Client
-from tests.functional.ledger_helpers import (PROJECT, USER, body, generation,
-                                             make_provider)
+from tests.functional.ledger_helpers import PROJECT, USER, body, generation, make_provider
 
 V = "1.37"  # newest version without the required consumer_type
 

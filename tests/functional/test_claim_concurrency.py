@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest

@@ -29,9 +29,10 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
                 conn, uuid))
             inv = Inventory(total=100 + seed * ATTEMPTS + attempt)
             try:
-                db.run(lambda conn: inventories.update_inventory(
-                    conn, uuid, "VCPU", inv, listing.generation,
-                    reserved_can_be_total=True))
+                db.run(lambda conn, inv=inv, gen=listing.generation:
+                       inventories.update_inventory(
+                           conn, uuid, "VCPU", inv, gen,
+                           reserved_can_be_total=True))
                 landed += 1
             except errors.ConcurrentUpdate:
                 refused += 1

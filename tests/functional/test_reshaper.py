@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.functional.reshaper_helpers import (PROJECT, SERVICE, USER,
-                                               allocate, make_provider, ok,
-                                               set_inventory, state)
+from tests.functional.reshaper_helpers import (
+    PROJECT,
+    SERVICE,
+    USER,
+    allocate,
+    make_provider,
+    ok,
+    set_inventory,
+    state,
+)
 
 C1, C2, NEW = (str(uuid.uuid4()) for _ in range(3))
 

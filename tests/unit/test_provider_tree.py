@@ -7,8 +7,7 @@ import threading
 import pytest
 
 import berth.client
-from berth.client import (ProviderNotInTree, ProviderTree, move_allocations,
-                          normalize_inventory)
+from berth.client import ProviderNotInTree, ProviderTree, move_allocations, normalize_inventory
 
 ROOT, CHILD, GRANDCHILD = ("11111111-1111-1111-1111-111111111111",
                            "22222222-2222-2222-2222-222222222222",

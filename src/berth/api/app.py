@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import falcon
 from oslo_config import cfg
@@ -121,7 +122,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
     app.resp_options.secure_cookies_by_default = False
     # Bodiless responses (204, 201 before 1.20) carry no Content-Type, as
     # upstream; every body sets its own type.
-    app.resp_options.default_media_type = None
+    app.resp_options.default_media_type = None  # type: ignore[assignment]
     install_routes(app)
     # Registered for HTTPError too, or Falcon's own (more specific) default
     # handler would win and answer in its own format.

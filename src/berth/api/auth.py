@@ -7,7 +7,8 @@ oslo.context picks it up. ``/`` (version discovery) needs no token.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from oslo_config import cfg
 
@@ -59,7 +60,8 @@ class KeystoneAuth:
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         if _is_root(environ):
             return self.app(environ, start_response)
-        return self.protected(environ, start_response)
+        result: Iterable[bytes] = self.protected(environ, start_response)
+        return result
 
 
 def wrap(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:

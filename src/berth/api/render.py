@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import falcon
 import orjson

@@ -6,17 +6,27 @@ below 1.6, and ``(handler, "1.5", 405)`` answers 405, as upstream does.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
 from berth.api.errors import HTTPProblem
-from berth.api.handlers import (aggregate, allocation, allocation_candidate,
-                                inventory, reshaper, resource_class,
-                                resource_provider, root, trait, usage)
+from berth.api.handlers import (
+    aggregate,
+    allocation,
+    allocation_candidate,
+    inventory,
+    reshaper,
+    resource_class,
+    resource_provider,
+    root,
+    trait,
+    usage,
+)
 
 Handler = Callable[..., None]
-Gated = Union[Handler, tuple[Handler, str], tuple[Handler, str, int]]
+Gated = Handler | tuple[Handler, str] | tuple[Handler, str, int]
 
 RP = "/resource_providers/{uuid}"
 
@@ -126,6 +136,6 @@ class _Route:
         raise falcon.HTTPMethodNotAllowed(self.allow.split(", "))
 
 
-def install_routes(app: falcon.App) -> None:
+def install_routes(app: falcon.App[Any, Any]) -> None:
     for template, methods in ROUTES.items():
         app.add_route(template, _Route(methods))

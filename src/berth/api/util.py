@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import parse_qsl
 
 import falcon
@@ -140,9 +141,9 @@ def validate_query(req: falcon.Request,
 
 def _http_date(when: dt.datetime | None) -> str:
     if when is None:
-        when = dt.datetime.now(dt.timezone.utc)
+        when = dt.datetime.now(dt.UTC)
     elif when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return falcon.dt_to_http(when)
 
 

@@ -11,12 +11,21 @@ Names listed in ``__all__`` are the public surface; a test pins them.
 
 from __future__ import annotations
 
-from berth.client.exceptions import (PlacementAPIError, PlacementError,
-                                     ProviderNotInTree, ReshapeFailed,
+from berth.client.exceptions import (
+                                     PlacementAPIError,
+                                     PlacementError,
+                                     ProviderNotInTree,
+                                     ReshapeFailed,
                                      ReshapeNeeded,
-                                     ResourceProviderUpdateFailed)
-from berth.client.provider_tree import (ProviderData, ProviderTree, TreeDiff,
-                                        move_allocations, normalize_inventory)
+                                     ResourceProviderUpdateFailed,
+)
+from berth.client.provider_tree import (
+                                     ProviderData,
+                                     ProviderTree,
+                                     TreeDiff,
+                                     move_allocations,
+                                     normalize_inventory,
+)
 from berth.client.report import ReportClient
 
 __all__ = [

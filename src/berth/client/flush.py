@@ -8,10 +8,10 @@ tracked call by call, starting from what the cache last saw.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from berth.client.http import (RESHAPE_TYPED_VERSION, RESHAPE_VERSION, RP,
-                               rp_path)
+from berth.client.http import RESHAPE_TYPED_VERSION, RESHAPE_VERSION, RP, rp_path
 from berth.client.provider_tree import AllocationsDict, ProviderTree, TreeDiff
 
 Call = Callable[..., Any]

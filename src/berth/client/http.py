@@ -42,8 +42,11 @@ def rp_path(uuid: str, tail: str = "") -> str:
 class Response(Protocol):
     """What both httpx and requests responses offer."""
 
-    status_code: int
-    text: str
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
 
     def json(self) -> Any: ...
 

@@ -16,8 +16,9 @@ import copy
 import dataclasses
 import threading
 import uuid as uuidlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from berth.client.exceptions import ProviderNotInTree
 from berth.domain.capacity import Inventory
@@ -149,7 +150,7 @@ class ProviderTree:
                 self._find(provider).uuid]
             return [n.uuid for n in self._walk(start)]
 
-    def snapshot(self) -> "ProviderTree":
+    def snapshot(self) -> ProviderTree:
         """A deep copy that shares nothing with this tree."""
         with self._lock:
             other = ProviderTree()
@@ -310,7 +311,7 @@ class ProviderTree:
 
     # -- comparison -----------------------------------------------------
 
-    def compare(self, other: "ProviderTree") -> TreeDiff:
+    def compare(self, other: ProviderTree) -> TreeDiff:
         """What must change to turn this tree into ``other``."""
         mine, theirs = self.snapshot(), other.snapshot()
         old, new = mine._nodes, theirs._nodes

@@ -17,12 +17,14 @@ from urllib.parse import quote
 
 import httpx
 
-from berth.client.exceptions import (PlacementAPIError, ProviderNotInTree,
-                                     ReshapeFailed,
-                                     ResourceProviderUpdateFailed)
+from berth.client.exceptions import (
+    PlacementAPIError,
+    ProviderNotInTree,
+    ReshapeFailed,
+    ResourceProviderUpdateFailed,
+)
 from berth.client.flush import Flush
-from berth.client.http import (ALLOCATION_VERSION, PROVIDER_VERSION, RP,
-                               Connection, rp_path)
+from berth.client.http import ALLOCATION_VERSION, PROVIDER_VERSION, RP, Connection, rp_path
 from berth.client.provider_tree import AllocationsDict, ProviderTree
 
 LOG = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ class ReportClient:
 
     @classmethod
     def from_url(cls, url: str, token: str,
-                 timeout: float = 30.0) -> "ReportClient":
+                 timeout: float = 30.0) -> ReportClient:
         """A client for ``url`` sending ``X-Auth-Token: token``."""
         http = httpx.Client(base_url=url, timeout=timeout,
                             headers={"x-auth-token": token,

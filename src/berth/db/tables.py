@@ -7,6 +7,8 @@ consumer. See docs/schema.md for the reasoning behind each index.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 metadata = sa.MetaData(naming_convention={
@@ -23,7 +25,7 @@ UUID = sa.String(36)
 
 #: Binary collation on MySQL/MariaDB, so names and uuids compare exactly as
 #: on SQLite and PostgreSQL (case-sensitive).
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 
 def _stamps() -> list[sa.Column[object]]:
@@ -78,7 +80,9 @@ inventories = sa.Table(
     sa.Column("min_unit", sa.Integer, nullable=False),
     sa.Column("max_unit", sa.Integer, nullable=False),
     sa.Column("step_size", sa.Integer, nullable=False),
-    sa.Column("allocation_ratio", sa.Float, nullable=False),
+    # Double precision everywhere: MySQL's plain FLOAT would read 0.1 back
+    # as 0.100000001.
+    sa.Column("allocation_ratio", sa.Double(), nullable=False),
     *_stamps(),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
     **MYSQL,

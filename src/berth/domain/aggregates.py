@@ -7,7 +7,7 @@ membership is recorded on first use and never validated against anything.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Iterable
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -63,8 +63,9 @@ def ensure_aggregates(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
                     uuid=value, created_at=common.now())
                 ).inserted_primary_key[0]  # type: ignore[index]
         except sa.exc.IntegrityError:
-            found[value] = conn.scalar(sa.select(AGG.c.id)
-                                       .where(AGG.c.uuid == value))
+            winner = conn.scalar(sa.select(AGG.c.id).where(AGG.c.uuid == value))
+            assert winner is not None  # the conflicting insert committed
+            found[value] = int(winner)
     return {k: int(v) for k, v in found.items()}
 
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid as uuidlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection

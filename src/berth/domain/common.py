@@ -9,7 +9,7 @@ that one request is one transaction.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterable
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -20,7 +20,7 @@ from berth.domain import errors
 
 def now() -> dt.datetime:
     """Naive UTC timestamp, as stored in created_at/updated_at."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]

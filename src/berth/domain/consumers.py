@@ -9,8 +9,8 @@ same generation only one can win -- also when the write empties it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection

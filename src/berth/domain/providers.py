@@ -11,7 +11,7 @@ loop and a child cannot appear under a provider being deleted or moved.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row

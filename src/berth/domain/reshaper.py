@@ -21,8 +21,8 @@ inventory step that runs and +1 where the allocation write bumps them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection

@@ -21,7 +21,7 @@ def _sync_names(engine: Engine, table: sa.Table, names: list[str]) -> int:
             missing = [n for n in names if n not in have]
             if not missing:
                 return added
-            now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+            now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
             try:
                 conn.execute(table.insert(), [
                     {"name": n, "created_at": now} for n in missing])

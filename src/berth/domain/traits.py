@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import falcon
 from sqlalchemy.engine import Connection
@@ -135,7 +135,7 @@ def post_allocations(req: falcon.Request, resp: falcon.Response) -> None:
 def delete_allocations(req: falcon.Request, resp: falcon.Response,
                        consumer_uuid: str) -> None:
     util.authorize(req, RULE % "delete")
-    run: Callable[[Connection], None] = (
-        lambda conn: allocations.delete_for_consumer(conn, consumer_uuid))
+    def run(conn: Connection) -> None:
+        allocations.delete_for_consumer(conn, consumer_uuid)
     util.db(req).run(run)
     util.no_content(resp)

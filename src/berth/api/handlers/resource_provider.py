@@ -74,8 +74,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
         if ENGINE_FILTERS.intersection(params):
             # The allocation-candidate engine owns these parameters: one
             # parser and one matcher for both endpoints.
-            from berth.domain.candidates.provider_filter import (
-                filter_provider_ids)
+            from berth.domain.candidates.provider_filter import filter_provider_ids
             ids = filter_provider_ids(conn, pairs, (version[0], version[1]))
         return providers.list_providers(
             conn, name=params.get("name"), uuid=params.get("uuid"),

@@ -10,7 +10,7 @@ empty: a reshape may move inventory nobody has allocated.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
@@ -21,8 +21,8 @@ UUID_PATTERN = allocation.UUID_PATTERN
 
 
 def _schema(since: tuple[int, int]) -> dict[str, Any]:
-    allocs = copy.deepcopy(allocation.pick(allocation.POST_SCHEMAS,
-                                           since).schema)
+    allocs = cast(dict[str, Any], copy.deepcopy(allocation.pick(
+        allocation.POST_SCHEMAS, since).schema))
     allocs["minProperties"] = 0
     return {
         "type": "object",

@@ -4,8 +4,10 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-29
 """
-from alembic import op
+from typing import Any
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0001"
 down_revision = None
@@ -13,10 +15,10 @@ branch_labels = None
 depends_on = None
 
 # Binary collation on MySQL/MariaDB: names compare as on the other backends.
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 
-def _stamps() -> list[sa.Column]:
+def _stamps() -> list[sa.Column[Any]]:
     return [sa.Column("created_at", sa.DateTime, nullable=True),
             sa.Column("updated_at", sa.DateTime, nullable=True)]
 
@@ -85,7 +87,7 @@ def upgrade() -> None:
         sa.Column("min_unit", sa.Integer, nullable=False),
         sa.Column("max_unit", sa.Integer, nullable=False),
         sa.Column("step_size", sa.Integer, nullable=False),
-        sa.Column("allocation_ratio", sa.Float, nullable=False),
+        sa.Column("allocation_ratio", sa.Double(), nullable=False),
         *_stamps(),
         sa.PrimaryKeyConstraint("id", name="pk_inventories"),
         sa.UniqueConstraint(
