@@ -1,0 +1,58 @@
+"""What a GET /allocation_candidates request asks for, once parsed.
+
+Names stay names here (resource classes, traits, aggregate uuids); the
+engine resolves them against the database when it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: A conjunction of disjunctions: every inner set needs one member present.
+TraitExpr = tuple[frozenset[str], ...]
+
+
+@dataclass(frozen=True)
+class RequestGroup:
+    """One request group: the unsuffixed one (``suffix == ""``) may spread
+    over a tree and sharing providers; a suffixed one needs one provider."""
+
+    suffix: str = ""
+    resources: dict[str, int] = field(default_factory=dict)
+    required: TraitExpr = ()
+    forbidden: frozenset[str] = frozenset()
+    member_of: tuple[frozenset[str], ...] = ()
+    forbidden_aggs: frozenset[str] = frozenset()
+    in_tree: str | None = None
+
+    @property
+    def same_provider(self) -> bool:
+        return self.suffix != ""
+
+    @property
+    def trait_names(self) -> set[str]:
+        """Every trait this group mentions (to resolve them all at once)."""
+        names = set(self.forbidden)
+        for any_of in self.required:
+            names |= any_of
+        return names
+
+
+@dataclass(frozen=True)
+class RequestWide:
+    """Parameters that apply to the request as a whole."""
+
+    limit: int | None = None
+    group_policy: str | None = None
+    root_required: frozenset[str] = frozenset()
+    root_forbidden: frozenset[str] = frozenset()
+    same_subtrees: tuple[frozenset[str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``[placement]`` options that shape the answer."""
+
+    randomize: bool = False
+    max_candidates: int = -1
+    strategy: str = "depth-first"

@@ -1,0 +1,359 @@
+"""The search: what each group can use per anchor, then a lazy merge.
+
+An *anchor* is the root of the tree a candidate is built around; a sharing
+provider serves every tree it shares an aggregate with, so its offers are
+listed under each of those anchors. Per anchor, the merge walks the groups
+depth first, keeping running totals per (provider, class), so a branch
+that over-uses a provider, breaks isolation or cannot meet same_subtree is
+cut as soon as it does. Candidates come out one at a time, which lets
+``limit`` stop the search early.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from berth.domain.candidates.model import World, aggs_ok, provider_matches, traits_ok
+from berth.domain.candidates.request import RequestGroup, RequestWide
+from berth.domain.capacity import capacity
+
+Alloc = tuple[int, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One way to satisfy one group: what it takes from whom."""
+
+    suffix: str
+    allocs: tuple[Alloc, ...]
+    providers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One allocation request: amounts per provider and class, and which
+    providers served each group."""
+
+    anchor: int
+    allocs: dict[int, dict[str, int]]
+    mappings: dict[str, tuple[int, ...]]
+    #: True when every provider used is a sharing one, so the same
+    #: candidate may come again under another anchor.
+    shared_only: bool = False
+
+    def key(self) -> tuple[object, ...]:
+        return (tuple(sorted((p, rc, n) for p, res in self.allocs.items()
+                             for rc, n in res.items())),
+                tuple(sorted(self.mappings.items())))
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A request group with its tree restriction resolved to a root id."""
+
+    group: RequestGroup
+    tree_root: int | None = None
+
+
+AnchorFilter = Callable[[int], bool]
+
+
+class Offers:
+    """One group's offers, computed per anchor on first use and kept."""
+
+    def __init__(self, world: World, spec: GroupSpec) -> None:
+        self.world = world
+        self.spec = spec
+        self._cache: dict[int, list[Piece]] = {}
+        # Capacity is checked once per provider and class, not per anchor.
+        self.able = {rc: {pid for pid in world.by_class(rc)
+                          if world.providers[pid].can_take(rc, n)}
+                     for rc, n in spec.group.resources.items()}
+
+    def at(self, anchor: int) -> list[Piece]:
+        found = self._cache.get(anchor)
+        if found is None:
+            if self.spec.group.same_provider:
+                found = granular_pieces(self.world, self.spec, anchor)
+            else:
+                found = spread_pieces(self.world, self.spec, anchor,
+                                      self.able)
+            self._cache[anchor] = found
+        return found
+
+
+def granular_pieces(world: World, spec: GroupSpec, anchor: int
+                    ) -> list[Piece]:
+    """Single-provider offers of a suffixed group under ``anchor``: a
+    provider of the anchor's tree, or a sharing provider serving it."""
+    g = spec.group
+    out = []
+    for pid in itertools.chain(world.trees.get(anchor, ()),
+                               world.shared_into.get(anchor, ())):
+        p = world.providers[pid]
+        if spec.tree_root is not None and p.root_id != spec.tree_root:
+            continue
+        if provider_matches(p, g.resources, g.required, g.forbidden,
+                            g.member_of, g.forbidden_aggs):
+            out.append(Piece(g.suffix, tuple(
+                (pid, rc, n) for rc, n in sorted(g.resources.items())),
+                (pid,)))
+    return out
+
+
+def _options(world: World, spec: GroupSpec, anchor: int,
+             able: set[int]) -> list[int]:
+    """Providers in ``able`` (those with room for the class) that may
+    serve this anchor."""
+    g = spec.group
+    if (not g.member_of and not g.forbidden_aggs
+            and spec.tree_root is None):
+        return ([pid for pid in world.trees.get(anchor, ()) if pid in able]
+                + [s for s in world.shared_into.get(anchor, ()) if s in able])
+    root_aggs = world.providers[anchor].aggregates
+    if g.forbidden_aggs and not g.forbidden_aggs.isdisjoint(root_aggs):
+        return []
+    # An aggregate on the root spans its whole tree.
+    anchor_in = aggs_ok(root_aggs, g.member_of, frozenset())
+    found: list[int] = []
+    if spec.tree_root is None or spec.tree_root == anchor:
+        for pid in world.trees.get(anchor, ()):
+            p = world.providers[pid]
+            if pid in able and (
+                    anchor_in or aggs_ok(p.aggregates, g.member_of,
+                                         frozenset())) and (
+                    not g.forbidden_aggs
+                    or g.forbidden_aggs.isdisjoint(p.aggregates)):
+                found.append(pid)
+    if spec.tree_root is not None:
+        return found
+    for sid in world.shared_into.get(anchor, ()):
+        s = world.providers[sid]
+        if sid in able and aggs_ok(s.aggregates, g.member_of,
+                                   g.forbidden_aggs):
+            found.append(sid)
+    return found
+
+
+def spread_pieces(world: World, spec: GroupSpec, anchor: int,
+                  able: dict[str, set[int]]) -> list[Piece]:
+    """Offers of the unsuffixed group under ``anchor``: each class from one
+    provider of the anchor's tree or from a sharing provider serving it;
+    together they must carry the required traits and none may carry a
+    forbidden one."""
+    g = spec.group
+    classes = sorted(g.resources)
+    per_class = []
+    for rc in classes:
+        opts = _options(world, spec, anchor, able[rc])
+        if not opts:
+            return []
+        per_class.append(opts)
+    return _combine(world, g, classes, per_class)
+
+
+def _combine(world: World, g: RequestGroup, classes: list[str],
+             per_class: list[list[int]]) -> list[Piece]:
+    pieces = []
+    for combo in itertools.product(*per_class):
+        chosen = sorted(set(combo))
+        if g.required or g.forbidden:
+            if any(not traits_ok(world.providers[p].traits, (), g.forbidden)
+                   for p in chosen):
+                continue
+            have = frozenset().union(*(world.providers[p].traits
+                                       for p in chosen))
+            if not traits_ok(have, g.required, frozenset()):
+                continue
+        allocs = tuple((pid, rc, g.resources[rc])
+                       for rc, pid in zip(classes, combo, strict=True))
+        pieces.append(Piece(g.suffix, allocs, tuple(chosen)))
+    return pieces
+
+
+class _Walk:
+    """The state of one anchor's depth-first merge."""
+
+    def __init__(self, anchor: int, lists: list[list[Piece]],
+                 bounds: tuple[list[dict[str, int]], dict[str, int]]) -> None:
+        self.anchor = anchor
+        self.lists = lists
+        self.need, self.supply = bounds
+        self.totals: dict[tuple[int, str], int] = {}
+        self.spent: dict[str, int] = {}
+        self.chosen: list[Piece] = []
+        self.granular: set[int] = set()
+
+
+class Merger:
+    """Depth-first merge of one piece per group under one anchor."""
+
+    def __init__(self, world: World, groups: list[RequestGroup],
+                 wide: RequestWide) -> None:
+        self.world = world
+        self.groups = groups
+        self.isolate = wide.group_policy == "isolate"
+        self._rooms: dict[tuple[int, str], int] = {}
+        # Check each same_subtree set once its last group has been chosen.
+        index = {g.suffix: i for i, g in enumerate(groups)}
+        self.subtree_at: dict[int, list[list[int]]] = {}
+        for names in wide.same_subtrees:
+            members = sorted(index[s] for s in names)
+            self.subtree_at.setdefault(members[-1], []).append(members)
+
+    def run(self, anchor: int, offers: list[Offers]) -> Iterator[Candidate]:
+        """Every merge under ``anchor``; offers are only computed once
+        this generator is first advanced, and not past an empty group."""
+        lists = []
+        for group_offers in offers:
+            pieces = group_offers.at(anchor)
+            if not pieces:
+                return
+            lists.append(pieces)
+        if len(lists) == 1:
+            # One group: each piece already fits, and no two of its
+            # amounts land on the same provider and class.
+            for piece in lists[0]:
+                yield self._candidate(anchor, [piece])
+            return
+        yield from self._walk(_Walk(anchor, lists, self._bounds(lists)), 0)
+
+    def _bounds(self, lists: list[list[Piece]]
+                ) -> tuple[list[dict[str, int]], dict[str, int]]:
+        """What groups from each depth on still need per class, and what
+        all offered providers together can give: a branch that needs more
+        than is left is cut before it is walked (this is what ends a
+        hopeless many-group search at once instead of after every
+        permutation)."""
+        supply: dict[str, int] = {}
+        counted: set[tuple[int, str]] = set()
+        for pieces in lists:
+            for piece in pieces:
+                for pid, rc, _ in piece.allocs:
+                    if (pid, rc) not in counted:
+                        counted.add((pid, rc))
+                        supply[rc] = supply.get(rc, 0) + max(
+                            0, self._room((pid, rc)))
+        need: list[dict[str, int]] = [{}]
+        for group in reversed(self.groups):
+            step = dict(need[0])
+            for rc, n in group.resources.items():
+                step[rc] = step.get(rc, 0) + n
+            need.insert(0, step)
+        return need, supply
+
+    def _walk(self, w: _Walk, depth: int) -> Iterator[Candidate]:
+        if depth == len(w.lists):
+            yield self._candidate(w.anchor, w.chosen)
+            return
+        for rc, n in w.need[depth].items():
+            if w.spent.get(rc, 0) + n > w.supply.get(rc, 0):
+                return
+        same = self.groups[depth].same_provider
+        for piece in w.lists[depth]:
+            if same and self.isolate and piece.providers[0] in w.granular:
+                continue
+            if not self._add(piece, w):
+                continue
+            w.chosen.append(piece)
+            if self._subtrees_ok(depth, w.chosen):
+                if same:
+                    w.granular.add(piece.providers[0])
+                yield from self._walk(w, depth + 1)
+                if same:
+                    w.granular.discard(piece.providers[0])
+            w.chosen.pop()
+            self._remove(piece, w)
+
+    def _room(self, key: tuple[int, str]) -> int:
+        """Most one candidate may take of a class from a provider."""
+        room = self._rooms.get(key)
+        if room is None:
+            p = self.world.providers[key[0]]
+            inv = p.inventories[key[1]]
+            room = min(inv.max_unit, capacity(inv.total, inv.reserved,
+                                              inv.allocation_ratio)
+                       - p.used.get(key[1], 0))
+            self._rooms[key] = room
+        return room
+
+    def _add(self, piece: Piece, w: _Walk) -> bool:
+        """Take ``piece``'s amounts unless one goes past a provider's room."""
+        totals = w.totals
+        for pid, rc, n in piece.allocs:
+            if totals.get((pid, rc), 0) + n > self._room((pid, rc)):
+                return False
+        for pid, rc, n in piece.allocs:
+            totals[(pid, rc)] = totals.get((pid, rc), 0) + n
+            w.spent[rc] = w.spent.get(rc, 0) + n
+        return True
+
+    @staticmethod
+    def _remove(piece: Piece, w: _Walk) -> None:
+        for pid, rc, n in piece.allocs:
+            w.totals[(pid, rc)] -= n
+            w.spent[rc] -= n
+
+    def _subtrees_ok(self, depth: int, chosen: list[Piece]) -> bool:
+        for members in self.subtree_at.get(depth, ()):
+            pids = {p for i in members for p in chosen[i].providers}
+            if len(pids) == 1:
+                continue
+            common = set.intersection(*(self.world.ancestors(p)
+                                        for p in pids))
+            if common.isdisjoint(pids):
+                return False
+        return True
+
+    def _candidate(self, anchor: int, chosen: list[Piece]) -> Candidate:
+        allocs: dict[int, dict[str, int]] = {}
+        mappings: dict[str, tuple[int, ...]] = {}
+        for piece in chosen:
+            for pid, rc, n in piece.allocs:
+                res = allocs.setdefault(pid, {})
+                res[rc] = res.get(rc, 0) + n
+            mappings[piece.suffix] = piece.providers
+        shared = self.world.anchors
+        only = all(p in shared for piece in chosen for p in piece.providers)
+        return Candidate(anchor, allocs, mappings, only)
+
+
+def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
+                     anchors: Iterable[int], anchor_ok: AnchorFilter,
+                     strategy: str = "depth-first") -> Iterator[Candidate]:
+    """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
+    by anchor or, breadth-first, one from each anchor in turn. A candidate
+    made of sharing providers only may repeat under several anchors."""
+    merger = Merger(world, [s.group for s in specs], wide)
+    offers = [Offers(world, spec) for spec in specs]
+    gens = [merger.run(a, offers) for a in anchors
+            if a in world.providers and anchor_ok(a)]
+    if strategy == "breadth-first":
+        return _roundrobin(gens)
+    return itertools.chain.from_iterable(gens)
+
+
+def _roundrobin(gens: list[Iterator[Candidate]]) -> Iterator[Candidate]:
+    active = list(gens)
+    while active:
+        still = []
+        for gen in active:
+            item = next(gen, None)
+            if item is not None:
+                yield item
+                still.append(gen)
+        active = still
+
+
+def distinct(stream: Iterable[Candidate],
+             keys: set[tuple[object, ...]]) -> Iterator[Candidate]:
+    """``stream`` without repeats (``keys`` remembers across calls)."""
+    for cand in stream:
+        if cand.shared_only:
+            key = cand.key()
+            if key in keys:
+                continue
+            keys.add(key)
+        yield cand
