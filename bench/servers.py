@@ -50,7 +50,7 @@ class Server:
             "[berth]\nrequest_log = False\n" % self.db_url)
         return conf
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         conf = self._conf()
         log = open(self.dir / "server.log", "wb")
         env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(self.dir)}
@@ -114,7 +114,7 @@ class Server:
                 pass
         self.proc = None
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
