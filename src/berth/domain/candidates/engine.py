@@ -72,13 +72,17 @@ def find_candidates(conn: Connection, groups: list[RequestGroup],
     aggs = {a for g in groups for a in g.forbidden_aggs.union(*g.member_of)}
     specs = []
     for group in groups:
-        load.class_ids(conn, group.resources)
-        load.trait_ids(conn, group.trait_names)
+        # Checked group by group, in upstream's order, without asking the
+        # database again.
+        load.class_ids(conn, group.resources, known=rc_ids)
+        load.trait_ids(conn, group.trait_names, known=known)
         spec = _spec(conn, group)
         if spec is None:
             return EMPTY
         specs.append(spec)
-    found = load.plan(conn, rc_ids, known, aggs)
+    found = load.plan(conn, rc_ids, known, aggs,
+                      [m for g in groups for m in g.member_of],
+                      [r for g in groups for r in g.required])
     seen: dict[int, Provider] = {}
     stream = _stream(conn, rc_ids, found, specs, wide, settings, seen)
     chosen = _select(stream, seen, wide, settings, nested_aware)
@@ -184,7 +188,8 @@ def summaries(conn: Connection, world: World, cands: Iterable[Candidate],
         ids = sorted(used, key=world.uuid)
     if not ids:
         return {}
-    names = trait_names(conn, roots)
+    names = trait_names(conn, None if load.most_of_table(conn, len(ids))
+                        else roots)
     out: dict[int, Summary] = {}
     for pid in ids:
         p = world.providers[pid]
@@ -196,17 +201,20 @@ def summaries(conn: Connection, world: World, cands: Iterable[Candidate],
     return out
 
 
-def trait_names(conn: Connection, roots: set[int]) -> dict[int, list[str]]:
-    """provider id -> all its trait names, for the trees of ``roots``, in
-    trait id order (standard traits first, then custom ones by age), which
-    is the order upstream's answers show."""
+def trait_names(conn: Connection, roots: set[int] | None
+                ) -> dict[int, list[str]]:
+    """provider id -> all its trait names, for the trees of ``roots``
+    (None: every provider), in trait id order (standard traits first,
+    then custom ones by age), which is the order upstream's answers
+    show."""
     rp, rpt, tr = t.resource_providers, t.resource_provider_traits, t.traits
-    rows = conn.execute(
-        sa.select(rpt.c.resource_provider_id, tr.c.name)
-        .join(tr, tr.c.id == rpt.c.trait_id)
-        .join(rp, rp.c.id == rpt.c.resource_provider_id)
-        .where(rp.c.root_provider_id.in_(sorted(roots)))
-        .order_by(rpt.c.resource_provider_id, tr.c.id))
+    query = (sa.select(rpt.c.resource_provider_id, tr.c.name)
+             .join(tr, tr.c.id == rpt.c.trait_id)
+             .order_by(rpt.c.resource_provider_id, tr.c.id))
+    if roots is not None:
+        query = query.join(rp, rp.c.id == rpt.c.resource_provider_id).where(
+            rp.c.root_provider_id.in_(sorted(roots)))
+    rows = conn.execute(query)
     out: dict[int, list[str]] = {}
     for pid, name in rows:
         out.setdefault(pid, []).append(name)

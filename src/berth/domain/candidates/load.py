@@ -23,10 +23,13 @@ from berth.domain.capacity import Inventory
 InvMap = dict[int, tuple[dict[str, Inventory], dict[str, int]]]
 
 
-def class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
-    """Resolve resource class names; unknown ones are a 400."""
+def class_ids(conn: Connection, names: Iterable[str],
+              known: dict[str, int] | None = None) -> dict[str, int]:
+    """Resolve resource class names (against ``known`` when given, else
+    the database); unknown ones are a 400."""
     wanted = list(dict.fromkeys(names))
-    found = common.resource_class_ids(conn, wanted)
+    found = (common.resource_class_ids(conn, wanted) if known is None
+             else {n: known[n] for n in wanted if n in known})
     for name in wanted:
         if name not in found:
             raise errors.BadRequest(
@@ -35,11 +38,13 @@ def class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     return found
 
 
-def trait_ids(conn: Connection, names: Iterable[str],
-              prefix: str = "") -> dict[str, int]:
-    """Resolve trait names; unknown ones are a 400 naming all of them."""
+def trait_ids(conn: Connection, names: Iterable[str], prefix: str = "",
+              known: dict[str, int] | None = None) -> dict[str, int]:
+    """Resolve trait names (against ``known`` when given, else the
+    database); unknown ones are a 400 naming all of them."""
     wanted = set(names)
-    found = common.trait_ids(conn, wanted)
+    found = (common.trait_ids(conn, wanted) if known is None
+             else {n: known[n] for n in wanted if n in known})
     missing = sorted(wanted - set(found))
     if missing:
         raise errors.BadRequest("%sNo such trait(s): %s."
@@ -51,40 +56,43 @@ def inventories(conn: Connection, rc_ids: dict[str, int],
                 providers: sa.Select[Any] | None = None) -> InvMap:
     """provider id -> class -> (inventory, used): of the classes in
     ``rc_ids`` (every class when empty), of the providers ``providers``
-    selects (every provider when None)."""
+    selects (every provider when None).
+
+    Inventories and usage are read by two queries and joined here: on
+    every backend that is markedly cheaper than an outer join against a
+    grouped subquery.
+    """
     inv, al = t.inventories, t.allocations
     names = {v: k for k, v in rc_ids.items()}
-    usage = sa.select(al.c.resource_provider_id.label("rp"),
-                      al.c.resource_class_id.label("rc"),
-                      sa.func.sum(al.c.used).label("used"))
     query = sa.select(inv.c.resource_provider_id, inv.c.resource_class_id,
                       inv.c.total, inv.c.reserved, inv.c.min_unit,
                       inv.c.max_unit, inv.c.step_size,
                       inv.c.allocation_ratio)
+    usage = sa.select(al.c.resource_provider_id, al.c.resource_class_id,
+                      sa.func.sum(al.c.used))
     if rc_ids:
         usage = usage.where(al.c.resource_class_id.in_(sorted(names)))
         query = query.where(inv.c.resource_class_id.in_(sorted(names)))
     if providers is not None:
         usage = usage.where(al.c.resource_provider_id.in_(providers))
         query = query.where(inv.c.resource_provider_id.in_(providers))
-    sub = usage.group_by(al.c.resource_provider_id,
-                         al.c.resource_class_id).subquery()
-    query = query.add_columns(sub.c.used).outerjoin(sub, sa.and_(
-        sub.c.rp == inv.c.resource_provider_id,
-        sub.c.rc == inv.c.resource_class_id))
     if not names:
         names = common.resource_class_names(conn)
     result: InvMap = {}
-    for row in conn.execute(query).all():
-        pid, rc, total, reserved, lo, hi, step, ratio, used = tuple(row)
+    for pid, rc, total, reserved, lo, hi, step, ratio in (
+            tuple(row) for row in conn.execute(query).all()):
         entry = result.get(pid)
         if entry is None:
             entry = result[pid] = ({}, {})
-        name = names[rc]
-        entry[0][name] = Inventory(total, reserved, lo, hi, step,
-                                   float(ratio))
-        if used:
-            entry[1][name] = int(used)
+        entry[0][names[rc]] = Inventory(total, reserved, lo, hi, step,
+                                        float(ratio))
+    grouped = usage.group_by(al.c.resource_provider_id,
+                             al.c.resource_class_id)
+    for pid, rc, used in (tuple(row) for row in conn.execute(grouped).all()):
+        entry = result.get(pid)
+        # Usage of a class without inventory cannot be offered anyway.
+        if entry is not None and used and names[rc] in entry[0]:
+            entry[1][names[rc]] = int(used)
     return result
 
 
@@ -171,23 +179,15 @@ def _holder_roots(rc_ids: dict[str, int]) -> sa.Select[Any]:
             .where(inv.c.resource_class_id.in_(sorted(rc_ids.values()))))
 
 
-def _in_trees(rc_ids: dict[str, int], roots: set[int],
-              every_holder: bool = False) -> sa.Select[Any]:
-    """Ids of providers in the trees of ``roots``, and with
-    ``every_holder`` in every tree holding inventory of ``rc_ids`` (a
-    subquery, cheaper than a long list of ids)."""
-    rp = t.resource_providers
-    cond: sa.ColumnElement[bool] = rp.c.root_provider_id.in_(sorted(roots))
-    if every_holder:
-        cond = sa.or_(rp.c.root_provider_id.in_(_holder_roots(rc_ids)), cond)
-    return sa.select(rp.c.id).where(cond)
-
-
-def _tree_rows(conn: Connection, ids: sa.Select[Any]
+def _tree_rows(conn: Connection, ids: sa.Select[Any] | None
                ) -> list[tuple[int, str, int, int | None]]:
+    """(id, uuid, root id, parent id) of the providers ``ids`` selects
+    (None: all of them)."""
     rp = t.resource_providers
     query = sa.select(rp.c.id, rp.c.uuid, rp.c.root_provider_id,
-                      rp.c.parent_provider_id).where(rp.c.id.in_(ids))
+                      rp.c.parent_provider_id)
+    if ids is not None:
+        query = query.where(rp.c.id.in_(ids))
     return [(r[0], r[1], r[2], r[3]) for r in conn.execute(query).all()]
 
 
@@ -203,11 +203,22 @@ class Plan:
     sharing_roots: set[int]
     #: roots reached through sharing providers (not by holding inventory)
     extra: set[int]
+    #: True when member_of narrowed ``roots`` below every holder's tree
+    narrowed: bool = False
 
 
 def plan(conn: Connection, rc_ids: dict[str, int],
-         trait_map: dict[str, int], agg_uuids: set[str]) -> Plan:
-    """Read the sharing providers and list the anchors to visit."""
+         trait_map: dict[str, int], agg_uuids: set[str],
+         member_sets: Iterable[frozenset[str]] = (),
+         trait_sets: Iterable[frozenset[str]] = ()) -> Plan:
+    """Read the sharing providers and list the anchors to visit.
+
+    ``member_sets`` are the request's positive ``member_of`` sets and
+    ``trait_sets`` its required-trait sets (any of each set, all sets, in
+    any group): a tree is only worth visiting when, for every set, one of
+    its providers, or a sharing provider serving it, is in one of the
+    set's aggregates or has one of the set's traits.
+    """
     tmap = dict(trait_map)
     tmap.update(common.trait_ids(conn, [SHARING_TRAIT]))
     traits = traits_of(conn, tmap)
@@ -216,13 +227,53 @@ def plan(conn: Connection, rc_ids: dict[str, int],
     sharing_roots = roots_of(conn, sharing)
     rp = t.resource_providers
     extra = sharing_roots.union(*anchors.values())
-    cond: sa.ColumnElement[bool] = rp.c.id.in_(_holder_roots(rc_ids))
-    if extra:
-        cond = sa.or_(cond, rp.c.id.in_(sorted(extra)))
-    rows = conn.execute(sa.select(rp.c.id).where(cond)
-                        .order_by(rp.c.uuid)).all() if rc_ids else []
-    return Plan(traits, aggregates_of(conn, agg_uuids), anchors,
-                [r[0] for r in rows], sharing_roots, extra)
+    aggregates = aggregates_of(conn, agg_uuids)
+    viable = _reachable_roots(conn, aggregates, anchors, member_sets, None)
+    viable = _reachable_roots(conn, traits, anchors, trait_sets, viable)
+    roots: list[int] = []
+    if rc_ids and viable is not None:
+        # Few trees can qualify: list them straight away (one that holds
+        # none of the classes simply yields nothing in the search).
+        roots = [r[0] for r in conn.execute(
+            sa.select(rp.c.id).where(rp.c.id.in_(sorted(viable)))
+            .order_by(rp.c.uuid))] if viable else []
+    elif rc_ids:
+        cond: sa.ColumnElement[bool] = rp.c.id.in_(_holder_roots(rc_ids))
+        if extra:
+            cond = sa.or_(cond, rp.c.id.in_(sorted(extra)))
+        roots = [r[0] for r in conn.execute(
+            sa.select(rp.c.id).where(cond).order_by(rp.c.uuid))]
+    return Plan(traits, aggregates, anchors, roots, sharing_roots, extra,
+                narrowed=viable is not None)
+
+
+def _reachable_roots(conn: Connection, labels: dict[int, set[str]],
+                     anchors: dict[int, set[int]],
+                     wanted_sets: Iterable[frozenset[str]],
+                     viable: set[int] | None) -> set[int] | None:
+    """Narrow ``viable`` to roots that can meet every set in
+    ``wanted_sets``, where ``labels`` gives each provider's aggregates or
+    traits (None: no restriction yet). A superset of the trees that can:
+    the search still checks each candidate exactly."""
+    for wanted in wanted_sets:
+        members = [pid for pid, have in labels.items()
+                   if not wanted.isdisjoint(have)]
+        reach = roots_of(conn, members)
+        for pid in members:
+            reach |= anchors.get(pid, set())
+        viable = reach if viable is None else viable & reach
+    return viable
+
+
+def most_of_table(conn: Connection, count: int, roots: bool = False) -> bool:
+    """True when ``count`` providers (with ``roots``, tree roots) are at
+    least half of them all: one plain scan then beats filtering every row
+    through a list of trees."""
+    rp = t.resource_providers
+    query = sa.select(sa.func.count()).select_from(rp)
+    if roots:
+        query = query.where(rp.c.parent_provider_id.is_(None))
+    return count * 2 >= (conn.scalar(query) or 0)
 
 
 def load_world(conn: Connection, rc_ids: dict[str, int], found: Plan,
@@ -230,13 +281,18 @@ def load_world(conn: Connection, rc_ids: dict[str, int], found: Plan,
     """Every provider in the trees of ``roots`` (default: every anchor of
     ``found``) and of the sharing providers, with all its inventories and
     usage, and only the traits and aggregates the request names."""
-    if roots is None or len(roots) == len(found.roots):
-        if not found.roots:
-            return World([], found.anchors)
-        ids = _in_trees(rc_ids, found.extra, every_holder=True)
+    wanted = set(found.roots if roots is None else roots) | found.sharing_roots
+    if not wanted or not found.roots:
+        return World([], found.anchors)
+    rp = t.resource_providers
+    if most_of_table(conn, len(wanted), roots=True):
+        # Most trees are wanted: scan, and leave the others out here.
+        ids = None
+        rows = [r for r in _tree_rows(conn, None) if r[2] in wanted]
     else:
-        ids = _in_trees(rc_ids, set(roots) | found.sharing_roots)
-    rows = _tree_rows(conn, ids)
+        ids = sa.select(rp.c.id).where(
+            rp.c.root_provider_id.in_(sorted(wanted)))
+        rows = _tree_rows(conn, ids)
     invs = inventories(conn, {}, ids)
     aggs = found.aggregates
     providers = []

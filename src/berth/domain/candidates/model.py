@@ -88,9 +88,8 @@ class World:
         self.roots = [pid for pid in self.ordered if pid in self.trees]
         #: anchor -> sharing providers of other trees that serve it
         self.shared_into: dict[int, list[int]] = {}
-        for sid in sorted(self.anchors, key=self.uuid):
-            if sid not in self.providers:
-                continue
+        loaded = [sid for sid in self.anchors if sid in self.providers]
+        for sid in sorted(loaded, key=self.uuid):
             for anchor in self.anchors[sid]:
                 if anchor != self.providers[sid].root_id:
                     self.shared_into.setdefault(anchor, []).append(sid)
