@@ -40,15 +40,21 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
                         help="folder of *.conf files read after the files")
 
 
-def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """Configuration from the command's --config-file/--config-dir."""
+def config_argv(args: argparse.Namespace) -> list[str]:
+    """The oslo.config arguments for the command's config options."""
     argv: list[str] = []
     for path in args.config_file:
         if not os.path.exists(path):
             raise SystemExit("berth: error: config file %s not found" % path)
-        argv += ["--config-file", path]
+        argv += ["--config-file", os.path.abspath(path)]
     for path in args.config_dir:
-        argv += ["--config-dir", path]
+        argv += ["--config-dir", os.path.abspath(path)]
+    return argv
+
+
+def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    """Configuration from the command's --config-file/--config-dir."""
+    argv = config_argv(args)
     try:
         return berth_conf.load(argv)
     except (cfg.Error, ValueError) as exc:
@@ -57,7 +63,7 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
 
 
 def _logging(conf: cfg.ConfigOpts | None = None) -> None:
-    debug = bool(conf and conf.debug) if conf is not None and "debug" in conf else False
+    debug = bool(conf is not None and conf.debug)
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",

@@ -6,7 +6,12 @@ sharing provider) and copes with nothing qualifying at all."""
 from __future__ import annotations
 
 from tests.functional.test_allocation_candidates import (
-    aggregates, inventory, provider, traits, uuid)
+    aggregates,
+    inventory,
+    provider,
+    traits,
+    uuid,
+)
 
 AGG_A = "6e9a2b1c-0000-4000-8000-00000000000a"
 AGG_S = "6e9a2b1c-0000-4000-8000-00000000000b"

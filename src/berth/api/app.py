@@ -14,6 +14,7 @@ Middleware order, outermost first, and why:
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 import uuid
@@ -137,6 +138,15 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
     return Edge(wsgi, conf)
 
 
+def _buffer_body(environ: dict[str, Any]) -> None:
+    """Read the whole (size-checked) body before the app runs, so a
+    handler that answers without reading it never leaves the server
+    waiting on an unread request body."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    if length > 0:
+        environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(length))
+
+
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
@@ -164,6 +174,8 @@ class Edge:
 
         try:
             problem = self._precheck(environ)
+            if problem is None:
+                _buffer_body(environ)
             if problem is not None:
                 body = render.error_body(environ, problem)
                 result: Iterable[bytes] = body.send(_start)

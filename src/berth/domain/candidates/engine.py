@@ -84,9 +84,13 @@ def find_candidates(conn: Connection, groups: list[RequestGroup],
                       [m for g in groups for m in g.member_of],
                       [r for g in groups for r in g.required])
     seen: dict[int, Provider] = {}
-    stream = _stream(conn, rc_ids, found, specs, wide, settings, seen)
+    worlds: list[World] = []
+    stream = _stream(conn, rc_ids, found, specs, wide, settings, seen, worlds)
     chosen = _select(stream, seen, wide, settings, nested_aware)
-    world = World(seen.values(), found.anchors)
+    # One batch (the usual case) already built the world; several batches
+    # are merged into one for the summaries.
+    world = (worlds[0] if len(worlds) == 1
+             else World(seen.values(), found.anchors))
     return Result(chosen, summaries(conn, world, chosen, nested_aware), world)
 
 
@@ -131,13 +135,15 @@ def _anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
 
 def _stream(conn: Connection, rc_ids: dict[str, int], found: load.Plan,
             specs: list[GroupSpec], wide: RequestWide, settings: Settings,
-            seen: dict[int, Provider]) -> Iterator[Candidate]:
+            seen: dict[int, Provider], worlds: list[World]
+            ) -> Iterator[Candidate]:
     """Distinct candidates, batch by batch of anchors; ``seen`` collects
-    the providers loaded on the way."""
+    the providers loaded on the way, ``worlds`` each batch's world."""
     keys: set[tuple[object, ...]] = set()
     for batch in _batches(found.roots, wide, settings):
         world = load.load_world(conn, rc_ids, found, batch)
         seen.update(world.providers)
+        worlds.append(world)
         yield from distinct(world_candidates(
             world, specs, wide, batch, _anchor_filter(world, wide),
             settings.strategy), keys)

@@ -267,13 +267,13 @@ def _reachable_roots(conn: Connection, labels: dict[int, set[str]],
 
 def most_of_table(conn: Connection, count: int, roots: bool = False) -> bool:
     """True when ``count`` providers (with ``roots``, tree roots) are at
-    least half of them all: one plain scan then beats filtering every row
-    through a list of trees."""
+    least a quarter of them all: one plain scan then beats filtering every
+    row through a list of trees (measured on SQLite and PostgreSQL)."""
     rp = t.resource_providers
     query = sa.select(sa.func.count()).select_from(rp)
     if roots:
         query = query.where(rp.c.parent_provider_id.is_(None))
-    return count * 2 >= (conn.scalar(query) or 0)
+    return count * 4 >= (conn.scalar(query) or 0)
 
 
 def load_world(conn: Connection, rc_ids: dict[str, int], found: Plan,

@@ -156,10 +156,12 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
 
 def _combine(world: World, g: RequestGroup, classes: list[str],
              per_class: list[list[int]]) -> list[Piece]:
+    amounts = [g.resources[rc] for rc in classes]
+    check_traits = bool(g.required or g.forbidden)
     pieces = []
     for combo in itertools.product(*per_class):
-        chosen = sorted(set(combo))
-        if g.required or g.forbidden:
+        chosen = tuple(sorted(set(combo)))
+        if check_traits:
             if any(not traits_ok(world.providers[p].traits, (), g.forbidden)
                    for p in chosen):
                 continue
@@ -167,9 +169,9 @@ def _combine(world: World, g: RequestGroup, classes: list[str],
                                        for p in chosen))
             if not traits_ok(have, g.required, frozenset()):
                 continue
-        allocs = tuple((pid, rc, g.resources[rc])
-                       for rc, pid in zip(classes, combo, strict=True))
-        pieces.append(Piece(g.suffix, allocs, tuple(chosen)))
+        # (provider, class, amount) per class, built at C speed.
+        allocs = tuple(zip(combo, classes, amounts, strict=True))
+        pieces.append(Piece(g.suffix, allocs, chosen))
     return pieces
 
 
