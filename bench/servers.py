@@ -114,6 +114,14 @@ class Server:
                 pass
         self.proc = None
 
+    def restart(self, workers: int) -> Server:
+        """Serve the same database again with ``workers`` workers."""
+        self.stop()
+        self.workers = workers
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        return self.start()
+
     def __enter__(self) -> Server:
         return self.start()
 

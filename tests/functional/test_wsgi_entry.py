@@ -1,0 +1,28 @@
+"""``berth.wsgi:application`` for uwsgi/mod_wsgi deployments: configured
+by OS_PLACEMENT_CONFIG_DIR, as upstream's entry point is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_wsgi_entry_point_serves(tmp_path):
+    (tmp_path / "placement.conf").write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\n"
+        "connection = sqlite:///%s\nsync_on_startup = True\n"
+        % (tmp_path / "p.sqlite"))
+    script = (
+        "import httpx, berth.wsgi as w\n"
+        "c = httpx.Client(transport=httpx.WSGITransport(app=w.application),"
+        " base_url='http://x')\n"
+        "print(c.get('/').status_code,"
+        " c.get('/resource_providers', headers={'x-auth-token': 'admin'})"
+        ".json())\n")
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "200 {'resource_providers': []}"
+    assert (tmp_path / "p.sqlite").exists()
