@@ -59,6 +59,11 @@ def measure(server: Server, query: str, repeat: int,
     """Run ``query`` ``repeat`` times; server CPU and latency per request."""
     http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=timeout)
     latencies, count = [], None
+    # One unmeasured request first: steady state, not first-use caches.
+    try:
+        http.get("/allocation_candidates?" + query)
+    except httpx.TimeoutException:
+        return {"error": "timeout after %ss" % timeout}
     cpu0 = server.cpu_seconds()
     for _ in range(repeat):
         start = time.perf_counter()

@@ -13,7 +13,6 @@ returns compare equal.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import threading
 import uuid as uuidlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -45,7 +44,7 @@ def normalize_inventory(inventory: Mapping[str, Mapping[str, Any]]
         except TypeError as exc:
             raise ValueError("bad inventory record for %s: %s"
                              % (rc, exc)) from None
-        result[rc] = dataclasses.asdict(full)
+        result[rc] = full._asdict()
     return result
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,7 +31,7 @@ from berth.domain.capacity import Inventory
 
 LOG = logging.getLogger(__name__)
 
-FIELDS = tuple(f.name for f in fields(Inventory))
+FIELDS: tuple[str, ...] = Inventory._fields
 
 
 @dataclass(frozen=True, slots=True)

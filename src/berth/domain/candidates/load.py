@@ -79,8 +79,7 @@ def inventories(conn: Connection, rc_ids: dict[str, int],
     if not names:
         names = common.resource_class_names(conn)
     result: InvMap = {}
-    for pid, rc, total, reserved, lo, hi, step, ratio in (
-            tuple(row) for row in conn.execute(query).all()):
+    for pid, rc, total, reserved, lo, hi, step, ratio in conn.execute(query):
         entry = result.get(pid)
         if entry is None:
             entry = result[pid] = ({}, {})
@@ -88,7 +87,7 @@ def inventories(conn: Connection, rc_ids: dict[str, int],
                                         float(ratio))
     grouped = usage.group_by(al.c.resource_provider_id,
                              al.c.resource_class_id)
-    for pid, rc, used in (tuple(row) for row in conn.execute(grouped).all()):
+    for pid, rc, used in conn.execute(grouped):
         entry = result.get(pid)
         # Usage of a class without inventory cannot be offered anyway.
         if entry is not None and used and names[rc] in entry[0]:
