@@ -181,7 +181,8 @@ def report(results: dict[str, dict[str, dict[str, float | int | str]]]) -> str:
 
 def _fmt(d: dict[str, float | int | str], key: str) -> str:
     if "error" in d:
-        return str(d["error"])[:12]
+        text = str(d["error"])
+        return ">%ss" % text.split()[-1].rstrip("s") if "timeout" in text else text[:12]
     return "%.1f" % float(d[key]) if key in d else "-"
 
 
