@@ -75,3 +75,17 @@ def test_body_limits_and_framing(client):
 def test_overlong_url_and_nul(client):
     assert client.get("/resource_providers?name=" + "a" * 9000).status_code == 414
     assert client.get("/resource_providers?name=a%00b").status_code == 400
+
+
+def test_chunked_bodies_are_bounded(client):
+    def chunks(size):
+        for _ in range(size // 65536):
+            yield b"x" * 65536
+    r = client.post("/resource_providers", content=chunks(12 * 1024 * 1024),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    r = client.post("/resource_providers",
+                    content=iter([b'{"name": ', b'"chunky"}']),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["name"] == "chunky"

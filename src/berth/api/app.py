@@ -138,13 +138,29 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
     return Edge(wsgi, conf)
 
 
-def _buffer_body(environ: dict[str, Any]) -> None:
-    """Read the whole (size-checked) body before the app runs, so a
-    handler that answers without reading it never leaves the server
-    waiting on an unread request body."""
+def _buffer_body(environ: dict[str, Any],
+                 limit: int) -> errors.HTTPProblem | None:
+    """Read the whole body before the app runs, so no handler can leave
+    the server waiting on an unread body. A body sent without a length
+    (chunked) is read up to ``limit`` bytes and refused beyond it."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
+    stream: Any = environ.get("wsgi.input")
+    if stream is None:
+        return None
     if length > 0:
-        environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(length))
+        environ["wsgi.input"] = io.BytesIO(stream.read(length))
+    elif "chunked" in environ.get(
+            "HTTP_TRANSFER_ENCODING", "").lower():
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            return errors.HTTPProblem(
+                413, "The request body is larger than %d bytes." % limit)
+        environ["wsgi.input"] = io.BytesIO(data)
+        environ["CONTENT_LENGTH"] = str(len(data))
+        if data and not environ.get("CONTENT_TYPE"):
+            return errors.HTTPProblem(
+                400, "content-type header required when content-length > 0")
+    return None
 
 
 class Edge:
@@ -175,7 +191,7 @@ class Edge:
         try:
             problem = self._precheck(environ)
             if problem is None:
-                _buffer_body(environ)
+                problem = _buffer_body(environ, self.max_body)
             if problem is not None:
                 body = render.error_body(environ, problem)
                 result: Iterable[bytes] = body.send(_start)
