@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.domain import errors
+from berth.domain import common, errors
 from berth.domain.candidates import parse
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
@@ -68,10 +68,10 @@ def test_member_of_forms_by_version() -> None:
 
 
 def test_uuid_like() -> None:
-    assert parse.is_uuid_like(AGG1)
-    assert parse.is_uuid_like(AGG1.replace("-", "").upper())
-    assert not parse.is_uuid_like("not-a-uuid")
-    assert not parse.is_uuid_like("")
+    assert common.is_uuid_like(AGG1)
+    assert common.is_uuid_like(AGG1.replace("-", "").upper())
+    assert not common.is_uuid_like("not-a-uuid")
+    assert not common.is_uuid_like("")
 
 
 def test_groups_in_order_with_suffixes() -> None:

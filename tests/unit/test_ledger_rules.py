@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from berth.api.schemas import allocation as schema
-from berth.domain.allocations import normalize_uuid
+from berth.domain.common import normalize_uuid
 
 CANON = "75d0f5f7-75d9-458c-b204-f90ac91604ec"
 

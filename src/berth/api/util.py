@@ -10,17 +10,17 @@ from urllib.parse import parse_qsl
 import falcon
 import jsonschema
 import orjson
-from oslo_utils import uuidutils
 
 from berth.api import render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
+from berth.domain import common
 
 FORMATS = jsonschema.FormatChecker()
 # Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
 # upper case); jsonschema's own "uuid" check would reject those.
 FORMATS.checks("uuid")(lambda value: not isinstance(value, str)
-                       or uuidutils.is_uuid_like(value))
+                       or common.is_uuid_like(value))
 
 
 def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:

@@ -27,7 +27,6 @@ A lost race on a provider generation raises ``ProviderGenerationRace``;
 from __future__ import annotations
 
 import datetime as dt
-import uuid as uuidlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,20 +79,8 @@ class _Claim:
     class_id: int = 0
 
 
-def normalize_uuid(value: str) -> str | None:
-    """The canonical (lower-case, dashed) spelling of ``value``, or None
-    when it is not a uuid as upstream accepts them."""
-    try:
-        parsed = uuidlib.UUID(value)
-    except (ValueError, TypeError):
-        return None
-    bare = (value.replace("urn:", "").replace("uuid:", "").strip("{}")
-            .replace("-", "").lower())
-    return str(parsed) if parsed.hex == bare else None
-
-
 def _provider_key(value: str) -> str:
-    return normalize_uuid(value) or value
+    return common.normalize_uuid(value) or value
 
 
 def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]

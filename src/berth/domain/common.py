@@ -9,9 +9,11 @@ that one request is one transaction.
 from __future__ import annotations
 
 import datetime as dt
+import uuid as uuidlib
 from collections.abc import Iterable
 
 import sqlalchemy as sa
+from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
 
 from berth.db import tables as t
@@ -21,6 +23,18 @@ from berth.domain import errors
 def now() -> dt.datetime:
     """Naive UTC timestamp, as stored in created_at/updated_at."""
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def is_uuid_like(value: str) -> bool:
+    """True for every spelling upstream accepts as a uuid (dashed or not,
+    any case, braces, ``urn:uuid:``), as oslo.utils defines it."""
+    return bool(uuidutils.is_uuid_like(value))
+
+
+def normalize_uuid(value: str) -> str | None:
+    """The canonical (lower-case, dashed) spelling of ``value``, or None
+    when it is not a uuid as upstream accepts them."""
+    return str(uuidlib.UUID(value)) if is_uuid_like(value) else None
 
 
 def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]

@@ -112,7 +112,7 @@ def _claim(req: falcon.Request, requests: list[ConsumerAllocations],
 def put_allocations(req: falcon.Request, resp: falcon.Response,
                     consumer_uuid: str) -> None:
     util.authorize(req, RULE % "update")
-    normal = allocations.normalize_uuid(consumer_uuid)
+    normal = common.normalize_uuid(consumer_uuid)
     if normal is None:
         raise HTTPProblem(400, "Malformed consumer_uuid: %s" % consumer_uuid)
     data = util.json_body(req, schema.pick(schema.PUT_SCHEMAS,

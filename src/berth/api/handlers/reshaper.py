@@ -8,14 +8,14 @@ import falcon
 
 from berth.api import util
 from berth.api.schemas import reshaper as schema
-from berth.domain import allocations, inventories, reshaper
+from berth.domain import common, inventories, reshaper
 from berth.domain.allocations import ConsumerAllocations
 
 POLICY = "placement:reshaper:reshape"
 
 
 def _uuid(value: str) -> str:
-    return allocations.normalize_uuid(value) or value
+    return common.normalize_uuid(value) or value
 
 
 def _inventories(data: dict[str, Any]) -> dict[str, reshaper.ProviderInventory]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from berth.api.schemas.resource_provider import UUID_STRING, validator
+from berth.api.schemas.resource_provider import UUID_STRING
+from berth.api.util import validator
 
 _AGGREGATE_LIST: dict[str, Any] = {
     "type": "array",

@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from berth.api.schemas.resource_provider import validator
+from berth.api.util import validator
 
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
 RC_PATTERN = "^[A-Z0-9_]+$"

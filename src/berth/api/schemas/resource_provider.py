@@ -3,7 +3,8 @@
 Upstream validates ``"format": "uuid"`` with a checker that accepts every
 spelling ``uuid.UUID`` parses back to the same hex digits (dashed or not,
 any case, braces, ``urn:uuid:``). jsonschema's own checker insists on
-dashes, so these schemas are compiled with :data:`UUID_FORMATS`.
+dashes, so these schemas are compiled with :func:`berth.api.util.validator`,
+whose checker uses upstream's rule.
 """
 
 from __future__ import annotations
@@ -13,27 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from berth.domain.candidates.parse import is_uuid_like
-
-#: A FormatChecker whose ``uuid`` format is as lenient as upstream's.
-UUID_FORMATS = jsonschema.FormatChecker()
-
-
-@UUID_FORMATS.checks("uuid")
-def uuid_like(value: object) -> bool:
-    """True when ``value`` spells a UUID as upstream accepts it.
-
-    Non-strings pass: the ``type`` keyword reports those.
-    """
-    return not isinstance(value, str) or is_uuid_like(value)
-
-
-def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    """A compiled validator for ``schema`` using :data:`UUID_FORMATS`."""
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=UUID_FORMATS)
-
+from berth.api.util import validator
 
 UUID_STRING: dict[str, Any] = {"type": "string", "format": "uuid"}
 

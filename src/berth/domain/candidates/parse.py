@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import re
 import sys
-import uuid as uuidlib
 from collections.abc import Iterable
 
-from berth.domain import errors
+from berth.domain import common, errors
 from berth.domain.candidates.request import RequestGroup, RequestWide, TraitExpr
 
 Version = tuple[int, int]
@@ -28,17 +27,6 @@ _RESOURCES_FORM = ("Badly formed resources parameter. Expected resources "
 
 def getall(pairs: Iterable[tuple[str, str]], key: str) -> list[str]:
     return [v for k, v in pairs if k == key]
-
-
-def is_uuid_like(value: str) -> bool:
-    """True for anything oslo's ``is_uuid_like`` accepts."""
-    try:
-        parsed = uuidlib.UUID(value)
-    except (TypeError, ValueError, AttributeError):
-        return False
-    plain = value.replace("urn:", "").replace("uuid:", "")
-    plain = plain.strip("{}").replace("-", "").lower()
-    return parsed.hex == plain
 
 
 def parse_resources(value: str) -> dict[str, int]:
@@ -160,7 +148,7 @@ def _parse_one_member_of(value: str) -> tuple[frozenset[str], frozenset[str]]:
     else:
         required = frozenset([value])
     for agg in sorted(required | forbidden):
-        if not is_uuid_like(agg):
+        if not common.is_uuid_like(agg):
             raise errors.BadRequest(
                 "Invalid query string parameters: Expected 'member_of' "
                 "parameter to contain valid UUID(s). Got: %s" % agg)
@@ -169,7 +157,7 @@ def _parse_one_member_of(value: str) -> tuple[frozenset[str], frozenset[str]]:
 
 def parse_in_tree(value: str) -> str:
     stripped = value.strip()
-    if not is_uuid_like(stripped):
+    if not common.is_uuid_like(stripped):
         raise errors.BadRequest(
             "Invalid query string parameters: Expected 'in_tree' parameter "
             "to be a format of uuid. Got: %s" % value)
