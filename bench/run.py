@@ -50,22 +50,34 @@ EXPLOSION = {
     "explosion_16": "&".join("resources%d=SRIOV_NET_VF:1" % i
                              for i in range(1, 17)),
 }
+#: Cheap queries repeat until this much time has passed (or MAX_REPEAT).
+MIN_SECONDS = 3.0
+MAX_REPEAT = 2000
 HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "openstack-api-version": "placement 1.39"}
 
 
 def measure(server: Server, query: str, repeat: int,
             timeout: float) -> dict[str, float | int | str]:
-    """Run ``query`` ``repeat`` times; server CPU and latency per request."""
+    """Run ``query`` at least ``repeat`` times and for at least
+    MIN_SECONDS (the kernel counts CPU in 10 ms ticks: cheap queries need
+    many requests for a precise figure); server CPU and latency per
+    request."""
     http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=timeout)
-    latencies, count = [], None
+    latencies: list[float] = []
     # One unmeasured request first: steady state, not first-use caches.
     try:
-        http.get("/allocation_candidates?" + query)
+        r = http.get("/allocation_candidates?" + query)
     except httpx.TimeoutException:
         return {"error": "timeout after %ss" % timeout}
+    if r.status_code != 200:
+        return {"error": "%s %s" % (r.status_code, r.text[:200])}
+    count = len(r.json()["allocation_requests"])
     cpu0 = server.cpu_seconds()
-    for _ in range(repeat):
+    began = time.perf_counter()
+    while (len(latencies) < repeat
+           or (time.perf_counter() - began < MIN_SECONDS
+               and len(latencies) < MAX_REPEAT)):
         start = time.perf_counter()
         try:
             r = http.get("/allocation_candidates?" + query)
@@ -74,10 +86,9 @@ def measure(server: Server, query: str, repeat: int,
         latencies.append(time.perf_counter() - start)
         if r.status_code != 200:
             return {"error": "%s %s" % (r.status_code, r.text[:200])}
-        count = len(r.json()["allocation_requests"])
-    cpu = (server.cpu_seconds() - cpu0) / repeat
+    cpu = (server.cpu_seconds() - cpu0) / len(latencies)
     return {"cpu_ms": cpu * 1000, "p50_ms": statistics.median(latencies) * 1000,
-            "candidates": count or 0}
+            "candidates": count, "requests": len(latencies)}
 
 
 def run_queries(kind: str, workdir: Path, args: argparse.Namespace

@@ -96,6 +96,15 @@ berth_opts = [
                help="Deepest JSON nesting accepted in a request body."),
     cfg.BoolOpt("request_log", default=True,
                 help="Log one line per request."),
+    cfg.BoolOpt("candidate_cache", default=True,
+                help="Keep the providers, inventories, usage, traits and "
+                     "aggregates that allocation-candidate and provider "
+                     "queries search in each worker's memory, refreshed "
+                     "from a change sequence that every Berth write "
+                     "bumps. Turn off only while something other than "
+                     "Berth (upstream Placement, hand-written SQL) writes "
+                     "the same database: every such query then reads the "
+                     "database whole."),
 ]
 
 

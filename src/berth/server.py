@@ -33,6 +33,8 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         from berth.api.app import create_app
         from berth.db.engine import Database
         from berth.db.setup import engine_from_conf
+        from berth.domain.candidates.snapshot import tune_for_serving
+        tune_for_serving()
         return create_app(self.conf, Database(engine_from_conf(self.conf)))
 
 

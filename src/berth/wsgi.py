@@ -11,9 +11,11 @@ import logging
 
 from berth import conf as berth_conf
 from berth.api.app import create_app
+from berth.domain.candidates.snapshot import tune_for_serving
 from berth.server import prepare_database
 
 logging.basicConfig(level=logging.INFO)
 _conf = berth_conf.load([])
 prepare_database(_conf)
+tune_for_serving()
 application = create_app(_conf)

@@ -75,13 +75,18 @@ def server(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Database]]:
         _wait_ready(url, proc)
         yield url, Database(engine)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _stop(proc)
         engine.dispose()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ``berth serve`` and its workers (killed if slow)."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 class Ledger:

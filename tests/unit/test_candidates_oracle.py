@@ -11,6 +11,7 @@ none the oracle finds may be missing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -18,8 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.domain.candidates.engine import plan, search
 from berth.domain.candidates.model import SHARING_TRAIT, Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
+from berth.domain.candidates.search import GroupSpec
 from berth.domain.capacity import Inventory, fits
 from tests.unit.test_candidates_search import prov, run
 
@@ -221,6 +224,37 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide]) -> None:
     keys = [c.key() for c in found]
     assert len(keys) == len(set(keys)), "repeated candidates"
     assert set(keys) == oracle(world, groups, wide)
+    # The planner only skips trees that cannot serve: visiting just the
+    # trees it picks gives the same answer, in the same order.
+    planned = search(world, [GroupSpec(g) for g in groups], wide,
+                     anchors=plan(world, groups))
+    assert [c.key() for c in planned] == keys
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), queries(), st.data())
+def test_usage_refresh_equals_a_fresh_world(world: World, query: Any,
+                                            data: Any) -> None:
+    """A world with some providers' usage swapped in answers exactly as a
+    world built from scratch with that usage."""
+    groups, wide = query
+    changed: dict[int, dict[str, int]] = {}
+    for pid in data.draw(st.sets(st.sampled_from(sorted(world.providers)))):
+        p = world.providers[pid]
+        changed[pid] = {rc: data.draw(st.integers(0, 6))
+                        for rc in p.inventories}
+    fresh = World([dataclasses.replace(p, used=changed.get(p.id, p.used),
+                                       memo={})
+                   for p in world.providers.values()])
+    specs = [GroupSpec(g) for g in groups]
+    refreshed = world.with_usage(changed)
+    assert ([c.key() for c in search(refreshed, specs, wide)]
+            == [c.key() for c in search(fresh, specs, wide)])
+    # The original world is untouched (requests still using it see no
+    # change).
+    for pid in changed:
+        assert world.providers[pid] is not refreshed.providers[pid]
 
 
 @settings(max_examples=150, deadline=None,

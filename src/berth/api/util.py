@@ -15,6 +15,7 @@ from berth.api import render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
 from berth.domain import common
+from berth.domain.candidates.snapshot import WorldCache, cache_for
 
 FORMATS = jsonschema.FormatChecker()
 # Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
@@ -42,6 +43,11 @@ def db(req: falcon.Request) -> Database:
 
 def conf(req: falcon.Request) -> Any:
     return req.context.state.conf
+
+
+def world_cache(req: falcon.Request) -> WorldCache:
+    """This worker's candidate cache for the request's database."""
+    return cache_for(db(req), conf(req).berth.candidate_cache)
 
 
 def authorize(req: falcon.Request, rule: str,

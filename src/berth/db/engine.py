@@ -19,6 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from berth.db import changes
+
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -125,11 +127,17 @@ class Database:
         Deadlocks, serialization failures and lock time-outs are retried
         with a short jittered back-off; any other error propagates and the
         transaction is rolled back, so a failed request changes nothing.
+        What a write noted (``berth.db.changes``) is flushed last, in the
+        same transaction.
         """
         for attempt in range(TX_ATTEMPTS):
             try:
                 with self._tx(write) as conn:
-                    return fn(conn)
+                    changes.discard(conn)
+                    result = fn(conn)
+                    if write:
+                        changes.flush(conn)
+                    return result
             except sa.exc.DBAPIError as exc:
                 if not is_retryable(exc) or attempt == TX_ATTEMPTS - 1:
                     raise

@@ -173,3 +173,23 @@ resource_provider_traits = sa.Table(
     *_stamps(),
     **MYSQL,
 )
+
+# The change sequence (see berth.db.changes): one counter row, bumped by
+# every write transaction that changes what the candidate engine caches,
+# and one row per (sequence number, provider) it changed.
+berth_state = sa.Table(
+    "berth_state", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    **MYSQL,
+)
+
+berth_changes = sa.Table(
+    "berth_changes", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("seq", sa.BigInteger, nullable=False, index=True),
+    sa.Column("kind", sa.String(1), nullable=False),
+    # No foreign key: the provider may be gone by the time this is read.
+    sa.Column("resource_provider_id", sa.Integer, nullable=True),
+    **MYSQL,
+)

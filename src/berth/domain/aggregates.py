@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common, errors
 
@@ -107,4 +108,5 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
         conn.execute(LINK.insert(), [
             {"resource_provider_id": row.id, "aggregate_id": agg_id,
              "created_at": stamp} for agg_id in added])
+    changes.note(conn, changes.STRUCTURE, [row.id])
     return stored, new_generation

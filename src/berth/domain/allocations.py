@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import capacity, common, consumers, errors
@@ -163,7 +164,8 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
         raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
     for provider_id, generation in rows:
         try:
-            common.bump_provider_generation(conn, provider_id, generation)
+            common.bump_provider_generation(conn, provider_id, generation,
+                                            changes.USAGE)
         except errors.ConcurrentUpdate:
             raise errors.ProviderGenerationRace(
                 PROVIDER_RACE_MESSAGE) from None
@@ -291,8 +293,14 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     _class_ids(conn, claims)
     emptied = [r.consumer_uuid for r in requests if not r.allocations]
     to_lock = {c.provider_id for c in claims}
-    to_lock |= _held_provider_ids(conn, emptied)
+    held = _held_provider_ids(conn, [r.consumer_uuid for r in requests])
+    if len(emptied) == len(requests):
+        to_lock |= held
+    elif emptied:
+        to_lock |= _held_provider_ids(conn, emptied)
     lock_providers(conn, to_lock)
+    # Providers the consumers leave see their usage drop too.
+    changes.note(conn, changes.USAGE, held)
     a = t.allocations
     conn.execute(a.delete().where(a.c.consumer_id.in_(
         sorted(r.consumer_uuid for r in requests))))
@@ -351,6 +359,8 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     consumer holds nothing.
     """
     consumers.get(conn, consumer_uuid, lock=True)
+    changes.note(conn, changes.USAGE,
+                 _held_provider_ids(conn, [consumer_uuid]))
     a, c = t.allocations, t.consumers
     result = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid))
     if result.rowcount == 0:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import errors
 
@@ -54,11 +55,14 @@ def require_provider(conn: Connection, uuid: str,
 
 
 def bump_provider_generation(conn: Connection, provider_id: int,
-                             expected: int) -> int:
+                             expected: int,
+                             change: str = changes.STRUCTURE) -> int:
     """Compare-and-swap the provider generation; return the new one.
 
     The UPDATE takes the row lock, so concurrent writers to one provider
-    serialize here and every loser sees ConcurrentUpdate (409).
+    serialize here and every loser sees ConcurrentUpdate (409). The
+    provider is noted as changed (``change``: its structure, or with
+    ``changes.USAGE`` only its usage) for the candidate cache.
     """
     rp = t.resource_providers
     result = conn.execute(
@@ -68,6 +72,7 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict")
+    changes.note(conn, change, [provider_id])
     return expected + 1
 
 

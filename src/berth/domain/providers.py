@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common, errors
 
@@ -199,6 +200,7 @@ def create_provider(conn: Connection, name: str, uuid: str,
     if root_id is None:
         conn.execute(RP.update().where(RP.c.id == new_id)
                      .values(root_provider_id=new_id))
+    changes.note(conn, changes.STRUCTURE, [new_id])
     return load_provider(conn, uuid)
 
 
@@ -274,6 +276,7 @@ def _reroot(conn: Connection, provider_id: int, parent_id: int | None,
                  .values(parent_provider_id=parent_id))
     conn.execute(RP.update().where(RP.c.id.in_(subtree))
                  .values(root_provider_id=root_id, updated_at=common.now()))
+    changes.note(conn, changes.STRUCTURE, subtree)
 
 
 def delete_provider(conn: Connection, uuid: str) -> None:
@@ -312,3 +315,4 @@ def delete_provider(conn: Connection, uuid: str) -> None:
     conn.execute(RP.update().where(RP.c.id == row.id)
                  .values(root_provider_id=None, parent_provider_id=None))
     conn.execute(RP.delete().where(RP.c.id == row.id))
+    changes.note(conn, changes.STRUCTURE, [row.id])

@@ -11,6 +11,7 @@ import os_resource_classes
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common, errors
 
@@ -112,6 +113,7 @@ def rename_class(conn: Connection, name: str, new_name: str) -> None:
     except sa.exc.IntegrityError:
         raise errors.Conflict("Resource class already exists: %s"
                               % new_name) from None
+    changes.note(conn, changes.STRUCTURE)
 
 
 def delete_class(conn: Connection, name: str) -> None:
@@ -145,3 +147,4 @@ def delete_class(conn: Connection, name: str) -> None:
         raise errors.Conflict(
             prefix + "Cannot delete resource class %s. Class is in use "
             "in inventory." % name) from None
+    changes.note(conn, changes.STRUCTURE)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common, errors
 
@@ -108,6 +109,7 @@ def delete_trait(conn: Connection, name: str) -> None:
             conn.execute(t.traits.delete().where(t.traits.c.id == row.id))
     except sa.exc.IntegrityError:
         raise in_use from None
+    changes.note(conn, changes.STRUCTURE)
 
 
 def traits_of(conn: Connection, provider_id: int) -> list[Trait]:

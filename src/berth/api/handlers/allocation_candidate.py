@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.schemas import allocation_candidate as schema
 from berth.domain.candidates import engine, parse
-from berth.domain.candidates.engine import Result
+from berth.domain.candidates.engine import Result, Summary
 from berth.domain.candidates.request import RequestGroup, Settings
 
 
@@ -27,8 +27,11 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
         strategy=opts.allocation_candidates_generation_strategy)
     nested = version >= (1, 29)
 
+    cache = util.world_cache(req)
+
     def work(conn: Connection) -> Result:
-        return engine.find_candidates(conn, groups, wide, settings, nested)
+        return engine.find_candidates(conn, cache, groups, wide, settings,
+                                      nested)
 
     result = util.db(req).read(work)
     util.send(req, resp, serialize(result, groups, version))
@@ -37,20 +40,20 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
 def serialize(result: Result, groups: list[RequestGroup],
               version: tuple[int, int]) -> dict[str, Any]:
     """The response body for ``version``."""
-    uuid = ({pid: p.uuid for pid, p in result.world.providers.items()}
-            if result.world else {})
+    providers = result.world.providers
     requests = []
     for cand in result.candidates:
         if version < (1, 12):
             requests.append({"allocations": [
-                {"resource_provider": {"uuid": uuid[pid]}, "resources": res}
+                {"resource_provider": {"uuid": providers[pid].uuid},
+                 "resources": res}
                 for pid, res in cand.allocs.items()]})
             continue
         item: dict[str, Any] = {"allocations": {
-            uuid[pid]: {"resources": res}
+            providers[pid].uuid: {"resources": res}
             for pid, res in cand.allocs.items()}}
         if version >= (1, 34):
-            item["mappings"] = {s: sorted(uuid[p] for p in pids)
+            item["mappings"] = {s: sorted(providers[p].uuid for p in pids)
                                 for s, pids in cand.mappings.items()}
         requests.append(item)
     return {"allocation_requests": requests,
@@ -59,18 +62,33 @@ def serialize(result: Result, groups: list[RequestGroup],
 
 def _summaries(result: Result, groups: list[RequestGroup],
                version: tuple[int, int]) -> dict[str, Any]:
-    wanted = {rc for g in groups for rc in g.resources}
-    every_class = version >= (1, 27)
+    # Bodies are kept on the (immutable) provider for the next request:
+    # the shape depends on the version and, before 1.27, on the classes
+    # asked for.
+    wanted = (None if version >= (1, 27)
+              else frozenset(rc for g in groups for rc in g.resources))
+    key = ("summary", wanted, version >= (1, 17), version >= (1, 29))
+    world = result.world
     out: dict[str, Any] = {}
-    for summary in result.summaries.values():
-        body: dict[str, Any] = {"resources": {
-            rc: {"capacity": cap, "used": used}
-            for rc, (cap, used) in summary.resources.items()
-            if every_class or rc in wanted}}
-        if version >= (1, 17):
-            body["traits"] = summary.traits
-        if version >= (1, 29):
-            body["parent_provider_uuid"] = summary.parent_uuid
-            body["root_provider_uuid"] = summary.root_uuid
-        out[summary.uuid] = body
+    for pid in result.summarized:
+        p = world.providers[pid]
+        body = p.memo.get(key)
+        if body is None:
+            body = p.memo[key] = _summary_body(engine.summary(world, pid),
+                                               wanted, version)
+        out[p.uuid] = body
     return out
+
+
+def _summary_body(summary: Summary, wanted: frozenset[str] | None,
+                  version: tuple[int, int]) -> dict[str, Any]:
+    body: dict[str, Any] = {"resources": {
+        rc: {"capacity": cap, "used": used}
+        for rc, (cap, used) in summary.resources.items()
+        if wanted is None or rc in wanted}}
+    if version >= (1, 17):
+        body["traits"] = summary.traits
+    if version >= (1, 29):
+        body["parent_provider_uuid"] = summary.parent_uuid
+        body["root_provider_uuid"] = summary.root_uuid
+    return body

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Row
 from berth.api import util
 from berth.api.schemas import resource_provider as schema
 from berth.domain import providers
+from berth.domain.candidates.provider_filter import filter_provider_ids
 
 RULE = "placement:resource_providers:%s"
 #: Query parameters matched by the allocation-candidate engine.
@@ -69,13 +70,15 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
     pairs = util.validate_query(req, schema.list_query(version))
     params = util.query_dict(pairs)
 
+    cache = util.world_cache(req)
+
     def work(conn: Any) -> list[Row]:  # type: ignore[type-arg]
         ids = None
         if ENGINE_FILTERS.intersection(params):
             # The allocation-candidate engine owns these parameters: one
             # parser and one matcher for both endpoints.
-            from berth.domain.candidates.provider_filter import filter_provider_ids
-            ids = filter_provider_ids(conn, pairs, (version[0], version[1]))
+            ids = filter_provider_ids(conn, cache, pairs,
+                                      (version[0], version[1]))
         return providers.list_providers(
             conn, name=params.get("name"), uuid=params.get("uuid"),
             in_tree=params.get("in_tree"), ids=ids)

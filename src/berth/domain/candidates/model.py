@@ -1,19 +1,24 @@
 """The in-memory world the search runs over, and per-provider matching.
 
-A ``World`` holds only the providers that can matter to one request: the
-trees with inventory of a requested class, the trees that share an
-aggregate with a sharing provider, and just the traits and aggregates the
-request names. Matching a provider against a group is defined once, here,
-and used by both GET /allocation_candidates and GET /resource_providers.
+A ``World`` holds every provider with its tree position, inventories,
+usage, traits and aggregates, plus the indexes the search and the planner
+use. Each worker keeps one (``snapshot``), refreshed from the change
+sequence; a usage change swaps only the providers it touched
+(:meth:`World.with_usage`). Matching a provider against a group is defined
+once, here, and used by both GET /allocation_candidates and
+GET /resource_providers.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from berth.domain.candidates.request import TraitExpr
-from berth.domain.capacity import Inventory, fits
+from berth.domain.capacity import Inventory, capacity
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
@@ -30,11 +35,39 @@ class Provider:
     used: dict[str, int] = field(default_factory=dict)
     traits: frozenset[str] = frozenset()
     aggregates: frozenset[str] = frozenset()
+    #: the trait names in trait id order (the order answers list them);
+    #: empty means "sorted ``traits``"
+    trait_list: tuple[str, ...] = ()
+    #: derived values callers may cache on this (immutable) provider; a
+    #: usage change makes a new Provider, so nothing here goes stale
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
+    #: class -> (free, min_unit, max_unit, step_size): what ``can_take``
+    #: checks, worked out once
+    room: dict[str, tuple[int, int, int, int]] = field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        used = self.used
+        self.room = {
+            rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio)
+                 - used.get(rc, 0), inv.min_unit, inv.max_unit,
+                 inv.step_size or 1)
+            for rc, inv in self.inventories.items()}
+
+    def ordered_traits(self) -> list[str]:
+        return list(self.trait_list or sorted(self.traits))
 
     def can_take(self, rc: str, amount: int) -> bool:
-        """True when ``amount`` of ``rc`` fits beside current usage."""
-        inv = self.inventories.get(rc)
-        return inv is not None and fits(inv, self.used.get(rc, 0), amount)
+        """True when ``amount`` of ``rc`` fits beside current usage and
+        obeys min_unit, max_unit and step_size (``capacity.fits``)."""
+        r = self.room.get(rc)
+        return (r is not None and r[1] <= amount <= r[2]
+                and amount % r[3] == 0 and amount <= r[0])
+
+    def most(self, rc: str) -> int:
+        """The most one allocation may take of ``rc`` here now."""
+        r = self.room[rc]
+        return min(r[0], r[2])
 
 
 def traits_ok(traits: Iterable[str] | frozenset[str], required: TraitExpr,
@@ -67,23 +100,34 @@ def provider_matches(p: Provider, resources: dict[str, int],
 class World:
     """Providers by id, plus the tree and sharing relations between them."""
 
-    def __init__(self, providers: Iterable[Provider],
-                 anchors: dict[int, set[int]] | None = None) -> None:
+    def __init__(self, providers: Iterable[Provider]) -> None:
         self.providers: dict[int, Provider] = {p.id: p for p in providers}
-        self.sharing: list[int] = sorted(
-            p.id for p in self.providers.values() if SHARING_TRAIT in p.traits)
+        self.by_uuid = {p.uuid: p.id for p in self.providers.values()}
+        #: trait name -> providers with it; aggregate uuid -> members
+        self.by_trait: dict[str, set[int]] = {}
+        self.by_agg: dict[str, set[int]] = {}
+        for p in self.providers.values():
+            for name in p.traits:
+                self.by_trait.setdefault(name, set()).add(p.id)
+            for agg in p.aggregates:
+                self.by_agg.setdefault(agg, set()).add(p.id)
+        self.sharing: list[int] = sorted(self.by_trait.get(SHARING_TRAIT, ()))
         #: sharing provider id -> roots of the trees it serves (its own too)
-        self.anchors = anchors if anchors is not None else self._anchors()
+        self.anchors = self._anchors()
+        self._ancestors: dict[int, frozenset[int]] = {}
         #: every provider id, in uuid order (the order answers come in)
         self.ordered = [p.id for p in sorted(self.providers.values(),
                                              key=lambda p: p.uuid)]
         self.trees: dict[int, list[int]] = {}
         self._by_class: dict[str, list[int]] = {}
+        #: (root, class) -> providers of that tree with inventory of it
+        self.tree_class: dict[tuple[int, str], list[int]] = {}
         for pid in self.ordered:
             p = self.providers[pid]
             self.trees.setdefault(p.root_id, []).append(pid)
             for rc in p.inventories:
                 self._by_class.setdefault(rc, []).append(pid)
+                self.tree_class.setdefault((p.root_id, rc), []).append(pid)
         #: roots of loaded trees, in uuid order
         self.roots = [pid for pid in self.ordered if pid in self.trees]
         #: anchor -> sharing providers of other trees that serve it
@@ -95,14 +139,36 @@ class World:
                     self.shared_into.setdefault(anchor, []).append(sid)
 
     def _anchors(self) -> dict[int, set[int]]:
-        """Anchors from the loaded aggregates (enough for hand-made worlds;
-        the loader computes them in SQL instead)."""
-        result: dict[int, set[int]] = {}
-        for sid in self.sharing:
-            aggs = self.providers[sid].aggregates
-            result[sid] = {p.root_id for p in self.providers.values()
-                           if aggs and not aggs.isdisjoint(p.aggregates)}
-        return result
+        """sharing provider -> roots of every tree with a provider in one
+        of its aggregates (its own root too, when it is in any)."""
+        providers = self.providers
+        return {sid: {providers[pid].root_id
+                      for agg in providers[sid].aggregates
+                      for pid in self.by_agg[agg]}
+                for sid in self.sharing}
+
+    def with_usage(self, used: dict[int, dict[str, int]]) -> World:
+        """This world with new usage for some providers (their objects are
+        replaced; everything else, indexes included, is shared)."""
+        other = copy.copy(self)
+        other.providers = dict(self.providers)
+        for pid, now in used.items():
+            old = other.providers.get(pid)
+            if old is not None:
+                other.providers[pid] = dataclasses.replace(
+                    old, used=now, memo={})
+        return other
+
+    def roots_of(self, pids: Iterable[int]) -> set[int]:
+        """The roots of ``pids``' trees and, for sharing providers among
+        them, the roots of every tree they serve."""
+        found: set[int] = set()
+        for pid in pids:
+            found.add(self.providers[pid].root_id)
+            served = self.anchors.get(pid)
+            if served:
+                found |= served
+        return found
 
     def by_class(self, rc: str) -> list[int]:
         """Providers with inventory of ``rc``, in uuid order."""
@@ -111,15 +177,20 @@ class World:
     def uuid(self, pid: int) -> str:
         return self.providers[pid].uuid
 
-    def ancestors(self, pid: int) -> set[int]:
-        """``pid`` and every provider above it."""
+    def ancestors(self, pid: int) -> frozenset[int]:
+        """``pid`` and every provider above it (kept: the tree shape is
+        shared by every usage refresh of this world)."""
+        known = self._ancestors.get(pid)
+        if known is not None:
+            return known
         found = {pid}
         parent = self.providers[pid].parent_id
         while parent is not None and parent not in found:
             found.add(parent)
             parent = self.providers[parent].parent_id if \
                 parent in self.providers else None
-        return found
+        result = self._ancestors[pid] = frozenset(found)
+        return result
 
     def is_root(self, pid: int) -> bool:
         return self.providers[pid].parent_id is None

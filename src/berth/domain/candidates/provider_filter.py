@@ -1,18 +1,21 @@
 """The ``resources``, ``required`` and ``member_of`` filters of
-GET /resource_providers, on the candidate engine's parsing and matching."""
+GET /resource_providers, on the candidate engine's parsing, world and
+matching."""
 
 from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
 from berth.domain.candidates import load, parse
-from berth.domain.candidates.model import Provider, provider_matches
+from berth.domain.candidates.model import provider_matches
 from berth.domain.candidates.request import TraitExpr
+from berth.domain.candidates.snapshot import WorldCache
 
 FILTER_KEYS = ("resources", "required", "member_of")
 
 
-def filter_provider_ids(conn: Connection, pairs: list[tuple[str, str]],
+def filter_provider_ids(conn: Connection, cache: WorldCache,
+                        pairs: list[tuple[str, str]],
                         version: tuple[int, int]) -> set[int] | None:
     """Ids of providers that by themselves satisfy the filters in ``pairs``.
 
@@ -36,28 +39,23 @@ def filter_provider_ids(conn: Connection, pairs: list[tuple[str, str]],
     if "required" in keys:
         required, forbidden = parse.parse_required(
             parse.getall(pairs, "required"), version)
-    rc_ids = load.class_ids(conn, resources)
+    snap = cache.current(conn)
+    load.class_ids(resources, snap.class_ids(conn, resources))
     names = set(forbidden).union(*required)
-    tmap = load.trait_ids(conn, names, 'Invalid trait(s) in "required" '
-                          'parameter: ')
-    invs = load.inventories(conn, rc_ids) if rc_ids else {}
-    traits = load.traits_of(conn, tmap)
-    aggs = load.aggregates_of(conn, set(forbidden_aggs).union(*member_of))
-    if rc_ids:
-        ids = set(invs)
+    load.trait_ids(names, snap.trait_ids(conn, names),
+                   'Invalid trait(s) in "required" parameter: ')
+    world = snap.world
+    # Start from the smallest index that every match must be in.
+    if resources:
+        ids = set(world.by_class(next(iter(resources))))
     elif required:
-        ids = set(traits)
+        ids = set().union(*(world.by_trait.get(n, set())
+                            for n in required[0]))
     elif member_of:
-        ids = set(aggs)
+        ids = set().union(*(world.by_agg.get(a, set())
+                            for a in member_of[0]))
     else:
-        ids = {row[0] for row in load.provider_rows(conn, None)}
-    found = set()
-    for pid in ids:
-        inv, used = invs.get(pid, ({}, {}))
-        p = Provider(id=pid, uuid="", root_id=pid, inventories=inv, used=used,
-                     traits=frozenset(traits.get(pid, ())),
-                     aggregates=frozenset(aggs.get(pid, ())))
-        if provider_matches(p, resources, required, forbidden, member_of,
-                            forbidden_aggs):
-            found.add(pid)
-    return found
+        ids = set(world.providers)
+    return {pid for pid in ids
+            if provider_matches(world.providers[pid], resources, required,
+                                forbidden, member_of, forbidden_aggs)}

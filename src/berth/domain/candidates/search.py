@@ -14,16 +14,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from berth.domain.candidates.model import World, aggs_ok, provider_matches, traits_ok
 from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.capacity import capacity
 
 Alloc = tuple[int, str, int]
 
+# Pieces and candidates are named tuples: the search makes one of each per
+# answer, and a tuple is several times cheaper to build than a dataclass.
 
-@dataclass(frozen=True, slots=True)
-class Piece:
+
+class Piece(NamedTuple):
     """One way to satisfy one group: what it takes from whom."""
 
     suffix: str
@@ -31,8 +33,7 @@ class Piece:
     providers: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One allocation request: amounts per provider and class, and which
     providers served each group."""
 
@@ -67,10 +68,6 @@ class Offers:
         self.world = world
         self.spec = spec
         self._cache: dict[int, list[Piece]] = {}
-        # Capacity is checked once per provider and class, not per anchor.
-        self.able = {rc: {pid for pid in world.by_class(rc)
-                          if world.providers[pid].can_take(rc, n)}
-                     for rc, n in spec.group.resources.items()}
 
     def at(self, anchor: int) -> list[Piece]:
         found = self._cache.get(anchor)
@@ -78,8 +75,7 @@ class Offers:
             if self.spec.group.same_provider:
                 found = granular_pieces(self.world, self.spec, anchor)
             else:
-                found = spread_pieces(self.world, self.spec, anchor,
-                                      self.able)
+                found = spread_pieces(self.world, self.spec, anchor)
             self._cache[anchor] = found
         return found
 
@@ -89,39 +85,49 @@ def granular_pieces(world: World, spec: GroupSpec, anchor: int
     """Single-provider offers of a suffixed group under ``anchor``: a
     provider of the anchor's tree, or a sharing provider serving it."""
     g = spec.group
+    if g.resources:
+        # Only providers with inventory of the first class can serve.
+        local: Iterable[int] = world.tree_class.get(
+            (anchor, min(g.resources)), ())
+    else:
+        local = world.trees.get(anchor, ())
+    allocs = tuple((rc, n) for rc, n in sorted(g.resources.items()))
     out = []
-    for pid in itertools.chain(world.trees.get(anchor, ()),
-                               world.shared_into.get(anchor, ())):
-        p = world.providers[pid]
+    providers = world.providers
+    for pid in itertools.chain(local, world.shared_into.get(anchor, ())):
+        p = providers[pid]
         if spec.tree_root is not None and p.root_id != spec.tree_root:
             continue
         if provider_matches(p, g.resources, g.required, g.forbidden,
                             g.member_of, g.forbidden_aggs):
             out.append(Piece(g.suffix, tuple(
-                (pid, rc, n) for rc, n in sorted(g.resources.items())),
-                (pid,)))
+                (pid, rc, n) for rc, n in allocs), (pid,)))
     return out
 
 
-def _options(world: World, spec: GroupSpec, anchor: int,
-             able: set[int]) -> list[int]:
-    """Providers in ``able`` (those with room for the class) that may
-    serve this anchor."""
+def _options(world: World, spec: GroupSpec, anchor: int, rc: str,
+             n: int) -> list[int]:
+    """Providers with room for ``n`` of ``rc`` that may serve this anchor."""
     g = spec.group
+    providers = world.providers
+    local = world.tree_class.get((anchor, rc), ())
+    shared = world.shared_into.get(anchor, ())
     if (not g.member_of and not g.forbidden_aggs
             and spec.tree_root is None):
-        return ([pid for pid in world.trees.get(anchor, ()) if pid in able]
-                + [s for s in world.shared_into.get(anchor, ()) if s in able])
-    root_aggs = world.providers[anchor].aggregates
+        found = [pid for pid in local if providers[pid].can_take(rc, n)]
+        if shared:
+            found += [s for s in shared if providers[s].can_take(rc, n)]
+        return found
+    root_aggs = providers[anchor].aggregates
     if g.forbidden_aggs and not g.forbidden_aggs.isdisjoint(root_aggs):
         return []
     # An aggregate on the root spans its whole tree.
     anchor_in = aggs_ok(root_aggs, g.member_of, frozenset())
-    found: list[int] = []
+    found = []
     if spec.tree_root is None or spec.tree_root == anchor:
-        for pid in world.trees.get(anchor, ()):
-            p = world.providers[pid]
-            if pid in able and (
+        for pid in local:
+            p = providers[pid]
+            if p.can_take(rc, n) and (
                     anchor_in or aggs_ok(p.aggregates, g.member_of,
                                          frozenset())) and (
                     not g.forbidden_aggs
@@ -129,16 +135,15 @@ def _options(world: World, spec: GroupSpec, anchor: int,
                 found.append(pid)
     if spec.tree_root is not None:
         return found
-    for sid in world.shared_into.get(anchor, ()):
-        s = world.providers[sid]
-        if sid in able and aggs_ok(s.aggregates, g.member_of,
-                                   g.forbidden_aggs):
+    for sid in shared:
+        s = providers[sid]
+        if s.can_take(rc, n) and aggs_ok(s.aggregates, g.member_of,
+                                         g.forbidden_aggs):
             found.append(sid)
     return found
 
 
-def spread_pieces(world: World, spec: GroupSpec, anchor: int,
-                  able: dict[str, set[int]]) -> list[Piece]:
+def spread_pieces(world: World, spec: GroupSpec, anchor: int) -> list[Piece]:
     """Offers of the unsuffixed group under ``anchor``: each class from one
     provider of the anchor's tree or from a sharing provider serving it;
     together they must carry the required traits and none may carry a
@@ -147,7 +152,7 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
     classes = sorted(g.resources)
     per_class = []
     for rc in classes:
-        opts = _options(world, spec, anchor, able[rc])
+        opts = _options(world, spec, anchor, rc, g.resources[rc])
         if not opts:
             return []
         per_class.append(opts)
@@ -160,7 +165,9 @@ def _combine(world: World, g: RequestGroup, classes: list[str],
     check_traits = bool(g.required or g.forbidden)
     pieces = []
     for combo in itertools.product(*per_class):
-        chosen = tuple(sorted(set(combo)))
+        distinct_ = set(combo)
+        chosen = (tuple(distinct_) if len(distinct_) == 1
+                  else tuple(sorted(distinct_)))
         if check_traits:
             if any(not traits_ok(world.providers[p].traits, (), g.forbidden)
                    for p in chosen):
@@ -217,10 +224,24 @@ class Merger:
         if len(lists) == 1:
             # One group: each piece already fits, and no two of its
             # amounts land on the same provider and class.
+            shared = self.world.anchors
             for piece in lists[0]:
-                yield self._candidate(anchor, [piece])
+                allocs: dict[int, dict[str, int]] = {}
+                for pid, rc, n in piece.allocs:
+                    res = allocs.get(pid)
+                    if res is None:
+                        allocs[pid] = {rc: n}
+                    else:
+                        res[rc] = n
+                yield Candidate(anchor, allocs,
+                                {piece.suffix: piece.providers},
+                                all(p in shared for p in piece.providers))
             return
-        yield from self._walk(_Walk(anchor, lists, self._bounds(lists)), 0)
+        # With two groups the walk is short anyway; the bound pays from
+        # three on.
+        bounds = (self._bounds(lists) if len(lists) > 2
+                  else ([{}] * (len(lists) + 1), {}))
+        yield from self._walk(_Walk(anchor, lists, bounds), 0)
 
     def _bounds(self, lists: list[list[Piece]]
                 ) -> tuple[list[dict[str, int]], dict[str, int]]:
@@ -273,12 +294,7 @@ class Merger:
         """Most one candidate may take of a class from a provider."""
         room = self._rooms.get(key)
         if room is None:
-            p = self.world.providers[key[0]]
-            inv = p.inventories[key[1]]
-            room = min(inv.max_unit, capacity(inv.total, inv.reserved,
-                                              inv.allocation_ratio)
-                       - p.used.get(key[1], 0))
-            self._rooms[key] = room
+            room = self._rooms[key] = self.world.providers[key[0]].most(key[1])
         return room
 
     def _add(self, piece: Piece, w: _Walk) -> bool:
@@ -303,7 +319,7 @@ class Merger:
             pids = {p for i in members for p in chosen[i].providers}
             if len(pids) == 1:
                 continue
-            common = set.intersection(*(self.world.ancestors(p)
+            common = frozenset.intersection(*(self.world.ancestors(p)
                                         for p in pids))
             if common.isdisjoint(pids):
                 return False

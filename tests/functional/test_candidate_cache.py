@@ -1,0 +1,341 @@
+"""The per-worker candidate cache never answers from a stale world.
+
+Three apps share one database, as three workers would: a writer, a reader
+(each with its own cache) and a reference with the cache off (it reads the
+database whole on every request). After every write of a long random walk
+over every kind of write that can change an answer, the three must give
+byte-identical answers to a set of candidate and provider queries.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid as uuidlib
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from berth.api.app import create_app
+from berth.db import changes
+from berth.db import tables as t
+from berth.db.engine import Database
+from berth.domain.candidates import load
+from tests.conftest import Client, make_conf
+
+AGGS = ["5e9a2b1c-0000-4000-8000-0000000000a1",
+        "5e9a2b1c-0000-4000-8000-0000000000a2"]
+TRAITS = ["CUSTOM_A", "CUSTOM_B", "MISC_SHARES_VIA_AGGREGATE",
+          "HW_CPU_X86_AVX2"]
+QUERIES = [
+    "/allocation_candidates?resources=VCPU:1",
+    "/allocation_candidates?resources=VCPU:1,DISK_GB:10",
+    "/allocation_candidates?resources=VCPU:1&required=CUSTOM_A",
+    "/allocation_candidates?resources=MEMORY_MB:64&member_of=in:%s,%s"
+    % tuple(AGGS),
+    "/allocation_candidates?resources1=VCPU:1&resources2=MEMORY_MB:64"
+    "&group_policy=none",
+    "/allocation_candidates?resources=CUSTOM_GPU:1",
+    "/resource_providers?resources=VCPU:2",
+    "/resource_providers?required=CUSTOM_B",
+    "/resource_providers?member_of=%s" % AGGS[0],
+]
+
+
+def _uuid(n: int) -> str:
+    return "00000000-0000-4000-8000-%012d" % n
+
+
+class Walk:
+    """Random writes through the writer app; remembers what exists."""
+
+    def __init__(self, client: Client, seed: int) -> None:
+        self.c = client
+        self.rnd = random.Random(seed)
+        self.providers: dict[str, str | None] = {}  # uuid -> parent
+        self.consumers: list[str] = []
+        self.next = 1
+
+    def gen(self, rp: str) -> int:
+        return int(self.c.get("/resource_providers/%s" % rp)
+                   .json()["generation"])
+
+    def pick(self) -> str:
+        return self.rnd.choice(sorted(self.providers))
+
+    def create(self) -> None:
+        rp = _uuid(self.next)
+        body: dict[str, Any] = {"name": "rp%d" % self.next, "uuid": rp}
+        roots = [p for p, parent in self.providers.items() if parent is None]
+        if roots and self.rnd.random() < 0.4:
+            body["parent_provider_uuid"] = self.rnd.choice(sorted(roots))
+        self.next += 1
+        assert self.c.post("/resource_providers", json=body).status_code == 200
+        self.providers[rp] = body.get("parent_provider_uuid")
+
+    def inventory(self) -> None:
+        rp = self.pick()
+        inv = {rc: {"total": self.rnd.choice([1, 2, 4, 64, 1024])}
+               for rc in self.rnd.sample(
+                   ["VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_GPU"],
+                   self.rnd.randint(0, 3))}
+        self.c.put("/resource_classes/CUSTOM_GPU")
+        self.c.put("/resource_providers/%s/inventories" % rp, json={
+            "resource_provider_generation": self.gen(rp),
+            "inventories": inv})  # 409 when in use: fine, nothing changes
+
+    def traits(self) -> None:
+        rp = self.pick()
+        names = self.rnd.sample(TRAITS, self.rnd.randint(0, 3))
+        for name in names:
+            if name.startswith("CUSTOM_"):
+                self.c.put("/traits/%s" % name)
+        resp = self.c.put("/resource_providers/%s/traits" % rp, json={
+            "resource_provider_generation": self.gen(rp), "traits": names})
+        assert resp.status_code == 200, resp.text
+
+    def aggregates(self) -> None:
+        rp = self.pick()
+        resp = self.c.put("/resource_providers/%s/aggregates" % rp, json={
+            "resource_provider_generation": self.gen(rp),
+            "aggregates": self.rnd.sample(AGGS, self.rnd.randint(0, 2))})
+        assert resp.status_code == 200, resp.text
+
+    def claim(self) -> None:
+        rp = self.pick()
+        consumer = (self.rnd.choice(self.consumers)
+                    if self.consumers and self.rnd.random() < 0.3
+                    else str(uuidlib.uuid4()))
+        current = self.c.get("/allocations/%s" % consumer).json()
+        resp = self.c.put("/allocations/%s" % consumer, json={
+            "allocations": {rp: {"resources": {
+                self.rnd.choice(["VCPU", "MEMORY_MB"]): 1}}},
+            "project_id": "p", "user_id": "u",
+            "consumer_generation": current.get("consumer_generation"),
+            "consumer_type": "INSTANCE"})
+        if resp.status_code == 204 and consumer not in self.consumers:
+            self.consumers.append(consumer)
+
+    def unclaim(self) -> None:
+        if not self.consumers:
+            return
+        consumer = self.consumers.pop(self.rnd.randrange(len(self.consumers)))
+        if self.rnd.random() < 0.5:
+            assert self.c.delete("/allocations/%s" % consumer
+                                 ).status_code == 204
+            return
+        current = self.c.get("/allocations/%s" % consumer).json()
+        resp = self.c.post("/allocations", json={consumer: {
+            "allocations": {}, "project_id": "p", "user_id": "u",
+            "consumer_generation": current["consumer_generation"],
+            "consumer_type": "INSTANCE"}})
+        assert resp.status_code == 204, resp.text
+
+    def delete(self) -> None:
+        leaves = [p for p in self.providers
+                  if p not in self.providers.values()]
+        rp = self.rnd.choice(sorted(leaves))
+        if self.c.delete("/resource_providers/%s" % rp).status_code == 204:
+            del self.providers[rp]
+
+    def reparent(self) -> None:
+        rp = self.pick()
+        roots = [p for p, parent in self.providers.items()
+                 if parent is None and p != rp]
+        if not roots or rp in self.providers.values():
+            return
+        resp = self.c.put("/resource_providers/%s" % rp, json={
+            "name": "moved-%s" % rp[-4:],
+            "parent_provider_uuid": self.rnd.choice(sorted(roots))})
+        if resp.status_code == 200:
+            self.providers[rp] = resp.json()["parent_provider_uuid"]
+
+    def step(self) -> str:
+        if len(self.providers) < 3:
+            self.create()
+            return "create"
+        action = self.rnd.choice([
+            "create", "inventory", "inventory", "traits", "aggregates",
+            "claim", "claim", "claim", "unclaim", "unclaim", "delete",
+            "reparent"])
+        getattr(self, action)()
+        return action
+
+
+def _answers(client: Client) -> list[Any]:
+    out = []
+    for query in QUERIES:
+        resp = client.get(query)
+        assert resp.status_code == 200, (query, resp.text)
+        out.append(resp.json())
+    return out
+
+
+def _names(client: Client) -> None:
+    for name in ("CUSTOM_A", "CUSTOM_B"):
+        assert client.put("/traits/%s" % name).status_code == 201
+    assert client.put("/resource_classes/CUSTOM_GPU").status_code == 201
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_three_workers_agree_after_every_write(db: Database, seed: int
+                                               ) -> None:
+    conf = make_conf()
+    reader_db, reference_db = Database(db.engine), Database(db.engine)
+    off = make_conf(berth__candidate_cache=False)
+    with Client(create_app(conf, db)) as writer, \
+            Client(create_app(conf, reader_db)) as reader, \
+            Client(create_app(off, reference_db)) as reference:
+        _names(writer)
+        walk = Walk(writer, seed)
+        done = []
+        for _ in range(60):
+            done.append(walk.step())
+            expected = _answers(reference)
+            assert _answers(reader) == expected, done
+            assert _answers(writer) == expected, done
+    # The walk did reach every kind of write.
+    assert {"inventory", "traits", "aggregates", "claim", "unclaim",
+            "delete", "reparent"} <= set(done)
+
+
+def test_claims_refresh_usage_only(db: Database, monkeypatch) -> None:
+    """A claim re-reads the usage of the providers it touched; a change of
+    inventory reloads the world."""
+    whole = []
+    real = load.load_world
+    monkeypatch.setattr(load, "load_world",
+                        lambda conn: whole.append(1) or real(conn))
+    with Client(create_app(make_conf(), db)) as client:
+        rp = _uuid(1)
+        client.post("/resource_providers", json={"name": "a", "uuid": rp})
+        client.put("/resource_providers/%s/inventories" % rp, json={
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": {"total": 2}}})
+        query = "/allocation_candidates?resources=VCPU:2"
+        assert len(client.get(query).json()["allocation_requests"]) == 1
+        assert len(whole) == 1
+        consumer = str(uuidlib.uuid4())
+        assert client.put("/allocations/%s" % consumer, json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"}).status_code == 204
+        assert client.get(query).json()["allocation_requests"] == []
+        assert len(whole) == 1
+        assert client.delete("/allocations/%s" % consumer).status_code == 204
+        assert len(client.get(query).json()["allocation_requests"]) == 1
+        assert len(whole) == 1
+        client.put("/resource_providers/%s/inventories" % rp, json={
+            "resource_provider_generation": 2,
+            "inventories": {"VCPU": {"total": 1}}})
+        assert client.get(query).json()["allocation_requests"] == []
+        assert len(whole) == 2
+
+
+@pytest.mark.parametrize("how", ["put", "post"])
+def test_moved_consumer_frees_the_provider_it_left(db: Database, how: str
+                                                   ) -> None:
+    """A move changes the usage of the provider left behind, which the
+    claim does not lock: another worker must still see it freed."""
+    with Client(create_app(make_conf(), db)) as writer, \
+            Client(create_app(make_conf(), Database(db.engine))) as reader:
+        for n in (1, 2):
+            writer.post("/resource_providers", json={"name": "h%d" % n,
+                                                     "uuid": _uuid(n)})
+            writer.put("/resource_providers/%s/inventories" % _uuid(n),
+                       json={"resource_provider_generation": 0,
+                             "inventories": {"VCPU": {"total": 1}}})
+        consumer = str(uuidlib.uuid4())
+        body = {"project_id": "p", "user_id": "u",
+                "consumer_type": "INSTANCE"}
+        assert writer.put("/allocations/%s" % consumer, json={
+            **body, "consumer_generation": None,
+            "allocations": {_uuid(1): {"resources": {"VCPU": 1}}},
+        }).status_code == 204
+        query = "/allocation_candidates?resources=VCPU:1"
+        assert reader.get(query).json()["allocation_requests"] == [
+            {"allocations": {_uuid(2): {"resources": {"VCPU": 1}}},
+             "mappings": {"": [_uuid(2)]}}]
+        move = {**body, "consumer_generation": 1,
+                "allocations": {_uuid(2): {"resources": {"VCPU": 1}}}}
+        resp = (writer.put("/allocations/%s" % consumer, json=move)
+                if how == "put"
+                else writer.post("/allocations", json={consumer: move}))
+        assert resp.status_code == 204, resp.text
+        assert reader.get(query).json()["allocation_requests"] == [
+            {"allocations": {_uuid(1): {"resources": {"VCPU": 1}}},
+             "mappings": {"": [_uuid(1)]}}]
+
+
+def test_deleted_trait_is_unknown_again(db: Database) -> None:
+    with Client(create_app(make_conf(), db)) as client:
+        assert client.put("/traits/CUSTOM_GONE").status_code == 201
+        query = "/allocation_candidates?resources=VCPU:1&required=CUSTOM_GONE"
+        assert client.get(query).status_code == 200
+        assert client.delete("/traits/CUSTOM_GONE").status_code == 204
+        resp = client.get(query)
+        assert resp.status_code == 400
+        assert "No such trait(s): CUSTOM_GONE" in resp.text
+
+
+def _seq_rows(db: Database) -> list[tuple[int, str, int | None]]:
+    ch = t.berth_changes
+    with db.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+            sa.select(ch.c.seq, ch.c.kind, ch.c.resource_provider_id)
+            .order_by(ch.c.id))]
+
+
+def test_flush_numbers_each_write_once(db: Database) -> None:
+    start = db.read(changes.current)
+
+    def write(conn: Any) -> None:
+        changes.note(conn, changes.USAGE, [7, 8])
+        changes.note(conn, changes.STRUCTURE, [8])
+
+    db.run(write)
+    db.run(lambda conn: None)  # noted nothing: no new number
+    assert db.read(changes.current) == start + 1
+    rows = [r for r in _seq_rows(db) if r[0] > start]
+    assert sorted(rows) == [(start + 1, "s", 8), (start + 1, "u", 7),
+                            (start + 1, "u", 8)]
+    found = db.read(lambda conn: changes.since(conn, start, start + 1))
+    assert not found.everything
+    assert found.structure == {8} and found.usage == {7, 8}
+
+
+def test_failed_write_leaves_no_number(db: Database) -> None:
+    start = db.read(changes.current)
+
+    def fail(conn: Any) -> None:
+        changes.note(conn, changes.STRUCTURE, [1])
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        db.run(fail)
+    db.run(lambda conn: None)
+    assert db.read(changes.current) == start
+
+
+def test_gaps_and_global_changes_mean_everything(db: Database) -> None:
+    start = db.read(changes.current)
+    db.run(lambda conn: changes.note(conn, changes.USAGE, [1]))
+    db.run(lambda conn: changes.note(conn, changes.USAGE, [2]))
+    with db.engine.begin() as conn:  # as if pruned
+        conn.execute(t.berth_changes.delete()
+                     .where(t.berth_changes.c.seq == start + 1))
+    assert db.read(lambda c: changes.since(c, start, start + 2)).everything
+    assert not db.read(lambda c: changes.since(c, start + 1,
+                                               start + 2)).everything
+    db.run(lambda conn: changes.note(conn, changes.STRUCTURE))
+    assert db.read(lambda c: changes.since(c, start + 1,
+                                           start + 3)).everything
+
+
+def test_many_providers_collapse_to_one_row(db: Database) -> None:
+    start = db.read(changes.current)
+    db.run(lambda conn: changes.note(conn, changes.USAGE,
+                                     range(changes.MAX_ROWS + 1)))
+    rows = [r for r in _seq_rows(db) if r[0] > start]
+    assert rows == [(start + 1, "u", None)]
+    assert db.read(lambda c: changes.since(c, start, start + 1)).everything
