@@ -199,37 +199,48 @@ def test_three_workers_agree_after_every_write(db: Database, seed: int
             "delete", "reparent"} <= set(done)
 
 
-def test_claims_refresh_usage_only(db: Database, monkeypatch) -> None:
-    """A claim re-reads the usage of the providers it touched; a change of
-    inventory reloads the world."""
-    whole = []
-    real = load.load_world
-    monkeypatch.setattr(load, "load_world",
-                        lambda conn: whole.append(1) or real(conn))
+def test_each_change_reads_only_what_it_must(db: Database,
+                                             monkeypatch: Any) -> None:
+    """A claim or a delete re-reads the usage of the providers it touched;
+    an inventory change re-reads that provider; deleting a trait (which
+    no snapshot can tie to providers) reloads the world."""
+    calls: list[str] = []
+    for name in ("load_world", "refresh_providers", "refresh_usage"):
+        real = getattr(load, name)
+        monkeypatch.setattr(load, name, lambda *a, _n=name, _f=real:
+                            calls.append(_n) or _f(*a))
     with Client(create_app(make_conf(), db)) as client:
-        rp = _uuid(1)
-        client.post("/resource_providers", json={"name": "a", "uuid": rp})
-        client.put("/resource_providers/%s/inventories" % rp, json={
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": 2}}})
+        for n in range(1, 9):
+            client.post("/resource_providers", json={"name": "h%d" % n,
+                                                     "uuid": _uuid(n)})
+            client.put("/resource_providers/%s/inventories" % _uuid(n),
+                       json={"resource_provider_generation": 0,
+                             "inventories": {"VCPU": {"total": 2}}})
         query = "/allocation_candidates?resources=VCPU:2"
-        assert len(client.get(query).json()["allocation_requests"]) == 1
-        assert len(whole) == 1
+        assert len(client.get(query).json()["allocation_requests"]) == 8
+        assert calls == ["load_world"]
         consumer = str(uuidlib.uuid4())
         assert client.put("/allocations/%s" % consumer, json={
-            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "allocations": {_uuid(1): {"resources": {"VCPU": 1}}},
             "project_id": "p", "user_id": "u", "consumer_generation": None,
             "consumer_type": "INSTANCE"}).status_code == 204
-        assert client.get(query).json()["allocation_requests"] == []
-        assert len(whole) == 1
+        assert len(client.get(query).json()["allocation_requests"]) == 7
         assert client.delete("/allocations/%s" % consumer).status_code == 204
-        assert len(client.get(query).json()["allocation_requests"]) == 1
-        assert len(whole) == 1
-        client.put("/resource_providers/%s/inventories" % rp, json={
-            "resource_provider_generation": 2,
-            "inventories": {"VCPU": {"total": 1}}})
-        assert client.get(query).json()["allocation_requests"] == []
-        assert len(whole) == 2
+        assert len(client.get(query).json()["allocation_requests"]) == 8
+        assert calls == ["load_world", "refresh_usage", "refresh_usage"]
+        gen = client.get("/resource_providers/%s" % _uuid(1)
+                         ).json()["generation"]
+        assert client.put("/resource_providers/%s/inventories" % _uuid(1),
+                          json={"resource_provider_generation": gen,
+                                "inventories": {"VCPU": {"total": 1}}}
+                          ).status_code == 200
+        assert len(client.get(query).json()["allocation_requests"]) == 7
+        assert calls[-1] == "refresh_providers"
+        assert client.put("/traits/CUSTOM_X").status_code == 201
+        assert client.delete("/traits/CUSTOM_X").status_code == 204
+        assert len(client.get(query).json()["allocation_requests"]) == 7
+        assert calls[-1] == "load_world"
+        assert calls.count("load_world") == 2
 
 
 @pytest.mark.parametrize("how", ["put", "post"])

@@ -1,14 +1,16 @@
-"""Reading the world from the database: whole, or one usage refresh.
+"""Reading the world from the database: whole, some providers, or usage.
 
 A whole load is seven set-based queries (classes, traits, providers,
 inventories, usage, provider traits, provider aggregates), never one
-query per provider. A usage refresh is one grouped query over the
-providers whose allocations changed.
+query per provider. Refreshing some providers runs the same queries for
+just those ids and rebuilds the indexes in memory. A usage refresh is one
+grouped query over the providers whose allocations changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -81,44 +83,76 @@ def load_world(conn: Connection
     aggregates; and the resource class and trait name -> id maps."""
     classes = names(conn, t.resource_classes)
     traits = names(conn, t.traits)
+    return World(_providers(conn, classes, traits, None)), classes, traits
+
+
+def refresh_providers(conn: Connection, world: World,
+                      provider_ids: Iterable[int]
+                      ) -> tuple[World, dict[str, int], dict[str, int]]:
+    """``world`` with ``provider_ids`` read again whole (new ones added,
+    deleted ones dropped) and its indexes rebuilt; and fresh class and
+    trait maps (a class or trait created since may be in use now)."""
+    ids = sorted(set(provider_ids))
+    classes = names(conn, t.resource_classes)
+    traits = names(conn, t.traits)
+    providers = dict(world.providers)
+    for pid in ids:
+        providers.pop(pid, None)
+    for p in _providers(conn, classes, traits, ids):
+        providers[p.id] = p
+    return World(providers.values()), classes, traits
+
+
+def _providers(conn: Connection, classes: dict[str, int],
+               traits: dict[str, int], ids: list[int] | None
+               ) -> list[Provider]:
+    """The providers ``ids`` (None: all), read whole."""
     rc_name = {v: k for k, v in classes.items()}
     trait_name = {v: k for k, v in traits.items()}
+
+    def only(query: sa.Select[Any], column: sa.Column[Any]
+             ) -> sa.Select[Any]:
+        return query if ids is None else query.where(column.in_(ids))
+
     inv = t.inventories
     stock: dict[int, dict[str, Inventory]] = {}
-    for pid, rc, total, reserved, lo, hi, step, ratio in conn.execute(
+    for pid, rc, total, reserved, lo, hi, step, ratio in conn.execute(only(
             sa.select(inv.c.resource_provider_id, inv.c.resource_class_id,
                       inv.c.total, inv.c.reserved, inv.c.min_unit,
                       inv.c.max_unit, inv.c.step_size,
-                      inv.c.allocation_ratio)):
+                      inv.c.allocation_ratio),
+            inv.c.resource_provider_id)):
         stock.setdefault(pid, {})[rc_name[rc]] = Inventory(
             total, reserved, lo, hi, step, float(ratio))
-    used = usage(conn, rc_name)
+    used = usage(conn, rc_name, ids)
     rpt = t.resource_provider_traits
     labels: dict[int, list[str]] = {}
-    for pid, tid in conn.execute(
-            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id)
+    for pid, tid in conn.execute(only(
+            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id),
+            rpt.c.resource_provider_id)
             .order_by(rpt.c.resource_provider_id, rpt.c.trait_id)):
         labels.setdefault(pid, []).append(trait_name[tid])
     rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
     members: dict[int, set[str]] = {}
-    for pid, uuid in conn.execute(
+    for pid, uuid in conn.execute(only(
             sa.select(rpa.c.resource_provider_id, agg.c.uuid)
-            .join(agg, agg.c.id == rpa.c.aggregate_id)):
+            .join(agg, agg.c.id == rpa.c.aggregate_id),
+            rpa.c.resource_provider_id)):
         members.setdefault(pid, set()).add(uuid)
     rp = t.resource_providers
     providers = []
-    for pid, uuid, root, parent in conn.execute(
+    for pid, uuid, root, parent in conn.execute(only(
             sa.select(rp.c.id, rp.c.uuid, rp.c.root_provider_id,
-                      rp.c.parent_provider_id)):
+                      rp.c.parent_provider_id), rp.c.id)):
         inventories = stock.get(pid, {})
-        mine = used.get(pid, {})
         # Usage of a class without inventory cannot be offered anyway.
-        mine = {rc: n for rc, n in mine.items() if rc in inventories}
+        mine = {rc: n for rc, n in used.get(pid, {}).items()
+                if rc in inventories}
         have = labels.get(pid, [])
         providers.append(Provider(
             pid, uuid, root, parent, inventories, mine, frozenset(have),
             frozenset(members.get(pid, ())), tuple(have)))
-    return World(providers), classes, traits
+    return providers
 
 
 def refresh_usage(conn: Connection, world: World, classes: dict[str, int],

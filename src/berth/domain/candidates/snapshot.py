@@ -4,9 +4,11 @@
 since the last request: it compares the database's change sequence number
 with the one the cached world was built at. When only usage changed (the
 common case: claims and deletes), it re-reads the usage of just the
-providers that changed; anything else (a provider, inventory, trait or
-aggregate written, a class or trait deleted, or a gap in the change rows)
-rebuilds the world whole. A snapshot is never modified once published, so
+providers that changed. When providers themselves changed (created,
+deleted, moved, or their inventory, traits or aggregates written), it
+re-reads those providers and rebuilds the indexes in memory. A class or
+trait deleted, a gap in the change rows, or changes to a quarter of the
+providers or more reload the world whole. A snapshot is never modified once published, so
 requests in other threads keep using the one they started with.
 
 The cache is only as fresh as the change sequence: a process that writes
@@ -122,6 +124,12 @@ class WorldCache:
                 world = load.refresh_usage(conn, snap.world, snap.classes,
                                            found.usage)
                 return Snapshot(seq, world, snap.classes, snap.traits), False
+            touched = found.structure | found.usage
+            if (not found.everything
+                    and len(touched) * 4 < len(snap.world.providers)):
+                world, classes, traits = load.refresh_providers(
+                    conn, snap.world, touched)
+                return Snapshot(seq, world, classes, traits), False
         start = time.perf_counter()
         world, classes, traits = load.load_world(conn)
         LOG.debug("loaded %d providers for the candidate cache in %.1f ms",
