@@ -41,6 +41,7 @@ def serialize(result: Result, groups: list[RequestGroup],
               version: tuple[int, int]) -> dict[str, Any]:
     """The response body for ``version``."""
     providers = result.world.providers
+    with_mappings = version >= (1, 34)
     requests = []
     for cand in result.candidates:
         if version < (1, 12):
@@ -52,9 +53,11 @@ def serialize(result: Result, groups: list[RequestGroup],
         item: dict[str, Any] = {"allocations": {
             providers[pid].uuid: {"resources": res}
             for pid, res in cand.allocs.items()}}
-        if version >= (1, 34):
-            item["mappings"] = {s: sorted(providers[p].uuid for p in pids)
-                                for s, pids in cand.mappings.items()}
+        if with_mappings:
+            item["mappings"] = {
+                s: ([providers[pids[0]].uuid] if len(pids) == 1
+                    else sorted(providers[p].uuid for p in pids))
+                for s, pids in cand.mappings.items()}
         requests.append(item)
     return {"allocation_requests": requests,
             "provider_summaries": _summaries(result, groups, version)}

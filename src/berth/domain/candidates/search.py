@@ -62,22 +62,17 @@ AnchorFilter = Callable[[int], bool]
 
 
 class Offers:
-    """One group's offers, computed per anchor on first use and kept."""
+    """One group's offers under each anchor (each anchor is visited once)."""
 
     def __init__(self, world: World, spec: GroupSpec) -> None:
         self.world = world
         self.spec = spec
-        self._cache: dict[int, list[Piece]] = {}
+        self.classes = sorted(spec.group.resources)
 
     def at(self, anchor: int) -> list[Piece]:
-        found = self._cache.get(anchor)
-        if found is None:
-            if self.spec.group.same_provider:
-                found = granular_pieces(self.world, self.spec, anchor)
-            else:
-                found = spread_pieces(self.world, self.spec, anchor)
-            self._cache[anchor] = found
-        return found
+        if self.spec.group.same_provider:
+            return granular_pieces(self.world, self.spec, anchor)
+        return spread_pieces(self.world, self.spec, anchor, self.classes)
 
 
 def granular_pieces(world: World, spec: GroupSpec, anchor: int
@@ -114,7 +109,12 @@ def _options(world: World, spec: GroupSpec, anchor: int, rc: str,
     shared = world.shared_into.get(anchor, ())
     if (not g.member_of and not g.forbidden_aggs
             and spec.tree_root is None):
-        found = [pid for pid in local if providers[pid].can_take(rc, n)]
+        found = []
+        for pid in local:
+            # can_take, inlined: every provider here has inventory of rc.
+            r = providers[pid].room[rc]
+            if r[1] <= n <= r[2] and n % r[3] == 0 and n <= r[0]:
+                found.append(pid)
         if shared:
             found += [s for s in shared if providers[s].can_take(rc, n)]
         return found
@@ -143,13 +143,13 @@ def _options(world: World, spec: GroupSpec, anchor: int, rc: str,
     return found
 
 
-def spread_pieces(world: World, spec: GroupSpec, anchor: int) -> list[Piece]:
-    """Offers of the unsuffixed group under ``anchor``: each class from one
-    provider of the anchor's tree or from a sharing provider serving it;
-    together they must carry the required traits and none may carry a
-    forbidden one."""
+def spread_pieces(world: World, spec: GroupSpec, anchor: int,
+                  classes: list[str]) -> list[Piece]:
+    """Offers of the unsuffixed group under ``anchor`` (its ``classes`` in
+    sorted order): each class from one provider of the anchor's tree or
+    from a sharing provider serving it; together they must carry the
+    required traits and none may carry a forbidden one."""
     g = spec.group
-    classes = sorted(g.resources)
     per_class = []
     for rc in classes:
         opts = _options(world, spec, anchor, rc, g.resources[rc])
