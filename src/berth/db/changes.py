@@ -65,11 +65,16 @@ def flush(conn: Connection) -> int | None:
     if not pending:
         return None
     state = t.berth_state
-    bumped = conn.execute(state.update().where(state.c.id == 1)
-                          .values(seq=state.c.seq + 1))
-    if bumped.rowcount != 1:
+    bump = state.update().where(state.c.id == 1).values(seq=state.c.seq + 1)
+    seq: int | None
+    if conn.dialect.update_returning:
+        seq = conn.scalar(bump.returning(state.c.seq))
+    else:
+        bumped = conn.execute(bump)
+        seq = current(conn) if bumped.rowcount == 1 else None
+    if seq is None:
         conn.execute(state.insert().values(id=1, seq=1))
-    seq = current(conn)
+        seq = 1
     kinds = {kind for kind, _ in pending}
     rows: list[tuple[str, int | None]]
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
