@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from berth.domain.candidates.model import World, aggs_ok, provider_matches, traits_ok
+from berth.domain.candidates.model import Provider, World, aggs_ok, traits_ok
 from berth.domain.candidates.request import RequestGroup, RequestWide
 
 Alloc = tuple[int, str, int]
@@ -68,35 +68,54 @@ class Offers:
         self.world = world
         self.spec = spec
         self.classes = sorted(spec.group.resources)
+        self.amounts = [(rc, spec.group.resources[rc]) for rc in self.classes]
 
     def at(self, anchor: int) -> list[Piece]:
         if self.spec.group.same_provider:
-            return granular_pieces(self.world, self.spec, anchor)
+            return granular_pieces(self.world, self.spec, anchor,
+                                   self.amounts)
         return spread_pieces(self.world, self.spec, anchor, self.classes)
 
 
-def granular_pieces(world: World, spec: GroupSpec, anchor: int
-                    ) -> list[Piece]:
-    """Single-provider offers of a suffixed group under ``anchor``: a
-    provider of the anchor's tree, or a sharing provider serving it."""
+def granular_pieces(world: World, spec: GroupSpec, anchor: int,
+                    amounts: list[tuple[str, int]]) -> list[Piece]:
+    """Single-provider offers of a suffixed group (asking for ``amounts``,
+    by class name) under ``anchor``: a provider of the anchor's tree, or
+    a sharing provider serving it (``provider_matches``, unrolled)."""
     g = spec.group
-    if g.resources:
+    if amounts:
         # Only providers with inventory of the first class can serve.
-        local: Iterable[int] = world.tree_class.get(
-            (anchor, min(g.resources)), ())
+        local: Iterable[int] = world.tree_class.get((anchor, amounts[0][0]),
+                                                    ())
     else:
         local = world.trees.get(anchor, ())
-    allocs = tuple((rc, n) for rc, n in sorted(g.resources.items()))
-    out = []
+    shared = world.shared_into.get(anchor)
+    if shared:
+        local = itertools.chain(local, shared)
+    labels = bool(g.required or g.forbidden or g.member_of
+                  or g.forbidden_aggs)
+    tree_root = spec.tree_root
     providers = world.providers
-    for pid in itertools.chain(local, world.shared_into.get(anchor, ())):
+    out = []
+    for pid in local:
         p = providers[pid]
-        if spec.tree_root is not None and p.root_id != spec.tree_root:
+        if tree_root is not None and p.root_id != tree_root:
             continue
-        if provider_matches(p, g.resources, g.required, g.forbidden,
-                            g.member_of, g.forbidden_aggs):
-            out.append(Piece(g.suffix, tuple(
-                (pid, rc, n) for rc, n in allocs), (pid,)))
+        room = p.room
+        for rc, n in amounts:
+            r = room.get(rc)
+            if (r is None or n < r[1] or n > r[2] or n % r[3]
+                    or n > r[0]):
+                break
+        else:
+            if labels and not (
+                    traits_ok(p.traits, g.required, g.forbidden)
+                    and aggs_ok(p.aggregates, g.member_of,
+                                g.forbidden_aggs)):
+                continue
+            out.append(Piece(g.suffix,
+                             tuple([(pid, rc, n) for rc, n in amounts]),
+                             (pid,)))
     return out
 
 
@@ -150,6 +169,12 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
     from a sharing provider serving it; together they must carry the
     required traits and none may carry a forbidden one."""
     g = spec.group
+    tree = world.trees.get(anchor)
+    if (tree is not None and len(tree) == 1 and anchor not in
+            world.shared_into and not g.member_of and not g.forbidden_aggs
+            and spec.tree_root is None):
+        # A lone provider (the usual compute host): it alone can serve.
+        return _lone_piece(world.providers[anchor], g, classes)
     per_class = []
     for rc in classes:
         opts = _options(world, spec, anchor, rc, g.resources[rc])
@@ -157,6 +182,23 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
             return []
         per_class.append(opts)
     return _combine(world, g, classes, per_class)
+
+
+def _lone_piece(p: Provider, g: RequestGroup, classes: list[str]
+                ) -> list[Piece]:
+    """``spread_pieces`` for a tree of one provider and no sharing."""
+    room = p.room
+    for rc in classes:
+        r = room.get(rc)
+        n = g.resources[rc]
+        if r is None or n < r[1] or n > r[2] or n % r[3] or n > r[0]:
+            return []
+    if (g.required or g.forbidden) and not traits_ok(p.traits, g.required,
+                                                       g.forbidden):
+        return []
+    pid = p.id
+    return [Piece(g.suffix, tuple([(pid, rc, g.resources[rc])
+                                   for rc in classes]), (pid,))]
 
 
 def _combine(world: World, g: RequestGroup, classes: list[str],
@@ -204,6 +246,7 @@ class Merger:
         self.world = world
         self.groups = groups
         self.isolate = wide.group_policy == "isolate"
+        self.same = [g.same_provider for g in groups]
         self._rooms: dict[tuple[int, str], int] = {}
         # Check each same_subtree set once its last group has been chosen.
         index = {g.suffix: i for i, g in enumerate(groups)}
@@ -226,6 +269,12 @@ class Merger:
             # amounts land on the same provider and class.
             shared = self.world.anchors
             for piece in lists[0]:
+                pids = piece.providers
+                if len(pids) == 1:
+                    yield Candidate(
+                        anchor, {pids[0]: {rc: n for _, rc, n in piece.allocs}},
+                        {piece.suffix: pids}, pids[0] in shared)
+                    continue
                 allocs: dict[int, dict[str, int]] = {}
                 for pid, rc, n in piece.allocs:
                     res = allocs.get(pid)
@@ -233,15 +282,46 @@ class Merger:
                         allocs[pid] = {rc: n}
                     else:
                         res[rc] = n
-                yield Candidate(anchor, allocs,
-                                {piece.suffix: piece.providers},
-                                all(p in shared for p in piece.providers))
+                yield Candidate(anchor, allocs, {piece.suffix: pids},
+                                all(p in shared for p in pids))
             return
-        # With two groups the walk is short anyway; the bound pays from
-        # three on.
-        bounds = (self._bounds(lists) if len(lists) > 2
-                  else ([{}] * (len(lists) + 1), {}))
-        yield from self._walk(_Walk(anchor, lists, bounds), 0)
+        if len(lists) == 2:
+            yield from self._pairs(anchor, lists[0], lists[1])
+            return
+        yield from self._walk(_Walk(anchor, lists, self._bounds(lists)), 0)
+
+    def _pairs(self, anchor: int, first: list[Piece], second: list[Piece]
+               ) -> Iterator[Candidate]:
+        """The walk for two groups, unrolled (a common request shape: one
+        group for the instance, one for a device). Each piece fits by
+        itself, so only a provider both pieces use needs its totals
+        checked."""
+        isolate = self.isolate and self.same[0] and self.same[1]
+        at_first = 0 in self.subtree_at
+        at_second = 1 in self.subtree_at
+        for a in first:
+            if at_first and not self._subtrees_ok(0, [a]):
+                continue
+            used = set(a.providers)
+            for b in second:
+                if isolate and a.providers[0] == b.providers[0]:
+                    continue
+                if not used.isdisjoint(b.providers) and not self._fit(a, b):
+                    continue
+                pair = [a, b]
+                if at_second and not self._subtrees_ok(1, pair):
+                    continue
+                yield self._candidate(anchor, pair)
+
+    def _fit(self, a: Piece, b: Piece) -> bool:
+        """True when ``a`` and ``b`` together stay within every room."""
+        totals: dict[tuple[int, str], int] = {}
+        for pid, rc, n in itertools.chain(a.allocs, b.allocs):
+            key = (pid, rc)
+            total = totals[key] = totals.get(key, 0) + n
+            if total > self._room(key):
+                return False
+        return True
 
     def _bounds(self, lists: list[list[Piece]]
                 ) -> tuple[list[dict[str, int]], dict[str, int]]:
@@ -274,7 +354,7 @@ class Merger:
         for rc, n in w.need[depth].items():
             if w.spent.get(rc, 0) + n > w.supply.get(rc, 0):
                 return
-        same = self.groups[depth].same_provider
+        same = self.same[depth]
         for piece in w.lists[depth]:
             if same and self.isolate and piece.providers[0] in w.granular:
                 continue
@@ -346,10 +426,10 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
     made of sharing providers only may repeat under several anchors."""
     merger = Merger(world, [s.group for s in specs], wide)
     offers = [Offers(world, spec) for spec in specs]
-    gens = [merger.run(a, offers) for a in anchors
-            if a in world.providers and anchor_ok(a)]
+    gens = (merger.run(a, offers) for a in anchors
+            if a in world.providers and anchor_ok(a))
     if strategy == "breadth-first":
-        return _roundrobin(gens)
+        return _roundrobin(list(gens))
     return itertools.chain.from_iterable(gens)
 
 
