@@ -38,8 +38,10 @@ class World:
 
 
 class Builder:
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url, timeout=120)
+    def __init__(self, url: str,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.http = httpx.Client(base_url=url, timeout=120,
+                                 transport=transport)
 
     def call(self, method: str, path: str, version: str, body: object = None,
              ok: tuple[int, ...] = (200, 201, 204)) -> httpx.Response:
@@ -111,12 +113,14 @@ def _host(b: Builder, i: int, world: World, rnd: random.Random) -> None:
 
 
 def build(url: str, hosts: int = 1000, seed: int = 7,
-          threads: int = 4) -> World:
-    """Create the deployment on the server at ``url``."""
+          threads: int = 4,
+          transport: httpx.BaseTransport | None = None) -> World:
+    """Create the deployment on the server at ``url`` (through
+    ``transport`` when given: an in-process app)."""
     world = World(hosts=hosts,
                   aggregates=[uid("agg-%d" % a) for a in range(10)],
                   sharing_aggregates=[uid("share-%d" % a) for a in range(4)])
-    b = Builder(url)
+    b = Builder(url, transport)
     for name in ("CUSTOM_FAST", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B"):
         b.call("PUT", "/traits/%s" % name, "1.6", ok=(201, 204))
     for n, agg in enumerate(world.sharing_aggregates):
@@ -126,7 +130,8 @@ def build(url: str, hosts: int = 1000, seed: int = 7,
         b.aggregates(pool, [agg])
     rnd = random.Random(seed)
     with ThreadPoolExecutor(threads) as pool_:
-        list(pool_.map(lambda i: _host(Builder(url), i, world, rnd),
+        list(pool_.map(lambda i: _host(Builder(url, transport), i, world,
+                                       rnd),
                        range(hosts)))
     _allocate(b, world, random.Random(seed), count=hosts * 2)
     return world
@@ -145,10 +150,11 @@ def _allocate(b: Builder, world: World, rnd: random.Random, count: int) -> None:
         b.call("PUT", "/allocations/%s" % uid("consumer-%d" % n), "1.28", body)
 
 
-def build_explosion(url: str, pfs: int = 21) -> None:
+def build_explosion(url: str, pfs: int = 21,
+                    transport: httpx.BaseTransport | None = None) -> None:
     """Upstream's wide-tree case: one compute with ``pfs`` PF children of
     one VF each."""
-    b = Builder(url)
+    b = Builder(url, transport)
     root = b.provider("wide-cn")
     b.inventory(root, {"VCPU": {"total": 8}})
     for n in range(pfs):

@@ -170,9 +170,9 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
     required traits and none may carry a forbidden one."""
     g = spec.group
     tree = world.trees.get(anchor)
-    if (tree is not None and len(tree) == 1 and anchor not in
-            world.shared_into and not g.member_of and not g.forbidden_aggs
-            and spec.tree_root is None):
+    if (tree is not None and len(tree) == 1
+            and anchor not in world.shared_into
+            and (spec.tree_root is None or spec.tree_root == anchor)):
         # A lone provider (the usual compute host): it alone can serve.
         return _lone_piece(world.providers[anchor], g, classes)
     per_class = []
@@ -187,6 +187,9 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
 def _lone_piece(p: Provider, g: RequestGroup, classes: list[str]
                 ) -> list[Piece]:
     """``spread_pieces`` for a tree of one provider and no sharing."""
+    if (g.member_of or g.forbidden_aggs) and not aggs_ok(
+            p.aggregates, g.member_of, g.forbidden_aggs):
+        return []
     room = p.room
     for rc in classes:
         r = room.get(rc)

@@ -1,0 +1,208 @@
+"""Berth alone, in-process: where one candidate request's CPU goes.
+
+    .venv/bin/python bench/inprocess.py                 # stage times
+    .venv/bin/python bench/inprocess.py --callgrind     # instruction counts
+    .venv/bin/python bench/inprocess.py --db /tmp/w.sqlite simple traits
+
+Builds the benchmark deployment (``world.py``) into an SQLite file through
+the WSGI app in-process (no server), or reuses ``--db`` when it exists.
+For each query it reports the median time of the search
+(``engine.find_candidates``), of building the response body, of JSON
+encoding, and of the whole WSGI call. Times on a shared machine vary by
+a quarter from run to run; ``--callgrind`` instead runs the search under
+valgrind and reports instructions per search, which are the same on every
+run: use it to compare two versions of the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import world as world_mod  # noqa: E402
+from run import EXPLOSION, QUERIES  # noqa: E402
+
+from berth import conf as berth_conf  # noqa: E402
+from berth.api import render  # noqa: E402
+from berth.api.app import create_app  # noqa: E402
+from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
+from berth.db import migrate  # noqa: E402
+from berth.db.engine import Database, create_engine  # noqa: E402
+from berth.domain.candidates import engine, parse  # noqa: E402
+from berth.domain.candidates.request import Settings  # noqa: E402
+from berth.domain.candidates.snapshot import cache_for, tune_for_serving  # noqa: E402
+
+VERSION = (1, 39)
+
+
+def _query(name: str) -> str:
+    if name in EXPLOSION:
+        return EXPLOSION[name] + "&group_policy=none&limit=1000"
+    base, _, limit = name.partition("+limit")
+    return QUERIES[base] + ("&limit=%s" % limit if limit else "")
+
+
+def _app(path: Path) -> Any:
+    conf = berth_conf.load([])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf.set_override("request_log", False, group="berth")
+    engine_ = create_engine("sqlite:///%s" % path)
+    migrate.upgrade(engine_)
+    return create_app(conf, Database(engine_))
+
+
+def build(path: Path, hosts: int) -> None:
+    """The deployment into a new SQLite file, and the explosion tree into
+    another beside it (as ``run.py`` does)."""
+    world_mod.build("http://berth.test", hosts=hosts,
+                    transport=httpx.WSGITransport(app=_app(path)))
+    world_mod.build_explosion("http://berth.test", transport=httpx.WSGITransport(
+        app=_app(_wide(path))))
+
+
+def _wide(path: Path) -> Path:
+    return path.with_name(path.stem + "-wide" + path.suffix)
+
+
+def _db_for(path: Path, name: str) -> Path:
+    return _wide(path) if name in EXPLOSION else path
+
+
+def _median_ms(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times) * 1000
+
+
+def _wsgi(app: Any, query: str) -> bytes:
+    environ = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": "/allocation_candidates",
+        "QUERY_STRING": query, "SERVER_NAME": "berth.test",
+        "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr, "HTTP_X_AUTH_TOKEN": "admin",
+        "HTTP_ACCEPT": "application/json",
+        "HTTP_OPENSTACK_API_VERSION": "placement 1.39"}
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
+    if not status[0].startswith("200"):
+        raise RuntimeError("%s: %r" % (status[0], body[:200]))
+    return body
+
+
+def stages(path: Path, names: list[str], repeat: int) -> None:
+    tune_for_serving()
+    print("%-26s %9s %9s %9s %9s" % ("query (ms, median)", "search",
+                                      "body", "json", "wsgi"))
+    for name in names:
+        print("%-26s %9.2f %9.2f %9.2f %9.2f"
+              % ((name,) + _stage(_db_for(path, name), name, repeat)))
+
+
+def _stage(path: Path, name: str, repeat: int
+           ) -> tuple[float, float, float, float]:
+    """Median ms of the search, the body, the JSON and the WSGI call."""
+    app = _app(path)
+    db = Database(create_engine("sqlite:///%s" % path))
+    cache = cache_for(db)
+    query = _query(name)
+    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    with db.engine.connect() as conn:
+        def find() -> engine.Result:
+            return engine.find_candidates(conn, cache, groups, wide,
+                                          Settings(), True)
+        search_ms = _median_ms(find, repeat)
+        result = find()
+    body_ms = _median_ms(lambda: serialize(result, groups, VERSION), repeat)
+    body = serialize(result, groups, VERSION)
+    json_ms = _median_ms(lambda: render.dumps(body), repeat)
+    wsgi_ms = _median_ms(lambda: _wsgi(app, query), repeat)
+    return search_ms, body_ms, json_ms, wsgi_ms
+
+
+def _count(path: Path, name: str, searches: int) -> int:
+    """Instructions valgrind counts for this script doing ``searches``
+    searches of ``name`` (start-up included)."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         sys.executable, __file__, "--db", str(path), "--searches",
+         str(searches), name], capture_output=True, text=True, check=True)
+    for line in out.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1])
+    raise RuntimeError(out.stderr[-500:])
+
+
+def callgrind(path: Path, names: list[str], searches: int = 10) -> None:
+    print("%-26s %s" % ("query", "instructions per search"))
+    for name in names:
+        per = (_count(path, name, searches + 1) - _count(path, name, 1)) \
+            // searches
+        print("%-26s %.1f M" % (name, per / 1e6))
+
+
+def _searches(path: Path, name: str, count: int) -> None:
+    """Run under valgrind by ``callgrind``: ``count`` searches."""
+    db = Database(create_engine("sqlite:///%s" % _db_for(path, name)))
+    cache = cache_for(db)
+    groups, wide = parse.parse_request(parse_qsl(_query(name)), VERSION)
+    with db.engine.connect() as conn:
+        for _ in range(count):
+            engine.find_candidates(conn, cache, groups, wide, Settings(),
+                                   True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("queries", nargs="*", help="default: every query")
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--db", type=Path,
+                    help="SQLite file to reuse (built there if missing)")
+    ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--searches", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    names = args.queries or (
+        [n + s for n in QUERIES for s in ("", "+limit50")] + list(EXPLOSION))
+    if args.searches is not None:
+        _searches(args.db, names[0], args.searches)
+        return 0
+    tmp = None
+    path = args.db
+    if path is None:
+        tmp = tempfile.mkdtemp(prefix="berth-inprocess-")
+        path = Path(tmp) / "world.sqlite"
+    try:
+        if not path.exists():
+            start = time.time()
+            build(path, args.hosts)
+            print("built %d hosts in %.0fs" % (args.hosts, time.time() - start))
+        if args.callgrind:
+            callgrind(path, names)
+        else:
+            stages(path, names, args.repeat)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
