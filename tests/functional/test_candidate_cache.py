@@ -20,6 +20,7 @@ from berth.api.app import create_app
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
+from berth.domain import allocations
 from berth.domain.candidates import load
 from tests.conftest import Client, make_conf
 
@@ -44,6 +45,17 @@ QUERIES = [
 
 def _uuid(n: int) -> str:
     return "00000000-0000-4000-8000-%012d" % n
+
+
+def _hosts(client: Client, count: int, vcpu: int) -> None:
+    """Providers h1..h<count>, each with ``vcpu`` VCPU."""
+    for n in range(1, count + 1):
+        assert client.post("/resource_providers", json={
+            "name": "h%d" % n, "uuid": _uuid(n)}).status_code == 200
+        assert client.put("/resource_providers/%s/inventories" % _uuid(n),
+                          json={"resource_provider_generation": 0,
+                                "inventories": {"VCPU": {"total": vcpu}}}
+                          ).status_code == 200
 
 
 class Walk:
@@ -210,12 +222,7 @@ def test_each_change_reads_only_what_it_must(db: Database,
         monkeypatch.setattr(load, name, lambda *a, _n=name, _f=real:
                             calls.append(_n) or _f(*a))
     with Client(create_app(make_conf(), db)) as client:
-        for n in range(1, 9):
-            client.post("/resource_providers", json={"name": "h%d" % n,
-                                                     "uuid": _uuid(n)})
-            client.put("/resource_providers/%s/inventories" % _uuid(n),
-                       json={"resource_provider_generation": 0,
-                             "inventories": {"VCPU": {"total": 2}}})
+        _hosts(client, 8, 2)
         query = "/allocation_candidates?resources=VCPU:2"
         assert len(client.get(query).json()["allocation_requests"]) == 8
         assert calls == ["load_world"]
@@ -250,12 +257,7 @@ def test_moved_consumer_frees_the_provider_it_left(db: Database, how: str
     claim does not lock: another worker must still see it freed."""
     with Client(create_app(make_conf(), db)) as writer, \
             Client(create_app(make_conf(), Database(db.engine))) as reader:
-        for n in (1, 2):
-            writer.post("/resource_providers", json={"name": "h%d" % n,
-                                                     "uuid": _uuid(n)})
-            writer.put("/resource_providers/%s/inventories" % _uuid(n),
-                       json={"resource_provider_generation": 0,
-                             "inventories": {"VCPU": {"total": 1}}})
+        _hosts(writer, 2, 1)
         consumer = str(uuidlib.uuid4())
         body = {"project_id": "p", "user_id": "u",
                 "consumer_type": "INSTANCE"}
@@ -350,3 +352,99 @@ def test_many_providers_collapse_to_one_row(db: Database) -> None:
     rows = [r for r in _seq_rows(db) if r[0] > start]
     assert rows == [(start + 1, "u", None)]
     assert db.read(lambda c: changes.since(c, start, start + 1)).everything
+
+
+# Interleavings that only READ COMMITTED allows (PostgreSQL, MariaDB): on
+# SQLite writers run one at a time and a reader sees one snapshot, and a
+# write forced inside another transaction would wait for its lock.
+
+def _read_committed_only(backend: str) -> None:
+    if backend == "sqlite":
+        pytest.skip("needs READ COMMITTED interleaving (PostgreSQL, MariaDB)")
+
+
+def test_emptying_a_consumer_created_meanwhile_keeps_its_claim(
+        db: Database, backend: str, monkeypatch: Any) -> None:
+    """Emptying consumer X, not found when read, must not remove the
+    allocations a concurrent request gives X before the delete runs: that
+    request committed first, and its claim stands (and every cache keeps
+    showing it)."""
+    _read_committed_only(backend)
+    body = {"project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
+    with Client(create_app(make_conf(), db)) as writer, \
+            Client(create_app(make_conf(), Database(db.engine))) as reader:
+        rp = _uuid(1)
+        _hosts(writer, 1, 1)
+        # The project and user rows exist first, so that neither request
+        # below inserts them (the second would wait on the first's row).
+        other = str(uuidlib.uuid4())
+        assert writer.put("/allocations/%s" % other, json={
+            **body, "consumer_generation": None,
+            "allocations": {rp: {"resources": {"VCPU": 1}}}}
+        ).status_code == 204
+        assert writer.delete("/allocations/%s" % other).status_code == 204
+        query = "/allocation_candidates?resources=VCPU:1"
+        assert len(reader.get(query).json()["allocation_requests"]) == 1
+        consumer = str(uuidlib.uuid4())
+        real = allocations.lock_providers
+
+        def racing(conn: Any, ids: set[int]) -> None:
+            monkeypatch.setattr(allocations, "lock_providers", real)
+            resp = writer.put("/allocations/%s" % consumer, json={
+                **body, "consumer_generation": None,
+                "allocations": {rp: {"resources": {"VCPU": 1}}}})
+            assert resp.status_code == 204, resp.text
+            real(conn, ids)
+
+        monkeypatch.setattr(allocations, "lock_providers", racing)
+        resp = writer.post("/allocations", json={consumer: {
+            **body, "consumer_generation": None, "allocations": {}}})
+        assert resp.status_code == 204, resp.text
+        held = writer.get("/allocations/%s" % consumer).json()
+        assert held["allocations"] == {rp: {"resources": {"VCPU": 1},
+                                            "generation": 3}}
+        assert reader.get(query).json()["allocation_requests"] == []
+
+
+def test_trait_created_during_a_refresh(db: Database, backend: str,
+                                        monkeypatch: Any) -> None:
+    """A trait created and set on a provider while a worker re-reads its
+    world is picked up, not an unknown id (which was a 500)."""
+    _read_committed_only(backend)
+    with Client(create_app(make_conf(), db)) as writer, \
+            Client(create_app(make_conf(), Database(db.engine))) as reader:
+        _hosts(writer, 2, 4)
+        query = "/allocation_candidates?resources=VCPU:1"
+        assert reader.get(query).status_code == 200
+        writer.put("/resource_providers/%s/traits" % _uuid(1), json={
+            "resource_provider_generation": 1,
+            "traits": ["HW_CPU_X86_AVX2"]})
+        real = load._providers
+
+        def racing(*args: Any) -> Any:
+            # Between reading the names and reading the providers.
+            monkeypatch.setattr(load, "_providers", real)
+            assert writer.put("/traits/CUSTOM_NEW").status_code == 201
+            assert writer.put("/resource_providers/%s/traits" % _uuid(2),
+                              json={"resource_provider_generation": 1,
+                                    "traits": ["CUSTOM_NEW"]}
+                              ).status_code == 200
+            return real(*args)
+
+        # (Two providers, one changed: the world is read whole.)
+        monkeypatch.setattr(load, "_providers", racing)
+        resp = reader.get(query + "&required=HW_CPU_X86_AVX2")
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["allocation_requests"][0]["allocations"] == {
+            _uuid(1): {"resources": {"VCPU": 1}}}
+
+
+def test_missing_counter_row_is_recreated(db: Database) -> None:
+    """A database whose counter row is gone (not built by db sync) still
+    takes writes, and the sequence starts again at 1."""
+    with db.engine.begin() as conn:
+        conn.execute(t.berth_state.delete())
+    assert db.read(changes.current) == 0
+    db.run(lambda conn: changes.note(conn, changes.USAGE, [1]))
+    db.run(lambda conn: changes.note(conn, changes.USAGE, [2]))
+    assert db.read(changes.current) == 2

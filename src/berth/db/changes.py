@@ -73,8 +73,7 @@ def flush(conn: Connection) -> int | None:
         bumped = conn.execute(bump)
         seq = current(conn) if bumped.rowcount == 1 else None
     if seq is None:
-        conn.execute(state.insert().values(id=1, seq=1))
-        seq = 1
+        seq = _first(conn, bump)
     kinds = {kind for kind, _ in pending}
     rows: list[tuple[str, int | None]]
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
@@ -88,6 +87,19 @@ def flush(conn: Connection) -> int | None:
         conn.execute(t.berth_changes.delete()
                      .where(t.berth_changes.c.seq <= seq - KEEP))
     return seq
+
+
+def _first(conn: Connection, bump: sa.Update) -> int:
+    """The counter row is missing (a database not built by ``berth db
+    sync``): create it, or, if a concurrent writer just did, bump it."""
+    state = t.berth_state
+    try:
+        with conn.begin_nested():
+            conn.execute(state.insert().values(id=1, seq=1))
+        return 1
+    except sa.exc.IntegrityError:
+        conn.execute(bump)
+        return current(conn)
 
 
 def current(conn: Connection) -> int:

@@ -184,9 +184,12 @@ berth_state = sa.Table(
     **MYSQL,
 )
 
+#: 64-bit ids that still autoincrement on SQLite (where only INTEGER does).
+BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 berth_changes = sa.Table(
     "berth_changes", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
     sa.Column("seq", sa.BigInteger, nullable=False, index=True),
     sa.Column("kind", sa.String(1), nullable=False),
     # No foreign key: the provider may be gone by the time this is read.

@@ -287,23 +287,28 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     """
     providers = _resolve_providers(conn, requests)
     ordered = sorted(requests, key=lambda r: r.consumer_uuid)
-    for req in ordered:
-        _ensure_consumer(conn, req)
+    # The consumers this transaction holds (row-locked, or created here).
+    # One that did not exist and gets nothing is left alone: removing
+    # allocations a concurrent request gave it meanwhile would undo a
+    # write that committed after this one read the consumer missing.
+    taken = sorted(req.consumer_uuid for req in ordered
+                   if _ensure_consumer(conn, req) is not None)
     claims = _claims(requests, providers)
     _class_ids(conn, claims)
-    emptied = [r.consumer_uuid for r in requests if not r.allocations]
+    emptied = [r.consumer_uuid for r in requests
+               if not r.allocations and r.consumer_uuid in taken]
     to_lock = {c.provider_id for c in claims}
-    held = _held_provider_ids(conn, [r.consumer_uuid for r in requests])
-    if len(emptied) == len(requests):
+    held = _held_provider_ids(conn, taken)
+    if len(emptied) == len(taken):
         to_lock |= held
     elif emptied:
         to_lock |= _held_provider_ids(conn, emptied)
     lock_providers(conn, to_lock)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, held)
-    a = t.allocations
-    conn.execute(a.delete().where(a.c.consumer_id.in_(
-        sorted(r.consumer_uuid for r in requests))))
+    if taken:
+        a = t.allocations
+        conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
     if check_capacity and claims:
         _check_claims(conn, claims)
     _insert(conn, claims)

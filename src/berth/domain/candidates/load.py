@@ -56,24 +56,28 @@ def names(conn: Connection, table: sa.Table,
     return {name: id_ for name, id_ in conn.execute(query)}
 
 
-def usage(conn: Connection, class_names: dict[int, str],
-          provider_ids: Iterable[int] | None = None
+# Class and trait names are joined into each query rather than looked up
+# in a map read earlier: under READ COMMITTED a class or trait created and
+# used between two statements would otherwise be an unknown id.
+
+
+def usage(conn: Connection, provider_ids: Iterable[int] | None = None
           ) -> dict[int, dict[str, int]]:
     """provider id -> class -> amount allocated (of ``provider_ids``, or
     of every provider); a provider with nothing allocated maps to {}."""
-    al = t.allocations
-    query = (sa.select(al.c.resource_provider_id, al.c.resource_class_id,
+    al, rc = t.allocations, t.resource_classes
+    query = (sa.select(al.c.resource_provider_id, rc.c.name,
                        sa.func.sum(al.c.used))
-             .group_by(al.c.resource_provider_id, al.c.resource_class_id))
+             .join(rc, rc.c.id == al.c.resource_class_id)
+             .group_by(al.c.resource_provider_id, rc.c.name))
     result: dict[int, dict[str, int]] = {}
     if provider_ids is not None:
         wanted = sorted(set(provider_ids))
         query = query.where(al.c.resource_provider_id.in_(wanted))
         result = {pid: {} for pid in wanted}
-    for pid, rc, used in conn.execute(query):
-        # (A class this map does not know has no inventory in the world.)
-        if used and rc in class_names:
-            result.setdefault(pid, {})[class_names[rc]] = int(used)
+    for pid, name, used in conn.execute(query):
+        if used:
+            result.setdefault(pid, {})[name] = int(used)
     return result
 
 
@@ -83,7 +87,7 @@ def load_world(conn: Connection
     aggregates; and the resource class and trait name -> id maps."""
     classes = names(conn, t.resource_classes)
     traits = names(conn, t.traits)
-    return World(_providers(conn, classes, traits, None)), classes, traits
+    return World(_providers(conn, None)), classes, traits
 
 
 def refresh_providers(conn: Connection, world: World,
@@ -98,40 +102,45 @@ def refresh_providers(conn: Connection, world: World,
     providers = dict(world.providers)
     for pid in ids:
         providers.pop(pid, None)
-    for p in _providers(conn, classes, traits, ids):
+    fresh = _providers(conn, ids)
+    for p in fresh:
         providers[p.id] = p
+    if any(p.root_id not in providers or (
+            p.parent_id is not None and p.parent_id not in providers)
+           for p in fresh):
+        # Moved under a provider created after the change rows were read
+        # (READ COMMITTED): read everything instead.
+        return load_world(conn)
     return World(providers.values()), classes, traits
 
 
-def _providers(conn: Connection, classes: dict[str, int],
-               traits: dict[str, int], ids: list[int] | None
-               ) -> list[Provider]:
+def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
     """The providers ``ids`` (None: all), read whole."""
-    rc_name = {v: k for k, v in classes.items()}
-    trait_name = {v: k for k, v in traits.items()}
 
     def only(query: sa.Select[Any], column: sa.Column[Any]
              ) -> sa.Select[Any]:
         return query if ids is None else query.where(column.in_(ids))
 
-    inv = t.inventories
+    inv, rcs = t.inventories, t.resource_classes
     stock: dict[int, dict[str, Inventory]] = {}
     for pid, rc, total, reserved, lo, hi, step, ratio in conn.execute(only(
-            sa.select(inv.c.resource_provider_id, inv.c.resource_class_id,
+            sa.select(inv.c.resource_provider_id, rcs.c.name,
                       inv.c.total, inv.c.reserved, inv.c.min_unit,
                       inv.c.max_unit, inv.c.step_size,
-                      inv.c.allocation_ratio),
+                      inv.c.allocation_ratio)
+            .join(rcs, rcs.c.id == inv.c.resource_class_id),
             inv.c.resource_provider_id)):
-        stock.setdefault(pid, {})[rc_name[rc]] = Inventory(
+        stock.setdefault(pid, {})[rc] = Inventory(
             total, reserved, lo, hi, step, float(ratio))
-    used = usage(conn, rc_name, ids)
-    rpt = t.resource_provider_traits
+    used = usage(conn, ids)
+    rpt, tr = t.resource_provider_traits, t.traits
     labels: dict[int, list[str]] = {}
-    for pid, tid in conn.execute(only(
-            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id),
+    for pid, name in conn.execute(only(
+            sa.select(rpt.c.resource_provider_id, tr.c.name)
+            .join(tr, tr.c.id == rpt.c.trait_id),
             rpt.c.resource_provider_id)
             .order_by(rpt.c.resource_provider_id, rpt.c.trait_id)):
-        labels.setdefault(pid, []).append(trait_name[tid])
+        labels.setdefault(pid, []).append(name)
     rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
     members: dict[int, set[str]] = {}
     for pid, uuid in conn.execute(only(
@@ -155,11 +164,10 @@ def _providers(conn: Connection, classes: dict[str, int],
     return providers
 
 
-def refresh_usage(conn: Connection, world: World, classes: dict[str, int],
+def refresh_usage(conn: Connection, world: World,
                   provider_ids: Iterable[int]) -> World:
     """``world`` with the usage of ``provider_ids`` read again."""
-    rc_name = {v: k for k, v in classes.items()}
-    fresh = usage(conn, rc_name, provider_ids)
+    fresh = usage(conn, provider_ids)
     for pid, amounts in fresh.items():
         p = world.providers.get(pid)
         if p is not None:

@@ -121,8 +121,7 @@ class WorldCache:
         if snap is not None:
             found = changes.since(conn, snap.seq, seq)
             if not (found.everything or found.structure):
-                world = load.refresh_usage(conn, snap.world, snap.classes,
-                                           found.usage)
+                world = load.refresh_usage(conn, snap.world, found.usage)
                 return Snapshot(seq, world, snap.classes, snap.traits), False
             touched = found.structure | found.usage
             if (not found.everything

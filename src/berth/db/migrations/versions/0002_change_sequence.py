@@ -28,7 +28,8 @@ def upgrade() -> None:
     op.bulk_insert(state, [{"id": 1, "seq": 0}])
     op.create_table(
         "berth_changes",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+                  primary_key=True, autoincrement=True),
         sa.Column("seq", sa.BigInteger, nullable=False),
         sa.Column("kind", sa.String(1), nullable=False),
         sa.Column("resource_provider_id", sa.Integer, nullable=True),
