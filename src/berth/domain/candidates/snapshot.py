@@ -8,12 +8,13 @@ providers that changed. When providers themselves changed (created,
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and rebuilds the indexes in memory. A class or
 trait deleted, a gap in the change rows, or changes to a quarter of the
-providers or more reload the world whole. A snapshot is never modified once published, so
-requests in other threads keep using the one they started with.
+providers or more reload the world whole. A snapshot is never modified
+once published, so requests in other threads keep using the one they
+started with.
 
 The cache is only as fresh as the change sequence: a process that writes
-the database without going through Berth's domain code (upstream
-Placement, a hand-written SQL fix) does not bump it. ``[berth]
+the database without going through Berth's domain code (a hand-written
+SQL fix, an older Berth without migration 0002) does not bump it. ``[berth]
 candidate_cache = false`` makes every request build its own world for such
 deployments.
 """
