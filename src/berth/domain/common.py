@@ -76,33 +76,33 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     return expected + 1
 
 
+def ids_by_name(conn: Connection, table: sa.Table,
+                names: Iterable[str] | None = None) -> dict[str, int]:
+    """name -> id in ``table`` (resource classes or traits) of ``names``
+    (unknown ones are left out), or of every row when None."""
+    query = sa.select(table.c.name, table.c.id)
+    if names is not None:
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        query = query.where(table.c.name.in_(wanted))
+    return {name: id_ for name, id_ in conn.execute(query)}
+
+
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Map the given class names to ids (unknown names are left out)."""
-    wanted = set(names)
-    if not wanted:
-        return {}
-    rc = t.resource_classes
-    rows = conn.execute(sa.select(rc.c.name, rc.c.id)
-                        .where(rc.c.name.in_(sorted(wanted))))
-    return {name: id_ for name, id_ in rows}
+    return ids_by_name(conn, t.resource_classes, names)
 
 
 def resource_class_names(conn: Connection) -> dict[int, str]:
     """Every class id -> name (the table is small)."""
-    rc = t.resource_classes
-    return {id_: name for id_, name in
-            conn.execute(sa.select(rc.c.id, rc.c.name))}
+    return {id_: name for name, id_ in
+            ids_by_name(conn, t.resource_classes).items()}
 
 
 def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Map trait names to ids (unknown names are left out)."""
-    wanted = set(names)
-    if not wanted:
-        return {}
-    tr = t.traits
-    rows = conn.execute(sa.select(tr.c.name, tr.c.id)
-                        .where(tr.c.name.in_(sorted(wanted))))
-    return {name: id_ for name, id_ in rows}
+    return ids_by_name(conn, t.traits, names)
 
 
 def ensure_external(conn: Connection, table: sa.Table, external_id: str) -> int:

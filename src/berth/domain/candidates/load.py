@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
-from berth.domain import errors
+from berth.domain import common, errors
 from berth.domain.candidates.model import Provider, World
 from berth.domain.capacity import Inventory
 
@@ -42,18 +42,6 @@ def trait_ids(names: Iterable[str], known: dict[str, int],
         raise errors.BadRequest("%sNo such trait(s): %s."
                                 % (prefix, ", ".join(missing)))
     return {n: known[n] for n in wanted}
-
-
-def names(conn: Connection, table: sa.Table,
-          only: Iterable[str] | None = None) -> dict[str, int]:
-    """name -> id of resource classes or traits (``only`` those names)."""
-    query = sa.select(table.c.name, table.c.id)
-    if only is not None:
-        wanted = sorted(set(only))
-        if not wanted:
-            return {}
-        query = query.where(table.c.name.in_(wanted))
-    return {name: id_ for name, id_ in conn.execute(query)}
 
 
 # Class and trait names are joined into each query rather than looked up
@@ -85,8 +73,8 @@ def load_world(conn: Connection
                ) -> tuple[World, dict[str, int], dict[str, int]]:
     """Every provider with all its inventories, usage, traits and
     aggregates; and the resource class and trait name -> id maps."""
-    classes = names(conn, t.resource_classes)
-    traits = names(conn, t.traits)
+    classes = common.ids_by_name(conn, t.resource_classes)
+    traits = common.ids_by_name(conn, t.traits)
     return World(_providers(conn, None)), classes, traits
 
 
@@ -97,8 +85,8 @@ def refresh_providers(conn: Connection, world: World,
     deleted ones dropped) and its indexes rebuilt; and fresh class and
     trait maps (a class or trait created since may be in use now)."""
     ids = sorted(set(provider_ids))
-    classes = names(conn, t.resource_classes)
-    traits = names(conn, t.traits)
+    classes = common.ids_by_name(conn, t.resource_classes)
+    traits = common.ids_by_name(conn, t.traits)
     providers = dict(world.providers)
     for pid in ids:
         providers.pop(pid, None)

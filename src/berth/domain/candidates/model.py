@@ -191,6 +191,3 @@ class World:
                 parent in self.providers else None
         result = self._ancestors[pid] = frozenset(found)
         return result
-
-    def is_root(self, pid: int) -> bool:
-        return self.providers[pid].parent_id is None

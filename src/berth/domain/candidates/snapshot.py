@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import changes
 from berth.db import tables as t
+from berth.domain import common
 from berth.domain.candidates import load
 from berth.domain.candidates.model import World
 
@@ -86,7 +87,8 @@ class Snapshot:
         if len(found) < len(wanted):
             # Creating a class or trait does not bump the sequence: no
             # provider has it yet, so only its name is new.
-            found.update(load.names(conn, table, wanted - set(found)))
+            found.update(common.ids_by_name(conn, table,
+                                            wanted - set(found)))
         return found
 
 
