@@ -70,14 +70,12 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
     pairs = util.validate_query(req, schema.list_query(version))
     params = util.query_dict(pairs)
 
-    cache = util.world_cache(req)
-
     def work(conn: Any) -> list[Row]:  # type: ignore[type-arg]
         ids = None
         if ENGINE_FILTERS.intersection(params):
             # The allocation-candidate engine owns these parameters: one
             # parser and one matcher for both endpoints.
-            ids = filter_provider_ids(conn, cache, pairs,
+            ids = filter_provider_ids(conn, util.world_cache(req), pairs,
                                       (version[0], version[1]))
         return providers.list_providers(
             conn, name=params.get("name"), uuid=params.get("uuid"),
