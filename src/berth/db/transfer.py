@@ -133,6 +133,10 @@ def import_database(source_url: str, target: Database, *,
 
     try:
         target.run(copy)
+    except sa.exc.IntegrityError as exc:
+        raise TransferError(
+            "the source breaks a rule Berth's schema keeps (%s); nothing was "
+            "written" % str(exc.orig).strip().splitlines()[0]) from None
     finally:
         report.seconds = clock
     return report
@@ -244,14 +248,14 @@ def _by_name(conn: Connection, table: sa.Table,
              wanted: dict[int, Row]) -> dict[int, int]:
     """Source id -> target id for classes or traits, adding the names the
     target lacks."""
-    have = dict(conn.execute(sa.select(table.c.name, table.c.id)).tuples().all())
+    have = dict(conn.execute(sa.select(table.c.name, table.c.id)).all())
     missing = [r for r in wanted.values() if r["name"] not in have]
     if missing:
         conn.execute(table.insert(), [
             {"name": r["name"], "created_at": r["created_at"],
              "updated_at": r["updated_at"]} for r in missing])
         have = dict(conn.execute(sa.select(table.c.name, table.c.id))
-                    .tuples().all())
+                    .all())
     return {source_id: have[r["name"]] for source_id, r in wanted.items()}
 
 
