@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import world as world_mod  # noqa: E402
-from servers import ROOT, UPSTREAM_VENV, Server  # noqa: E402
+from servers import ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 AGG = world_mod.uid("agg-3")
 SHARE = world_mod.uid("share-1")
@@ -210,12 +209,8 @@ def main() -> int:
     ap.add_argument("--setup-upstream", action="store_true",
                     help="create .upstream-venv with openstack-placement 16.0.0")
     args = ap.parse_args()
-    if args.setup_upstream or (args.only != "berth" and
-                               not (UPSTREAM_VENV / "bin/gunicorn").exists()):
-        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)],
-                       check=True)
-        subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
-                        "openstack-placement==16.0.0", "gunicorn"], check=True)
+    if args.setup_upstream or args.only != "berth":
+        ensure_upstream_venv(force=args.setup_upstream)
     kinds = [args.only] if args.only else ["berth", "upstream"]
     results = {}
     with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
