@@ -5,6 +5,7 @@
     berth db sync | berth db version
     berth db import --from URL [--replace] [--json]
     berth db export --to URL [--json]
+    berth db verify --against URL [--json]
     berth policy list
     berth status upgrade check
     berth migrate-inventory --driver module:Class [--nodename N ...]
@@ -170,6 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--json", action="store_true",
                      help="print the report as JSON (no progress)")
     exp.set_defaults(func=_plugin("berth.importexport:cmd_export"))
+    ver = dbsub.add_parser("verify", help="compare this database with an "
+                                          "upstream one, as import and "
+                                          "export do; exit 1 if they differ")
+    _add_config_args(ver)
+    ver.add_argument("--against", dest="other", required=True, metavar="URL",
+                     help="upstream's database (only read)")
+    ver.add_argument("--json", action="store_true",
+                     help="print the report as JSON")
+    ver.set_defaults(func=_plugin("berth.importexport:cmd_verify"))
 
     pol = sub.add_parser("policy", help="policy rules")
     polsub = pol.add_subparsers(dest="policy_command", metavar="ACTION")

@@ -1,4 +1,4 @@
-"""``berth db import`` and ``berth db export``: the command-line side of
+"""``berth db import``, ``export`` and ``verify``: the command-line side of
 ``berth.db.transfer`` (progress on a terminal, a summary or a JSON report).
 """
 
@@ -26,7 +26,7 @@ def _finish(args: argparse.Namespace, report: transfer.Report) -> int:
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
         return 0 if report.ok else 1
-    print("%s at upstream revision %s" % (report.direction, report.revision))
+    print("%s: upstream revision %s" % (report.direction, report.revision))
     print("  %-30s %9s %7s %9s" % ("table", "source", "added", "target"))
     for c in report.tables:
         print("  %-30s %9d %7d %9d  %s" % (c.table, c.source, c.added,
@@ -51,6 +51,22 @@ def cmd_import(args: argparse.Namespace) -> int:
             incomplete_ids=(conf.placement.incomplete_consumer_project_id,
                             conf.placement.incomplete_consumer_user_id),
             progress=_progress(args))
+    except (transfer.TransferError, upstream.UnsupportedSchema) as exc:
+        raise SystemExit("berth: error: %s" % exc) from None
+    finally:
+        engine.dispose()
+    return _finish(args, report)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from berth.cli import load_conf
+    conf = load_conf(args)
+    engine = setup.engine_from_conf(conf)
+    try:
+        report = transfer.verify_database(
+            Database(engine), args.other,
+            incomplete_ids=(conf.placement.incomplete_consumer_project_id,
+                            conf.placement.incomplete_consumer_user_id))
     except (transfer.TransferError, upstream.UnsupportedSchema) as exc:
         raise SystemExit("berth: error: %s" % exc) from None
     finally:

@@ -214,6 +214,7 @@ def test_export_writes_upstreams_head(db, client, tmp_path):
     engine.dispose()
     with pytest.raises(transfer.TransferError, match="must be an empty database"):
         transfer.export_database(db, "sqlite:///%s" % out)
+    assert transfer.verify_database(db, "sqlite:///%s" % out, incomplete_ids=(NIL, NIL)).ok
 
 
 def test_commands_report(tmp_path):
@@ -231,6 +232,16 @@ def test_commands_report(tmp_path):
     res = subprocess.run([*berth, "import", "--config-file", str(conf), "--from", url],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "--replace" in res.stderr and "Traceback" not in res.stderr
+    verify = [*berth, "verify", "--config-file", str(conf), "--against", url]
+    res = subprocess.run(verify, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "DIFFERS" not in res.stdout, res.stdout + res.stderr
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # upstream moves on: verify sees it
+        conn.exec_driver_sql("UPDATE consumers SET generation = 9")
+    engine.dispose()
+    res = subprocess.run(verify, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "DIFFERS" in res.stdout
+    assert "source (9, 'proj-a'" in res.stdout
     res = subprocess.run([*berth, "export", "--config-file", str(conf),
                           "--to", "sqlite:///%s" % (tmp_path / "back.sqlite")],
                          capture_output=True, text=True, timeout=120)

@@ -65,6 +65,14 @@ class Report:
         return (all(c.ok for c in self.tables)
                 and not any(self.checks.values()))
 
+    def failures(self) -> list[str]:
+        """One line per table count or check that differs."""
+        out = ["%s: source %d + %d added, target %d"
+               % (c.table, c.source, c.added, c.target)
+               for c in self.tables if not c.ok]
+        return out + ["%s: %s" % (name, "; ".join(diffs))
+                      for name, diffs in self.checks.items() if diffs]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "direction": self.direction, "revision": self.revision,
@@ -129,7 +137,8 @@ def import_database(source_url: str, target: Database, *,
         clock["write"] = time.monotonic() - began
         _verify(conn, source, raw, report, clock, consumer_types=True)
         if not report.ok:
-            raise TransferError("the copy did not verify; nothing was written")
+            raise TransferError("the copy did not verify (%s); nothing was "
+                                "written" % " | ".join(report.failures()))
 
     try:
         target.run(copy)
@@ -324,6 +333,37 @@ def _verify(conn: Connection, source: Dump, raw: dict[str, int],
     clock["verify"] = time.monotonic() - began
 
 
+# -- verify ---------------------------------------------------------------
+
+def verify_database(berth: Database, other_url: str, *,
+                    incomplete_ids: tuple[str, str]) -> Report:
+    """Compare Berth's database with the upstream one at ``other_url``
+    (read only), as the copy's own verification does, but between two
+    committed databases: before switching over, or after an export.
+
+    Raises upstream.UnsupportedSchema when ``other_url`` is not upstream's.
+    """
+    clock: dict[str, float] = {}
+    began = time.monotonic()
+    engine = source_engine(other_url)
+    try:
+        with engine.connect() as conn, conn.begin():
+            revision = upstream.detect_revision(conn)
+            other = dump.read(conn, consumer_types=upstream.has_consumer_types(
+                revision))
+    finally:
+        engine.dispose()
+    report = Report("verify", revision)
+    raw = {name: other.count(name) for name in dump.TABLES}
+    # An old upstream database compares as the import completed it.
+    _complete(other, incomplete_ids)
+    clock["read"] = time.monotonic() - began
+    berth.read(lambda conn: _verify(conn, other, raw, report, clock,
+                                    consumer_types=True))
+    report.seconds = clock
+    return report
+
+
 # -- export ---------------------------------------------------------------
 
 def export_database(source: Database, target_url: str, *,
@@ -358,7 +398,8 @@ def export_database(source: Database, target_url: str, *,
                 clock["write"] = time.monotonic() - began
                 _verify(conn, berth, raw, report, clock, consumer_types=True)
                 if not report.ok:
-                    raise TransferError("the export did not verify")
+                    raise TransferError("the export did not verify (%s)"
+                                        % " | ".join(report.failures()))
         except BaseException:
             metadata.drop_all(engine)
             raise
