@@ -130,6 +130,7 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            self.proc.wait()
         self.proc = None
 
     def restart(self, workers: int) -> Server:

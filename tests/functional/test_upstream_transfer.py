@@ -34,7 +34,9 @@ assert _spec and _spec.loader
 servers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(servers)
 
-HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+# No keep-alive: a server stops at once when no connection is open.
+HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39",
+           "connection": "close"}
 AGG1, AGG2 = str(uuid.uuid4()), str(uuid.uuid4())
 
 
@@ -203,55 +205,60 @@ def same(left: dict[str, Any], right: dict[str, Any]) -> None:
         diffs, left[diffs[0]], right[diffs[0]])
 
 
-def import_into(berth_url: str, source: str, workdir: Path) -> dict[str, Any]:
-    conf = workdir / "import.conf"
+def berth_cmd(workdir: Path, berth_url: str, *args: str) -> dict[str, Any]:
+    """Run ``berth db ARGS --json`` on the Berth database ``berth_url`` as
+    docs/install.md shows it; return the report."""
+    conf = workdir / "berth.conf"
     conf.write_text("[placement_database]\nconnection = %s\n" % berth_url)
-    res = subprocess.run([sys.executable, "-m", "berth.cli", "db", "import",
-                          "--config-file", str(conf), "--from", source, "--json"],
+    res = subprocess.run([sys.executable, "-m", "berth.cli", "db", args[0],
+                          "--config-file", str(conf), *args[1:], "--json"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr + res.stdout
-    return dict(json.loads(res.stdout))
+    report = dict(json.loads(res.stdout))
+    assert report["ok"] and report["revision"] == "a082b8bb98d0"
+    return report
 
 
-def export_from(berth_url: str, target: str, workdir: Path) -> dict[str, Any]:
-    conf = workdir / "import.conf"
-    res = subprocess.run([sys.executable, "-m", "berth.cli", "db", "export",
-                          "--config-file", str(conf), "--to", target, "--json"],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr + res.stdout
-    return dict(json.loads(res.stdout))
+def change(api: Api) -> None:
+    """Writes made while Berth runs (and, for reference, on upstream)."""
+    claim(api, "vm-d", {u("cn2_numa0"): {"VCPU": 1, "MEMORY_MB": 256}},
+          "p3", "u3", "INSTANCE", None)
+    api.call("DELETE", "/allocations/%s" % u("mig-b"))
+    api.call("PUT", "/resource_classes/CUSTOM_LATER")
 
 
 @pytest.mark.parametrize("new_db", BACKENDS, indirect=True)
-def test_import_and_export_against_upstream(upstream_venv, new_db, tmp_path, request):
+def test_switch_to_berth_and_back(upstream_venv, new_db, tmp_path, request):
+    """The steps of docs/install.md "Moving from upstream Placement"."""
     kind = request.node.callspec.params["new_db"]
     source, target, back = new_db(), new_db(), new_db()
-    with servers.Server("upstream", tmp_path / "up", db_url=for_upstream(source)) as up:
-        upstream_api = Api(up.url)
-        build_world(upstream_api)
-        before = answers(upstream_api, kind)
-        report = import_into(target, source, tmp_path)
-        assert report["ok"] and report["revision"] == "a082b8bb98d0"
-        assert report["tables"]["consumers"] == {"source": 3, "added": 0, "target": 3,
-                                                 "ok": True}
-        with servers.Server("berth", tmp_path / "berth", db_url=target) as berth:
-            berth_api = Api(berth.url)
-            same(before, answers(berth_api, kind))
-            # What changes while Berth runs goes back with the export.
-            for api in (upstream_api, berth_api):
-                claim(api, "vm-d", {u("cn2_numa0"): {"VCPU": 1, "MEMORY_MB": 256}},
-                      "p3", "u3", "INSTANCE", None)
-                api.call("DELETE", "/allocations/%s" % u("mig-b"))
-                api.call("PUT", "/resource_classes/CUSTOM_LATER")
-            after = answers(upstream_api, kind)
-            assert after != before
-            same(after, answers(berth_api, kind))
-        report = export_from(target, back, tmp_path)
-        assert report["ok"]
-        # Upstream's own db sync accepts the export (Server.start runs it),
-        # and upstream serving it answers as upstream on the original.
-        with servers.Server("upstream", tmp_path / "back", db_url=for_upstream(back)) as up2:
-            same(after, answers(Api(up2.url), kind))
+    up = servers.Server("upstream", tmp_path / "up", db_url=for_upstream(source))
+    with up:
+        build_world(Api(up.url))
+        before = answers(Api(up.url), kind)
+    # 1. upstream is stopped; 2. import; 3. verify.
+    report = berth_cmd(tmp_path, target, "import", "--from", source)
+    assert report["tables"]["consumers"] == {"source": 3, "added": 0, "target": 3,
+                                             "ok": True}
+    berth_cmd(tmp_path, target, "verify", "--against", source)
+    # 4. Berth serves the imported database and answers as upstream did.
+    with servers.Server("berth", tmp_path / "berth", db_url=target) as berth:
+        berth_api = Api(berth.url)
+        same(before, answers(berth_api, kind))
+        change(berth_api)
+        up.restart(workers=1)  # the same writes on upstream, for reference
+        try:
+            change(Api(up.url))
+            after = answers(Api(up.url), kind)
+        finally:
+            up.stop()
+        assert after != before
+        same(after, answers(berth_api, kind))
+    # 5. Rolling back: export, verify, upstream's db sync, upstream serves it.
+    berth_cmd(tmp_path, target, "export", "--to", back)
+    berth_cmd(tmp_path, target, "verify", "--against", back)
+    with servers.Server("upstream", tmp_path / "back", db_url=for_upstream(back)) as up2:
+        same(after, answers(Api(up2.url), kind))
     engine = sa.create_engine(back)
     with engine.connect() as conn:
         assert conn.scalar(sa.text("SELECT version_num FROM alembic_version")) == "a082b8bb98d0"
