@@ -36,7 +36,8 @@ def _finish(args: argparse.Namespace, report: transfer.Report) -> int:
         print("  %-58s %s" % (name, "identical" if not diffs else "DIFFERS"))
         for line in diffs:
             print("      " + line)
-    print("took %s" % ", ".join("%s %.1fs" % kv for kv in report.seconds.items()))
+    print("took %.1fs (%s)" % (sum(report.seconds.values()), ", ".join(
+        "%s %.1fs" % kv for kv in report.seconds.items())))
     return 0 if report.ok else 1
 
 

@@ -173,6 +173,15 @@ def test_refusals_leave_the_target_alone(db, tmp_path):
     assert db.read(lambda c: c.scalar(count)) == 0
     with pytest.raises(transfer.TransferError, match="source must be"):
         run_import(db, "sqlite://")
+    with pytest.raises(transfer.TransferError, match="cannot read the upstream database"):
+        run_import(db, "sqlite:///%s" % (tmp_path / "missing.sqlite"))
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_a_custom_trait_alone_makes_the_target_non_empty(db, client, tmp_path):
+    assert client.put("/traits/CUSTOM_MINE").status_code == 201
+    with pytest.raises(transfer.TransferError, match=r"\(1 custom traits\)"):
+        run_import(db, make_source(tmp_path / "up.sqlite"))
 
 
 def test_non_empty_target_needs_replace(db, client, tmp_path):

@@ -99,6 +99,26 @@ def source_engine(url: str) -> Engine:
         isolation_level="REPEATABLE READ", postgresql_readonly=True)
 
 
+def read_upstream(url: str) -> tuple[str, Dump]:
+    """The revision and every row of the upstream database at ``url``, in
+    one read-only snapshot.
+
+    Raises TransferError when it cannot be opened, upstream.UnsupportedSchema
+    when it is not at one of upstream's revisions.
+    """
+    engine = source_engine(url)
+    try:
+        with engine.connect() as conn, conn.begin():
+            revision = upstream.detect_revision(conn)
+            return revision, dump.read(
+                conn, consumer_types=upstream.has_consumer_types(revision))
+    except sa.exc.OperationalError as exc:
+        raise TransferError("cannot read the upstream database: %s"
+                            % str(exc.orig).strip().splitlines()[0]) from None
+    finally:
+        engine.dispose()
+
+
 # -- import ---------------------------------------------------------------
 
 def import_database(source_url: str, target: Database, *,
@@ -114,19 +134,14 @@ def import_database(source_url: str, target: Database, *,
     the target holds data and ``replace`` is false, or the copy does not
     verify; upstream.UnsupportedSchema for an unknown revision.
     """
-    engine = source_engine(source_url)
     clock: dict[str, float] = {}
     started = time.monotonic()
-    try:
-        with engine.connect() as src, src.begin():
-            revision = upstream.detect_revision(src)
-            source = dump.read(src, consumer_types=upstream.has_consumer_types(
-                revision))
-    finally:
-        engine.dispose()
+    revision, source = read_upstream(source_url)
     raw = {name: source.count(name) for name in dump.TABLES}
     _complete(source, incomplete_ids)
     clock["read"] = time.monotonic() - started
+    if progress:
+        progress("(read from the source)", sum(raw.values()), clock["read"])
     report = Report("import", revision)
 
     def copy(conn: Connection) -> None:
@@ -152,17 +167,21 @@ def import_database(source_url: str, target: Database, *,
 
 
 def _make_room(conn: Connection, replace: bool) -> None:
-    custom = t.resource_classes.c.name.like("CUSTOM\\_%", escape="\\")
-    held = {
-        "providers": conn.scalar(sa.select(sa.func.count()).select_from(
-            t.resource_providers)),
-        "consumers": conn.scalar(sa.select(sa.func.count()).select_from(
-            t.consumers)),
-        "custom resource classes": conn.scalar(
-            sa.select(sa.func.count()).where(custom)),
-        "projects": conn.scalar(sa.select(sa.func.count()).select_from(
-            t.projects)),
-    }
+    custom = {tb: tb.c.name.like("CUSTOM\\_%", escape="\\")
+              for tb in (t.resource_classes, t.traits)}
+
+    def count(table: sa.Table) -> int:
+        query = sa.select(sa.func.count()).select_from(table)
+        if table in custom:
+            query = query.where(custom[table])
+        return int(conn.scalar(query) or 0)
+    held = {what: count(table) for what, table in (
+        ("providers", t.resource_providers), ("consumers", t.consumers),
+        ("projects", t.projects), ("users", t.users),
+        ("aggregates", t.placement_aggregates),
+        ("consumer types", t.consumer_types),
+        ("custom resource classes", t.resource_classes),
+        ("custom traits", t.traits))}
     if not any(held.values()):
         return
     if not replace:
@@ -177,9 +196,8 @@ def _make_room(conn: Connection, replace: bool) -> None:
     conn.execute(t.resource_providers.update().values(
         root_provider_id=None, parent_provider_id=None))
     conn.execute(t.resource_providers.delete())
-    conn.execute(t.resource_classes.delete().where(custom))
-    conn.execute(t.traits.delete().where(
-        t.traits.c.name.like("CUSTOM\\_%", escape="\\")))
+    for table, where in custom.items():
+        conn.execute(table.delete().where(where))
 
 
 def _complete(source: Dump, incomplete_ids: tuple[str, str]) -> None:
@@ -345,14 +363,7 @@ def verify_database(berth: Database, other_url: str, *,
     """
     clock: dict[str, float] = {}
     began = time.monotonic()
-    engine = source_engine(other_url)
-    try:
-        with engine.connect() as conn, conn.begin():
-            revision = upstream.detect_revision(conn)
-            other = dump.read(conn, consumer_types=upstream.has_consumer_types(
-                revision))
-    finally:
-        engine.dispose()
+    revision, other = read_upstream(other_url)
     report = Report("verify", revision)
     raw = {name: other.count(name) for name in dump.TABLES}
     # An old upstream database compares as the import completed it.
