@@ -6,7 +6,7 @@ per host, one consumer per three allocations), imports it into a fresh
 Berth SQLite database through the real command, exports it back, and
 prints the timings.
 
-    .venv/bin/python bench/import.py [--hosts N] [--allocations M]
+    .venv/bin/python bench/import.py [--hosts N] [--allocations M] [--target URL]
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=10000)
     ap.add_argument("--allocations", type=int, default=100000)
+    ap.add_argument("--target", help="an empty database for Berth (default: a "
+                                     "new SQLite file)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="berth-import-bench-") as tmp:
         source = "sqlite:///%s/upstream.sqlite" % tmp
@@ -93,7 +95,8 @@ def main() -> int:
         build(source, args.hosts, args.allocations)
         print("built upstream database in %.1fs" % (time.monotonic() - began))
         conf = Path(tmp) / "placement.conf"
-        conf.write_text("[placement_database]\nconnection = sqlite:///%s/berth.sqlite\n" % tmp)
+        target = args.target or "sqlite:///%s/berth.sqlite" % tmp
+        conf.write_text("[placement_database]\nconnection = %s\n" % target)
         began = time.monotonic()
         out = subprocess.run([str(BERTH), "db", "import", "--config-file", str(conf),
                               "--from", source, "--json"],
