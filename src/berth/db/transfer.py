@@ -332,6 +332,7 @@ def _verify(conn: Connection, source: Dump, raw: dict[str, int],
             report: Report, clock: dict[str, float], *,
             consumer_types: bool) -> None:
     began = time.monotonic()
+    report.tables = []  # the transaction may be a retry
     written = dump.read(conn, consumer_types=consumer_types)
     names = {"resource_classes": {r["name"] for r in source.classes.values()},
              "traits": {r["name"] for r in source.traits.values()}}
