@@ -80,8 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_db_sync(args: argparse.Namespace) -> int:
-    from berth.db import migrate, setup
+    from berth.db import migrate, setup, urls
     conf = load_conf(args)
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
     migrate.upgrade(engine)
     print("database at revision %s" % migrate.current_revision(engine))
@@ -89,8 +90,9 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_db_version(args: argparse.Namespace) -> int:
-    from berth.db import migrate, setup
+    from berth.db import migrate, setup, urls
     conf = load_conf(args)
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
     current = migrate.current_revision(engine)
     print("current: %s\nhead: %s" % (current or "none (empty database)",

@@ -42,6 +42,7 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
     """Migrate (when asked, or in embedded mode) and seed standard data,
     once, in the master process before any worker starts."""
     from berth.db import migrate, setup
+    setup.announce(conf)
     engine = setup.engine_from_conf(conf)
     setup.wait_for_database(engine, conf.placement_database.max_retries,
                             conf.placement_database.retry_interval)

@@ -63,8 +63,10 @@ def test_db_sync_and_version(tmp_path):
     assert "current: none" in before.stdout
     assert run("db", "sync", "--config-file", str(conf)).returncode == 0
     after = run("db", "version", "--config-file", str(conf))
-    current = after.stdout.splitlines()[0].split(": ")[1]
-    head = after.stdout.splitlines()[1].split(": ")[1]
+    assert after.stdout.splitlines()[0] == "database: sqlite:///%s" % (
+        tmp_path / "placement.sqlite")
+    current = after.stdout.splitlines()[1].split(": ")[1]
+    head = after.stdout.splitlines()[2].split(": ")[1]
     assert current == head
 
 
