@@ -69,7 +69,8 @@ class ContextMiddleware:
         try:
             ctx.version = microversion.extract(headers)
         except microversion.VersionError as exc:
-            raise errors.HTTPProblem(exc.status, exc.message) from None
+            raise errors.HTTPProblem(exc.status, exc.message,
+                                     extra=exc.extra) from None
         req.env["berth.microversion"] = str(ctx.version)
         ctx.auth = oslo_context.RequestContext.from_environ(req.env)
 
