@@ -189,11 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result: Any = args.func(args)
+        sys.stdout.flush()
         return int(result or 0)
     except SystemExit:
         raise
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`berth policy list | head -1`): what it
+        # read is what it wanted. Point stdout at /dev/null so the flush
+        # at exit cannot raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print("berth: error: %s" % message, file=sys.stderr)

@@ -159,25 +159,37 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
+def _skipped(engine: sa.engine.Engine) -> Result:
+    """What a data check reports when the schema is not current: nothing
+    to check in an empty database (Success), unknown in an old one
+    (Warning: run the check again after ``berth db sync``)."""
+    from berth.db import migrate
+    if migrate.current_revision(engine) is None:
+        return Result(Code.SUCCESS, "Skipped: the database is empty, so "
+                      "there is nothing to check.")
+    return Result(Code.WARNING, "Skipped: the database schema is not "
+                  "current. Run 'berth db sync', then this check again.")
+
+
 def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
                ) -> list[tuple[str, Result]]:
-    """Every check's result. Data checks are skipped (as failures) when
-    the schema is not in place, since they would only fail obscurely."""
+    """Every check's result. Data checks are skipped when the schema is
+    not in place, since they would only fail obscurely; a skipped check
+    is not a failure (see ``_skipped``)."""
     results: list[tuple[str, Result]] = []
-    schema_ok = True
+    skipped: Result | None = None
     for name, check in CHECKS:
-        if not schema_ok and check in (check_incomplete_consumers,
-                                       check_root_providers):
-            results.append((name, Result(Code.FAILURE, "Skipped: the "
-                                         "database schema is not current.")))
+        if skipped is not None and check in (check_incomplete_consumers,
+                                             check_root_providers):
+            results.append((name, skipped))
             continue
         try:
             result = check(conf, engine)
+            if check is check_migrations and result.code != Code.SUCCESS:
+                skipped = _skipped(engine)
         except sa.exc.SQLAlchemyError as exc:
             result = Result(Code.FAILURE, "Database error: %s"
                             % str(getattr(exc, "orig", exc)).splitlines()[0])
-        if check is check_migrations and result.code != Code.SUCCESS:
-            schema_ok = False
         results.append((name, result))
     return results
 

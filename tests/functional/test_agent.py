@@ -151,7 +151,9 @@ def test_offline_migrate_inventory_on_sqlite(tmp_path: Path) -> None:
         assert "cn1: nothing to migrate; no changes made" in second.stdout
         with PlacementDirect(make_conf(), Database(engine), "latest") as http:
             check_new_layout(http, root, before)
-        bad = _run_cli(conf_file, "--nodename", "nope")
-        assert bad.returncode == 1 and "nope: failed" in bad.stdout
+        bad = _run_cli(conf_file, "--nodename", "compute-9")
+        assert bad.returncode == 1
+        assert bad.stdout.strip() == ("compute-9: failed: the driver has no "
+                                      "node compute-9 (its nodes: cn1)")
     finally:
         engine.dispose()
