@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "consumers, orphans and policy "
                                            "problems; exit 0, 1 or 2")
     _add_config_args(check)
+    check.add_argument("--json", action="store_true",
+                       help="print the results as JSON, as "
+                            "oslo.upgradecheck does")
     check.set_defaults(func=_plugin("berth.status:cmd_upgrade_check"))
 
     mig = sub.add_parser("migrate-inventory",

@@ -29,7 +29,7 @@ from oslo_config import cfg
 
 from berth.db import tables as t
 
-__all__ = ["Code", "Result", "CHECKS", "run_checks", "render",
+__all__ = ["Code", "Result", "CHECKS", "run_checks", "render", "report",
            "cmd_upgrade_check"]
 
 
@@ -214,14 +214,24 @@ def render(results: list[tuple[str, Result]], width: int = 60) -> str:
     return "\n".join(out)
 
 
-def cmd_upgrade_check(args: argparse.Namespace) -> int:
-    from berth.cli import load_conf
+def report(conf: cfg.ConfigOpts, as_json: bool = False) -> int:
+    """Run every check, print the table (or oslo.upgradecheck's JSON
+    document) and return the exit code: the worst result."""
     from berth.db import setup
-    conf = load_conf(args)
     engine = setup.engine_from_conf(conf)
     try:
         results = run_checks(conf, engine)
     finally:
         engine.dispose()
-    print(render(results))
+    if as_json:
+        print(json.dumps({"name": "Upgrade Check Results", "checks": [
+            {"check": name, "result": int(r.code), "details": r.details}
+            for name, r in results]}))
+    else:
+        print(render(results))
     return int(max((r.code for _, r in results), default=Code.SUCCESS))
+
+
+def cmd_upgrade_check(args: argparse.Namespace) -> int:
+    from berth.cli import load_conf
+    return report(load_conf(args), bool(getattr(args, "json", False)))
