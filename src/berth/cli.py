@@ -121,6 +121,16 @@ def _plugin(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1, not %d" % value)
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="berth", description="Berth: a fast OpenStack Placement service.")
@@ -135,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT,
                        help="port to bind (default %(default)s)")
-    serve.add_argument("--workers", type=int, default=None,
+    serve.add_argument("--workers", type=_at_least_one, default=None,
                        help="worker processes (default: 1 on embedded "
                             "SQLite, else the number of CPUs)")
     serve.set_defaults(func=cmd_serve)

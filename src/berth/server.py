@@ -29,6 +29,13 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
+    def run(self) -> None:
+        from berth.serving import BerthArbiter
+        try:
+            BerthArbiter(self).run()
+        except RuntimeError as exc:
+            raise SystemExit("berth: error: %s" % exc) from None
+
     def load(self) -> Any:
         from berth.api.app import create_app
         from berth.db.engine import Database
@@ -73,19 +80,7 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     import berth.api.app  # noqa: F401
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
-    options = {
-        "bind": "%s:%d" % (host, port),
-        "workers": workers,
-        "worker_class": "sync",
-        "timeout": 120,
-        "graceful_timeout": 10,
-        "keepalive": 5,
-        "accesslog": None,
-        "errorlog": "-",
-        "loglevel": "warning",
-        "proc_name": "berth",
-    }
-    LOG.info("serving Placement API on http://%s:%d with %d worker(s)",
-             host, port, workers)
+    from berth.serving import gunicorn_options
+    options = gunicorn_options(host, port, workers)
     _Gunicorn(conf, options).run()
     return 0

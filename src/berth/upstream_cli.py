@@ -46,6 +46,7 @@ def _conf(prog: str, argv: Sequence[str],
         conf(list(argv), project=berth_conf.PROJECT, prog=prog,
              version="berth %s" % __version__, validate_default_values=True,
              default_config_files=berth_conf.config_files_from_env())
+        berth_conf.validate(conf)
     except (cfg.Error, ValueError) as exc:
         raise SystemExit("%s: error: bad configuration: %s"
                          % (prog, str(exc).splitlines()[0])) from None

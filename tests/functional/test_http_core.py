@@ -112,3 +112,17 @@ def test_microversion_errors_carry_what_upstream_carries(client):
         "The server could not comply with the request since it is either "
         "malformed or otherwise incorrect.\n\n Invalid microversion: "
         "invalid version string: 1.x; ")
+
+
+def test_edge_header_limits_for_any_wsgi_server(client):
+    # What Berth itself enforces, whatever server runs it: header lines
+    # of 8,190 bytes are served, longer ones and over 100 headers are 431.
+    ok = client.get("/", headers={"x-junk": "j" * (8190 - len("x-junk:"))})
+    assert ok.status_code == 200
+    long = client.get("/", headers={"x-junk": "j" * (8191 - len("x-junk:"))})
+    assert long.status_code == 431
+    many = client.get("/", headers={"x-h%03d" % i: "v" for i in range(100)})
+    assert many.status_code == 431
+    error = many.json()["errors"][0]
+    assert error["detail"].endswith("exceed 8190 bytes a line or 100 lines.  ")
+    assert error["request_id"] == many.headers["x-openstack-request-id"]
