@@ -34,7 +34,7 @@ QUERY = {"sqlite": "charset=utf8",
 
 @pytest.fixture
 def database(request: pytest.FixtureRequest,
-             tmp_path: Path) -> Iterator[tuple[str, str]]:
+             tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     kind, driver = request.param
     if kind not in BACKENDS:
         pytest.skip("BERTH_TEST_DBS leaves out %s" % kind)
@@ -44,16 +44,20 @@ def database(request: pytest.FixtureRequest,
     else:
         url, drop = _server_db(kind, str(tmp_path))
     named = sa.engine.make_url(url).set(drivername=driver)
-    yield named.render_as_string(hide_password=False) + "?" + QUERY[kind], kind
+    if kind == "postgresql":
+        # Trust authentication ignores it; the commands must not print it.
+        named = named.set(password="s3cret")
+    yield (named.render_as_string(hide_password=False) + "?" + QUERY[kind],
+           kind, driver)
     if drop is not None:
         drop()
 
 
 @pytest.mark.parametrize("database", FORMS, indirect=True,
                          ids=["%s" % d for _, d in FORMS])
-def test_db_sync_with_each_url_form(database: tuple[str, str],
+def test_db_sync_with_each_url_form(database: tuple[str, str, str],
                                     tmp_path: Path) -> None:
-    url, kind = database
+    url, kind, driver = database
     conf = tmp_path / "placement.conf"
     conf.write_text("[placement_database]\nconnection = %s\n" % url)
     synced = run("db", "sync", "--config-file", str(conf))
@@ -61,6 +65,10 @@ def test_db_sync_with_each_url_form(database: tuple[str, str],
     version = run("db", "version", "--config-file", str(conf))
     assert version.returncode == 0, version.stderr
     lines = version.stdout.splitlines()
+    assert lines[0].startswith("database: %s://" % driver)
+    assert "s3cret" not in version.stdout + synced.stdout
+    if kind == "postgresql":
+        assert ":***@" in lines[0] and synced.stdout.startswith(lines[0])
     current, head = lines[1].split(": ")[1], lines[2].split(": ")[1]
     assert current == head
     engine = create_engine(url)

@@ -36,7 +36,7 @@ REQUEST_LOG = logging.getLogger("berth.request")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-#: Longest URL (path plus query) accepted.
+#: Longest URL (path, "?" and query) accepted.
 MAX_URL = 8192
 #: Longest header line ("Name: value") and most headers accepted, as
 #: upstream deployments accept them (``berth.serving`` sets gunicorn's own
