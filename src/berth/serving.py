@@ -89,18 +89,20 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
 #: them; the rest (a response header the app got wrong, proxy-protocol and
 #: configuration problems) keep gunicorn's own answer.
 _REFUSALS: list[tuple[tuple[type[Exception], ...], int, str]] = [
-    ((http_errors.InvalidResponseHeader,
-      http_errors.InvalidResponseHeaderName), 0, ""),
+    (tuple(getattr(http_errors, name) for name in (
+        "InvalidResponseHeader", "InvalidResponseHeaderName")
+        if hasattr(http_errors, name)), 0, ""),
     ((http_errors.LimitRequestLine,), 414,
      "The request line is longer than %d bytes." % REQUEST_LINE_LIMIT),
     ((http_errors.LimitRequestHeaders,), 431,
      "The request headers exceed %d bytes a line or %d lines."
      % (HEADER_LINE_LIMIT, HEADER_FIELDS)),
-    ((http_errors.InvalidRequestLine, http_errors.InvalidRequestMethod,
-      http_errors.InvalidHTTPVersion, http_errors.InvalidHeader,
-      http_errors.InvalidHeaderName, http_errors.ObsoleteFolding,
-      http_errors.InvalidChunkSize, http_errors.ChunkMissingTerminator,
-      http_errors.InvalidChunkExtension), 400,
+    # Some of these are only in newer gunicorn releases.
+    (tuple(getattr(http_errors, name) for name in (
+        "InvalidRequestLine", "InvalidRequestMethod", "InvalidHTTPVersion",
+        "InvalidHeader", "InvalidHeaderName", "ObsoleteFolding",
+        "InvalidChunkSize", "ChunkMissingTerminator", "InvalidChunkExtension")
+        if hasattr(http_errors, name)), 400,
      "The request could not be parsed: %s"),
 ]
 

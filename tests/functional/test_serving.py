@@ -154,6 +154,19 @@ def test_an_unparsable_request_is_a_json_400(server: Server) -> None:
     assert b"could not be parsed" in body
 
 
+def test_refusals_map_only_the_clients_faults() -> None:
+    from gunicorn.http import errors as http_errors
+
+    from berth.serving import refusal
+    assert refusal(http_errors.LimitRequestLine(9000, 8209)).status == 414
+    assert refusal(http_errors.LimitRequestHeaders("x")).status == 431
+    bad = refusal(http_errors.InvalidRequestLine("GARBAGE"))
+    assert bad is not None and bad.status == 400 and "GARBAGE" in bad.detail
+    # The application's own bad response header stays a 500 from gunicorn.
+    assert refusal(http_errors.InvalidResponseHeader("x")) is None
+    assert refusal(RuntimeError("boom")) is None
+
+
 def test_bad_configuration_is_one_line_before_any_worker(tmp_path: Path) -> None:
     conf = tmp_path / "placement.conf"
     conf.write_text("[api]\nauth_strategy = bogus\n")
