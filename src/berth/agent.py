@@ -147,19 +147,34 @@ def cmd_migrate_inventory(args: argparse.Namespace) -> int:
     conf = load_conf(args)
     logging.basicConfig(level=logging.WARNING)
     driver = load_driver(args.driver)
-    nodes = args.nodename or driver.get_available_nodes()
+    known = list(driver.get_available_nodes())
+    nodes = args.nodename or known
     failed = 0
     with PlacementDirect(conf) as http:
         updater = ResourceUpdater(driver, ReportClient(http))
         for node in nodes:
+            if node not in known:
+                failed += 1
+                print("%s: failed: the driver has no node %s (its nodes: %s)"
+                      % (node, node, ", ".join(known) or "none"))
+                continue
             try:
                 result = updater.sync_node(node, startup=True)
             except Exception as exc:  # noqa: BLE001 - report, next node
                 failed += 1
-                print("%s: failed: %s" % (node, exc))
+                print("%s: failed: %s" % (node, _reason(exc)))
                 continue
             print(_describe(result))
     return 1 if failed else 0
+
+
+def _reason(exc: Exception) -> str:
+    """One line for an error: its message, named by type when the message
+    alone (a KeyError's bare key) would not say what went wrong."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, (KeyError, IndexError, AttributeError)) or not text:
+        return "%s: %s" % (type(exc).__name__, text or "(no message)")
+    return text
 
 
 def _describe(result: NodeResult) -> str:

@@ -91,10 +91,12 @@ def test_periodic_pass_never_reshapes(direct: httpx.Client) -> None:
 class RacedDriver(VGPUDriver):
     """Another writer changes the root under the driver's feet, once."""
 
-    def __init__(self, http: httpx.Client, vcpus: int = 8) -> None:
+    def __init__(self, http: httpx.Client, vcpus: int = 8,
+                 trait: str = "HW_CPU_X86_AVX") -> None:
         super().__init__({"cn1": {**LAYOUT["cn1"], "vcpus": vcpus}},
                          nested=False)
         self.http = http
+        self.trait = trait
         self.raced = False
 
     def update_provider_tree(self, provider_tree: Any, nodename: str,
@@ -103,7 +105,7 @@ class RacedDriver(VGPUDriver):
             self.raced = True
             root = provider_tree.data(nodename)
             ok(self.http.put("/resource_providers/%s/traits" % root.uuid,
-                             json={"traits": ["HW_CPU_X86_AVX"],
+                             json={"traits": [self.trait],
                                    "resource_provider_generation":
                                    root.generation}))
         super().update_provider_tree(provider_tree, nodename, allocations)
@@ -119,7 +121,10 @@ def test_update_failure_fatal_at_startup_only(direct: httpx.Client) -> None:
     # The cache was refreshed: the next pass starts from the truth.
     assert updater.update_node("cn1").status == "updated"
 
-    updater = ResourceUpdater(RacedDriver(direct, vcpus=16), client)
+    # A race that changes the traits again (writing the same ones would
+    # not move the generation, as upstream).
+    updater = ResourceUpdater(RacedDriver(direct, vcpus=16,
+                                          trait="HW_CPU_X86_SSE"), client)
     assert updater.update_node("cn1", startup=False).status == "failed"
     assert updater.update_node("cn1", startup=False).status == "updated"
 
@@ -151,7 +156,9 @@ def test_offline_migrate_inventory_on_sqlite(tmp_path: Path) -> None:
         assert "cn1: nothing to migrate; no changes made" in second.stdout
         with PlacementDirect(make_conf(), Database(engine), "latest") as http:
             check_new_layout(http, root, before)
-        bad = _run_cli(conf_file, "--nodename", "nope")
-        assert bad.returncode == 1 and "nope: failed" in bad.stdout
+        bad = _run_cli(conf_file, "--nodename", "compute-9")
+        assert bad.returncode == 1
+        assert bad.stdout.strip() == ("compute-9: failed: the driver has no "
+                                      "node compute-9 (its nodes: cn1)")
     finally:
         engine.dispose()

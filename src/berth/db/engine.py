@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from berth.db import changes
+from berth.db import changes, urls
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,14 +38,17 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
                   pool_timeout: int = 30, recycle: int = 3600,
                   echo: bool = False, sqlite_synchronous: bool = True,
                   mysql_sql_mode: str | None = "TRADITIONAL") -> Engine:
-    """Create an engine configured for Berth's transaction discipline."""
-    parsed = sa.engine.make_url(url)
+    """Create an engine configured for Berth's transaction discipline.
+
+    ``url`` may be any form upstream's configs use (``berth.db.urls``);
+    what was changed to serve it is logged at debug level here, and once
+    at start-up by the caller.
+    """
+    parsed, notes = urls.resolve(url)
+    for note in notes:
+        LOG.debug("%s", note)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {"echo": echo, "future": True}
-    if backend == "postgresql" and parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if backend == "mysql" and parsed.drivername == "mysql":
-        parsed = parsed.set(drivername="mysql+pymysql")
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
                                   "check_same_thread": False}
