@@ -16,7 +16,7 @@ ROOT, CHILD, GRANDCHILD = ("11111111-1111-1111-1111-111111111111",
 
 def test_public_names_are_pinned() -> None:
     assert sorted(berth.client.__all__) == [
-        "PlacementAPIError", "PlacementError", "ProviderData",
+        "AllocationUpdateFailed", "PlacementAPIError", "PlacementError", "ProviderData",
         "ProviderNotInTree", "ProviderTree", "ReportClient", "ReshapeFailed",
         "ReshapeNeeded", "ResourceProviderUpdateFailed", "TreeDiff",
         "move_allocations", "normalize_inventory"]
@@ -29,7 +29,7 @@ def test_exception_tree_matches_its_docstring() -> None:
     assert issubclass(c.ReshapeFailed, c.ResourceProviderUpdateFailed)
     assert issubclass(c.ProviderNotInTree, ValueError)
     for name in ("PlacementAPIError", "ProviderNotInTree", "ReshapeNeeded",
-                 "ResourceProviderUpdateFailed"):
+                 "ResourceProviderUpdateFailed", "AllocationUpdateFailed"):
         assert issubclass(getattr(c, name), c.PlacementError)
 
 

@@ -6,17 +6,21 @@ edits a copy (``get_provider_tree_and_ensure_root``), and
 the cache: providers created and deleted, inventories, traits and
 aggregates replaced. With ``allocations``, every inventory change and the
 allocations go through one ``POST /reshaper``, atomically.
+
+Methods Nova's report client also has accept Nova's arguments as well
+(a leading ``context``, which is ignored); see docs/client.md.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 import httpx
 
+from berth.client.allocations import AllocationCalls
 from berth.client.exceptions import (
     PlacementAPIError,
     ProviderNotInTree,
@@ -25,25 +29,36 @@ from berth.client.exceptions import (
 )
 from berth.client.flush import Flush
 from berth.client.http import ALLOCATION_VERSION, PROVIDER_VERSION, RP, Connection, rp_path
-from berth.client.provider_tree import AllocationsDict, ProviderTree
+from berth.client.provider_tree import SHARING_TRAIT, AllocationsDict, ProviderTree
 
 LOG = logging.getLogger(__name__)
 
 __all__ = ["ReportClient"]
 
-class ReportClient:
+#: How many times a pass or an allocation call is tried when Placement
+#: answers a generation conflict (Nova tries four times too).
+DEFAULT_RETRIES = 4
+
+
+class ReportClient(AllocationCalls):
     """Reads and writes provider trees and allocations in Placement.
 
     ``http`` is an ``httpx.Client`` (base URL and auth headers set; the
     client of :class:`berth.direct.PlacementDirect` works) or a
-    keystoneauth1 Session/Adapter. Safe to share between threads: writes
-    to the service are serialized by one lock.
+    keystoneauth1 Session/Adapter. ``retries`` bounds the attempts on
+    generation conflicts, of the allocation calls here and of each agent
+    pass (:mod:`berth.agent`). Safe to share between threads: writes to
+    the service are serialized by one lock.
     """
 
-    def __init__(self, http: Any, *, interface: str = "internal") -> None:
+    def __init__(self, http: Any, *, interface: str = "internal",
+                 retries: int = DEFAULT_RETRIES) -> None:
+        if retries < 1:
+            raise ValueError("retries must be at least 1, not %r" % retries)
         self._conn = Connection(http, interface)
         self._lock = threading.RLock()
         self._cache = ProviderTree()
+        self.retries = retries
 
     @classmethod
     def from_url(cls, url: str, token: str,
@@ -109,35 +124,68 @@ class ReportClient:
                 self._cache.remove(root)
             _graft(self._cache, tree, root)
 
+    def _sharing_providers(self, tree: ProviderTree) -> list[dict[str, Any]]:
+        """Root providers outside ``tree`` sharing through an aggregate of
+        one of its providers (MISC_SHARES_VIA_AGGREGATE), as Nova adds
+        them. A sharing provider that is itself a child is left out."""
+        aggs = sorted({a for u in tree.get_provider_uuids()
+                       for a in tree.data(u).aggregates})
+        if not aggs:
+            return []
+        rows = self._call("GET", "%s?member_of=in:%s&required=%s" % (
+            RP, quote(",".join(aggs), safe=","), SHARING_TRAIT))
+        return [r for r in rows["resource_providers"]
+                if not tree.exists(r["uuid"])
+                and r["parent_provider_uuid"] is None]
+
+    @overload
     def get_provider_tree_and_ensure_root(
             self, nodename: str, uuid: str | None = None,
-            parent_provider_uuid: str | None = None) -> ProviderTree:
-        """The tree holding provider ``nodename`` (created if missing),
-        freshly read from Placement. Edit the copy returned and hand it to
-        :meth:`update_from_provider_tree`.
+            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+
+    @overload
+    def get_provider_tree_and_ensure_root(
+            self, context: object, rp_uuid: str, name: str | None = None,
+            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+
+    def get_provider_tree_and_ensure_root(self, *args: Any, **kwargs: Any
+                                          ) -> ProviderTree:
+        """The tree holding the provider (created if missing), freshly
+        read from Placement, with the sharing providers associated to it
+        through aggregates as extra roots. Edit the copy returned and hand
+        it to :meth:`update_from_provider_tree`.
+
+        Berth's form is ``(nodename, uuid=None, parent_provider_uuid=None)``
+        (found by uuid if given, else by name); Nova's is ``(context,
+        rp_uuid, name=None, parent_provider_uuid=None)``: a first argument
+        that is not a string is taken as Nova's context.
 
         Raises PlacementAPIError if Placement cannot be read or written.
         """
+        nodename, uuid, parent = _ensure_root_args(args, kwargs)
         with self._lock:
             row = self._find_provider(nodename, uuid)
             if row is None:
                 body: dict[str, Any] = {"name": nodename}
                 if uuid is not None:
                     body["uuid"] = uuid
-                if parent_provider_uuid is not None:
-                    body["parent_provider_uuid"] = parent_provider_uuid
+                if parent is not None:
+                    body["parent_provider_uuid"] = parent
                 row = self._call("POST", RP, body=body)
                 LOG.info("created resource provider %s (%s)", nodename,
                          row["uuid"])
             tree = self._read_tree(row["root_provider_uuid"])
+            for sharing in self._sharing_providers(tree):
+                self._load_provider(tree, sharing)
             self._cache_tree(tree)
             return tree.snapshot()
 
-    def get_allocations_for_provider_tree(self, nodename: str
+    def get_allocations_for_provider_tree(self, *args: Any
                                           ) -> AllocationsDict:
-        """Every allocation of every consumer of the tree holding
-        ``nodename``, keyed by consumer uuid, in the shape of
-        ``GET /allocations/{consumer}`` (1.28).
+        """``(nodename)``, or Nova's ``(context, nodename)``: every
+        allocation of every consumer of the tree holding ``nodename``,
+        keyed by consumer uuid, in the shape of ``GET /allocations/{consumer}``
+        (1.28).
 
         Consumers are found through the tree's own providers; each one's
         full allocations are then read, including those on sharing
@@ -145,6 +193,7 @@ class ReportClient:
         consumer whose *only* allocations are on sharing providers is not
         found, because sharing providers also serve other hosts.
         """
+        nodename: str = args[-1]
         with self._lock:
             if not self._cache.exists(nodename):
                 raise ProviderNotInTree("no provider %r was read yet; call "
@@ -172,19 +221,24 @@ class ReportClient:
 
     # -- writing ----------------------------------------------------------
 
-    def update_from_provider_tree(self, new_tree: ProviderTree,
+    def update_from_provider_tree(self, *args: Any,
                                   allocations: AllocationsDict | None = None
                                   ) -> int:
-        """Make Placement match ``new_tree``; return the writes made (0
-        when it already matched).
+        """``(new_tree, allocations=None)``, or Nova's ``(context,
+        new_tree, allocations=None)``: make Placement match ``new_tree``;
+        return the writes made (0 when it already matched).
 
         ``allocations`` (None: no reshape) is the complete final picture
-        for every consumer in it; then all inventory changes and those
-        allocations are written by one ``POST /reshaper``.
+        for every consumer in it; then all inventory changes, the removed
+        providers' emptied inventories and those allocations are written
+        by one ``POST /reshaper``, and removed providers are deleted after.
 
-        Raises ResourceProviderUpdateFailed (ReshapeFailed when the
-        reshape itself was refused) after refreshing the cache.
+        Raises ResourceProviderUpdateFailed after refreshing the cache:
+        ReshapeFailed when a reshape was asked for and did not happen
+        (the providers created for it were deleted again); ``is_conflict``
+        when a generation conflict caused it.
         """
+        new_tree, allocations = _flush_args(args, allocations)
         with self._lock:
             old = self._cached_subset(new_tree.roots)
             diff = old.compare(new_tree)
@@ -196,10 +250,7 @@ class ReportClient:
                 raise ResourceProviderUpdateFailed(str(exc)) from exc
             except PlacementAPIError as exc:
                 self._refresh(new_tree.roots)
-                kind = (ReshapeFailed if exc.url == "/reshaper"
-                        else ResourceProviderUpdateFailed)
-                raise kind("updating provider tree failed: %s" % exc,
-                           exc) from exc
+                raise _failure(flush, allocations is not None, exc) from exc
             self._cache_tree(flush.result())
             return flush.writes
 
@@ -244,3 +295,50 @@ def _graft(dest: ProviderTree, source: ProviderTree, root: str) -> None:
         dest.update_traits(uuid, d.traits)
         dest.update_aggregates(uuid, d.aggregates)
 
+
+
+def _failure(flush: Flush, reshape: bool, exc: PlacementAPIError
+             ) -> ResourceProviderUpdateFailed:
+    """The exception for a failed flush: ReshapeFailed when a reshape was
+    asked for and not made, naming any provider its undo left behind."""
+    if not reshape or flush.reshaped:
+        return ResourceProviderUpdateFailed(
+            "updating provider tree failed: %s" % exc, exc)
+    message = "reshape failed, nothing of it was applied: %s" % exc
+    if flush.left_behind:
+        message = ("reshape failed: %s; the empty provider(s) %s created "
+                   "for it could not be deleted again"
+                   % (exc, ", ".join(flush.left_behind)))
+    return ReshapeFailed(message, exc)
+
+
+def _ensure_root_args(args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[str, str | None, str | None]:
+    """(name, uuid, parent) from Berth's or Nova's arguments."""
+    parent = kwargs.pop("parent_provider_uuid", None)
+    if args and not isinstance(args[0], str):  # Nova: (context, rp_uuid, ...)
+        rest = list(args[1:])
+        uuid = rest.pop(0) if rest else kwargs.pop("rp_uuid")
+        name = rest.pop(0) if rest else kwargs.pop("name", None)
+        parent = rest.pop(0) if rest else parent
+        nodename = name or uuid
+    else:
+        rest = list(args)
+        nodename = rest.pop(0) if rest else kwargs.pop("nodename")
+        uuid = rest.pop(0) if rest else kwargs.pop("uuid", None)
+        parent = rest.pop(0) if rest else parent
+    if kwargs or rest:
+        raise TypeError("unexpected arguments: %r %r" % (rest, kwargs))
+    return nodename, uuid, parent
+
+
+def _flush_args(args: tuple[Any, ...], allocations: AllocationsDict | None
+                ) -> tuple[ProviderTree, AllocationsDict | None]:
+    """(tree, allocations) from ``(tree[, allocations])`` or Nova's
+    ``(context, tree[, allocations])``."""
+    rest = list(args)
+    if rest and not isinstance(rest[0], ProviderTree):
+        rest.pop(0)
+    if not rest or not isinstance(rest[0], ProviderTree) or len(rest) > 2:
+        raise TypeError("update_from_provider_tree needs a ProviderTree")
+    return rest[0], rest[1] if len(rest) == 2 else allocations
