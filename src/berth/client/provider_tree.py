@@ -233,11 +233,19 @@ class ProviderTree:
 
     def _name_taken(self, name: str, parent: _Node | None,
                     ignore: str | None = None) -> bool:
+        """Whether ``name`` is used by another root (for a root) or by
+        another provider of the tree it goes into; ``ignore`` is the
+        provider being renamed."""
         if parent is None:
-            return self._root_names.get(name, ignore) != ignore
-        root = self._root(parent)
+            if self._root_names.get(name, ignore) != ignore:
+                return True
+            if ignore is None:
+                return False
+            tree = ignore
+        else:
+            tree = self._root(parent).uuid
         return any(n.name == name and n.uuid != ignore
-                   for n in self._walk([root.uuid]))
+                   for n in self._walk([tree]))
 
     def _add(self, name: str, uuid: str | None, parent: _Node | None,
              generation: int | None) -> str:
