@@ -28,9 +28,12 @@ class Injecting(httpx.BaseTransport):
     def __init__(self, inner: httpx.BaseTransport) -> None:
         self.inner = inner
         self.rules: list[Rule] = []
+        #: Every request seen, as ``METHOD path?query``.
+        self.log: list[str] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         line = "%s %s" % (request.method, request.url.raw_path.decode())
+        self.log.append(line)
         for rule in self.rules:
             if line.startswith(rule.prefix) and rule.seen < (rule.times
                                                               + rule.skip):

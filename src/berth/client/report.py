@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any, overload
 from urllib.parse import quote
 
 import httpx
 
 from berth.client.allocations import AllocationCalls
+from berth.client.compat import ensure_root_args, flush_args
 from berth.client.exceptions import (
     PlacementAPIError,
     ProviderNotInTree,
@@ -38,6 +41,8 @@ __all__ = ["ReportClient"]
 #: How many times a pass or an allocation call is tried when Placement
 #: answers a generation conflict (Nova tries four times too).
 DEFAULT_RETRIES = 4
+#: Seconds a cached tree is used without asking Placement (Nova's default).
+DEFAULT_ASSOCIATION_REFRESH = 300.0
 
 
 class ReportClient(AllocationCalls):
@@ -49,16 +54,35 @@ class ReportClient(AllocationCalls):
     generation conflicts, of the allocation calls here and of each agent
     pass (:mod:`berth.agent`). Safe to share between threads: writes to
     the service are serialized by one lock.
+
+    Trees stay cached between passes. For ``association_refresh`` seconds
+    (Nova's ``resource_provider_association_refresh``, default 300; 0:
+    never) after a tree was read, :meth:`get_provider_tree_and_ensure_root`
+    answers from the cache without a request. After that it checks the
+    tree with one ``GET /resource_providers?in_tree=`` (and one query for
+    sharing providers when the tree is in aggregates) and reads it whole
+    only if a generation moved. A failed write re-reads the trees it
+    touched. ``clock`` (seconds, monotonic) is for tests.
     """
 
     def __init__(self, http: Any, *, interface: str = "internal",
-                 retries: int = DEFAULT_RETRIES) -> None:
+                 retries: int = DEFAULT_RETRIES,
+                 association_refresh: float = DEFAULT_ASSOCIATION_REFRESH,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1, not %r" % retries)
+        if association_refresh < 0:
+            raise ValueError("association_refresh must not be negative")
         self._conn = Connection(http, interface)
         self._lock = threading.RLock()
         self._cache = ProviderTree()
         self.retries = retries
+        self.association_refresh = association_refresh
+        self._clock = clock
+        #: root uuid -> clock when its tree was last read or checked
+        self._checked: dict[str, float] = {}
+        #: root uuid -> the sharing roots read with it
+        self._sharing: dict[str, list[str]] = {}
 
     @classmethod
     def from_url(cls, url: str, token: str,
@@ -162,8 +186,12 @@ class ReportClient(AllocationCalls):
 
         Raises PlacementAPIError if Placement cannot be read or written.
         """
-        nodename, uuid, parent = _ensure_root_args(args, kwargs)
+        nodename, uuid, parent = ensure_root_args(args, kwargs)
         with self._lock:
+            root = self._cached_root(uuid or nodename)
+            if root is not None and (self._recent(root)
+                                     or self._still_current(root)):
+                return self._cached_subset([root] + self._sharing[root])
             row = self._find_provider(nodename, uuid)
             if row is None:
                 body: dict[str, Any] = {"name": nodename}
@@ -174,11 +202,54 @@ class ReportClient(AllocationCalls):
                 row = self._call("POST", RP, body=body)
                 LOG.info("created resource provider %s (%s)", nodename,
                          row["uuid"])
-            tree = self._read_tree(row["root_provider_uuid"])
-            for sharing in self._sharing_providers(tree):
-                self._load_provider(tree, sharing)
+            root = row["root_provider_uuid"]
+            tree = self._read_tree(root)
+            sharing = self._sharing_providers(tree)
+            for provider in sharing:
+                self._load_provider(tree, provider)
             self._cache_tree(tree)
+            self._sharing[root] = [p["uuid"] for p in sharing]
+            self._checked[root] = self._clock()
             return tree.snapshot()
+
+    def _cached_root(self, provider: str) -> str | None:
+        """The root of a cached tree holding ``provider`` (not a sharing
+        root read along with another tree)."""
+        if not self._cache.exists(provider):
+            return None
+        root = self._root_of(provider)
+        return root if root in self._sharing else None
+
+    def _recent(self, root: str) -> bool:
+        checked = self._checked.get(root)
+        if checked is None:
+            return False
+        return (self.association_refresh == 0
+                or self._clock() - checked < self.association_refresh)
+
+    def _still_current(self, root: str) -> bool:
+        """One cheap read (two with aggregates): do the cached tree and its
+        sharing providers still have the generations Placement has?"""
+        rows = self._call("GET", RP + "?in_tree=" + quote(root))
+        cached = {u: self._cache.data(u).generation
+                  for u in self._cache.get_provider_uuids(root)}
+        if {r["uuid"]: r["generation"] for r in rows["resource_providers"]
+            } != cached:
+            return False
+        sharing = self._sharing_providers(self._cached_subset([root]))
+        known = {u: self._cache.data(u).generation
+                 for u in self._sharing[root] if self._cache.exists(u)}
+        if {r["uuid"]: r["generation"] for r in sharing} != known:
+            return False
+        self._checked[root] = self._clock()
+        return True
+
+    def clear_provider_cache(self) -> None:
+        """Forget every cached tree: the next call reads afresh."""
+        with self._lock:
+            self._cache = ProviderTree()
+            self._checked.clear()
+            self._sharing.clear()
 
     def get_allocations_for_provider_tree(self, *args: Any
                                           ) -> AllocationsDict:
@@ -238,7 +309,7 @@ class ReportClient(AllocationCalls):
         (the providers created for it were deleted again); ``is_conflict``
         when a generation conflict caused it.
         """
-        new_tree, allocations = _flush_args(args, allocations)
+        new_tree, allocations = flush_args(args, allocations)
         with self._lock:
             old = self._cached_subset(new_tree.roots)
             diff = old.compare(new_tree)
@@ -252,6 +323,11 @@ class ReportClient(AllocationCalls):
                 self._refresh(new_tree.roots)
                 raise _failure(flush, allocations is not None, exc) from exc
             self._cache_tree(flush.result())
+            if diff.aggregates or any(new_tree.data(u).aggregates
+                                      for u in diff.added):
+                # Sharing providers may join or leave: check next time.
+                for root in new_tree.roots:
+                    self._checked.pop(root, None)
             return flush.writes
 
     def _cached_subset(self, roots: list[str]) -> ProviderTree:
@@ -264,6 +340,7 @@ class ReportClient(AllocationCalls):
     def _refresh(self, roots: list[str]) -> None:
         """Re-read ``roots`` after a failure (drop those now gone)."""
         for root in roots:
+            self._checked.pop(root, None)
             if self._cache.exists(root):
                 self._cache.remove(root)
             try:
@@ -310,35 +387,3 @@ def _failure(flush: Flush, reshape: bool, exc: PlacementAPIError
                    "for it could not be deleted again"
                    % (exc, ", ".join(flush.left_behind)))
     return ReshapeFailed(message, exc)
-
-
-def _ensure_root_args(args: tuple[Any, ...], kwargs: dict[str, Any]
-                      ) -> tuple[str, str | None, str | None]:
-    """(name, uuid, parent) from Berth's or Nova's arguments."""
-    parent = kwargs.pop("parent_provider_uuid", None)
-    if args and not isinstance(args[0], str):  # Nova: (context, rp_uuid, ...)
-        rest = list(args[1:])
-        uuid = rest.pop(0) if rest else kwargs.pop("rp_uuid")
-        name = rest.pop(0) if rest else kwargs.pop("name", None)
-        parent = rest.pop(0) if rest else parent
-        nodename = name or uuid
-    else:
-        rest = list(args)
-        nodename = rest.pop(0) if rest else kwargs.pop("nodename")
-        uuid = rest.pop(0) if rest else kwargs.pop("uuid", None)
-        parent = rest.pop(0) if rest else parent
-    if kwargs or rest:
-        raise TypeError("unexpected arguments: %r %r" % (rest, kwargs))
-    return nodename, uuid, parent
-
-
-def _flush_args(args: tuple[Any, ...], allocations: AllocationsDict | None
-                ) -> tuple[ProviderTree, AllocationsDict | None]:
-    """(tree, allocations) from ``(tree[, allocations])`` or Nova's
-    ``(context, tree[, allocations])``."""
-    rest = list(args)
-    if rest and not isinstance(rest[0], ProviderTree):
-        rest.pop(0)
-    if not rest or not isinstance(rest[0], ProviderTree) or len(rest) > 2:
-        raise TypeError("update_from_provider_tree needs a ProviderTree")
-    return rest[0], rest[1] if len(rest) == 2 else allocations
