@@ -189,7 +189,8 @@ def cmd_migrate_inventory(args: argparse.Namespace) -> int:
     nodes = args.nodename or driver.get_available_nodes()
     failed = 0
     with PlacementDirect(conf) as http:
-        updater = ResourceUpdater(driver, ReportClient(http))
+        client = ReportClient(http, retries=args.retries)
+        updater = ResourceUpdater(driver, client)
         for node in nodes:
             try:
                 result = updater.sync_node(node, startup=True)

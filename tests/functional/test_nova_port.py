@@ -118,14 +118,16 @@ def test_nova_style_driver_through_migrate_inventory(
     env = dict(os.environ, NOVA_STYLE_DRIVER=json.dumps(NUMA),
                PYTHONPATH=str(REPO))
 
-    def run() -> subprocess.CompletedProcess[str]:
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "berth.cli", "migrate-inventory",
              "--config-file", str(conf_file), "--driver",
-             "tests.functional.nova_style_driver:NovaStyleDriver"],
+             "tests.functional.nova_style_driver:NovaStyleDriver", *extra],
             capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
-    first = run()
+    bad = run("--retries", "0")
+    assert bad.returncode == 1 and "retries must be at least 1" in bad.stderr
+    first = run("--retries", "2")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "cn1: reshaped" in first.stdout
     second = run()
