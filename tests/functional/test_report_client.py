@@ -114,7 +114,7 @@ def _reshape(client: ReportClient, child_vgpu: int = 4
     tree.new_child("cn1_gpu0_fn", gpu)
     tree.move_inventory(root, gpu, "VGPU", {"total": child_vgpu})
     tree.update_traits(gpu, ["CUSTOM_PGPU"])
-    allocations = client.get_allocations_for_provider_tree("cn1")
+    allocations = client.get_allocations_for_provider_tree(None, "cn1")  # Nova
     move_allocations(allocations, root, gpu, "VGPU")
     return tree, allocations
 

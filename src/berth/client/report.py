@@ -251,7 +251,8 @@ class ReportClient(AllocationCalls):
             self._checked.clear()
             self._sharing.clear()
 
-    def get_allocations_for_provider_tree(self, *args: Any
+    def get_allocations_for_provider_tree(self, *args: Any,
+                                          nodename: str | None = None
                                           ) -> AllocationsDict:
         """``(nodename)``, or Nova's ``(context, nodename)``: every
         allocation of every consumer of the tree holding ``nodename``,
@@ -264,7 +265,11 @@ class ReportClient(AllocationCalls):
         consumer whose *only* allocations are on sharing providers is not
         found, because sharing providers also serve other hosts.
         """
-        nodename: str = args[-1]
+        if nodename is None:
+            if not args:
+                raise TypeError("get_allocations_for_provider_tree needs "
+                                "the nodename")
+            nodename = str(args[-1])
         with self._lock:
             if not self._cache.exists(nodename):
                 raise ProviderNotInTree("no provider %r was read yet; call "
