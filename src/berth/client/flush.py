@@ -32,13 +32,8 @@ from berth.client.http import (
     RP,
     rp_path,
 )
-from berth.client.provider_tree import (
-    AllocationsDict,
-    InventoryDict,
-    ProviderTree,
-    TreeDiff,
-    merge_inventory,
-)
+from berth.client.provider_tree import ProviderTree, TreeDiff
+from berth.client.records import AllocationsDict, InventoryDict, merge_inventory
 
 LOG = logging.getLogger(__name__)
 
