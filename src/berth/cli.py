@@ -224,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--nodename", action="append", default=[],
                      help="node to migrate (repeatable; default: the "
                           "driver's nodes)")
+    mig.add_argument("--retries", type=int, default=4,
+                     help="attempts per node on generation conflicts")
     mig.set_defaults(func=_plugin("berth.agent:cmd_migrate_inventory"))
     return parser
 
