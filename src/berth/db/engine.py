@@ -114,12 +114,14 @@ def _transient_code(exc: BaseException) -> str | None:
     if not isinstance(exc, sa.exc.DBAPIError) or exc.orig is None:
         return None
     orig = exc.orig
+    # MySQL's own number first: PyMySQL also carries the SQLSTATE, and a
+    # deadlock (1213) and a serialization failure share 40001.
+    args: tuple[Any, ...] = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return str(args[0]) if args[0] in _MYSQL_RETRY else None
     code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if code in _PG_RETRY:
         return str(code)
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRY:
-        return str(args[0])
     msg = str(orig).lower()
     if "database is locked" in msg or "database table is locked" in msg:
         return "locked"
