@@ -276,25 +276,29 @@ class Client:
     def reshape(self) -> None:
         """Move one of mine to another provider while changing that
         provider's inventory (its max_unit, which leaves capacity alone),
-        in one ``POST /reshaper``."""
+        in one ``POST /reshaper``; up to three tries, since claims move
+        the provider's generation all the time."""
         consumer, gen, allocs = self._pick()
         target = self.rng.choice(self.providers)
-        resp = self._send("GET", "/resource_providers/%s/inventories" % target,
-                          None)
-        if resp is None or resp.status_code != 200:
-            self._record("reshape", resp, {})
-            return
-        rp_gen = resp.json()["resource_provider_generation"]
-        max_unit = resp.json()["inventories"]["VCPU"]["max_unit"]
         moved = {target: sum(allocs.values())}
-        resp = self._send("POST", "/reshaper", {
-            "inventories": {target: {
-                "resource_provider_generation": rp_gen,
-                "inventories": {"VCPU": {
-                    "total": TOTAL,
-                    "max_unit": TOTAL if max_unit != TOTAL else TOTAL // 2}}}},
-            "allocations": {consumer: _body(moved, gen)}})
-        self._record("reshape", resp, {consumer: (gen, moved)})
+        for _ in range(3):
+            resp = self._send(
+                "GET", "/resource_providers/%s/inventories" % target, None)
+            if resp is None or resp.status_code != 200:
+                self._record("reshape", resp, {})
+                return
+            rp_gen = resp.json()["resource_provider_generation"]
+            max_unit = resp.json()["inventories"]["VCPU"]["max_unit"]
+            resp = self._send("POST", "/reshaper", {
+                "inventories": {target: {
+                    "resource_provider_generation": rp_gen,
+                    "inventories": {"VCPU": {
+                        "total": TOTAL,
+                        "max_unit": TOTAL if max_unit != TOTAL else TOTAL // 2}}}},
+                "allocations": {consumer: _body(moved, gen)}})
+            if self._record("reshape", resp, {consumer: (gen, moved)}) \
+                    or consumer not in self.mine:
+                return
 
     def fight(self) -> None:
         """A guarded update of a consumer every thread writes, at the

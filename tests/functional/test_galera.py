@@ -78,6 +78,11 @@ def test_racing_writes_on_every_node(galera_db: list[str], tmp_path: Path) -> No
                           seconds=SECONDS, shared=shared)
         finally:
             monitor.stop()
+        # Shown with -s: the figures docs/reliability.md quotes.
+        print("\ngalera race: %d acknowledged writes in %ss, answers %s, "
+              "by operation %s, %d monitor samples" % (
+                  ledger.writes, SECONDS, ledger.statuses, ledger.by_op,
+                  monitor.samples))
         assert ledger.bad == []
         assert monitor.samples > 0 and monitor.over == []
         assert ledger.statuses.get(409, 0) > 0
