@@ -167,6 +167,11 @@ def test_a_node_dies_under_load_and_rejoins(galera_cluster: Cluster,  # noqa: F8
         assert probe.bad == []
         down = [(s, took) for when, s, took in probe.answers
                 if killed_at + 1 < when < back_at - 1]
+        print("\ngalera node kill: %d writes acknowledged while the node was "
+              "down; the orphaned server answered %d probes, slowest %.3f s; "
+              "answers %s" % (during, len(down), max((t for _, t in down),
+                                                     default=0.0),
+                              ledger.statuses))
         assert down and all(s == 503 for s, _ in down), down
         assert max(took for _, took in down) < PROBE_TIMEOUT / 2
         assert any(s == 200 for when, s, _ in probe.answers if when > back_at)
