@@ -27,7 +27,7 @@ from oslo_context import context as oslo_context
 
 from berth.api import errors, microversion, render
 from berth.api.routes import install_routes
-from berth.db.engine import Database
+from berth.db.engine import Database, is_unavailable
 from berth.domain.errors import DomainError
 from berth.policy import Policy
 
@@ -101,6 +101,10 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
         problem = errors.from_domain(exc)
     elif isinstance(exc, falcon.HTTPMethodNotAllowed):
         problem = errors.HTTPProblem(405, headers=dict(exc.headers or {}))
+    elif is_unavailable(exc):
+        LOG.warning("database unavailable serving %s %s: %s", req.method,
+                    req.path, getattr(exc, "orig", exc))
+        problem = errors.HTTPProblem(503, "The database is not reachable.")
     elif isinstance(exc, falcon.HTTPError):
         problem = errors.HTTPProblem(exc.status_code,
                                      exc.description or "",
