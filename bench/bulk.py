@@ -52,8 +52,24 @@ def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 def _insert(conn: Connection, table: sa.Table,
             rows: list[dict[str, Any]]) -> None:
-    for chunk in _chunks(rows):
-        conn.execute(table.insert(), chunk)
+    """Plain DB-API ``executemany`` in chunks: SQLAlchemy's per-row
+    parameter processing would cost more than the database's work."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    compiled = table.insert().values(
+        {c: sa.bindparam(c) for c in columns}).compile(dialect=conn.dialect)
+    order = compiled.positiontup
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for chunk in _chunks(rows):
+            if order is None:
+                cursor.executemany(compiled.string, chunk)
+            else:
+                cursor.executemany(compiled.string,
+                                   [tuple(r[c] for c in order) for r in chunk])
+    finally:
+        cursor.close()
 
 
 def _ids_from(conn: Connection, table: sa.Table) -> int:

@@ -14,6 +14,7 @@ clients among the first fifth of the hosts.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ CUSTOM_TRAITS = ("CUSTOM_FAST", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
 Inventory = dict[str, dict[str, float]]
 
 
+@functools.lru_cache(maxsize=None)
 def uid(name: str) -> str:
     return str(uuid.uuid5(NS, name))
 
