@@ -30,7 +30,7 @@ CUSTOM_TRAITS = ("CUSTOM_FAST", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
 Inventory = dict[str, dict[str, float]]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def uid(name: str) -> str:
     return str(uuid.uuid5(NS, name))
 
