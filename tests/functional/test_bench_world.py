@@ -29,7 +29,7 @@ QUERIES = [
     "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10",
     "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10&required=HW_CPU_X86_AVX2,!CUSTOM_FAST",
     "resources=VCPU:1,DISK_GB:500&member_of=" + world_mod.uid("share-1"),
-    ("resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
+    ("resources=DISK_GB:10&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
      "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
      "&same_subtree=_CPU,_NIC&group_policy=isolate"),
 ]
