@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import world as world_mod  # noqa: E402
-from servers import ROOT, UPSTREAM_VENV, Server  # noqa: E402
+from servers import ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 AGG = world_mod.uid("agg-3")
 SHARE = world_mod.uid("share-1")
@@ -219,13 +218,6 @@ def _fmt(d: dict[str, float | int | str], key: str) -> str:
     return "%.1f" % float(d[key]) if key in d else "-"
 
 
-def setup_upstream() -> None:
-    """Create .upstream-venv with openstack-placement 16.0.0 and gunicorn."""
-    subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)], check=True)
-    subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
-                    "openstack-placement==16.0.0", "gunicorn"], check=True)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=1000)
@@ -239,9 +231,8 @@ def main() -> int:
     ap.add_argument("--setup-upstream", action="store_true",
                     help="create .upstream-venv with openstack-placement 16.0.0")
     args = ap.parse_args()
-    if args.setup_upstream or (args.only != "berth" and
-                               not (UPSTREAM_VENV / "bin/gunicorn").exists()):
-        setup_upstream()
+    if args.setup_upstream or args.only != "berth":
+        ensure_upstream_venv(force=args.setup_upstream)
     kinds = [args.only] if args.only else ["berth", "upstream"]
     results = {}
     with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk  # noqa: E402
 import run  # noqa: E402
 import world as world_mod  # noqa: E402
-from servers import BERTH_VENV, ROOT, UPSTREAM_VENV, Server  # noqa: E402
+from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 from berth.db import migrate  # noqa: E402
 from berth.db import tables as t  # noqa: E402
@@ -370,8 +370,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--claims", type=int, default=320)
     args = ap.parse_args()
-    if args.only != "berth" and not (UPSTREAM_VENV / "bin/gunicorn").exists():
-        run.setup_upstream()
+    if args.only != "berth":
+        ensure_upstream_venv()
     results: Result = {}
     with tempfile.TemporaryDirectory(prefix="berth-scale-") as tmp:
         for db_kind in args.db:

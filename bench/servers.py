@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -19,6 +20,22 @@ ROOT = Path(__file__).resolve().parent.parent
 BERTH_VENV = Path(os.environ.get("BERTH_VENV", ROOT / ".venv"))
 UPSTREAM_VENV = Path(os.environ.get("UPSTREAM_VENV", ROOT / ".upstream-venv"))
 TICKS = os.sysconf("SC_CLK_TCK")
+#: Upstream's release the benchmarks and the import tests compare with,
+#: and the database drivers it needs (it declares none itself).
+UPSTREAM_PACKAGES = ["openstack-placement==16.0.0", "gunicorn", "PyMySQL",
+                     "psycopg2-binary"]
+
+
+def ensure_upstream_venv(force: bool = False) -> Path:
+    """Create ``UPSTREAM_VENV`` with upstream Placement unless it is there."""
+    ready = all((UPSTREAM_VENV / "bin" / exe).exists()
+                for exe in ("gunicorn", "placement-manage"))
+    if force or not ready:
+        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)],
+                       check=True)
+        subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
+                        *UPSTREAM_PACKAGES], check=True)
+    return UPSTREAM_VENV
 
 
 def free_port() -> int:
@@ -69,8 +86,9 @@ class Server:
             cmd = [str(UPSTREAM_VENV / "bin/gunicorn"), "-b",
                    "127.0.0.1:%d" % self.port, "-w", str(self.workers),
                    "--timeout", "900", "--log-level", "warning", "placement.wsgi.api:application"]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
-                                     start_new_session=True)
+        with log:  # the server process keeps its own copy
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
+                                         start_new_session=True)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -112,6 +130,7 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            self.proc.wait()
         self.proc = None
 
     def restart(self, workers: int) -> Server:

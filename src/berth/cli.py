@@ -3,6 +3,9 @@
     berth serve [--config-file F ...] [--config-dir D] [--host H] [--port P]
                 [--workers N]
     berth db sync | berth db version
+    berth db import --from URL [--replace] [--json]
+    berth db export --to URL [--json]
+    berth db verify --against URL [--json]
     berth policy list
     berth status upgrade check
     berth migrate-inventory --driver module:Class [--nodename N ...]
@@ -149,6 +152,34 @@ def build_parser() -> argparse.ArgumentParser:
                                                "newest migration")
     _add_config_args(version)
     version.set_defaults(func=cmd_db_version)
+    imp = dbsub.add_parser("import", help="copy an upstream Placement "
+                                          "database into this one, and verify")
+    _add_config_args(imp)
+    imp.add_argument("--from", dest="source", required=True, metavar="URL",
+                     help="upstream's database (only read)")
+    imp.add_argument("--replace", action="store_true",
+                     help="overwrite a Berth database that holds data")
+    imp.add_argument("--json", action="store_true",
+                     help="print the report as JSON (no progress)")
+    imp.set_defaults(func=_plugin("berth.importexport:cmd_import"))
+    exp = dbsub.add_parser("export", help="write this database into an "
+                                          "empty one in upstream's schema "
+                                          "(16.0.0 head), and verify")
+    _add_config_args(exp)
+    exp.add_argument("--to", dest="target", required=True, metavar="URL",
+                     help="an empty database")
+    exp.add_argument("--json", action="store_true",
+                     help="print the report as JSON (no progress)")
+    exp.set_defaults(func=_plugin("berth.importexport:cmd_export"))
+    ver = dbsub.add_parser("verify", help="compare this database with an "
+                                          "upstream one, as import and "
+                                          "export do; exit 1 if they differ")
+    _add_config_args(ver)
+    ver.add_argument("--against", dest="other", required=True, metavar="URL",
+                     help="upstream's database (only read)")
+    ver.add_argument("--json", action="store_true",
+                     help="print the report as JSON")
+    ver.set_defaults(func=_plugin("berth.importexport:cmd_verify"))
 
     pol = sub.add_parser("policy", help="policy rules")
     polsub = pol.add_subparsers(dest="policy_command", metavar="ACTION")
