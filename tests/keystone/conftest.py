@@ -54,13 +54,14 @@ def keystone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keystone]:
 @pytest.fixture(scope="session")
 def other_keystone(keystone: Keystone, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[Keystone]:
-    """A second Keystone on the same users and projects but its own fernet
-    keys: an issuer the session's Keystone does not know, and one the
-    outage test may stop and start."""
+    """A second Keystone with the same users, projects and ids but its own
+    database and fernet keys: an issuer the session's Keystone does not
+    know, and one the outage test may stop and start."""
     ks = Keystone.create(tmp_path_factory.mktemp("keystone-other"),
-                         share_with=keystone, new_keys=True)
-    ks.ids.update(keystone.ids)
+                         new_keys=True)
     try:
+        harness.populate(ks, "http://127.0.0.1:%s"
+                         % keystone.ids["placement_port"])
         yield ks
     finally:
         ks.stop()

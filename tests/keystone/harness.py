@@ -150,27 +150,28 @@ class Keystone:
     def create(cls, root: Path, *, expiration: int = 3600,
                share_with: Keystone | None = None,
                new_keys: bool = False) -> Keystone:
-        """A Keystone in ``root``: a fresh copy of the template, or one
-        on ``share_with``'s database and keys (``new_keys``: its own)."""
+        """A Keystone in ``root``: a fresh copy of the template (with
+        ``new_keys``, new fernet keys: same users, projects and ids, but
+        another issuer), or one on ``share_with``'s database and keys."""
         if not (VENV / "bin" / "keystone-manage").exists():
             raise KeystoneUnavailable(
                 "no keystone venv at %s (run .ci/keystone.sh)" % VENV)
         root.mkdir(parents=True, exist_ok=True)
+        db_root = keys = root
         if share_with is None:
             template = _template()
             shutil.copy(template / "keystone.db", root / "keystone.db")
             for sub in ("fernet", "receipts", "credential"):
                 if (template / sub).exists():
                     shutil.copytree(template / sub, root / sub)
-            db_root, keys = root, root
-        else:
-            db_root, keys = share_with.root, share_with.root
             if new_keys:
-                keys = root
-        conf = root / "keystone.conf"
-        conf.write_text(_conf_text(db_root, expiration, keys))
-        if new_keys:
-            _new_fernet_keys(keys)
+                for sub in ("fernet", "receipts"):
+                    shutil.rmtree(root / sub)
+                _new_fernet_keys(root)
+        else:
+            db_root = keys = share_with.root
+        (root / "keystone.conf").write_text(
+            _conf_text(db_root, expiration, keys))
         ks = cls(root=root, port=free_port(), expiration=expiration)
         ks.start()
         return ks
