@@ -6,6 +6,10 @@ saying why; with ``BERTH_REQUIRE_DBS=1`` (CI) they fail instead.
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,50 @@ def other_keystone(keystone: Keystone, tmp_path_factory: pytest.TempPathFactory
         yield ks
     finally:
         ks.stop()
+
+
+@pytest.fixture(scope="session")
+def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A memcached of our own on a free loopback port: ``host:port``."""
+    binary = shutil.which("memcached") or "/usr/bin/memcached"
+    if not Path(binary).exists():
+        _unavailable(RuntimeError("no memcached binary (apt-get install "
+                                  "memcached; .ci/keystone.sh does)"))
+    port = harness.free_port()
+    proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
+                             "-U", "0", "-m", "16", "-u", "root"],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                memcached_stats("127.0.0.1:%d" % port)
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield "127.0.0.1:%d" % port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def memcached_stats(server: str) -> dict[str, int]:
+    """memcached's numeric ``stats`` counters."""
+    host, _, port = server.partition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    stats = {}
+    for line in data.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "STAT" and parts[2].isdigit():
+            stats[parts[1]] = int(parts[2])
+    return stats
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("BERTH_KEYSTONE_VENV", REPO / ".keystone-venv"))
+VENV = Path(os.environ.get("BERTH_KEYSTONE_VENV", REPO / ".keystone-venv")).resolve()
 ADMIN_PASSWORD = "admin-secret"
 PASSWORD = "secret"
 DOMAIN = "Default"
