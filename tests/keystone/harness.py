@@ -283,9 +283,9 @@ def _people(ks: Keystone) -> None:
             ks.api("PUT", path, tok)
 
 
-def populate(ks: Keystone, placement_url: str) -> None:
-    """Point the catalog at this Keystone and at ``placement_url``, and
-    fill ``ks.ids`` with ``project:<name>``, ``user:<name>`` and
+def populate(ks: Keystone, placement_url: str | None) -> None:
+    """Point the catalog at this Keystone and (unless None) at
+    ``placement_url``, and fill ``ks.ids`` with ``project:<name>``, ``user:<name>`` and
     ``role:<name>`` ids."""
     tok = ks.admin_token()
     for ep in ks.api("GET", "/v3/endpoints", tok).json()["endpoints"]:
@@ -294,6 +294,8 @@ def populate(ks: Keystone, placement_url: str) -> None:
     for kind in ("role", "project", "user"):
         for row in ks.api("GET", "/v3/%ss" % kind, tok).json()[kind + "s"]:
             ks.ids["%s:%s" % (kind, row["name"])] = row["id"]
+    if placement_url is None:
+        return
     service = _create(ks, tok, "service", {"type": "placement",
                                            "name": "placement"})
     for interface in ("public", "internal"):
