@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from berth import conf as berth_conf
 from berth.api.app import create_app
-from berth.db.engine import Database
-from tests.conftest import REQUIRE, Client
+from berth.db import migrate
+from berth.db.engine import Database, create_engine
+from tests.conftest import REQUIRE, Client, reset
 from tests.keystone import harness
 from tests.keystone.harness import Keystone
 
@@ -148,15 +150,36 @@ def write_conf(path: Path, ks: Keystone, db_url: str, *, mode: str = "legacy",
     return path
 
 
+@pytest.fixture(scope="session")
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[sa.engine.Engine]:
+    path = tmp_path_factory.mktemp("auth-sqlite") / "placement.sqlite"
+    engine = create_engine("sqlite:///%s" % path)
+    migrate.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture
-def keystone_app(keystone: Keystone, db: Database, tmp_path: Path
-                 ) -> Callable[..., Any]:
-    """``keystone_app(mode="legacy", memcached=None)``: Berth's WSGI app
-    behind the session's Keystone, on the test's database."""
+def sqlite_db(sqlite_engine: sa.engine.Engine) -> Database:
+    """A clean SQLite database, for the tests whose subject is the token
+    and not the storage: they run once, not once per backend."""
+    reset(sqlite_engine)
+    return Database(sqlite_engine)
+
+
+@pytest.fixture
+def keystone_app(keystone: Keystone, request: pytest.FixtureRequest,
+                 tmp_path: Path) -> Callable[..., Any]:
+    """``keystone_app(mode="legacy", memcached=None, ks=None, db=None)``:
+    Berth's WSGI app behind the session's Keystone (or ``ks``), on ``db``
+    (default: the ``db`` fixture, once per backend)."""
     def make(mode: str = "legacy", memcached: str | None = None,
-             ks: Keystone | None = None) -> Any:
+             ks: Keystone | None = None, db: Database | None = None) -> Any:
+        if db is None:
+            db = request.getfixturevalue("db")
         path = write_conf(tmp_path / ("placement-%s.conf" % mode), ks or keystone,
-                          str(db.engine.url.render_as_string(hide_password=False)),
+                          db.engine.url.render_as_string(hide_password=False),
                           mode=mode, memcached=memcached)
         conf = berth_conf.load(["--config-file", str(path)])
         return create_app(conf, db)

@@ -5,6 +5,7 @@ service user, running the agent's start-up sync with a reshape."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -33,9 +34,8 @@ from tests.keystone.harness import Keystone
 pytestmark = pytest.mark.stress
 
 
-@pytest.fixture
-def berth_server(keystone: Keystone, db: Database, tmp_path: Path
-                 ) -> Iterator[str]:
+@contextlib.contextmanager
+def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
     """``berth serve`` (secure RBAC) on the port the catalog names."""
     port = int(keystone.ids["placement_port"])
     conf = write_conf(tmp_path / "placement.conf", keystone,
@@ -63,6 +63,22 @@ def berth_server(keystone: Keystone, db: Database, tmp_path: Path
         proc.wait(30)
 
 
+@pytest.fixture
+def berth_server(keystone: Keystone, db: Database, tmp_path: Path
+                 ) -> Iterator[str]:
+    """Once per backend: the report client's writes and reshape."""
+    with serving(keystone, db, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path
+                  ) -> Iterator[str]:
+    """Once: the CLI's part is authentication and the catalog."""
+    with serving(keystone, sqlite_db, tmp_path) as url:
+        yield url
+
+
 def _osc(keystone: Keystone, *args: str) -> Any:
     """``openstack <args> -f json`` as admin, through the catalog."""
     env = dict(os.environ, OS_AUTH_URL=keystone.url + "/v3",
@@ -78,7 +94,7 @@ def _osc(keystone: Keystone, *args: str) -> Any:
     return json.loads(proc.stdout) if "json" in args else proc.stdout
 
 
-def test_osc_placement_through_the_catalog(keystone, berth_server):
+def test_osc_placement_through_the_catalog(keystone, sqlite_server):
     rp = _osc(keystone, "resource", "provider", "create", "cn1", "-f", "json")
     _osc(keystone, "resource", "provider", "inventory", "set", rp["uuid"],
          "--resource", "VCPU=8", "--resource", "MEMORY_MB=4096",

@@ -6,8 +6,9 @@ from tests.keystone.conftest import client
 
 
 def test_keystone_outage_is_a_placement_503_and_recovers(keystone_app,
-                                                          other_keystone):
-    app = keystone_app(ks=other_keystone)
+                                                          other_keystone,
+                                                          sqlite_db):
+    app = keystone_app(ks=other_keystone, db=sqlite_db)
     seen = other_keystone.token("nova", project="service")
     fresh = other_keystone.token("nova", project="service")
     with client(app, seen) as c:

@@ -8,11 +8,13 @@ from tests.keystone.conftest import client, memcached_stats
 
 
 def test_validated_tokens_are_cached_in_memcached(keystone_app, keystone,
-                                                  memcached, caplog):
+                                                  memcached, caplog,
+                                                  sqlite_db):
     token = keystone.token("nova", project="service")
     # Two apps stand for two workers (or two hosts): each has its own
     # process memory, and memcached is what they share.
-    first, second = (keystone_app(memcached=memcached) for _ in range(2))
+    first, second = (keystone_app(memcached=memcached, db=sqlite_db)
+                     for _ in range(2))
     before = memcached_stats(memcached)
     with caplog.at_level(logging.WARNING, logger="keystonemiddleware"):
         with client(first, token) as c:
@@ -29,9 +31,9 @@ def test_validated_tokens_are_cached_in_memcached(keystone_app, keystone,
     assert not [r for r in caplog.records if "in-process" in r.getMessage()]
 
 
-def test_in_process_cache_warns(keystone_app, keystone, caplog):
+def test_in_process_cache_warns(keystone_app, keystone, caplog, sqlite_db):
     token = keystone.token("nova", project="service")
     with caplog.at_level(logging.WARNING, logger="keystonemiddleware"):
-        with client(keystone_app(), token) as c:
+        with client(keystone_app(db=sqlite_db), token) as c:
             assert c.get("/resource_providers").status_code == 200
     assert [r for r in caplog.records if "in-process" in r.getMessage()]
