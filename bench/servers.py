@@ -48,8 +48,11 @@ class Server:
     """One Placement server (``kind`` is "berth" or "upstream")."""
 
     def __init__(self, kind: str, workdir: Path, workers: int = 1,
-                 db_url: str | None = None) -> None:
+                 db_url: str | None = None, auth_conf: str | None = None
+                 ) -> None:
         self.kind = kind
+        # Configuration text replacing the noauth2 [api] section.
+        self.auth_conf = auth_conf or "[api]\nauth_strategy = noauth2\n"
         self.dir = workdir / kind
         self.dir.mkdir(parents=True, exist_ok=True)
         self.workers = workers
@@ -61,10 +64,10 @@ class Server:
     def _conf(self) -> Path:
         conf = self.dir / "placement.conf"
         conf.write_text(
-            "[DEFAULT]\ndebug = False\n[api]\nauth_strategy = noauth2\n"
+            "[DEFAULT]\ndebug = False\n%s"
             "[placement_database]\nconnection = %s\n"
             "[oslo_policy]\nenforce_new_defaults = False\n"
-            "[berth]\nrequest_log = False\n" % self.db_url)
+            "[berth]\nrequest_log = False\n" % (self.auth_conf, self.db_url))
         return conf
 
     def start(self) -> Server:

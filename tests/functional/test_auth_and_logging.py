@@ -20,6 +20,11 @@ def test_keystone_strategy_rejects_missing_token_but_serves_root(db):
         r = c.get("/resource_providers")
     assert r.status_code == 401
     assert "keystone.test" in r.headers["www-authenticate"]
+    # keystonemiddleware's own answer, in the Placement error format.
+    assert r.headers["content-type"] == "application/json"
+    (error,) = r.json()["errors"]
+    assert error["status"] == 401
+    assert error["request_id"] == r.headers["x-openstack-request-id"]
 
 
 def test_noauth_roles_and_project(client):

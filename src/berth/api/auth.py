@@ -2,7 +2,14 @@
 
 Both leave the caller's identity in the WSGI environ as keystonemiddleware
 does (``HTTP_X_USER_ID``, ``HTTP_X_PROJECT_ID``, ``HTTP_X_ROLES``), where
-oslo.context picks it up. ``/`` (version discovery) needs no token.
+oslo.context picks it up. The paths in :data:`PUBLIC_PATHS` (version
+discovery, the health check) need no token.
+
+Whatever keystonemiddleware answers by itself (401 for a missing, bad,
+expired or revoked token; 503 while Keystone cannot be reached) is
+rewritten into the Placement error format, with the request id, keeping
+its ``WWW-Authenticate`` header. It asks Keystone again on the next
+request, so Berth recovers by itself when Keystone returns.
 """
 
 from __future__ import annotations
@@ -17,8 +24,19 @@ from berth.api import errors, render
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def _is_root(environ: dict[str, Any]) -> bool:
-    return environ.get("PATH_INFO", "") in ("", "/")
+#: Paths served without a token: version discovery, as upstream, and the
+#: load balancers' health check.
+PUBLIC_PATHS = frozenset({"", "/", "/healthcheck"})
+
+#: Set in the environ once keystonemiddleware has let a request through.
+_PASSED = "berth.auth_passed"
+#: What a caller is told while Keystone cannot be reached.
+KEYSTONE_DOWN = ("The identity service (Keystone) could not be reached to "
+                 "validate the token; try again shortly.")
+
+
+def _is_public(environ: dict[str, Any]) -> bool:
+    return environ.get("PATH_INFO", "") in PUBLIC_PATHS
 
 
 class NoAuth:
@@ -30,7 +48,7 @@ class NoAuth:
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if _is_root(environ):
+        if _is_public(environ):
             return self.app(environ, start_response)
         token = environ.get("HTTP_X_AUTH_TOKEN")
         if not token:
@@ -48,20 +66,49 @@ class NoAuth:
 
 
 class KeystoneAuth:
-    """keystonemiddleware's auth_token, skipped for version discovery."""
+    """keystonemiddleware's auth_token, skipped for :data:`PUBLIC_PATHS`,
+    with its own answers turned into Placement-format errors."""
 
     def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
         from keystonemiddleware import auth_token
         self.app = app
         self.protected = auth_token.AuthProtocol(
-            app, {"oslo_config_config": conf})
+            self._passed, {"oslo_config_config": conf})
+
+    def _passed(self, environ: dict[str, Any],
+                start_response: Callable[..., Any]) -> Iterable[bytes]:
+        environ[_PASSED] = True
+        return self.app(environ, start_response)
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if _is_root(environ):
+        if _is_public(environ):
             return self.app(environ, start_response)
-        result: Iterable[bytes] = self.protected(environ, start_response)
-        return result
+        own: dict[str, Any] = {}
+
+        def _start(status: str, headers: list[tuple[str, str]],
+                   exc_info: Any = None) -> Any:
+            if environ.get(_PASSED):
+                return start_response(status, headers, exc_info)
+            own["status"], own["headers"] = status, headers
+            return lambda data: None
+
+        result: Iterable[bytes] = self.protected(environ, _start)
+        if environ.get(_PASSED):
+            return result
+        # keystonemiddleware answered by itself: drop its (HTML or its own
+        # JSON) body and answer in Placement's format.
+        for _ in result:
+            pass
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        status = int(str(own.get("status", "500")).split(" ")[0])
+        keep = {k: v for k, v in own.get("headers", [])
+                if k.lower() == "www-authenticate"}
+        detail = KEYSTONE_DOWN if status == 503 else ""
+        problem = errors.HTTPProblem(status, detail, headers=keep)
+        return render.error_body(environ, problem).send(start_response)
 
 
 def wrap(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:

@@ -1,0 +1,142 @@
+"""Real clients through Keystone's catalog against a running ``berth
+serve``: the operator CLI (osc-placement) with password auth, and
+``berth.client.ReportClient`` over a keystoneauth session as the nova
+service user, running the agent's start-up sync with a reshape."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+
+from berth.agent import ResourceUpdater
+from berth.client import ReportClient
+from berth.db.engine import Database
+from berth.examples.vgpu import VGPUDriver
+from tests.functional import test_agent
+from tests.functional.reshaper_helpers import usage_totals
+from tests.keystone import harness
+from tests.keystone.conftest import write_conf
+from tests.keystone.harness import Keystone
+
+pytestmark = pytest.mark.stress
+
+
+@contextlib.contextmanager
+def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
+    """``berth serve`` (secure RBAC) on the port the catalog names."""
+    port = int(keystone.ids["placement_port"])
+    conf = write_conf(tmp_path / "placement.conf", keystone,
+                      db.engine.url.render_as_string(hide_password=False),
+                      mode="secure")
+    berth = Path(sys.executable).with_name("berth")
+    with open(tmp_path / "berth.log", "wb") as log:
+        proc = subprocess.Popen(
+            [str(berth), "serve", "--config-file", str(conf), "--host",
+             "127.0.0.1", "--port", str(port), "--workers", "1"],
+            stdout=log, stderr=log)
+    url = "http://127.0.0.1:%d" % port
+    try:
+        with httpx.Client() as http:
+            for _ in range(300):
+                assert proc.poll() is None, (tmp_path / "berth.log").read_text()
+                try:
+                    if http.get(url + "/").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture
+def berth_server(keystone: Keystone, db: Database, tmp_path: Path
+                 ) -> Iterator[str]:
+    """Once per backend: the report client's writes and reshape."""
+    with serving(keystone, db, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path
+                  ) -> Iterator[str]:
+    """Once: the CLI's part is authentication and the catalog."""
+    with serving(keystone, sqlite_db, tmp_path) as url:
+        yield url
+
+
+def _osc(keystone: Keystone, *args: str) -> Any:
+    """``openstack <args> -f json`` as admin, through the catalog."""
+    env = dict(os.environ, OS_AUTH_URL=keystone.url + "/v3",
+               OS_IDENTITY_API_VERSION="3", OS_USERNAME="admin",
+               OS_PASSWORD=harness.ADMIN_PASSWORD, OS_PROJECT_NAME="admin",
+               OS_USER_DOMAIN_NAME=harness.DOMAIN,
+               OS_PROJECT_DOMAIN_NAME=harness.DOMAIN,
+               OS_REGION_NAME=harness.REGION, OS_INTERFACE="public",
+               OS_PLACEMENT_API_VERSION="1.39")
+    proc = subprocess.run([str(harness.VENV / "bin" / "openstack"), *args],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout) if "json" in args else proc.stdout
+
+
+def test_osc_placement_through_the_catalog(keystone, sqlite_server):
+    rp = _osc(keystone, "resource", "provider", "create", "cn1", "-f", "json")
+    _osc(keystone, "resource", "provider", "inventory", "set", rp["uuid"],
+         "--resource", "VCPU=8", "--resource", "MEMORY_MB=4096",
+         "-f", "json")
+    listed = _osc(keystone, "resource", "provider", "list", "-f", "json")
+    assert [p["name"] for p in listed] == ["cn1"]
+    consumer = str(uuid.uuid4())
+    _osc(keystone, "resource", "provider", "allocation", "set", consumer,
+         "--allocation", "rp=%s,VCPU=2,MEMORY_MB=512" % rp["uuid"],
+         "--project-id", keystone.ids["project:tenant-a"],
+         "--user-id", keystone.ids["user:alice"], "--consumer-type",
+         "INSTANCE", "-f", "json")
+    usage = _osc(keystone, "resource", "provider", "usage", "show",
+                 rp["uuid"], "-f", "json")
+    assert {u["resource_class"]: u["usage"] for u in usage} == {
+        "VCPU": 2, "MEMORY_MB": 512}
+    candidates = _osc(keystone, "allocation", "candidate", "list",
+                      "--resource", "VCPU=6", "-f", "json")
+    assert [c["resource provider"] for c in candidates] == [rp["uuid"]]
+    assert _osc(keystone, "allocation", "candidate", "list",
+                "--resource", "VCPU=7", "-f", "json") == []
+
+
+def test_report_client_startup_reshape_as_nova(keystone, berth_server):
+    auth = v3.Password(auth_url=keystone.url + "/v3", username="nova",
+                       password=harness.PASSWORD, project_name="service",
+                       user_domain_name=harness.DOMAIN,
+                       project_domain_name=harness.DOMAIN)
+    sess = ks_session.Session(auth=auth)
+    token = sess.get_token()
+    # The driver's old layout, written as the nova user over plain HTTP.
+    with httpx.Client(base_url=berth_server, headers={
+            "x-auth-token": token,
+            "openstack-api-version": "placement latest"}) as http:
+        root = test_agent.old_layout(http)
+        before = usage_totals(http)
+        # The start-up sync finds Placement through the catalog.
+        updater = ResourceUpdater(VGPUDriver(test_agent.LAYOUT),
+                                  ReportClient(sess))
+        [result] = updater.update_all(startup=True)
+        assert result.status == "reshaped", result.error
+        test_agent.check_new_layout(http, root, before)
+        [again] = updater.update_all(startup=True)
+        assert (again.status, again.writes) == ("unchanged", 0)
+    sess.session.close()
