@@ -83,7 +83,7 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup
     conf = load_conf(args)
     engine = setup.engine_from_conf(conf)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     print("database at revision %s" % migrate.current_revision(engine))
     return 0
 

@@ -18,7 +18,7 @@ import io
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import falcon
@@ -28,6 +28,7 @@ from oslo_context import context as oslo_context
 from berth.api import errors, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import Database
+from berth.domain.candidates.world_cache import Observer, WorldCache
 from berth.domain.errors import DomainError
 from berth.policy import Policy
 
@@ -43,12 +44,16 @@ MAX_HEADER_BYTES = 16384
 
 
 class State:
-    """What every request needs: configuration, database and policy."""
+    """What every request needs: configuration, database, policy and the
+    candidate cache (one per application, so one per server worker)."""
 
-    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database,
+                 world_observers: Sequence[Observer] = ()) -> None:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
+        self.cache = WorldCache(keep=conf.berth.candidate_cache,
+                                observers=world_observers)
 
 
 class ContextMiddleware:
@@ -107,15 +112,19 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
     render.error(req, resp, problem, with_code)
 
 
-def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
+def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
+               world_observers: Sequence[Observer] = ()) -> WSGIApp:
     """Build the full WSGI stack for ``conf``.
 
-    ``db`` defaults to an engine made from ``[placement_database]``.
+    ``db`` defaults to a database made (and prepared) from
+    ``[placement_database]``. ``world_observers`` hear of every refresh
+    of the candidate cache (the serving layer tunes the garbage collector
+    with one).
     """
     if db is None:
         from berth.db import setup
         db = setup.database_from_conf(conf)
-    state = State(conf, db)
+    state = State(conf, db, world_observers)
     app = falcon.App(middleware=[ContextMiddleware(state)],
                      cors_enable=False)
     app.req_options.keep_blank_qs_values = True

@@ -1,6 +1,6 @@
 """GET /allocation_candidates, start to finish, minus HTTP.
 
-``find_candidates`` takes the worker's cached world (``snapshot``),
+``find_candidates`` takes the worker's cached world (``world_cache``),
 resolves names, picks the anchors worth visiting, builds each group's
 offers, merges them lazily and applies max_allocation_candidates, the
 nested-provider rule of old microversions, ``limit`` and randomisation.
@@ -25,7 +25,7 @@ from berth.domain.candidates.search import (
     distinct,
     world_candidates,
 )
-from berth.domain.candidates.snapshot import WorldCache
+from berth.domain.candidates.world_cache import WorldCache
 from berth.domain.capacity import capacity
 
 
