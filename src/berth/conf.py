@@ -133,6 +133,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    from berth.api import healthcheck
+    healthcheck.register_opts(conf)
     # [keystone_authtoken] is keystonemiddleware's; registering it here
     # lets it be read (and validated) before the middleware is built.
     from keystonemiddleware import opts as ks_opts

@@ -15,7 +15,7 @@ from berth import conf as berth_conf
 
 #: Groups Berth reads, in the order the reference lists them.
 GROUPS = ["placement_database", "api", "placement", "oslo_policy", "cors",
-          "berth"]
+          "healthcheck", "berth"]
 
 
 def _default(opt: Any) -> str:

@@ -7,8 +7,10 @@ Middleware order, outermost first, and why:
    has an ``x-openstack-request-id`` and a Placement-format body.
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
    must answer pre-flight OPTIONS before authentication sees them.
-3. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
-4. Falcon: microversion parsing and the request context (``Context``
+3. ``/healthcheck`` without a token: the plain health answer, before
+   authentication would refuse it (``healthcheck.Anonymous``).
+4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
+5. Falcon: microversion parsing and the request context (``Context``
    middleware), then routing to the handlers in ``routes.py``.
 """
 
@@ -25,7 +27,7 @@ import falcon
 from oslo_config import cfg
 from oslo_context import context as oslo_context
 
-from berth.api import errors, microversion, render
+from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import Database
 from berth.domain.candidates.world_cache import Observer, WorldCache
@@ -54,6 +56,7 @@ class State:
         self.policy = Policy(conf)
         self.cache = WorldCache(keep=conf.berth.candidate_cache,
                                 observers=world_observers)
+        self.health = healthcheck.Checks(conf, self)
 
 
 class ContextMiddleware:
@@ -141,6 +144,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     wsgi: WSGIApp = app
     from berth.api import auth
     wsgi = auth.wrap(wsgi, conf)
+    wsgi = healthcheck.Anonymous(wsgi, state.health.plain)
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)

@@ -16,6 +16,7 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    healthcheck,
     inventory,
     reshaper,
     resource_class,
@@ -89,6 +90,8 @@ ROUTES: dict[str, dict[str, Gated]] = {
     },
     "/usages": {"GET": (usage.total_usages, "1.9")},
     "/reshaper": {"POST": (reshaper.reshape, "1.30")},
+    # Berth's own (oslo.middleware's URL; see api/healthcheck.py).
+    "/healthcheck": {"GET": healthcheck.check, "HEAD": healthcheck.check},
 }
 
 
