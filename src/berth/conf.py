@@ -96,6 +96,11 @@ berth_opts = [
                help="Deepest JSON nesting accepted in a request body."),
     cfg.BoolOpt("request_log", default=True,
                 help="Log one line per request."),
+    cfg.StrOpt("metrics_listen",
+               help="host:port on which `berth serve` also serves the "
+                    "Prometheus metrics (GET /metrics), without "
+                    "authentication, for a Prometheus server. Unset: "
+                    "metrics are only on the API port, for admins."),
     cfg.BoolOpt("candidate_cache", default=True,
                 help="Keep the providers, inventories, usage, traits and "
                      "aggregates that allocation-candidate and provider "

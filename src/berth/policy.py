@@ -124,6 +124,9 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      "See the detailed health check (backend details, versions, thread "
      "stacks); other callers get the plain answer.",
      [("GET", "/healthcheck"), ("HEAD", "/healthcheck")]),
+    ("berth:metrics:show", "rule:admin_api",
+     "Read the Prometheus metrics on the API port.",
+     [("GET", "/metrics")]),
 ]
 
 

@@ -79,6 +79,17 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
                     "mode is for local use only.", berth_conf.data_dir(conf))
         conf.set_override("auth_strategy", "noauth2", group="api")
     prepare_database(conf)
+    from berth import metrics_server
+    listen = conf.berth.metrics_listen
+    if listen:
+        metrics_server.parse_listen(listen)  # fail before forking
+    with metrics_server.multiprocess_dir() as folder:
+        return _serve(conf, host, port, workers,
+                      metrics_server.gunicorn_hooks(listen, folder))
+
+
+def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
+           hooks: dict[str, Any]) -> int:
     # Import the application's modules once in the master: forked workers
     # inherit them and start serving at once (no database state is shared;
     # each worker still builds its own engine and pool in load()).
@@ -96,6 +107,7 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         "errorlog": "-",
         "loglevel": "warning",
         "proc_name": "berth",
+        **hooks,
     }
     LOG.info("serving Placement API on http://%s:%d with %d worker(s)",
              host, port, workers)

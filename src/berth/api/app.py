@@ -32,6 +32,7 @@ from berth.api.routes import install_routes
 from berth.db.engine import Database
 from berth.domain.candidates.world_cache import Observer, WorldCache
 from berth.domain.errors import DomainError
+from berth.metrics import Metrics
 from berth.policy import Policy
 
 LOG = logging.getLogger("berth.api")
@@ -46,16 +47,20 @@ MAX_HEADER_BYTES = 16384
 
 
 class State:
-    """What every request needs: configuration, database, policy and the
-    candidate cache (one per application, so one per server worker)."""
+    """What every request needs: configuration, database, policy, the
+    candidate cache (one per application, so one per server worker), the
+    metrics and the health checks."""
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
                  world_observers: Sequence[Observer] = ()) -> None:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
-        self.cache = WorldCache(keep=conf.berth.candidate_cache,
-                                observers=world_observers)
+        self.metrics = Metrics()
+        db.observer = self.metrics.db
+        self.cache = WorldCache(
+            keep=conf.berth.candidate_cache,
+            observers=[self.metrics.world_refreshed, *world_observers])
         self.health = healthcheck.Checks(conf, self)
 
 
@@ -88,6 +93,8 @@ class ContextMiddleware:
             resp.set_header("openstack-api-version",
                             microversion.header_value(version))
             resp.append_header("vary", "openstack-api-version")
+        # The route template (never the raw URL) labels the metrics.
+        req.env["berth.route"] = req.uri_template or "unmatched"
         if resp.status in (204, "204 No Content") or resp.status == 304:
             resp.content_type = None  # type: ignore[assignment]
 
@@ -110,6 +117,8 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
         problem = errors.HTTPProblem(500, "An unexpected error occurred; "
                                      "the request id identifies it in the "
                                      "server log.")
+    if problem.status == 409:
+        req.context.state.metrics.conflict(problem.code)
     version = getattr(req.context, "version", None)
     with_code = version is not None and version >= (1, 23)
     render.error(req, resp, problem, with_code)
@@ -148,7 +157,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)
-    return Edge(wsgi, conf)
+    return Edge(wsgi, conf, state.metrics)
 
 
 def _buffer_body(environ: dict[str, Any],
@@ -179,10 +188,12 @@ def _buffer_body(environ: dict[str, Any],
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
-    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts,
+                 metrics: Metrics) -> None:
         self.app = app
         self.max_body = conf.berth.max_body_bytes
         self.log_requests = conf.berth.request_log
+        self.metrics = metrics
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -216,6 +227,11 @@ class Edge:
                           environ.get("PATH_INFO"))
             problem = errors.HTTPProblem(500, "An unexpected error occurred.")
             result = render.error_body(environ, problem).send(_start)
+        elapsed = time.monotonic() - started
+        status = captured.get("status", "-").split(" ")[0]
+        self.metrics.request(environ.get("berth.route", "unrouted"),
+                             environ.get("REQUEST_METHOD", "-"), status,
+                             environ.get("berth.microversion", "-"), elapsed)
         if self.log_requests:
             REQUEST_LOG.info(
                 '%s "%s %s" status: %s len: %s microversion: %s time: %.6f',
@@ -224,10 +240,8 @@ class Edge:
                 environ.get("PATH_INFO", "") + (
                     "?" + environ["QUERY_STRING"]
                     if environ.get("QUERY_STRING") else ""),
-                captured.get("status", "-").split(" ")[0],
-                captured.get("length", "-"),
-                environ.get("berth.microversion", "-"),
-                time.monotonic() - started)
+                status, captured.get("length", "-"),
+                environ.get("berth.microversion", "-"), elapsed)
         return result
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:

@@ -118,6 +118,7 @@ class Anonymous:
                 and not environ.get("HTTP_X_AUTH_TOKEN")):
             answer = self.health.answer(environ)
             if answer is not None:
+                environ["berth.route"] = PATH
                 result: Iterable[bytes] = answer(environ, start_response)
                 return result
         return self.app(environ, start_response)

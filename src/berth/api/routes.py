@@ -18,6 +18,7 @@ from berth.api.handlers import (
     allocation_candidate,
     healthcheck,
     inventory,
+    metrics,
     reshaper,
     resource_class,
     resource_provider,
@@ -92,6 +93,7 @@ ROUTES: dict[str, dict[str, Gated]] = {
     "/reshaper": {"POST": (reshaper.reshape, "1.30")},
     # Berth's own (oslo.middleware's URL; see api/healthcheck.py).
     "/healthcheck": {"GET": healthcheck.check, "HEAD": healthcheck.check},
+    "/metrics": {"GET": metrics.show},
 }
 
 

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -59,6 +59,8 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
         kwargs.setdefault("connect_args", {})["charset"] = "utf8mb4"
         kwargs["isolation_level"] = "READ COMMITTED"
     engine = sa.create_engine(parsed, **kwargs)
+    event.listen(engine, "before_cursor_execute", _sql_started)
+    event.listen(engine, "after_cursor_execute", _sql_done)
     if backend == "sqlite":
         _setup_sqlite(engine, sqlite_synchronous)
     if backend == "mysql" and mysql_sql_mode:
@@ -68,6 +70,37 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
             cur.execute("SET SESSION sql_mode = %s", (mysql_sql_mode,))
             cur.close()
     return engine
+
+
+class Observer(Protocol):
+    """Hears what the database layer does (metrics)."""
+
+    def connections_in_use(self, count: int) -> None:
+        """This process now has ``count`` connections checked out."""
+
+    def transaction_retried(self) -> None:
+        """A transaction failed transiently and is run again."""
+
+    def sql_time(self, seconds: float) -> None:
+        """One statement took ``seconds``, from send to result."""
+
+
+#: Key in a pooled connection's ``info`` naming the Observer of the
+#: Database that checked it out (set on every checkout).
+_OBSERVER = "berth.observer"
+
+
+def _sql_started(conn: Connection, cursor: Any, statement: str,
+                 params: Any, context: Any, executemany: bool) -> None:
+    conn.info["berth.sql_started"] = time.perf_counter()
+
+
+def _sql_done(conn: Connection, cursor: Any, statement: str,
+              params: Any, context: Any, executemany: bool) -> None:
+    observer = conn.info.get(_OBSERVER)
+    if observer is not None:
+        observer.sql_time(time.perf_counter()
+                          - conn.info["berth.sql_started"])
 
 
 def _setup_sqlite(engine: Engine, synchronous: bool) -> None:
@@ -111,15 +144,29 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.backend = engine.url.get_backend_name()
+        #: told of connections, retries and SQL time (engines made by
+        #: ``create_engine`` report SQL time)
+        self.observer: Observer | None = None
+        self._in_use = 0
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
         with self.engine.connect() as conn:
-            if self.backend == "sqlite":
-                conn = conn.execution_options(
-                    sqlite_begin="IMMEDIATE" if write else "DEFERRED")
-            with conn.begin():
-                yield conn
+            observer = self.observer
+            conn.info[_OBSERVER] = observer
+            if observer is not None:
+                self._in_use += 1
+                observer.connections_in_use(self._in_use)
+            try:
+                if self.backend == "sqlite":
+                    conn = conn.execution_options(
+                        sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                with conn.begin():
+                    yield conn
+            finally:
+                if observer is not None:
+                    self._in_use -= 1
+                    observer.connections_in_use(self._in_use)
 
     def run(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures.
@@ -141,6 +188,8 @@ class Database:
             except sa.exc.DBAPIError as exc:
                 if not is_retryable(exc) or attempt == TX_ATTEMPTS - 1:
                     raise
+                if self.observer is not None:
+                    self.observer.transaction_retried()
                 LOG.debug("retrying transaction after %s", exc.orig)
                 time.sleep(random.uniform(0.005, 0.02) * (2 ** attempt))
         raise AssertionError("unreachable")

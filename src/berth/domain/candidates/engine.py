@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy.engine import Connection
 
@@ -48,6 +48,10 @@ class Result:
     world: World
     #: the providers the answer summarizes, in the order it lists them
     summarized: list[int] = field(default_factory=list)
+    #: trees the search visited (those the plan kept)
+    trees: int = 0
+    #: True when ``limit`` left candidates out of the answer
+    cut: bool = False
 
 
 def find_candidates(conn: Connection, cache: WorldCache,
@@ -76,9 +80,16 @@ def find_candidates(conn: Connection, cache: WorldCache,
         if spec is None:
             return Result([], world)
         specs.append(spec)
-    chosen = search(world, specs, wide, settings, nested_aware,
-                    plan(world, groups))
-    return Result(chosen, world, summarized(world, chosen, nested_aware))
+    anchors = plan(world, groups)
+    # One beyond the limit, so that the answer tells whether it was cut.
+    limit = wide.limit or 0
+    chosen = search(world, specs, replace(wide, limit=limit + 1)
+                    if limit else wide, settings, nested_aware, anchors)
+    cut = bool(limit) and len(chosen) > limit
+    if cut:
+        del chosen[limit:]
+    return Result(chosen, world, summarized(world, chosen, nested_aware),
+                  len(anchors), cut)
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:

@@ -85,6 +85,9 @@ class Refresh:
     snapshot: Snapshot
     #: False when the cache is off and the snapshot serves one request
     kept: bool
+    #: changes in the sequence since the snapshot refreshed (0 when there
+    #: was none): how far behind the cache was
+    behind: int = 0
 
 
 #: Called after every refresh, in the thread that made it.
@@ -141,7 +144,8 @@ class WorldCache:
             LOG.debug("loaded %d providers for the candidate cache in "
                       "%.1f ms", len(fresh.world.providers), seconds * 1000)
         if self.observers:
-            done = Refresh(kind, seconds, fresh, self.keep)
+            done = Refresh(kind, seconds, fresh, self.keep,
+                           0 if snap is None else seq - snap.seq)
             for observer in self.observers:
                 observer(done)
         return fresh
