@@ -119,11 +119,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(berth_opts, group="berth")
-    if "debug" not in conf:
-        # [DEFAULT] debug is oslo.log's in upstream; Berth logs with the
-        # standard library and honours the same switch.
-        conf.register_opt(cfg.BoolOpt(
-            "debug", default=False, help="Log at DEBUG level."))
+    # [DEFAULT] debug, log_file, use_json, ...: oslo.log's, as upstream.
+    from berth import logs
+    logs.register_opts(conf)
     # oslo.policy's and oslo.middleware's groups are registered by those
     # libraries; registering the policy group here lets `berth` read it
     # before any enforcer exists.

@@ -105,7 +105,8 @@ def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
         "keepalive": 5,
         "accesslog": None,
         "errorlog": "-",
-        "loglevel": "warning",
+        # gunicorn's lines go through oslo.log's handlers (berth.logs).
+        "logger_class": "berth.logs.GunicornLogger",
         "proc_name": "berth",
         **hooks,
     }

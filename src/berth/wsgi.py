@@ -7,14 +7,13 @@ else oslo.config's usual search for placement.conf.
 
 from __future__ import annotations
 
-import logging
-
 from berth import conf as berth_conf
+from berth import logs
 from berth.api.app import create_app
 from berth.db import setup
 from berth.server import tune_gc
 
-logging.basicConfig(level=logging.INFO)
 _conf = berth_conf.load([])
+logs.setup(_conf)
 application = create_app(_conf, setup.database_from_conf(_conf, wait=True),
                          world_observers=[tune_gc()])

@@ -27,6 +27,7 @@ import falcon
 from oslo_config import cfg
 from oslo_context import context as oslo_context
 
+from berth import logs
 from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import Database
@@ -200,6 +201,10 @@ class Edge:
         started = time.monotonic()
         request_id = "req-%s" % uuid.uuid4()
         environ["berth.request_id"] = environ["openstack.request_id"] = request_id
+        # This thread's current context until authentication knows the
+        # caller (``ContextMiddleware`` replaces it): every log line of
+        # the request, the request line included, carries its id.
+        oslo_context.RequestContext(request_id=request_id)
         captured: dict[str, Any] = {}
 
         def _start(status: str, headers: list[tuple[str, str]],
@@ -242,6 +247,7 @@ class Edge:
                     if environ.get("QUERY_STRING") else ""),
                 status, captured.get("length", "-"),
                 environ.get("berth.microversion", "-"), elapsed)
+        logs.request_done()
         return result
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
