@@ -88,18 +88,20 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--samples", type=int, default=7)
+    ap.add_argument("--warmup", type=int, default=50)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         client = _client(Path(folder) / "p.sqlite")
         uuids = _hosts(client, args.hosts)
-        for n in range(50):  # warm up: whole load, caches, imports
+        for n in range(args.warmup):  # whole load, caches, imports
             _round(client, uuids[n % len(uuids)])
         per_request = []
         for _ in range(args.samples):
             start = time.process_time()
             done = sum(_round(client, uuids[n % len(uuids)])
                        for n in range(args.rounds))
-            per_request.append((time.process_time() - start) / done * 1e6)
+            per_request.append((time.process_time() - start)
+                               / max(done, 1) * 1e6)
     print("%s: median %.1f us CPU per request (samples: %s)" % (
         Path(berth.__file__).parent.parent,
         statistics.median(per_request),

@@ -63,6 +63,9 @@ def test_metrics_count_what_happened(db: Database) -> None:
         assert len(client.get(query).json()["allocation_requests"]) == 3
         assert len(client.get(query + "&limit=2").json()[
             "allocation_requests"]) == 2
+        # Exactly as many as exist: not cut.
+        assert len(client.get(query + "&limit=3").json()[
+            "allocation_requests"]) == 3
         consumer = str(uuidlib.uuid4())
         assert _claim(client, consumer, RP % 1, None) == 204
         assert _claim(client, consumer, RP % 1, None) == 409
@@ -79,19 +82,19 @@ def test_metrics_count_what_happened(db: Database) -> None:
     found = samples(resp.text)
     v = lambda name, **labels: value(found, name, **labels)  # noqa: E731
     assert v("berth_requests_total", route="/allocation_candidates",
-             method="GET", status="200", microversion="1.39") == 3
+             method="GET", status="200", microversion="1.39") == 4
     assert v("berth_requests_total", route="/resource_providers/{uuid}",
              method="GET", status="404", microversion="1.39") == 1
     assert v("berth_request_duration_seconds_count",
-             route="/allocation_candidates", method="GET") == 3
+             route="/allocation_candidates", method="GET") == 4
     assert v("berth_claims_total", method="PUT", outcome="ok") == 1
     assert v("berth_claims_total", method="PUT", outcome="conflict") == 1
     assert v("berth_conflicts_total",
              code="placement.concurrent_update") == 2
-    assert v("berth_candidates_returned_sum") == 3 + 2 + 3
-    assert v("berth_candidates_returned_count") == 3
+    assert v("berth_candidates_returned_sum") == 3 + 2 + 3 + 3
+    assert v("berth_candidates_returned_count") == 4
     assert v("berth_candidates_cut_by_limit_total") == 1
-    assert v("berth_candidate_trees_searched_sum") == 9
+    assert v("berth_candidate_trees_searched_sum") == 12
     # One whole load, then the claim refreshed usage only.
     assert v("berth_world_refresh_duration_seconds_count", kind="whole") == 1
     assert v("berth_world_refresh_duration_seconds_count", kind="usage") == 1

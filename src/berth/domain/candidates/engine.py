@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -82,7 +83,8 @@ def find_candidates(conn: Connection, cache: WorldCache,
         specs.append(spec)
     anchors = plan(world, groups)
     # One beyond the limit, so that the answer tells whether it was cut.
-    limit = wide.limit or 0
+    # (A limit of sys.maxsize, the most a query may ask, cuts nothing.)
+    limit = wide.limit if wide.limit and wide.limit < sys.maxsize else 0
     chosen = search(world, specs, replace(wide, limit=limit + 1)
                     if limit else wide, settings, nested_aware, anchors)
     cut = bool(limit) and len(chosen) > limit
