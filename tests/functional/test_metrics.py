@@ -76,6 +76,7 @@ def test_metrics_count_what_happened(db: Database) -> None:
                           json={"resource_provider_generation": gen + 5,
                                 "inventories": {}}).status_code == 409
         assert client.get("/resource_providers/nope").status_code == 404
+        assert client.request("BREW", "/traits").status_code == 400
         resp = client.get("/metrics")
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/plain")
@@ -87,6 +88,9 @@ def test_metrics_count_what_happened(db: Database) -> None:
              method="GET", status="404", microversion="1.39") == 1
     assert v("berth_request_duration_seconds_count",
              route="/allocation_candidates", method="GET") == 4
+    methods = {dict(labels).get("method") for (name, labels) in found
+               if name == "berth_requests_total"}
+    assert "OTHER" in methods and "BREW" not in methods
     assert v("berth_claims_total", method="PUT", outcome="ok") == 1
     assert v("berth_claims_total", method="PUT", outcome="conflict") == 1
     assert v("berth_conflicts_total",
