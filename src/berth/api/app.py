@@ -7,7 +7,8 @@ Middleware order, outermost first, and why:
    has an ``x-openstack-request-id`` and a Placement-format body.
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
    must answer pre-flight OPTIONS before authentication sees them.
-3. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
+3. Authentication: ``noauth2`` or keystonemiddleware. ``/`` and
+   ``/openapi.json`` need no token.
 4. Falcon: microversion parsing and the request context (``Context``
    middleware), then routing to the handlers in ``routes.py``.
 """
@@ -49,6 +50,8 @@ class State:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
+        #: The OpenAPI document, rendered on first request.
+        self.openapi: bytes | None = None
 
 
 class ContextMiddleware:

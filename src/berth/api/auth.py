@@ -2,7 +2,8 @@
 
 Both leave the caller's identity in the WSGI environ as keystonemiddleware
 does (``HTTP_X_USER_ID``, ``HTTP_X_PROJECT_ID``, ``HTTP_X_ROLES``), where
-oslo.context picks it up. ``/`` (version discovery) needs no token.
+oslo.context picks it up. ``/`` (version discovery) and ``/openapi.json``
+(the API's description) need no token.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from berth.api import errors, render
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+#: Paths served without a token.
+PUBLIC = ("", "/", "/openapi.json")
+
+
 def _is_root(environ: dict[str, Any]) -> bool:
-    return environ.get("PATH_INFO", "") in ("", "/")
+    return environ.get("PATH_INFO", "") in PUBLIC
 
 
 class NoAuth:

@@ -17,6 +17,7 @@ from berth.api.handlers import (
     allocation,
     allocation_candidate,
     inventory,
+    openapi,
     reshaper,
     resource_class,
     resource_provider,
@@ -32,6 +33,7 @@ RP = "/resource_providers/{uuid}"
 
 ROUTES: dict[str, dict[str, Gated]] = {
     "/": {"GET": root.home},
+    "/openapi.json": {"GET": openapi.get_document},
     "/resource_providers": {
         "GET": resource_provider.list_providers,
         "POST": resource_provider.create_provider,
