@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 
 import berth
-from berth.api import microversion
+from berth.api import microversion, util
 from berth.api.schemas import aggregate as agg_s
 from berth.api.schemas import allocation as alloc_s
 from berth.api.schemas import allocation_candidate as cand_s
@@ -68,12 +68,34 @@ def _v(*pairs: tuple[Version, jsonschema.protocols.Validator]) -> Versioned:
     return pairs
 
 
+#: A body the handler does not read.
+_IGNORED = util.validator({"description": "Not read."})
+
+
 def _one(schema: jsonschema.protocols.Validator) -> Versioned:
     return (((1, 0), schema),)
 
 
 _RP = "/resource_providers/{uuid}"
 _NEW_PROVIDER = {"uuid": "$response.body#/uuid"}
+_SAME_PROVIDER = {"uuid": "$request.path.uuid"}
+_SAME_CONSUMER = {"consumer_uuid": "$request.path.consumer_uuid"}
+
+
+def _operation_id(method: str, path: str) -> str:
+    words = [w.strip("{}") for w in path.strip("/").split("/") if w]
+    return "_".join([method.lower()] + (words or ["root"])).replace(".", "_")
+
+
+def _link(method: str, path: str, parameters: dict[str, str],
+          body: Any = None) -> dict[str, Any]:
+    """An OpenAPI link to ``method path`` (stateful test tools follow
+    these: a new provider's uuid feeds its inventories, and so on)."""
+    link: dict[str, Any] = {"operationId": _operation_id(method, path),
+                            "parameters": parameters}
+    if body is not None:
+        link["requestBody"] = body
+    return link
 
 #: (path, method) -> Operation. The lead adds an entry with each new route.
 OPERATIONS: dict[tuple[str, str], Operation] = {
@@ -96,8 +118,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         body=_v(((1, 0), rp_s.POST_PROVIDER),
                 ((1, 14), rp_s.POST_PROVIDER_1_14)),
         links={200: {
-            "SetInventories": ("PUT", _RP + "/inventories", _NEW_PROVIDER),
-            "GetProvider": ("GET", _RP, _NEW_PROVIDER)}}),
+            "SetInventories": _link("PUT", _RP + "/inventories",
+                                    _NEW_PROVIDER),
+            "AddInventory": _link("POST", _RP + "/inventories",
+                                  _NEW_PROVIDER),
+            "SetTraits": _link("PUT", _RP + "/traits", _NEW_PROVIDER),
+            "SetAggregates": _link("PUT", _RP + "/aggregates",
+                                   _NEW_PROVIDER),
+            "GetProvider": _link("GET", _RP, _NEW_PROVIDER)}}),
     (_RP, "GET"): Operation(
         "Show one resource provider.", {200: r.PROVIDER}, errors=(404,),
         cached=True),
@@ -118,8 +146,20 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     (_RP + "/inventories", "PUT"): Operation(
         "Replace all of the provider's inventories.", {200: r.INVENTORIES},
         errors=(404, 409), body=_one(inv_s.PUT_ALL_V),
-        links={200: {"GetUsages": ("GET", _RP + "/usages", {
-            "uuid": "$request.path.uuid"})}}),
+        links={200: {
+            "GetUsages": _link("GET", _RP + "/usages", _SAME_PROVIDER),
+            "GetInventory": _link(
+                "GET", _RP + "/inventories/{resource_class}",
+                {**_SAME_PROVIDER, "resource_class": "VCPU"}),
+            # The 1.0 body names the provider in a value, where a link can
+            # put it; the consumer is new.
+            "Allocate": _link(
+                "PUT", "/allocations/{consumer_uuid}",
+                {"consumer_uuid": "7e57c0de-0000-4000-8000-000000000001",
+                 "header.OpenStack-API-Version": "placement 1.0"},
+                {"allocations": [{
+                    "resource_provider": {"uuid": "$request.path.uuid"},
+                    "resources": {"VCPU": 1}}]})}}),
     (_RP + "/inventories", "DELETE"): Operation(
         "Delete all of the provider's inventories (1.5).", {204: None},
         errors=(404, 409)),
@@ -168,7 +208,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Before 1.7, rename a custom class (body: the new name); from 1.7, "
         "create it if absent (201) or confirm it (204), without a body.",
         {200: r.RESOURCE_CLASS, 201: None, 204: None}, errors=(404, 409),
-        body=_one(rc_s.NAME_BODY_V)),
+        body=_v(((1, 2), rc_s.NAME_BODY_V), ((1, 7), _IGNORED))),
     ("/resource_classes/{name}", "DELETE"): Operation(
         "Delete a custom class nobody uses.", {204: None},
         errors=(404, 409)),
@@ -182,9 +222,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/allocations/{consumer_uuid}", "PUT"): Operation(
         "Replace a consumer's allocations (with its generation from 1.28).",
         {204: None}, errors=(409,), body=alloc_s.PUT_SCHEMAS,
-        links={204: {"GetAllocations": (
-            "GET", "/allocations/{consumer_uuid}",
-            {"consumer_uuid": "$request.path.consumer_uuid"})}}),
+        links={204: {
+            "GetAllocations": _link("GET", "/allocations/{consumer_uuid}",
+                                    _SAME_CONSUMER),
+            "DeleteAllocations": _link("DELETE",
+                                       "/allocations/{consumer_uuid}",
+                                       _SAME_CONSUMER)}}),
     ("/allocations/{consumer_uuid}", "DELETE"): Operation(
         "Remove all of a consumer's allocations.", {204: None},
         errors=(404, 409)),
@@ -321,17 +364,9 @@ def _success(op: Operation) -> dict[str, Any]:
         if schema is not None:
             reply["content"] = {JSON: {"schema": copy.deepcopy(schema)}}
         if status in op.links:
-            reply["links"] = {
-                name: {"operationId": _operation_id(method, path),
-                       "parameters": params}
-                for name, (method, path, params) in op.links[status].items()}
+            reply["links"] = op.links[status]
         out[str(status)] = reply
     return out
-
-
-def _operation_id(method: str, path: str) -> str:
-    words = [w.strip("{}") for w in path.strip("/").split("/") if w]
-    return "_".join([method.lower()] + (words or ["root"])).replace(".", "_")
 
 
 def _operation(template: str, method: str, spec: Any) -> dict[str, Any]:
@@ -379,10 +414,14 @@ def _components() -> dict[str, Any]:
             "name": "OpenStack-API-Version", "in": "header",
             "required": False,
             "description": "The microversion wanted, as `placement 1.39` "
-                           "or `placement latest`; 1.0 without it.",
-            "schema": {"type": "string", "enum": [
-                "placement %s" % v for v in microversion.VERSIONS]
-                + ["placement latest"]}}},
+                           "or `placement latest`; 1.0 without it, or when "
+                           "the value names another service. A malformed "
+                           "placement version is a 400, one out of range "
+                           "a 406.",
+            "schema": {"type": "string"},
+            "examples": {"v%s" % v.replace(".", "_"): {
+                "value": "placement %s" % v}
+                for v in microversion.VERSIONS}}},
         "headers": {
             "OpenStack-API-Version": {
                 "description": "The microversion that answered, as "
