@@ -240,3 +240,15 @@ def test_reshaper_refuses_bad_inventories(client, db, world, inventories):
     assert_clean_4xx(r)
     assert r.status_code == 400
     assert snapshot(db) == world
+
+
+@pytest.mark.parametrize("segment", ["%F0%9F%98%80", "%ff%fe", "%E2%80%AE"])
+def test_non_latin1_path_segments(client, segment):
+    # httpx's in-process transport (and so berth.direct) hands the app
+    # decoded text as PATH_INFO; a character beyond U+00FF was a 500.
+    for path in ("/resource_classes/", "/traits/", "/allocations/",
+                 "/resource_providers/%s/inventories/" % RP):
+        r = client.get(path + segment)
+        # GET /allocations/{anything} is an empty 200, as upstream.
+        if r.status_code != 200:
+            assert_clean_4xx(r)

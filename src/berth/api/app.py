@@ -166,6 +166,17 @@ def _buffer_body(environ: dict[str, Any],
     return None
 
 
+def _latin1_path(environ: dict[str, Any]) -> None:
+    """Make PATH_INFO what PEP 3333 says it is, bytes as latin-1. Some
+    in-process callers (httpx's WSGI transport, so berth.direct) put the
+    decoded text there instead; Falcon then failed on any character beyond
+    U+00FF with a 500."""
+    path = environ.get("PATH_INFO", "")
+    if any(ord(ch) > 0xFF for ch in path):
+        environ["PATH_INFO"] = path.encode("utf-8", "surrogatepass").decode(
+            "latin-1")
+
+
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
@@ -192,6 +203,7 @@ class Edge:
             return start_response(status, headers, exc_info)
 
         try:
+            _latin1_path(environ)
             problem = self._precheck(environ)
             if problem is None:
                 problem = _buffer_body(environ, self.max_body)
