@@ -252,3 +252,15 @@ def test_non_latin1_path_segments(client, segment):
         # GET /allocations/{anything} is an empty 200, as upstream.
         if r.status_code != 200:
             assert_clean_4xx(r)
+
+
+def test_negative_zero_ratio_reads_back_the_same_everywhere(client, world):
+    import math
+    r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
+                   content=b'{"resource_provider_generation": 1, '
+                           b'"total": 8, "allocation_ratio": -0.0}',
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    for body in (r.json(), client.get(
+            "/resource_providers/%s/inventories/VCPU" % RP).json()):
+        assert math.copysign(1, body["allocation_ratio"]) == 1.0

@@ -51,6 +51,9 @@ def make_inventory(data: Mapping[str, Any]) -> Inventory:
     later candidate query fail.
     """
     inv = Inventory(**{k: data[k] for k in FIELDS if k in data})
+    if inv.allocation_ratio == 0:
+        # -0.0 would read back as 0.0 from MySQL and as -0.0 elsewhere.
+        inv = inv._replace(allocation_ratio=0.0)
     amount = (inv.total - inv.reserved) * inv.allocation_ratio
     if not -MAX_CAPACITY <= amount <= MAX_CAPACITY:
         raise errors.BadRequest(
