@@ -75,9 +75,9 @@ CONF
       --no-color || rc=$?
   done
   kill "$server"; wait "$server" 2>/dev/null || true; server=""
-  if grep -E " ERROR |Traceback" "$log" >/dev/null; then
+  if grep -E " ERROR |\[ERROR\]|Traceback" "$log" >/dev/null; then
     echo "fuzz[$backend]: server errors in the log:" >&2
-    grep -E -A20 " ERROR |Traceback" "$log" | head -80 >&2
+    grep -E -A20 " ERROR |\[ERROR\]|Traceback" "$log" | head -80 >&2
     rc=1
   fi
   if [ "$backend" = postgresql ]; then "$PY" .ci/fuzz_db.py drop "$PG_ADMIN" "$pgdb"; pgdb=""; fi

@@ -80,3 +80,10 @@ def test_errors_headers_and_security_are_described(doc):
     assert doc["paths"]["/"]["get"]["security"] == []
     assert doc["paths"]["/openapi.json"]["get"]["security"] == []
     assert doc["security"] == [{"token": []}]
+
+
+def test_keystone_and_noauth_both_let_the_document_through():
+    from berth.api import auth
+    assert auth._is_root({"PATH_INFO": "/openapi.json"})
+    assert not auth._is_root({"PATH_INFO": "/openapi.json/x"})
+    assert not auth._is_root({"PATH_INFO": "/resource_providers"})
