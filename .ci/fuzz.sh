@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PY=${PY:-.venv/bin/python}
 BERTH=${BERTH:-.venv/bin/berth}
-ST=${ST:-.venv/bin/schemathesis}
+ST=${ST:-$PWD/.venv/bin/schemathesis}
 MAX_TIME=${FUZZ_MAX_TIME:-45}
 PG_ADMIN=${BERTH_TEST_PG_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/postgres}
 backends=("$@")
@@ -64,7 +64,8 @@ CONF
   for pass in generated latest; do
     local pin=()
     [ "$pass" = latest ] && pin=(-H "OpenStack-API-Version: placement latest")
-    "$ST" run "http://127.0.0.1:$port/openapi.json" \
+    # From the scratch folder: schemathesis keeps a cache in its cwd.
+    (cd "$work" && "$ST" run "http://127.0.0.1:$port/openapi.json" \
       --wait-for-schema 30 \
       --checks all \
       --exclude-checks ignored_auth,positive_data_acceptance,use_after_free,ensure_resource_availability \
@@ -72,7 +73,7 @@ CONF
       --max-time "$MAX_TIME" --workers 1 --seed 20261130 \
       --generation-database none \
       --report junit --report-dir "$work/report-$backend-$pass" \
-      --no-color || rc=$?
+      --no-color) || rc=$?
   done
   kill "$server"; wait "$server" 2>/dev/null || true; server=""
   if grep -E " ERROR |\[ERROR\]|Traceback" "$log" >/dev/null; then
