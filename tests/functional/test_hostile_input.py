@@ -156,3 +156,111 @@ def test_many_megabytes(client, db, world):
 def test_long_headers(client, world):
     r = client.get("/resource_providers", headers={"x-junk": "j" * 20000})
     assert r.status_code == 431
+
+
+# --- No accepted write may break a read (the poison pill) -------------------
+
+SERVICE = {"x-roles": "admin,service"}
+POISON = b"18446744073709551616"  # 2**64: upstream's schema lets it through
+
+POISON_WRITES = [
+    ("POST", "/resource_providers/%s/inventories" % RP,
+     b'{"resource_class": "DISK_GB", "total": 8, "allocation_ratio": %s}'),
+    ("PUT", "/resource_providers/%s/inventories" % RP,
+     b'{"resource_provider_generation": 1, "inventories": '
+     b'{"VCPU": {"total": 8, "allocation_ratio": %s}}}'),
+    ("PUT", "/resource_providers/%s/inventories/VCPU" % RP,
+     b'{"resource_provider_generation": 1, "total": 8, '
+     b'"allocation_ratio": %s}'),
+    ("PUT", "/resource_providers/%s/inventories/VCPU" % RP,
+     b'{"resource_provider_generation": 1, "total": 2147483647, '
+     b'"allocation_ratio": %s}'),
+]
+
+
+# 4194305 overflows only with the largest total.
+@pytest.mark.parametrize("method,path,body,ratio", [
+    (*write, ratio) for write in POISON_WRITES
+    for ratio in (POISON, b"3.4e38", b"-1e300", b"4194305")
+    if ratio != b"4194305" or b"2147483647" in write[2]])
+def test_overflowing_capacity_is_refused(client, db, world, method, path,
+                                         body, ratio):
+    r = client.request(method, path, content=body % ratio,
+                       headers={"content-type": "application/json"})
+    assert_clean_4xx(r)
+    assert r.status_code == 400
+    assert "capacity" in r.json()["errors"][0]["detail"]
+    assert snapshot(db) == world
+    r = client.get("/allocation_candidates?resources=VCPU:1")
+    assert r.status_code == 200, r.text
+    assert len(r.json()["allocation_requests"]) == 1
+
+
+def test_largest_capacity_is_accepted_and_readable(client, world):
+    # (2**31 - 1) * 4194304 = 2**53 - 4194304: just inside the bound.
+    r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
+                   json={"resource_provider_generation": 1,
+                         "total": 2147483647, "allocation_ratio": 4194304})
+    assert r.status_code == 200, r.text
+    r = client.get("/allocation_candidates?resources=VCPU:1")
+    assert r.status_code == 200, r.text
+    summary = r.json()["provider_summaries"][RP]["resources"]["VCPU"]
+    assert summary["capacity"] == 2147483647 * 4194304
+
+
+def test_a_stored_poison_row_does_not_break_reads(client, db, world):
+    # A database written by something else may already hold such a row:
+    # reads answer, with the capacity held at the bound.
+    with db.engine.begin() as conn:
+        conn.execute(t.inventories.update().values(allocation_ratio=2.0 ** 64))
+    for path in ("/allocation_candidates?resources=VCPU:1",
+                 "/resource_providers?resources=VCPU:1",
+                 "/resource_providers/%s/inventories" % RP):
+        r = client.get(path)
+        assert r.status_code == 200, (path, r.text)
+    r = client.get("/allocation_candidates?resources=VCPU:1")
+    summary = r.json()["provider_summaries"][RP]["resources"]["VCPU"]
+    assert summary["capacity"] == 2 ** 53
+
+
+@pytest.mark.parametrize("inventories", [
+    {"": {}},                                   # empty class key
+    {"x" * 300: {"total": 1, "junk": 1}},      # long odd key, extra field
+    {"X" * 300: {"total": 1}},                  # 300-character class name
+    {"VCPU": {"total": 1, "junk": 1}},          # extra field
+    {"vcpu": {"total": 1, "junk": 1}},          # extra field, odd key
+    {"a": 5},                                   # record not an object
+    {"\ud7ff\u0001": {}},                      # odd unicode, empty record
+])
+def test_reshaper_refuses_bad_inventories(client, db, world, inventories):
+    body = {"inventories": {RP: {"resource_provider_generation": 1,
+                                 "inventories": inventories}},
+            "allocations": {}}
+    r = client.post("/reshaper", json=body, headers=SERVICE)
+    assert_clean_4xx(r)
+    assert r.status_code == 400
+    assert snapshot(db) == world
+
+
+@pytest.mark.parametrize("segment", ["%F0%9F%98%80", "%ff%fe", "%E2%80%AE"])
+def test_non_latin1_path_segments(client, segment):
+    # httpx's in-process transport (and so berth.direct) hands the app
+    # decoded text as PATH_INFO; a character beyond U+00FF was a 500.
+    for path in ("/resource_classes/", "/traits/", "/allocations/",
+                 "/resource_providers/%s/inventories/" % RP):
+        r = client.get(path + segment)
+        # GET /allocations/{anything} is an empty 200, as upstream.
+        if r.status_code != 200:
+            assert_clean_4xx(r)
+
+
+def test_negative_zero_ratio_reads_back_the_same_everywhere(client, world):
+    import math
+    r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
+                   content=b'{"resource_provider_generation": 1, '
+                           b'"total": 8, "allocation_ratio": -0.0}',
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    for body in (r.json(), client.get(
+            "/resource_providers/%s/inventories/VCPU" % RP).json()):
+        assert math.copysign(1, body["allocation_ratio"]) == 1.0

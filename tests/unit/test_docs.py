@@ -40,3 +40,8 @@ def test_every_error_code_is_documented():
     api = (DOCS / "api.md").read_text()
     for code in errors.ALL_CODES:
         assert "`%s`" % code in api, code
+
+
+def test_api_reference_is_current():
+    assert (DOCS / "api-reference.md").read_text() == docgen.api_reference(), (
+        "run: python -m berth.docgen api > docs/api-reference.md")

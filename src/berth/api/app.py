@@ -9,7 +9,8 @@ Middleware order, outermost first, and why:
    must answer pre-flight OPTIONS before authentication sees them.
 3. ``/healthcheck`` without a token: the plain health answer, before
    authentication would refuse it (``healthcheck.Anonymous``).
-4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
+4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` and
+   ``/openapi.json`` need no token.
 5. Falcon: microversion parsing and the request context (``Context``
    middleware), then routing to the handlers in ``routes.py``.
 """
@@ -70,6 +71,8 @@ class State:
             keep=conf.berth.candidate_cache,
             observers=[self.metrics.world_refreshed, *world_observers])
         self.health = healthcheck.Checks(conf, self)
+        #: The OpenAPI document, rendered on first request.
+        self.openapi: bytes | None = None
 
 
 class ContextMiddleware:
@@ -198,6 +201,17 @@ def _buffer_body(environ: dict[str, Any],
     return None
 
 
+def _latin1_path(environ: dict[str, Any]) -> None:
+    """Make PATH_INFO what PEP 3333 says it is, bytes as latin-1. Some
+    in-process callers (httpx's WSGI transport, so berth.direct) put the
+    decoded text there instead; Falcon then failed on any character beyond
+    U+00FF with a 500."""
+    path = environ.get("PATH_INFO", "")
+    if any(ord(ch) > 0xFF for ch in path):
+        environ["PATH_INFO"] = path.encode("utf-8", "surrogatepass").decode(
+            "latin-1")
+
+
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
@@ -230,6 +244,7 @@ class Edge:
             return start_response(status, headers, exc_info)
 
         try:
+            _latin1_path(environ)
             problem = self._precheck(environ)
             if problem is None:
                 problem = _buffer_body(environ, self.max_body)

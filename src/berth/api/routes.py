@@ -19,6 +19,7 @@ from berth.api.handlers import (
     healthcheck,
     inventory,
     metrics,
+    openapi,
     reshaper,
     resource_class,
     resource_provider,
@@ -34,6 +35,7 @@ RP = "/resource_providers/{uuid}"
 
 ROUTES: dict[str, dict[str, Gated]] = {
     "/": {"GET": root.home},
+    "/openapi.json": {"GET": openapi.get_document},
     "/resource_providers": {
         "GET": resource_provider.list_providers,
         "POST": resource_provider.create_provider,

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+#: The largest usable amount, either sign, that Berth computes with: every
+#: integer up to 2**53 is exact in a double, so Python, SQL and JSON
+#: clients all see the same number (and it fits the 64 bits orjson writes).
+#: Writes whose capacity would exceed it are refused (see
+#: ``berth.domain.inventories.make_inventory``); a stored row beyond it,
+#: which only a database written by something else can hold, is read as
+#: this bound so that it cannot break a read.
+MAX_CAPACITY = 2 ** 53
+
 
 class Inventory(NamedTuple):
     """One provider's inventory of one resource class (immutable; a named
@@ -28,8 +37,12 @@ class Inventory(NamedTuple):
 
 
 def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
-    """Usable amount: (total - reserved) * allocation_ratio, truncated."""
-    return int((total - reserved) * allocation_ratio)
+    """Usable amount: (total - reserved) * allocation_ratio, truncated,
+    and held within +-MAX_CAPACITY."""
+    amount = (total - reserved) * allocation_ratio
+    if -MAX_CAPACITY <= amount <= MAX_CAPACITY:
+        return int(amount)
+    return MAX_CAPACITY if amount > 0 else -MAX_CAPACITY
 
 
 def unit_problem(inv: Inventory, amount: int) -> str | None:

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, Row
 
 from berth.db import tables as t
 from berth.domain import common, errors
-from berth.domain.capacity import Inventory
+from berth.domain.capacity import MAX_CAPACITY, Inventory
 
 LOG = logging.getLogger(__name__)
 
@@ -44,8 +44,23 @@ class Listing:
 
 
 def make_inventory(data: Mapping[str, Any]) -> Inventory:
-    """An Inventory from validated request fields, defaults filled in."""
-    return Inventory(**{k: data[k] for k in FIELDS if k in data})
+    """An Inventory from validated request fields, defaults filled in.
+
+    BadRequest when its capacity is beyond what Berth computes exactly
+    (``capacity.MAX_CAPACITY``): stored, such a record would make every
+    later candidate query fail.
+    """
+    inv = Inventory(**{k: data[k] for k in FIELDS if k in data})
+    if inv.allocation_ratio == 0:
+        # -0.0 would read back as 0.0 from MySQL and as -0.0 elsewhere.
+        inv = inv._replace(allocation_ratio=0.0)
+    amount = (inv.total - inv.reserved) * inv.allocation_ratio
+    if not -MAX_CAPACITY <= amount <= MAX_CAPACITY:
+        raise errors.BadRequest(
+            "Invalid inventory: its capacity, (total - reserved) * "
+            "allocation_ratio = %g, is beyond %d, the largest Berth "
+            "computes with exactly." % (amount, MAX_CAPACITY))
+    return inv
 
 
 def capacity_problem(inv: Inventory, reserved_can_be_total: bool) -> str | None:

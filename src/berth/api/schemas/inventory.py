@@ -63,6 +63,10 @@ PUT_ALL: dict[str, Any] = {
         "inventories": {
             "type": "object",
             "patternProperties": {RC_PATTERN: _PUT_RECORD},
+            # A key outside the pattern names no class (the handler says
+            # so), but its record is still checked: unchecked, an empty or
+            # odd record reached the domain and failed there with a 500.
+            "additionalProperties": _PUT_RECORD,
         },
     },
     "required": ["resource_provider_generation", "inventories"],

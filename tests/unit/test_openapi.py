@@ -1,0 +1,89 @@
+"""The OpenAPI document covers the routes table, is valid OpenAPI 3.1, and
+takes its request schemas from the handlers' own validators."""
+
+from __future__ import annotations
+
+import pytest
+from openapi_spec_validator import validate
+
+from berth.api import openapi
+from berth.api.routes import ROUTES
+from berth.api.schemas import allocation, inventory, reshaper
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return openapi.document()
+
+
+def test_document_is_valid_openapi_3_1(doc):
+    assert doc["openapi"].startswith("3.1")
+    validate(doc)
+
+
+def test_every_route_and_method_has_an_operation_with_a_summary(doc):
+    for template, methods in ROUTES.items():
+        for method in methods:
+            op = doc["paths"].get(template, {}).get(method.lower())
+            assert op is not None, "no operation for %s %s" % (
+                method, template)
+            assert op["summary"].strip(), "%s %s has no summary" % (
+                method, template)
+
+
+def test_no_operation_without_a_route():
+    routed = {(path, method) for path, methods in ROUTES.items()
+              for method in methods}
+    assert set(openapi.OPERATIONS) - routed == set()
+
+
+def test_a_route_missing_from_the_table_is_named():
+    with pytest.raises(KeyError, match="/berth/nowhere"):
+        openapi.document({"/berth/nowhere": {"GET": lambda *a: None}})
+
+
+def test_microversion_ranges_follow_the_gates(doc):
+    assert doc["paths"]["/reshaper"]["post"]["x-openstack-microversion"] == {
+        "min": "1.30", "max": "1.39"}
+    inv = doc["paths"]["/resource_providers/{uuid}/inventories"]
+    assert inv["delete"]["x-openstack-microversion"]["min"] == "1.5"
+    assert inv["get"]["x-openstack-microversion"]["min"] == "1.0"
+
+
+def test_request_schemas_are_the_handlers_own(doc):
+    ops = openapi.OPERATIONS
+    rp_inv = "/resource_providers/{uuid}/inventories"
+    assert ops[(rp_inv, "PUT")].body[0][1] is inventory.PUT_ALL_V
+    assert ops[("/allocations/{consumer_uuid}", "PUT")].body is (
+        allocation.PUT_SCHEMAS)
+    assert ops[("/reshaper", "POST")].body is reshaper.SCHEMAS
+    body = doc["paths"][rp_inv]["put"]["requestBody"]["content"][
+        "application/json"]["schema"]
+    assert body == inventory.PUT_ALL_V.schema
+    # A versioned body lists one schema per range, newest last.
+    variants = doc["paths"]["/allocations/{consumer_uuid}"]["put"][
+        "requestBody"]["content"]["application/json"]["schema"]["anyOf"]
+    assert [v["title"] for v in variants][-1] == "microversions 1.38 - 1.39"
+    assert {k: v for k, v in variants[-1].items() if k != "title"} == (
+        allocation.PUT_SCHEMAS[-1][1].schema)
+
+
+def test_errors_headers_and_security_are_described(doc):
+    comp = doc["components"]
+    assert comp["schemas"]["Error"]["properties"]["errors"]["items"][
+        "required"] == ["detail", "status", "title"]
+    assert {"OpenStack-API-Version", "x-openstack-request-id",
+            "last-modified", "cache-control"} <= set(comp["headers"])
+    get = doc["paths"]["/resource_providers"]["get"]
+    assert "last-modified" in get["responses"]["200"]["headers"]
+    assert get["responses"]["400"] == {"$ref": "#/components/responses/E400"}
+    assert doc["paths"]["/"]["get"]["security"] == []
+    assert doc["paths"]["/openapi.json"]["get"]["security"] == []
+    assert doc["security"] == [{"token": []}]
+
+
+def test_keystone_and_noauth_both_let_the_document_through():
+    from berth.api import auth
+    assert auth._is_public({"PATH_INFO": "/openapi.json"})
+    assert not auth._is_public({"PATH_INFO": "/openapi.json/x"})
+    assert not auth._is_public({"PATH_INFO": "/resource_providers"})
