@@ -62,6 +62,9 @@ class Operation:
     description: str = ""
     public: bool = False
     links: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: The success body's media types when it is not JSON (media -> the
+    #: OpenAPI media object).
+    media: dict[str, Any] | None = None
 
 
 def _v(*pairs: tuple[Version, jsonschema.protocols.Validator]) -> Versioned:
@@ -258,10 +261,26 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Move inventories and allocations between providers in one "
         "transaction.", {204: None}, errors=(409,),
         body=reshaper_s.SCHEMAS),
+    # Berth's own operations.
+    ("/healthcheck", "GET"): Operation(
+        "Health (oslo.middleware's healthcheck): 200 when the database "
+        "answers, 503 when not. Without a token the plain answer; the "
+        "details (backend, latency, cache lag) need policy "
+        "berth:healthcheck:details.", {200: {"type": "string"}},
+        errors=(503,), public=True, media={
+            "text/plain": {"schema": {"type": "string"}},
+            JSON: {"schema": {"type": "object"}}}),
+    ("/healthcheck", "HEAD"): Operation(
+        "Health without a body: 204 when the database answers, 503 when "
+        "not.", {204: None}, errors=(503,), public=True),
+    ("/metrics", "GET"): Operation(
+        "Every worker's Prometheus metrics in the text format (policy "
+        "berth:metrics:show, admin).", {200: {"type": "string"}},
+        media={"text/plain": {"schema": {"type": "string"}}}),
 }
 
 #: Statuses any authenticated operation may answer.
-COMMON_ERRORS = (400, 401, 403, 405, 406, 413, 414, 415, 431)
+COMMON_ERRORS = (400, 401, 403, 405, 406, 413, 414, 415, 431, 503)
 
 ERROR_TEXT = {
     400: "Bad request: malformed JSON, a value out of bounds, a body or "
@@ -278,6 +297,8 @@ ERROR_TEXT = {
     414: "URL too long.",
     415: "Request body not declared as application/json.",
     431: "Request headers too large.",
+    503: "The database or the identity service (Keystone) cannot be "
+         "reached just now; try again.",
 }
 
 
@@ -361,7 +382,9 @@ def _success(op: Operation) -> dict[str, Any]:
         reply: dict[str, Any] = {
             "description": "Success.",
             "headers": _headers(op.cached and schema is not None)}
-        if schema is not None:
+        if op.media is not None and schema is not None:
+            reply["content"] = copy.deepcopy(op.media)
+        elif schema is not None:
             reply["content"] = {JSON: {"schema": copy.deepcopy(schema)}}
         if status in op.links:
             reply["links"] = op.links[status]
