@@ -58,6 +58,22 @@ def find_candidates(conn: Connection, cache: WorldCache,
     Raises BadRequest for an unknown resource class or trait, checked in
     the order upstream checks them.
     """
+    world, specs = resolve(conn, cache, groups, wide)
+    if specs is None:
+        return Result([], world)
+    chosen = search(world, specs, wide, settings, nested_aware,
+                    plan(world, groups))
+    return Result(chosen, world, summarized(world, chosen, nested_aware))
+
+
+def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
+            wide: RequestWide) -> tuple[World, list[GroupSpec] | None]:
+    """``cache``'s world and the groups' specs (None when an ``in_tree``
+    names no provider, so nothing can match).
+
+    Raises BadRequest for an unknown resource class or trait, checked in
+    the order upstream checks them.
+    """
     snap = cache.current(conn)
     world = snap.world
     root_traits = load.trait_ids(
@@ -74,11 +90,9 @@ def find_candidates(conn: Connection, cache: WorldCache,
         load.trait_ids(group.trait_names, known)
         spec = _spec(world, group)
         if spec is None:
-            return Result([], world)
+            return world, None
         specs.append(spec)
-    chosen = search(world, specs, wide, settings, nested_aware,
-                    plan(world, groups))
-    return Result(chosen, world, summarized(world, chosen, nested_aware))
+    return world, specs
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:
@@ -116,7 +130,7 @@ def _spec(world: World, group: RequestGroup) -> GroupSpec | None:
                                               world.providers[pid].root_id)
 
 
-def _anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
+def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
     """Which anchors root_required lets through (a root must have every
     required trait and none of the forbidden ones)."""
     if not (wide.root_required or wide.root_forbidden):
@@ -137,7 +151,7 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
     (default: every root) in order."""
     stream = distinct(world_candidates(
         world, specs, wide, world.roots if anchors is None else anchors,
-        _anchor_filter(world, wide), settings.strategy), set())
+        anchor_filter(world, wide), settings.strategy), set())
     return _select(stream, world, wide, settings, nested_aware)
 
 
