@@ -29,7 +29,9 @@ Key = tuple[Any, ...]
 
 
 @st.composite
-def worlds(draw: Any) -> World:
+def worlds(draw: Any, most: int = 4) -> World:
+    """1-3 trees of up to 5 providers, maybe a sharing provider; every
+    inventory total and max_unit at most ``most``."""
     providers: list[Provider] = []
     next_id = itertools.count(1)
 
@@ -37,11 +39,11 @@ def worlds(draw: Any) -> World:
         pid = next(next_id)
         inv = {}
         for rc in draw(st.sets(st.sampled_from(CLASSES), max_size=2)):
-            total = draw(st.integers(1, 4))
+            total = draw(st.integers(1, most))
             inv[rc] = Inventory(total=total,
                                 reserved=draw(st.integers(0, 1)),
                                 min_unit=draw(st.sampled_from([1, 1, 2])),
-                                max_unit=draw(st.integers(1, 4)),
+                                max_unit=draw(st.integers(1, most)),
                                 step_size=draw(st.sampled_from([1, 1, 2])),
                                 allocation_ratio=draw(st.sampled_from(
                                     [1.0, 1.5])))

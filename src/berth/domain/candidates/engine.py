@@ -144,6 +144,15 @@ def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
     return ok
 
 
+def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
+                  anchor: int) -> bool:
+    """True when the tree rooted at ``anchor`` gives at least one
+    candidate (the merge stops at the first)."""
+    found = world_candidates(world, specs, wide, [anchor],
+                             anchor_filter(world, wide))
+    return next(found, None) is not None
+
+
 def search(world: World, specs: list[GroupSpec], wide: RequestWide,
            settings: Settings = Settings(), nested_aware: bool = True,
            anchors: list[int] | None = None) -> list[Candidate]:

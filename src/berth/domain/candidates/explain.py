@@ -1,8 +1,8 @@
 """Why an allocation-candidates query leaves trees out.
 
 For every tree (anchor) of the world, the search itself decides whether
-the tree gives a candidate (``_has_candidate``: the first candidate the
-engine's merge yields under that anchor). For a tree that gives none,
+the tree gives a candidate (``engine.has_candidate``: the first candidate
+the engine's merge yields under that anchor). For a tree that gives none,
 the causes are found in three steps:
 
 1. ``root_required``: the root lacks a required trait or carries a
@@ -30,11 +30,11 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.candidates.engine import anchor_filter
+from berth.domain.candidates.engine import anchor_filter, has_candidate
 from berth.domain.candidates.faults import PLENTY, Fault, group_faults
 from berth.domain.candidates.model import Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec, Offers, world_candidates
+from berth.domain.candidates.search import GroupSpec, Offers
 from berth.domain.capacity import Inventory
 
 Causes = dict[Fault, list[int]]
@@ -83,7 +83,7 @@ def explain(world: World, groups: list[RequestGroup],
 def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
             anchor: int) -> TreeVerdict:
     """The verdict on the tree rooted at ``anchor``."""
-    if _has_candidate(world, specs, wide, anchor):
+    if has_candidate(world, specs, wide, anchor):
         return TreeVerdict(anchor, True)
     causes: Causes = {}
     root = world.providers[anchor]
@@ -96,7 +96,7 @@ def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
     # Removing one cause can reveal another (a provider given the class
     # it lacked may then lack room): look again, a bounded number of times.
     for _ in range(ROUNDS):
-        if causes and _has_candidate(*fixed, anchor):
+        if causes and has_candidate(*fixed, anchor):
             return TreeVerdict(anchor, False, causes)
         if not _add_group_causes(causes, fixed[0], fixed[1], anchor):
             break
@@ -125,13 +125,6 @@ def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec],
     return added
 
 
-def _has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
-                   anchor: int) -> bool:
-    found = world_candidates(world, specs, wide, [anchor],
-                             anchor_filter(world, wide))
-    return next(found, None) is not None
-
-
 def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
                   anchor: int) -> Causes:
     """What in the merge of the groups keeps ``anchor`` out, when every
@@ -158,11 +151,11 @@ def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
             max((world.providers[p].most(shared[0]) for p in local),
                 default=0) if len(shared) == 1 else None))
     alone = [f for f in options
-             if _has_candidate(*_fixed(world, anchor, {f: []}, specs, wide),
+             if has_candidate(*_fixed(world, anchor, {f: []}, specs, wide),
                                anchor)]
     if alone:
         return {f: [] for f in alone}
-    if options and _has_candidate(*_fixed(world, anchor,
+    if options and has_candidate(*_fixed(world, anchor,
                                           {f: [] for f in options}, specs,
                                           wide), anchor):
         return {f: [] for f in options}

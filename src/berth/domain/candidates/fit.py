@@ -1,0 +1,171 @@
+"""How many more copies of one allocation-candidates request fit.
+
+Two numbers, in total, per tree and per aggregate:
+
+- ``placed``, what a *greedy placement* achieves: take the first
+  candidate the engine returns (default order: trees by root uuid), claim
+  it, and repeat until the request gets no candidate. This is exactly
+  what a scheduler that always claims the first candidate would do, so
+  every rule a real claim meets applies (capacity with reserved and
+  allocation ratio, min_unit/max_unit/step_size, traits, aggregates,
+  sharing, in_tree, same_subtree, isolation, root_required). Usage only
+  grows, so a tree that gives no candidate never gives one again: the
+  placement finishes tree by tree.
+- ``bound``, an upper bound from capacity: a tree that gives no
+  candidate now gets 0; any other gets, over the classes the request
+  asks for, the least of (free room of every provider that could take
+  the class for some group: the tree's own and the sharing providers
+  serving it) divided by what one copy needs of the class. The total is
+  the least of the trees' sum and the same division over the whole
+  world; an aggregate's is the sum over the trees that have a provider in
+  it or are served by a sharing provider in it.
+
+No placement can do better than ``bound``, and the greedy one achieves
+``placed``, so the most that fit lies between the two; where they are
+equal (``exact``) that is the answer. (The true maximum may need a
+search over claim orders, which the greedy placement does not make.)
+
+A copy counts towards an aggregate when its tree's root or one of the
+providers it uses is in the aggregate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from berth.domain.candidates.engine import anchor_filter, has_candidate
+from berth.domain.candidates.model import World
+from berth.domain.candidates.request import RequestWide
+from berth.domain.candidates.search import Candidate, GroupSpec, world_candidates
+
+#: The greedy placement stops after this many claims (``complete`` is then
+#: False and ``placed`` only a lower bound).
+MAX_CLAIMS = 100_000
+
+
+@dataclass(frozen=True)
+class Count:
+    """Copies the greedy placement made, and at most how many can fit."""
+
+    placed: int
+    bound: int
+
+    @property
+    def exact(self) -> bool:
+        return self.placed == self.bound
+
+
+@dataclass
+class Fit:
+    total: Count
+    #: root id -> count, for every tree whose bound is above 0
+    trees: dict[int, Count] = field(default_factory=dict)
+    #: aggregate uuid -> count, for every aggregate whose bound is above 0
+    aggregates: dict[str, Count] = field(default_factory=dict)
+    #: False when the greedy placement hit ``max_claims``
+    complete: bool = True
+
+
+def fit(world: World, specs: list[GroupSpec] | None, wide: RequestWide,
+        max_claims: int = MAX_CLAIMS) -> Fit:
+    """How many more copies of the request fit in ``world`` (which is
+    not changed). ``specs`` None (an unknown ``in_tree``): none."""
+    if specs is None:
+        return Fit(Count(0, 0))
+    bounds = {root: _tree_bound(world, specs, wide, root)
+              for root in world.roots}
+    placed, by_agg, complete = _greedy(
+        world, specs, wide, [r for r, b in bounds.items() if b], max_claims)
+    demand = _demand(specs)
+    total_bound = min(sum(bounds.values()), min(
+        (_supply(world, world.providers, specs, rc) // n
+         for rc, n in demand.items()), default=0))
+    trees = {r: Count(placed.get(r, 0), b) for r, b in bounds.items() if b}
+    aggregates = {}
+    for agg in sorted(world.by_agg):
+        bound = min(total_bound, sum(bounds[r] for r in world.roots_of(
+            world.by_agg[agg]) if r in bounds))
+        if bound:
+            aggregates[agg] = Count(by_agg.get(agg, 0), bound)
+    return Fit(Count(sum(placed.values()), total_bound), trees, aggregates,
+               complete)
+
+
+def _demand(specs: list[GroupSpec]) -> dict[str, int]:
+    """What one copy takes of each class, over all groups."""
+    demand: dict[str, int] = {}
+    for spec in specs:
+        for rc, n in spec.group.resources.items():
+            demand[rc] = demand.get(rc, 0) + n
+    return demand
+
+
+def _supply(world: World, pids: Iterable[int], specs: list[GroupSpec],
+            rc: str) -> int:
+    """Free room of ``rc`` over ``pids`` that could take some group's
+    amount of it now (free room only shrinks, and units never change)."""
+    amounts = {s.group.resources[rc] for s in specs
+               if rc in s.group.resources}
+    total = 0
+    for pid in pids:
+        p = world.providers[pid]
+        if rc in p.inventories and any(p.can_take(rc, n) for n in amounts):
+            total += p.room[rc][0]
+    return total
+
+
+def _tree_bound(world: World, specs: list[GroupSpec], wide: RequestWide,
+                root: int) -> int:
+    if not has_candidate(world, specs, wide, root):
+        return 0
+    serving = list(world.trees[root]) + world.shared_into.get(root, [])
+    return min(_supply(world, serving, specs, rc) // n
+               for rc, n in _demand(specs).items())
+
+
+def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
+            roots: list[int], max_claims: int
+            ) -> tuple[dict[int, int], dict[str, int], bool]:
+    """Claim the first candidate until there is none (see the module
+    docstring): copies per tree and per aggregate, and whether it
+    finished within ``max_claims``. ``roots`` are the trees that give a
+    candidate now, in uuid order (no other tree can give one later)."""
+    # A private copy of the provider table, changed in place claim by
+    # claim (the world's indexes stay valid: only usage changes).
+    mine = world.with_usage({})
+    accept = anchor_filter(world, wide)
+    placed: dict[int, int] = {}
+    by_agg: dict[str, int] = {}
+    claims = 0
+    for root in roots:
+        while claims < max_claims:
+            cand = next(world_candidates(mine, specs, wide, [root], accept),
+                        None)
+            if cand is None:
+                break
+            _claim(mine, cand)
+            claims += 1
+            placed[root] = placed.get(root, 0) + 1
+            for agg in _aggregates(mine, root, cand):
+                by_agg[agg] = by_agg.get(agg, 0) + 1
+        else:
+            return placed, by_agg, False
+    return placed, by_agg, True
+
+
+def _claim(world: World, cand: Candidate) -> None:
+    for pid, res in cand.allocs.items():
+        p = world.providers[pid]
+        used = dict(p.used)
+        for rc, n in res.items():
+            used[rc] = used.get(rc, 0) + n
+        world.providers[pid] = dataclasses.replace(p, used=used, memo={})
+
+
+def _aggregates(world: World, root: int, cand: Candidate) -> set[str]:
+    found = set(world.providers[root].aggregates)
+    for pid in cand.allocs:
+        found |= world.providers[pid].aggregates
+    return found
