@@ -48,6 +48,8 @@ class Result:
     world: World
     #: the providers the answer summarizes, in the order it lists them
     summarized: list[int] = field(default_factory=list)
+    #: the groups as searched (None: an in_tree named no provider)
+    specs: list[GroupSpec] | None = None
 
 
 def find_candidates(conn: Connection, cache: WorldCache,
@@ -63,7 +65,8 @@ def find_candidates(conn: Connection, cache: WorldCache,
         return Result([], world)
     chosen = search(world, specs, wide, settings, nested_aware,
                     plan(world, groups))
-    return Result(chosen, world, summarized(world, chosen, nested_aware))
+    return Result(chosen, world, summarized(world, chosen, nested_aware),
+                  specs)
 
 
 def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from berth.domain.candidates.engine import anchor_filter, has_candidate
-from berth.domain.candidates.faults import PLENTY, Fault, group_faults
+from berth.domain.candidates.faults import KINDS, PLENTY, Fault, group_faults
 from berth.domain.candidates.model import Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
 from berth.domain.candidates.search import GroupSpec, Offers
@@ -63,6 +63,23 @@ class Explanation:
     @property
     def excluded(self) -> list[TreeVerdict]:
         return [t for t in self.trees if not t.candidate]
+
+    def counts(self) -> dict[str, int]:
+        """Reason -> how many trees it kept out, in ``KINDS`` order (a
+        tree counts once under each of its reasons)."""
+        found: dict[str, int] = {}
+        for tree in self.excluded:
+            for kind in {f.kind for f in tree.causes}:
+                found[kind] = found.get(kind, 0) + 1
+        return {k: found[k] for k in KINDS if k in found}
+
+    def summary_line(self) -> str:
+        """One line: trees considered, how many give a candidate, and the
+        count per reason."""
+        counts = ", ".join("%s %d" % item for item in self.counts().items())
+        return "%d trees considered, %d give a candidate%s" % (
+            len(self.trees), len(self.trees) - len(self.excluded),
+            "; excluded by " + counts if counts else "")
 
 
 def explain(world: World, groups: list[RequestGroup],
