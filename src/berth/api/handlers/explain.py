@@ -21,14 +21,15 @@ from berth.domain.candidates.model import World
 #: Examples listed per reason.
 EXAMPLES = 3
 
-#: The field that names what a fault is about, per kind; a list value
-#: (an any-of set) unless the name is singular.
+#: The field that names what a fault is about, per kind.
 _SUBJECT = {"no_inventory": "resource_class", "capacity": "resource_class",
             "min_unit": "resource_class", "max_unit": "resource_class",
             "step_size": "resource_class", "trait_missing": "traits",
             "trait_forbidden": "trait", "aggregate_missing": "aggregates",
             "aggregate_forbidden": "aggregate", "in_tree": "in_tree",
             "root_required": "traits", "same_subtree": "groups"}
+#: Those whose value is a list (an any-of set, or the suffixes).
+_LISTS = ("traits", "aggregates", "groups")
 _LIMIT = {"capacity": "free", "min_unit": "min_unit", "max_unit": "max_unit",
           "step_size": "step_size"}
 
@@ -113,8 +114,8 @@ def fault_body(world: World, fault: Fault, pids: list[int]) -> dict[str, Any]:
     if fault.kind == "capacity" and fault.group is None:
         body["resource_classes"] = list(fault.subject)
     elif name is not None:
-        body[name] = (fault.subject[0] if not name.endswith("s")
-                      else list(fault.subject))
+        body[name] = (list(fault.subject) if name in _LISTS
+                      else fault.subject[0])
     if fault.needed is not None:
         body["needed"] = fault.needed
         limit = _LIMIT.get(fault.kind)
