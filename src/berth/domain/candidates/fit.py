@@ -10,7 +10,9 @@ Two numbers, in total, per tree and per aggregate:
   allocation ratio, min_unit/max_unit/step_size, traits, aggregates,
   sharing, in_tree, same_subtree, isolation, root_required). Usage only
   grows, so a tree that gives no candidate never gives one again: the
-  placement finishes tree by tree.
+  placement finishes tree by tree, and a candidate, once first, is
+  claimed again as long as it stays valid (``_claim`` counts those
+  claims at once).
 - ``bound``, an upper bound from capacity: a tree that gives no
   candidate now gets 0; any other gets, over the classes the request
   asks for, the least of (free room of every provider that could take
@@ -40,9 +42,10 @@ from berth.domain.candidates.model import World
 from berth.domain.candidates.request import RequestWide
 from berth.domain.candidates.search import Candidate, GroupSpec, world_candidates
 
-#: The greedy placement stops after this many claims (``complete`` is then
-#: False and ``placed`` only a lower bound).
-MAX_CLAIMS = 100_000
+#: The greedy placement stops after this many searches (each claims one
+#: candidate as many times in a row as it can); ``complete`` is then False
+#: and ``placed`` only a lower bound.
+MAX_STEPS = 100_000
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,12 @@ class Fit:
     trees: dict[int, Count] = field(default_factory=dict)
     #: aggregate uuid -> count, for every aggregate whose bound is above 0
     aggregates: dict[str, Count] = field(default_factory=dict)
-    #: False when the greedy placement hit ``max_claims``
+    #: False when the greedy placement hit ``max_steps``
     complete: bool = True
 
 
 def fit(world: World, specs: list[GroupSpec] | None, wide: RequestWide,
-        max_claims: int = MAX_CLAIMS) -> Fit:
+        max_steps: int = MAX_STEPS) -> Fit:
     """How many more copies of the request fit in ``world`` (which is
     not changed). ``specs`` None (an unknown ``in_tree``): none."""
     if specs is None:
@@ -77,7 +80,7 @@ def fit(world: World, specs: list[GroupSpec] | None, wide: RequestWide,
     bounds = {root: _tree_bound(world, specs, wide, root)
               for root in world.roots}
     placed, by_agg, complete = _greedy(
-        world, specs, wide, [r for r, b in bounds.items() if b], max_claims)
+        world, specs, wide, [r for r, b in bounds.items() if b], max_steps)
     demand = _demand(specs)
     total_bound = min(sum(bounds.values()), min(
         (_supply(world, world.providers, specs, rc) // n
@@ -126,42 +129,60 @@ def _tree_bound(world: World, specs: list[GroupSpec], wide: RequestWide,
 
 
 def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
-            roots: list[int], max_claims: int
+            roots: list[int], max_steps: int
             ) -> tuple[dict[int, int], dict[str, int], bool]:
     """Claim the first candidate until there is none (see the module
     docstring): copies per tree and per aggregate, and whether it
-    finished within ``max_claims``. ``roots`` are the trees that give a
-    candidate now, in uuid order (no other tree can give one later)."""
+    finished within ``max_steps`` searches. ``roots`` are the trees that
+    give a candidate now, in uuid order (no other tree can give one
+    later)."""
     # A private copy of the provider table, changed in place claim by
     # claim (the world's indexes stay valid: only usage changes).
     mine = world.with_usage({})
     accept = anchor_filter(world, wide)
     placed: dict[int, int] = {}
     by_agg: dict[str, int] = {}
-    claims = 0
+    steps = 0
     for root in roots:
-        while claims < max_claims:
+        while steps < max_steps:
             cand = next(world_candidates(mine, specs, wide, [root], accept),
                         None)
             if cand is None:
                 break
-            _claim(mine, cand)
-            claims += 1
-            placed[root] = placed.get(root, 0) + 1
+            steps += 1
+            copies = _claim(mine, cand)
+            placed[root] = placed.get(root, 0) + copies
             for agg in _aggregates(mine, root, cand):
-                by_agg[agg] = by_agg.get(agg, 0) + 1
-        else:
-            return placed, by_agg, False
-    return placed, by_agg, True
+                by_agg[agg] = by_agg.get(agg, 0) + copies
+    return placed, by_agg, steps < max_steps or _exhausted(
+        mine, specs, wide, roots)
 
 
-def _claim(world: World, cand: Candidate) -> None:
+def _exhausted(world: World, specs: list[GroupSpec], wide: RequestWide,
+               roots: list[int]) -> bool:
+    return not any(has_candidate(world, specs, wide, r) for r in roots)
+
+
+def _claim(world: World, cand: Candidate) -> int:
+    """Claim ``cand`` as many times in a row as the greedy placement would,
+    in ``world``; return how many.
+
+    Claiming never makes an earlier candidate valid again, so ``cand``
+    stays the first one while it stays valid: while each provider still
+    has free room for its whole share (its max_unit and the groups' units
+    do not change). That is ``free // share`` times, the least over the
+    providers and classes it uses.
+    """
+    providers = world.providers
+    copies = min(providers[pid].room[rc][0] // n
+                 for pid, res in cand.allocs.items() for rc, n in res.items())
     for pid, res in cand.allocs.items():
-        p = world.providers[pid]
+        p = providers[pid]
         used = dict(p.used)
         for rc, n in res.items():
-            used[rc] = used.get(rc, 0) + n
-        world.providers[pid] = dataclasses.replace(p, used=used, memo={})
+            used[rc] = used.get(rc, 0) + n * copies
+        providers[pid] = dataclasses.replace(p, used=used, memo={})
+    return copies
 
 
 def _aggregates(world: World, root: int, cand: Candidate) -> set[str]:
