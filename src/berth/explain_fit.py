@@ -62,15 +62,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   % (res["group"], res["resource_class"], res["needed"],
                      res["max_free"]))
         for example in item["examples"]:
-            print("    e.g. tree %s: %s" % (example["tree"],
-                                            _describe(example)))
+            print(("    e.g. tree %s: %s" % (example["tree"],
+                                             _describe(example))).rstrip(
+                                                 ": "))
     tree = body.get("tree")
     if tree is not None:
         print("tree %s: %s" % (tree["root_provider_uuid"],
                                "gives a candidate" if tree["candidate"]
                                else "excluded"))
         for reason in tree["reasons"]:
-            print("  %s: %s" % (reason["reason"], _describe(reason)))
+            print(("  %s: %s" % (reason["reason"],
+                                 _describe(reason))).rstrip(": "))
     return 0
 
 

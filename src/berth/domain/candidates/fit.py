@@ -17,10 +17,13 @@ Two numbers, in total, per tree and per aggregate:
   candidate now gets 0; any other gets, over the classes the request
   asks for, the least of (free room of every provider that could take
   the class for some group: the tree's own and the sharing providers
-  serving it) divided by what one copy needs of the class. The total is
-  the least of the trees' sum and the same division over the whole
-  world; an aggregate's is the sum over the trees that have a provider in
-  it or are served by a sharing provider in it.
+  serving it, that pass the rules claims cannot change: units, the
+  group's traits and aggregates) divided by what one copy needs of the
+  class. The total is the least of the trees' sum and the same division
+  over every provider eligible in some tree, each counted once (a
+  sharing pool serves many trees but holds its room once); an
+  aggregate's is the sum over the trees that have a provider in it or
+  are served by a sharing provider in it.
 
 No placement can do better than ``bound``, and the greedy one achieves
 ``placed``, so the most that fit lies between the two; where they are
@@ -37,6 +40,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from berth.domain.candidates import faults
 from berth.domain.candidates.engine import anchor_filter, has_candidate
 from berth.domain.candidates.model import World
 from berth.domain.candidates.request import RequestWide
@@ -77,14 +81,9 @@ def fit(world: World, specs: list[GroupSpec] | None, wide: RequestWide,
     not changed). ``specs`` None (an unknown ``in_tree``): none."""
     if specs is None:
         return Fit(Count(0, 0))
-    bounds = {root: _tree_bound(world, specs, wide, root)
-              for root in world.roots}
+    bounds, total_bound = _bounds(world, specs, wide)
     placed, by_agg, complete = _greedy(
         world, specs, wide, [r for r, b in bounds.items() if b], max_steps)
-    demand = _demand(specs)
-    total_bound = min(sum(bounds.values()), min(
-        (_supply(world, world.providers, specs, rc) // n
-         for rc, n in demand.items()), default=0))
     trees = {r: Count(placed.get(r, 0), b) for r, b in bounds.items() if b}
     aggregates = {}
     for agg in sorted(world.by_agg):
@@ -105,27 +104,49 @@ def _demand(specs: list[GroupSpec]) -> dict[str, int]:
     return demand
 
 
-def _supply(world: World, pids: Iterable[int], specs: list[GroupSpec],
-            rc: str) -> int:
-    """Free room of ``rc`` over ``pids`` that could take some group's
-    amount of it now (free room only shrinks, and units never change)."""
-    amounts = {s.group.resources[rc] for s in specs
-               if rc in s.group.resources}
-    total = 0
-    for pid in pids:
-        p = world.providers[pid]
-        if rc in p.inventories and any(p.can_take(rc, n) for n in amounts):
-            total += p.room[rc][0]
-    return total
+def _eligible(world: World, pids: Iterable[int], specs: list[GroupSpec],
+              rc: str, anchor: int) -> set[int]:
+    """Those of ``pids`` that could give ``rc`` to some group under
+    ``anchor`` now, by the rules claims cannot undo: free room only
+    shrinks, and units, traits and aggregates do not change (``faults``:
+    a suffixed group's classes, traits and aggregates; the unsuffixed
+    group's class, aggregates and forbidden traits)."""
+    wanting = [s for s in specs if rc in s.group.resources]
+    return {pid for pid in pids
+            if rc in world.providers[pid].inventories and any(
+                not (faults.granular_faults(world, s, pid)
+                     if s.group.same_provider else
+                     faults.spread_faults(world, s, anchor, pid, rc))
+                for s in wanting)}
 
 
-def _tree_bound(world: World, specs: list[GroupSpec], wide: RequestWide,
-                root: int) -> int:
-    if not has_candidate(world, specs, wide, root):
-        return 0
-    serving = list(world.trees[root]) + world.shared_into.get(root, [])
-    return min(_supply(world, serving, specs, rc) // n
-               for rc, n in _demand(specs).items())
+def _free(world: World, pids: Iterable[int], rc: str) -> int:
+    return sum(world.providers[pid].room[rc][0] for pid in pids)
+
+
+def _bounds(world: World, specs: list[GroupSpec], wide: RequestWide
+            ) -> tuple[dict[int, int], int]:
+    """Each tree's bound, and the total's: the least of their sum and,
+    per class, the free room of every provider eligible in some tree
+    (each counted once) over what one copy needs."""
+    demand = _demand(specs)
+    bounds: dict[int, int] = {}
+    anywhere: dict[str, set[int]] = {rc: set() for rc in demand}
+    for root in world.roots:
+        if not has_candidate(world, specs, wide, root):
+            bounds[root] = 0
+            continue
+        serving = world.trees[root] + world.shared_into.get(root, [])
+        bound = None
+        for rc, n in demand.items():
+            pids = _eligible(world, serving, specs, rc, root)
+            anywhere[rc] |= pids
+            share = _free(world, pids, rc) // n
+            bound = share if bound is None else min(bound, share)
+        bounds[root] = bound or 0
+    total = min([sum(bounds.values())] + [
+        _free(world, anywhere[rc], rc) // n for rc, n in demand.items()])
+    return bounds, total
 
 
 def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
