@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from berth.domain.candidates.model import SHARING_TRAIT, Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
 from berth.domain.capacity import Inventory, fits
-from tests.unit.test_candidates_search import prov
+from tests.unit.test_candidates_search import prov, uid
 
 CLASSES = ["VCPU", "DISK_GB", "VF"]
 TRAITS = ["T1", "T2"]
@@ -77,6 +77,12 @@ def trait_expr(draw: Any) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
     return required, forbidden
 
 
+def in_tree(draw: Any) -> str | None:
+    """Mostly none; else a provider that often exists (1, 2, 5) or not."""
+    return draw(st.sampled_from([None] * 6 + [uid(1), uid(2), uid(5),
+                                              uid(99)]))
+
+
 @st.composite
 def queries(draw: Any) -> tuple[list[RequestGroup], RequestWide]:
     groups = []
@@ -89,12 +95,13 @@ def queries(draw: Any) -> tuple[list[RequestGroup], RequestWide]:
         groups.append(RequestGroup(
             "", {rc: draw(st.integers(1, 2)) for rc in sorted(classes)},
             req, forb, member,
-            frozenset(draw(st.sets(st.sampled_from(AGGS), max_size=1)))))
+            frozenset(draw(st.sets(st.sampled_from(AGGS), max_size=1))),
+            in_tree(draw)))
     for n in range(draw(st.integers(0 if groups else 1, 2))):
         req, forb = trait_expr(draw)
         rc = draw(st.sampled_from(CLASSES))
         groups.append(RequestGroup(str(n + 1), {rc: draw(st.integers(1, 2))},
-                                   req, forb))
+                                   req, forb, in_tree=in_tree(draw)))
     suffixed = [g.suffix for g in groups if g.suffix]
     subtrees: tuple[frozenset[str], ...] = ()
     if len(suffixed) == 2 and draw(st.booleans()):
@@ -133,6 +140,16 @@ def _offers(world: World, g: RequestGroup, anchor: int
             ) -> list[tuple[tuple[tuple[int, str, int], ...], tuple[int, ...]]]:
     root = world.providers[anchor]
     serving = _serving(world, anchor)
+    if g.in_tree is not None:
+        named = [p for p in world.providers.values() if p.uuid == g.in_tree]
+        if not named:
+            return []
+        # A suffixed group's provider must be in the named tree; the
+        # unsuffixed group is built in that tree alone, without sharing.
+        tree = named[0].root_id
+        if not g.suffix and anchor != tree:
+            return []
+        serving = [p for p in serving if p.root_id == tree]
     if g.suffix:
         return [(tuple((p.id, rc, n) for rc, n in g.resources.items()),
                  (p.id,)) for p in serving

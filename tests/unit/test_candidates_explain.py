@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.domain.candidates.engine import group_specs
 from berth.domain.candidates.explain import explain
 from berth.domain.candidates.faults import Fault, room_faults
 from berth.domain.candidates.model import Provider, World
@@ -85,7 +87,8 @@ def _remove(world: World, query: Query, anchor: int, fault: Fault,
     elif fault.kind == "same_subtree":
         wide = dataclasses.replace(wide, same_subtrees=())
     elif fault.kind == "in_tree":
-        groups = [dataclasses.replace(g, in_tree=None) for g in groups]
+        groups = [dataclasses.replace(g, in_tree=None)
+                  if g.suffix == fault.group else g for g in groups]
     elif fault.kind == "capacity" and fault.group is None:
         providers = {pid: _room(p, list(p.inventories), max_unit=True)
                      for pid, p in providers.items()}
@@ -98,7 +101,7 @@ def _remove(world: World, query: Query, anchor: int, fault: Fault,
 
 def check(world: World, query: Query) -> None:
     groups, wide = query
-    report = explain(world, groups, [GroupSpec(g) for g in groups], wide)
+    report = explain(world, groups, group_specs(world, groups), wide)
     assert [t.root for t in report.trees] == world.roots
     for tree in report.trees:
         found = oracle_at(world, groups, wide, tree.root)
@@ -115,7 +118,7 @@ def check(world: World, query: Query) -> None:
             "removing %s did not make the tree a candidate" % (fault,))
 
 
-@settings(max_examples=300, deadline=None,
+@settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_explain_matches_oracle(world: World, query: Query) -> None:
@@ -156,3 +159,11 @@ def test_unknown_in_tree_excludes_every_tree() -> None:
     report = explain(world, [g], None, RequestWide())
     [tree] = report.trees
     assert list(tree.causes) == [Fault("in_tree", "", (g.in_tree or "",))]
+
+
+@pytest.mark.stress
+@settings(max_examples=3000, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), queries())
+def test_explain_matches_oracle_long(world: World, query: Query) -> None:
+    check(world, query)

@@ -10,9 +10,10 @@ import dataclasses
 from collections import Counter
 from functools import cache
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from berth.domain.candidates.engine import search
+from berth.domain.candidates.engine import group_specs, search
 from berth.domain.candidates.fit import fit
 from berth.domain.candidates.model import World
 from berth.domain.candidates.request import RequestGroup, RequestWide
@@ -36,11 +37,11 @@ def _claimed(world: World, allocs: Alloc) -> World:
 def claim_first_until_none(world: World, query: Query
                            ) -> tuple[int, Counter[int], Counter[str]]:
     groups, wide = query
-    specs = [GroupSpec(g) for g in groups]
+    specs = group_specs(world, groups) or []
     trees: Counter[int] = Counter()
     aggs: Counter[str] = Counter()
     while True:
-        found = search(world, specs, wide)
+        found = search(world, specs, wide) if specs else []
         assert {c.key() for c in found} == oracle(world, groups, wide)
         if not found:
             return sum(trees.values()), trees, aggs
@@ -88,8 +89,21 @@ def _merge(usage: Alloc, allocs: Alloc) -> Alloc:
                                  HealthCheck.filter_too_much])
 @given(worlds(most=8), queries())
 def test_fit_matches_claims(world: World, query: Query) -> None:
+    check(world, query)
+
+
+@pytest.mark.stress
+@settings(max_examples=1500, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
+@given(worlds(most=8), queries())
+def test_fit_matches_claims_long(world: World, query: Query) -> None:
+    check(world, query)
+
+
+def check(world: World, query: Query) -> None:
     groups, wide = query
-    answer = fit(world, [GroupSpec(g) for g in groups], wide)
+    answer = fit(world, group_specs(world, groups), wide)
     # Most random queries fit nowhere; those teach little here.
     assume(answer.total.bound > 0)
     made, trees, aggs = claim_first_until_none(world, query)

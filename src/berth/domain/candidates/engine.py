@@ -86,16 +86,11 @@ def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
     known = snap.trait_ids(conn, set().union(*(g.trait_names
                                                for g in groups)))
     known.update(root_traits)
-    specs = []
     for group in groups:
         # Checked group by group, in upstream's order.
         load.class_ids(group.resources, rc_ids)
         load.trait_ids(group.trait_names, known)
-        spec = _spec(world, group)
-        if spec is None:
-            return world, None
-        specs.append(spec)
-    return world, specs
+    return world, group_specs(world, groups)
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:
@@ -124,13 +119,20 @@ def plan(world: World, groups: list[RequestGroup]) -> list[int]:
     return [r for r in world.roots if r in viable]
 
 
-def _spec(world: World, group: RequestGroup) -> GroupSpec | None:
-    """The group with ``in_tree`` resolved (None: no such provider)."""
-    if group.in_tree is None:
-        return GroupSpec(group)
-    pid = world.by_uuid.get(group.in_tree)
-    return None if pid is None else GroupSpec(group,
-                                              world.providers[pid].root_id)
+def group_specs(world: World, groups: list[RequestGroup]
+                ) -> list[GroupSpec] | None:
+    """The groups with ``in_tree`` resolved to a root (None when one
+    names no provider: nothing can match)."""
+    specs = []
+    for group in groups:
+        if group.in_tree is None:
+            specs.append(GroupSpec(group))
+            continue
+        pid = world.by_uuid.get(group.in_tree)
+        if pid is None:
+            return None
+        specs.append(GroupSpec(group, world.providers[pid].root_id))
+    return specs
 
 
 def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:

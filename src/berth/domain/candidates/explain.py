@@ -30,7 +30,11 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.candidates.engine import anchor_filter, has_candidate
+from berth.domain.candidates.engine import (
+    anchor_filter,
+    group_specs,
+    has_candidate,
+)
 from berth.domain.candidates.faults import KINDS, PLENTY, Fault, group_faults
 from berth.domain.candidates.model import Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
@@ -87,14 +91,28 @@ def explain(world: World, groups: list[RequestGroup],
     """Verdicts for every tree of ``world``. ``specs`` is None when an
     ``in_tree`` names no provider (then every tree is out, for that)."""
     if specs is None:
-        missing = next(g for g in groups
-                       if g.in_tree is not None
-                       and g.in_tree not in world.by_uuid)
-        fault = Fault("in_tree", missing.suffix, (missing.in_tree or "",))
-        return Explanation(world, [TreeVerdict(r, False, {fault: []})
-                                   for r in world.roots])
+        return _unknown_in_tree(world, groups, wide)
     return Explanation(world, [verdict(world, specs, wide, root)
                                for root in world.roots])
+
+
+def _unknown_in_tree(world: World, groups: list[RequestGroup],
+                     wide: RequestWide) -> Explanation:
+    """Every tree is out because an ``in_tree`` names no provider; what
+    else would keep each out is found without those ``in_tree``."""
+    unknown = [g for g in groups
+               if g.in_tree is not None and g.in_tree not in world.by_uuid]
+    faults: Causes = {Fault("in_tree", g.suffix, (g.in_tree or "",)): []
+                      for g in unknown}
+    # Every in_tree left names a provider, so the specs are not None.
+    specs = group_specs(world, [dataclasses.replace(g, in_tree=None)
+                                if g in unknown else g for g in groups]) or []
+    trees = []
+    for root in world.roots:
+        other = verdict(world, specs, wide, root)
+        causes: Causes = {**faults, **other.causes}
+        trees.append(TreeVerdict(root, False, causes))
+    return Explanation(world, trees)
 
 
 def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
