@@ -162,7 +162,7 @@ def test_unknown_in_tree_excludes_every_tree() -> None:
 
 
 @pytest.mark.stress
-@settings(max_examples=3000, deadline=None,
+@settings(max_examples=1000, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_explain_matches_oracle_long(world: World, query: Query) -> None:

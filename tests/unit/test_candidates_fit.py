@@ -93,7 +93,7 @@ def test_fit_matches_claims(world: World, query: Query) -> None:
 
 
 @pytest.mark.stress
-@settings(max_examples=1500, deadline=None,
+@settings(max_examples=500, deadline=None,
           suppress_health_check=[HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 @given(worlds(most=8), queries())
