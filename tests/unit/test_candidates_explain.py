@@ -14,10 +14,16 @@ from hypothesis import strategies as st
 
 from berth.domain.candidates.engine import group_specs
 from berth.domain.candidates.explain import explain
-from berth.domain.candidates.faults import Fault, room_faults
+from berth.domain.candidates.faults import (
+    Fault,
+    granular_faults,
+    room_faults,
+    serving,
+    spread_faults,
+)
 from berth.domain.candidates.model import Provider, World
 from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec
+from berth.domain.candidates.search import GroupSpec, Offers
 from berth.domain.capacity import Inventory
 from tests.unit.candidate_worlds import CLASSES, oracle_at, queries, worlds
 from tests.unit.test_candidates_search import group, prov
@@ -123,6 +129,30 @@ def check(world: World, query: Query) -> None:
 @given(worlds(), queries())
 def test_explain_matches_oracle(world: World, query: Query) -> None:
     check(world, query)
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), queries())
+def test_faults_agree_with_offers(world: World, query: Query) -> None:
+    """A provider without faults for a suffixed group is exactly one the
+    search offers it; a provider the search uses for a class of the
+    unsuffixed group has no fault for that class."""
+    groups, _ = query
+    specs = group_specs(world, groups)
+    if specs is None:
+        return
+    for anchor in world.roots:
+        for spec in specs:
+            pieces = Offers(world, spec).at(anchor)
+            if spec.group.same_provider:
+                clean = {pid for pid in serving(world, anchor, spec)
+                         if not granular_faults(world, spec, pid)}
+                assert clean == {p.providers[0] for p in pieces}
+                continue
+            for piece in pieces:
+                for pid, rc, _ in piece.allocs:
+                    assert not spread_faults(world, spec, anchor, pid, rc)
 
 
 @settings(max_examples=200, deadline=None)
