@@ -84,7 +84,7 @@ def _merge(usage: Alloc, allocs: Alloc) -> Alloc:
     return tuple(sorted((p, rc, n) for (p, rc), n in totals.items()))
 
 
-@settings(max_examples=100, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 @given(worlds(most=8), queries())
