@@ -127,6 +127,13 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("berth:metrics:show", "rule:admin_api",
      "Read the Prometheus metrics on the API port.",
      [("GET", "/metrics")]),
+    # Berth's own endpoints, admin only: they describe every provider.
+    ("berth:explain", "rule:admin_api",
+     "Explain why trees give no allocation candidate.",
+     [("GET", "/berth/explain/allocation_candidates")]),
+    ("berth:fit", "rule:admin_api",
+     "Count how many more copies of a request fit.",
+     [("GET", "/berth/fit")]),
 ]
 
 

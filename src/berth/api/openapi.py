@@ -273,6 +273,22 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/healthcheck", "HEAD"): Operation(
         "Health without a body: 204 when the database answers, 503 when "
         "not.", {204: None}, errors=(503,), public=True),
+    ("/berth/explain/allocation_candidates", "GET"): Operation(
+        "Why trees give no allocation candidate for this "
+        "allocation-candidates query: trees considered, dropped per "
+        "reason, examples (policy berth:explain, admin).",
+        {200: {"type": "object"}}, errors=(404,), query=cand_s.SCHEMAS,
+        description="Takes the same query as GET /allocation_candidates, "
+        "plus `explain_tree=<provider uuid>` for the exact reasons of one "
+        "tree (404 when no provider has that uuid). See "
+        "docs/explain-and-fit.md."),
+    ("/berth/fit", "GET"): Operation(
+        "How many more copies of this allocation-candidates query fit, in "
+        "total, per tree and per aggregate, with an upper bound (policy "
+        "berth:fit, admin).", {200: {"type": "object"}},
+        query=cand_s.SCHEMAS,
+        description="See docs/explain-and-fit.md for how the count and "
+        "the bound are worked out."),
     ("/metrics", "GET"): Operation(
         "Every worker's Prometheus metrics in the text format (policy "
         "berth:metrics:show, admin).", {200: {"type": "string"}},

@@ -16,6 +16,8 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    explain,
+    fit,
     healthcheck,
     inventory,
     metrics,
@@ -96,6 +98,12 @@ ROUTES: dict[str, dict[str, Gated]] = {
     # Berth's own (oslo.middleware's URL; see api/healthcheck.py).
     "/healthcheck": {"GET": healthcheck.check, "HEAD": healthcheck.check},
     "/metrics": {"GET": metrics.show},
+    # Berth's own (docs/explain-and-fit.md): the allocation-candidates
+    # query language, so from the same microversion.
+    "/berth/explain/allocation_candidates": {
+        "GET": (explain.explain_candidates, "1.10"),
+    },
+    "/berth/fit": {"GET": (fit.fit_request, "1.10")},
 }
 
 
