@@ -50,6 +50,9 @@ ALLOWED = {
     ("secure", "usages"): {"admin", "nova", "alice", "abby"},
     ("legacy", "public"): set(PERSONAS),
     ("secure", "public"): set(PERSONAS),
+    # Berth's own rule:admin_api endpoints (metrics, explain, fit).
+    ("legacy", "admin"): {"admin", "sysadmin"},
+    ("secure", "admin"): {"admin"},
 }
 
 RP = "/resource_providers/{uuid}"
@@ -98,6 +101,13 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("DELETE", "/traits/{name}", AS, None),
     ("GET", "/usages", "usages", None),
     ("POST", "/reshaper", "service", "reshape"),
+    # Berth's own endpoints.
+    ("GET", "/openapi.json", "public", None),
+    ("GET", "/healthcheck", "public", None),
+    ("HEAD", "/healthcheck", "public", None),
+    ("GET", "/metrics", "admin", None),
+    ("GET", "/berth/explain/allocation_candidates", "admin", None),
+    ("GET", "/berth/fit", "admin", None),
 ]
 
 
@@ -138,7 +148,8 @@ class World:
                            else "CUSTOM_X", consumer_uuid=self.consumer)
         if route == "/usages":
             url += "?project_id=" + self.project
-        if route == "/allocation_candidates":
+        if route in ("/allocation_candidates", "/berth/fit",
+                     "/berth/explain/allocation_candidates"):
             url += "?resources=VCPU:1"
         return url
 
@@ -176,7 +187,7 @@ def test_policy_matrix(keystone, keystone_app, tokens, db, mode, method,
         with client(app, tokens[persona] if persona else None) as c:
             r = c.request(method, url, json=body)
         if kind == "public":
-            assert r.status_code == 200
+            assert r.status_code == (204 if method == "HEAD" else 200)
             continue
         refusals[persona or "no token"] = r.status_code
         error = r.json()["errors"][0]

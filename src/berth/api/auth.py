@@ -3,7 +3,8 @@
 Both leave the caller's identity in the WSGI environ as keystonemiddleware
 does (``HTTP_X_USER_ID``, ``HTTP_X_PROJECT_ID``, ``HTTP_X_ROLES``), where
 oslo.context picks it up. The paths in :data:`PUBLIC_PATHS` (version
-discovery, the health check, the OpenAPI document) need no token.
+discovery, the OpenAPI document) need no token; nor does a health probe
+(answered before this middleware).
 
 Whatever keystonemiddleware answers by itself (401 for a missing, bad,
 expired or revoked token; 503 while Keystone cannot be reached) is
@@ -24,9 +25,10 @@ from berth.api import errors, render
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-#: Paths served without a token: version discovery, as upstream, the
-#: load balancers' health check, and the API's description.
-PUBLIC_PATHS = frozenset({"", "/", "/healthcheck", "/openapi.json"})
+#: Paths served without a token: version discovery, as upstream, and the
+#: API's description. (A health probe without a token is answered before
+#: authentication: ``berth.api.healthcheck.Anonymous``.)
+PUBLIC_PATHS = frozenset({"", "/", "/openapi.json"})
 
 #: Set in the environ once keystonemiddleware has let a request through.
 _PASSED = "berth.auth_passed"
