@@ -155,12 +155,16 @@ def flush(conn: Connection) -> int | None:
 def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
     """The slot's counter row is missing (a new Galera node, or a
     database not built by ``berth db sync``): create it, or, if a
-    concurrent writer just did, bump it."""
-    state = t.berth_state
+    concurrent writer just did, bump it. It starts past any change rows
+    the slot left behind: numbers never go back, so no cache that saw
+    the old ones takes itself for newer than the database."""
+    state, ch = t.berth_state, t.berth_changes
+    first = int(conn.scalar(sa.select(sa.func.coalesce(sa.func.max(ch.c.seq), 0))
+                            .where(ch.c.slot == mine)) or 0) + 1
     try:
         with conn.begin_nested():
-            conn.execute(state.insert().values(id=mine, seq=1))
-        return 1
+            conn.execute(state.insert().values(id=mine, seq=first))
+        return first
     except sa.exc.IntegrityError:
         conn.execute(bump)
         return _seq_of(conn, mine)
