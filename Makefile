@@ -42,6 +42,7 @@ conformance: install
 	../shared/conformance/run
 
 bench: install
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/run.py
 
 clean:

@@ -36,10 +36,12 @@ QUERIES: dict[str, str] = {
     "simple": BASE,
     "traits": BASE + "&required=HW_CPU_X86_AVX2,!CUSTOM_FAST",
     "member_of": BASE + "&member_of=" + AGG,
-    "granular_nested": (
-        "resources_CPU=VCPU:2,MEMORY_MB:2048"
+    # Granular and nested, with the unnumbered DISK_GB served locally or,
+    # on ten hosts, by a sharing pool.
+    "nested": (
+        "resources=DISK_GB:10"
+        "&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
         "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
-        "&required_CPU=HW_NUMA_ROOT"
         "&same_subtree=_CPU,_NIC&group_policy=isolate"),
     "sharing": "resources=VCPU:1,DISK_GB:500&member_of=" + SHARE,
 }
@@ -56,38 +58,58 @@ HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "openstack-api-version": "placement 1.39"}
 
 
-def measure(server: Server, query: str, repeat: int,
-            timeout: float) -> dict[str, float | int | str]:
-    """Run ``query`` at least ``repeat`` times and for at least
+def _count(body: object) -> int:
+    """Candidates in an allocation-candidates answer, else rows in the
+    answer's first list (providers), else 1."""
+    if isinstance(body, dict):
+        if "allocation_requests" in body:
+            return len(body["allocation_requests"])
+        for value in body.values():
+            if isinstance(value, list):
+                return len(value)
+    return 1
+
+
+def measure(server: Server, query: str, repeat: int, timeout: float,
+            path: str = "/allocation_candidates", max_seconds: float = 60.0
+            ) -> dict[str, float | int | str]:
+    """GET ``path?query`` at least ``repeat`` times and for at least
     MIN_SECONDS (the kernel counts CPU in 10 ms ticks: cheap queries need
-    many requests for a precise figure); server CPU and latency per
+    many requests for a precise figure), but no more once ``max_seconds``
+    have passed; server CPU and latency (median, 99th percentile) per
     request."""
     http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=timeout)
+    url = path + ("?" + query if query else "")
     latencies: list[float] = []
     # One unmeasured request first: steady state, not first-use caches.
     try:
-        r = http.get("/allocation_candidates?" + query)
+        r = http.get(url)
     except httpx.TimeoutException:
         return {"error": "timeout after %ss" % timeout}
     if r.status_code != 200:
         return {"error": "%s %s" % (r.status_code, r.text[:200])}
-    count = len(r.json()["allocation_requests"])
+    count = _count(r.json())
     cpu0 = server.cpu_seconds()
     began = time.perf_counter()
     while (len(latencies) < repeat
            or (time.perf_counter() - began < MIN_SECONDS
                and len(latencies) < MAX_REPEAT)):
+        if latencies and time.perf_counter() - began > max_seconds:
+            break
         start = time.perf_counter()
         try:
-            r = http.get("/allocation_candidates?" + query)
+            r = http.get(url)
         except httpx.TimeoutException:
             return {"error": "timeout after %ss" % timeout}
         latencies.append(time.perf_counter() - start)
         if r.status_code != 200:
             return {"error": "%s %s" % (r.status_code, r.text[:200])}
     cpu = (server.cpu_seconds() - cpu0) / len(latencies)
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     return {"cpu_ms": cpu * 1000, "p50_ms": statistics.median(latencies) * 1000,
-            "candidates": count, "requests": len(latencies)}
+            "p99_ms": p99 * 1000, "candidates": count,
+            "requests": len(latencies)}
 
 
 def run_queries(kind: str, workdir: Path, args: argparse.Namespace

@@ -1,16 +1,20 @@
-"""The benchmark deployment, built through the HTTP API so that Berth and
-upstream receive exactly the same requests.
+"""The benchmark deployment: one plan, written either through the HTTP API
+(``build``: Berth and upstream receive exactly the same requests) or in bulk
+straight into Berth's tables (``bulk.write``: 50,000 hosts in seconds).
 
 Default shape (``hosts=1000``): compute hosts with VCPU, MEMORY_MB and
 local DISK_GB; a quarter of them modelled as nested trees (two NUMA
-children holding VCPU and MEMORY_MB, two PF children with SRIOV_NET_VF on
-different physnets); four shared storage pools, each serving 50 hosts that
-have no local disk; ten host aggregates; CPU traits; and two existing
-allocations on average per host.
+children holding VCPU and MEMORY_MB, each with a PF child holding
+SRIOV_NET_VF on physnet A or B); four shared storage pools serving 40
+hosts that have no local disk (10 of them nested); ten host aggregates; CPU traits; and two
+existing allocations on average per host. Larger worlds keep the same
+proportions: one aggregate per 100 hosts, one pool per 250, and pool
+clients among the first fifth of the hosts.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +24,13 @@ import httpx
 
 NS = uuid.UUID("6c1b7c52-6f34-4c55-9b6b-2c0f36f0c3a1")
 ADMIN = {"x-auth-token": "admin", "accept": "application/json"}
+#: Custom traits the plan uses (created before any provider).
+CUSTOM_TRAITS = ("CUSTOM_FAST", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
+
+Inventory = dict[str, dict[str, float]]
 
 
+@functools.cache
 def uid(name: str) -> str:
     return str(uuid.uuid5(NS, name))
 
@@ -31,10 +40,111 @@ def _v(version: str) -> dict[str, str]:
 
 
 @dataclass
+class ProviderPlan:
+    """One provider as the API would be told about it: created, then its
+    inventory, traits and aggregates each set once (when given)."""
+
+    name: str
+    parent: str | None = None
+    inventory: Inventory = field(default_factory=dict)
+    traits: list[str] = field(default_factory=list)
+    aggregates: list[str] = field(default_factory=list)
+
+    @property
+    def uuid(self) -> str:
+        return uid(self.name)
+
+
+@dataclass
+class AllocationPlan:
+    """One consumer's allocation against one provider (``PUT
+    /allocations/{consumer}`` at 1.28 with a null consumer generation)."""
+
+    consumer: str
+    provider: str
+    resources: dict[str, int]
+    project: str
+    user: str
+
+
+@dataclass
 class World:
     hosts: int
     aggregates: list[str] = field(default_factory=list)
     sharing_aggregates: list[str] = field(default_factory=list)
+    #: Providers in creation order, each root before its children.
+    providers: list[ProviderPlan] = field(default_factory=list)
+    allocations: list[AllocationPlan] = field(default_factory=list)
+
+
+def _is_nested(i: int) -> bool:
+    return i % 4 == 0
+
+
+def _is_pool_client(i: int, hosts: int) -> bool:
+    """Hosts whose disk is a sharing pool's (some nested ones too, so that
+    a granular query's unnumbered DISK_GB can be served by a pool)."""
+    return i % 20 < 4 and i < hosts // 5
+
+
+def _host(i: int, world: World) -> list[ProviderPlan]:
+    name = "cn-%04d" % i
+    nested = _is_nested(i)
+    pool = _is_pool_client(i, world.hosts)
+    inv: Inventory = {}
+    if not nested:
+        inv["VCPU"] = {"total": 32, "allocation_ratio": 4.0}
+        inv["MEMORY_MB"] = {"total": 131072, "reserved": 2048,
+                            "allocation_ratio": 1.0}
+    if not pool:
+        inv["DISK_GB"] = {"total": 2000, "reserved": 20}
+    traits = ["HW_CPU_X86_SSE42"]
+    if i % 2 == 0:
+        traits.append("HW_CPU_X86_AVX2")
+    if i % 10 == 0:
+        traits.append("CUSTOM_FAST")
+    aggs = [world.aggregates[i % len(world.aggregates)]]
+    if pool:
+        aggs.append(world.sharing_aggregates[i % len(world.sharing_aggregates)])
+    host = ProviderPlan(name, None, inv, traits, aggs)
+    out = [host]
+    if nested:
+        for n in range(2):
+            numa = ProviderPlan("%s-numa%d" % (name, n), host.uuid,
+                                {"VCPU": {"total": 16, "allocation_ratio": 4.0},
+                                 "MEMORY_MB": {"total": 65536}},
+                                ["HW_NUMA_ROOT"])
+            pf = ProviderPlan("%s-pf%d" % (name, n), numa.uuid,
+                              {"SRIOV_NET_VF": {"total": 8}},
+                              ["CUSTOM_PHYSNET_%s" % "AB"[n]])
+            out += [numa, pf]
+    return out
+
+
+def plan(hosts: int = 1000, seed: int = 7,
+         allocations: int | None = None) -> World:
+    """The deployment for ``hosts`` compute hosts with ``allocations``
+    existing instances (default: two per host)."""
+    world = World(hosts=hosts,
+                  aggregates=[uid("agg-%d" % a)
+                              for a in range(max(10, hosts // 100))],
+                  sharing_aggregates=[uid("share-%d" % a)
+                                      for a in range(max(4, hosts // 250))])
+    for n, agg in enumerate(world.sharing_aggregates):
+        world.providers.append(ProviderPlan(
+            "pool-%d" % n, None, {"DISK_GB": {"total": 100000, "reserved": 0}},
+            ["MISC_SHARES_VIA_AGGREGATE"], [agg]))
+    for i in range(hosts):
+        world.providers += _host(i, world)
+    rnd = random.Random(seed)
+    plain = [i for i in range(hosts)
+             if not _is_nested(i) and not _is_pool_client(i, hosts)]
+    for n in range(hosts * 2 if allocations is None else allocations):
+        world.allocations.append(AllocationPlan(
+            uid("consumer-%d" % n), uid("cn-%04d" % rnd.choice(plain)),
+            {"VCPU": 1 + n % 2, "MEMORY_MB": 1024, "DISK_GB": 10},
+            uid("project-%d" % (n % 5)), uid("user")))
+    return world
 
 
 class Builder:
@@ -58,7 +168,7 @@ class Builder:
         self.call("POST", "/resource_providers", "1.20", body)
         return body["uuid"]
 
-    def inventory(self, rp: str, inv: dict[str, dict[str, float]]) -> None:
+    def inventory(self, rp: str, inv: Inventory) -> None:
         self.call("PUT", "/resource_providers/%s/inventories" % rp, "1.26",
                   {"resource_provider_generation": self.gen(rp),
                    "inventories": inv})
@@ -77,77 +187,52 @@ class Builder:
                   {"resource_provider_generation": self.gen(rp),
                    "aggregates": aggs})
 
+    def apply(self, p: ProviderPlan) -> None:
+        """Create one planned provider with what it holds."""
+        rp = self.provider(p.name, p.parent)
+        if p.inventory:
+            self.inventory(rp, p.inventory)
+        if p.traits:
+            self.traits(rp, p.traits)
+        if p.aggregates:
+            self.aggregates(rp, p.aggregates)
 
-def _host(b: Builder, i: int, world: World, rnd: random.Random) -> None:
-    name = "cn-%04d" % i
-    rp = b.provider(name)
-    nested = i % 4 == 0
-    pool = i % 20 < 4 and not nested and i < 200 * 1  # first hosts share
-    inv: dict[str, dict[str, float]] = {}
-    if not nested:
-        inv["VCPU"] = {"total": 32, "allocation_ratio": 4.0}
-        inv["MEMORY_MB"] = {"total": 131072, "reserved": 2048,
-                            "allocation_ratio": 1.0}
-    if not pool:
-        inv["DISK_GB"] = {"total": 2000, "reserved": 20}
-    b.inventory(rp, inv)
-    traits = ["HW_CPU_X86_SSE42"]
-    if i % 2 == 0:
-        traits.append("HW_CPU_X86_AVX2")
-    if i % 10 == 0:
-        traits.append("CUSTOM_FAST")
-    b.traits(rp, traits)
-    aggs = [world.aggregates[i % len(world.aggregates)]]
-    if pool:
-        aggs.append(world.sharing_aggregates[i % len(world.sharing_aggregates)])
-    b.aggregates(rp, aggs)
-    if nested:
-        for n in range(2):
-            numa = b.provider("%s-numa%d" % (name, n), parent=rp)
-            b.inventory(numa, {"VCPU": {"total": 16, "allocation_ratio": 4.0},
-                               "MEMORY_MB": {"total": 65536}})
-            b.traits(numa, ["HW_NUMA_ROOT"])
-            pf = b.provider("%s-pf%d" % (name, n), parent=numa)
-            b.inventory(pf, {"SRIOV_NET_VF": {"total": 8}})
-            b.traits(pf, ["CUSTOM_PHYSNET_%s" % "AB"[n]])
+    def allocate(self, a: AllocationPlan) -> None:
+        body = {"allocations": {a.provider: {"resources": a.resources}},
+                "project_id": a.project, "user_id": a.user,
+                "consumer_generation": None}
+        self.call("PUT", "/allocations/%s" % a.consumer, "1.28", body)
 
 
 def build(url: str, hosts: int = 1000, seed: int = 7,
-          threads: int = 4,
+          threads: int = 4, allocations: int | None = None,
           transport: httpx.BaseTransport | None = None) -> World:
     """Create the deployment on the server at ``url`` (through
     ``transport`` when given: an in-process app)."""
-    world = World(hosts=hosts,
-                  aggregates=[uid("agg-%d" % a) for a in range(10)],
-                  sharing_aggregates=[uid("share-%d" % a) for a in range(4)])
+    world = plan(hosts, seed, allocations)
     b = Builder(url, transport)
-    for name in ("CUSTOM_FAST", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B"):
+    for name in CUSTOM_TRAITS:
         b.call("PUT", "/traits/%s" % name, "1.6", ok=(201, 204))
-    for n, agg in enumerate(world.sharing_aggregates):
-        pool = b.provider("pool-%d" % n)
-        b.inventory(pool, {"DISK_GB": {"total": 100000, "reserved": 0}})
-        b.traits(pool, ["MISC_SHARES_VIA_AGGREGATE"])
-        b.aggregates(pool, [agg])
-    rnd = random.Random(seed)
+    pools = len(world.sharing_aggregates)
+    for p in world.providers[:pools]:
+        b.apply(p)
+    # One host's tree per task: a child is created after its parent.
+    trees: list[list[ProviderPlan]] = []
+    for p in world.providers[pools:]:
+        if p.parent is None:
+            trees.append([])
+        trees[-1].append(p)
+
+    def one_tree(tree: list[ProviderPlan]) -> None:
+        tb = Builder(url, transport)
+        for p in tree:
+            tb.apply(p)
+
     with ThreadPoolExecutor(threads) as pool_:
-        list(pool_.map(lambda i: _host(Builder(url, transport), i, world,
-                                       rnd),
-                       range(hosts)))
-    _allocate(b, world, random.Random(seed), count=hosts * 2)
+        list(pool_.map(one_tree, trees))
+    for a in world.allocations:
+        b.allocate(a)
     return world
-
-
-def _allocate(b: Builder, world: World, rnd: random.Random, count: int) -> None:
-    """Existing load: instances on plain hosts (VCPU, MEMORY_MB, DISK_GB)."""
-    plain = [i for i in range(world.hosts) if i % 4 != 0 and not
-             (i % 20 < 4 and i < 200)]
-    for n in range(count):
-        host = uid("cn-%04d" % rnd.choice(plain))
-        body = {"allocations": {host: {"resources": {
-                    "VCPU": 1 + n % 2, "MEMORY_MB": 1024, "DISK_GB": 10}}},
-                "project_id": uid("project-%d" % (n % 5)),
-                "user_id": uid("user"), "consumer_generation": None}
-        b.call("PUT", "/allocations/%s" % uid("consumer-%d" % n), "1.28", body)
 
 
 def build_explosion(url: str, pfs: int = 21,

@@ -82,15 +82,20 @@ def refresh_providers(conn: Connection, world: World,
                       provider_ids: Iterable[int]
                       ) -> tuple[World, dict[str, int], dict[str, int]]:
     """``world`` with ``provider_ids`` read again whole (new ones added,
-    deleted ones dropped) and its indexes rebuilt; and fresh class and
-    trait maps (a class or trait created since may be in use now)."""
+    deleted ones dropped) and its indexes rebuilt, or kept when only
+    inventory amounts changed; and fresh class and trait maps (a class
+    or trait created since may be in use now)."""
     ids = sorted(set(provider_ids))
     classes = common.ids_by_name(conn, t.resource_classes)
     traits = common.ids_by_name(conn, t.traits)
+    fresh = _providers(conn, ids)
+    if len(fresh) == len(ids):
+        same_shape = world.with_providers(fresh)
+        if same_shape is not None:
+            return same_shape, classes, traits
     providers = dict(world.providers)
     for pid in ids:
         providers.pop(pid, None)
-    fresh = _providers(conn, ids)
     for p in fresh:
         providers[p.id] = p
     if any(p.root_id not in providers or (

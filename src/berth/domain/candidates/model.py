@@ -97,6 +97,12 @@ def provider_matches(p: Provider, resources: dict[str, int],
             and aggs_ok(p.aggregates, member_of, forbidden_aggs))
 
 
+def _indexed(p: Provider) -> tuple[object, ...]:
+    """What of ``p`` the world's indexes depend on."""
+    return (p.uuid, p.root_id, p.parent_id, p.inventories.keys(), p.traits,
+            p.aggregates, p.trait_list)
+
+
 class World:
     """Providers by id, plus the tree and sharing relations between them."""
 
@@ -157,6 +163,20 @@ class World:
             if old is not None:
                 other.providers[pid] = dataclasses.replace(
                     old, used=now, memo={})
+        return other
+
+    def with_providers(self, fresh: Iterable[Provider]) -> World | None:
+        """This world with ``fresh`` replacing the providers of the same
+        ids, sharing every index, when none of them changed what an index
+        holds (only inventory amounts or usage changed: the common
+        inventory update); None when the indexes must be rebuilt."""
+        other = copy.copy(self)
+        other.providers = dict(self.providers)
+        for p in fresh:
+            old = self.providers.get(p.id)
+            if old is None or _indexed(old) != _indexed(p):
+                return None
+            other.providers[p.id] = p
         return other
 
     def roots_of(self, pids: Iterable[int]) -> set[int]:

@@ -1,0 +1,399 @@
+"""Berth and upstream Placement at 1,000, 10,000 and 50,000 hosts.
+
+    .venv/bin/python bench/scale.py                       # everything (hours)
+    .venv/bin/python bench/scale.py --hosts 1000 10000 --db sqlite --workers 2
+    .venv/bin/python bench/scale.py --only berth --hosts 50000
+
+For each database kind and world size, the world is written in bulk
+(``bulk.py``) into Berth's schema, and copied into upstream's schema with
+``berth db export`` for upstream, so both serve exactly the same world.
+Then, for each implementation and worker count:
+
+- **start-up**: seconds from starting the server to its first
+  allocation-candidates answer (the world loaded), and per worker the
+  resident memory (RSS), what of it is shared with other processes, and
+  the proportional share (PSS, which sums to the true total);
+- **queries** (first worker count only: CPU per request does not depend
+  on it): server CPU per request and p50/p99 latency of each candidate
+  query with and without ``limit=50``, provider listings filtered by
+  ``resources`` and by ``required``, and ``/usages``;
+- **claims**: claims per second with 16 concurrent schedulers (candidates
+  with ``limit=5``, then a claim, again on a 409).
+
+In-process, for Berth alone: the time to load the world whole, and the
+cost of a partial refresh after a claim and after an inventory change.
+
+Results go to ``bench/results/scale-<time>.json``, a Markdown table beside
+it, and ``bench/results/scale-<time>.png`` (server CPU and latency against
+world size, both implementations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bulk  # noqa: E402
+import run  # noqa: E402
+import world as world_mod  # noqa: E402
+from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
+
+from berth.db import migrate  # noqa: E402
+from berth.db import tables as t  # noqa: E402
+from berth.db.engine import Database, create_engine  # noqa: E402
+from berth.domain.candidates import load  # noqa: E402
+
+PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
+                          "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+Result = dict[str, Any]
+
+LISTINGS = {
+    "rp_resources": ("/resource_providers", run.BASE),
+    "rp_required": ("/resource_providers", "required=HW_CPU_X86_AVX2"),
+    "usages": ("/usages", "project_id=" + world_mod.uid("project-1")),
+}
+
+
+def allocations_for(hosts: int) -> int:
+    """Existing allocations: ten per host (100,000 at 10,000 hosts)."""
+    return hosts * 10
+
+
+class Databases:
+    """Fresh databases of one kind, dropped at the end."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.made: list[str] = []
+
+    def new(self, name: str) -> str:
+        if self.kind == "sqlite":
+            return "sqlite:///%s" % (self.workdir / ("%s.sqlite" % name))
+        full = "berth_scale_%s_%d" % (name, os.getpid())
+        admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"' % full))
+            conn.execute(sa.text('CREATE DATABASE "%s"' % full))
+        admin.dispose()
+        self.made.append(full)
+        return sa.engine.make_url(PG_ADMIN).set(database=full).render_as_string(
+            hide_password=False)
+
+    def drop(self) -> None:
+        if not self.made:
+            return
+        admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            for name in self.made:
+                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s" WITH (FORCE)'
+                                     % name))
+        admin.dispose()
+
+
+def build(url: str, hosts: int) -> Result:
+    engine = create_engine(url)
+    migrate.upgrade(engine)
+    start = time.perf_counter()
+    world = world_mod.plan(hosts, allocations=allocations_for(hosts))
+    counts = Database(engine).run(lambda conn: bulk.write(conn, world))
+    engine.dispose()
+    return {"seconds": time.perf_counter() - start, **counts}
+
+
+def export(berth_url: str, upstream_url: str, workdir: Path) -> str | None:
+    """Copy the world into upstream's schema; None, or why it failed."""
+    conf = workdir / "export.conf"
+    conf.write_text("[placement_database]\nconnection = %s\n" % berth_url)
+    done = subprocess.run([str(BERTH_VENV / "bin/berth"), "db", "export",
+                           "--config-file", str(conf), "--to", upstream_url],
+                          capture_output=True, text=True)
+    if done.returncode:
+        return (done.stderr or done.stdout).strip().splitlines()[-1:][0] \
+            if (done.stderr or done.stdout).strip() else "exit %d" % done.returncode
+    return None
+
+
+def inprocess(url: str) -> Result:
+    """Whole load, and partial refreshes after a claim and after an
+    inventory change, of the world Berth keeps in each worker."""
+    db = Database(create_engine(url))
+    loads = []
+    for _ in range(3):
+        start = time.perf_counter()
+        world, _, _ = db.read(load.load_world)
+        loads.append(time.perf_counter() - start)
+    host = db.read(lambda conn: conn.scalar(
+        sa.select(t.resource_providers.c.id).where(
+            t.resource_providers.c.name == "cn-0001")))
+
+    def timed(fn: Any) -> float:
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            db.read(fn)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1000
+
+    usage_ms = timed(lambda conn: load.refresh_usage(conn, world, {host}))
+    provider_ms = timed(lambda conn: load.refresh_providers(conn, world, {host}))
+    db.dispose()
+    return {"providers": len(world.providers),
+            "load_s": statistics.median(loads),
+            "refresh_after_claim_ms": usage_ms,
+            "refresh_after_inventory_ms": provider_ms}
+
+
+def _worker_pids(server: Server) -> list[int]:
+    """The server's worker processes: every process in its group but the
+    master."""
+    assert server.proc is not None
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == server.proc.pid:
+            continue
+        try:
+            stat = Path("/proc/%s/stat" % entry).read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[2]) == server.proc.pid:
+            pids.append(int(entry))
+    return pids
+
+
+def memory(pid: int) -> dict[str, float]:
+    """RSS, the part of it shared with other processes, and PSS, in MB."""
+    fields: dict[str, float] = {}
+    for line in Path("/proc/%d/smaps_rollup" % pid).read_text().splitlines()[1:]:
+        key, _, rest = line.partition(":")
+        fields[key] = int(rest.split()[0]) / 1024
+    return {"rss_mb": fields["Rss"], "pss_mb": fields["Pss"],
+            "shared_mb": fields["Shared_Clean"] + fields["Shared_Dirty"]}
+
+
+def start(server: Server, timeout: float) -> Result:
+    """Start ``server``; seconds to its first candidates answer, then
+    memory per worker once every worker has answered (or timed out)."""
+    began = time.perf_counter()
+    server.start()
+    http = httpx.Client(base_url=server.url, headers=run.HEADERS, timeout=timeout)
+    query = "/allocation_candidates?%s&limit=1" % run.BASE
+    try:
+        http.get(query).raise_for_status()
+    except httpx.HTTPError as exc:
+        return {"error": str(exc)[:100]}
+    first = time.perf_counter() - began
+    # Every worker answers at least once: each has its world loaded.
+    workers = server.workers
+    with ThreadPoolExecutor(workers * 2) as pool:
+        list(pool.map(lambda _: httpx.get(server.url + query,
+                                          headers=run.HEADERS, timeout=timeout),
+                      range(workers * 8)))
+    mems = [memory(pid) for pid in _worker_pids(server)]
+    return {"first_answer_s": first, "workers": len(mems),
+            "rss_mb": max(m["rss_mb"] for m in mems),
+            "shared_mb": min(m["shared_mb"] for m in mems),
+            "pss_total_mb": sum(m["pss_mb"] for m in mems)}
+
+
+def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
+          args: argparse.Namespace) -> Result:
+    out: Result = {}
+    server = Server(kind, workdir / ("%s-%d" % (kind, workers)), workers, url)
+    try:
+        out["start"] = start(server, args.timeout)
+        print("    %s %d workers: %s" % (kind, workers, out["start"]), flush=True)
+        if "error" in out["start"]:
+            return out
+        if with_queries:
+            for name, query in run.QUERIES.items():
+                for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
+                    out[label] = run.measure(server, q, args.repeat, args.timeout,
+                                             max_seconds=args.max_seconds)
+                    print("    %s %-22s %s" % (kind, label, out[label]), flush=True)
+            for name, (path, query) in LISTINGS.items():
+                out[name] = run.measure(server, query, args.repeat, args.timeout,
+                                        path=path, max_seconds=args.max_seconds)
+                print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
+        claims = argparse.Namespace(claims=args.claims, clients=16)
+        out["claims"] = run.claims(server, claims)
+        print("    %s claims %s" % (kind, out["claims"]), flush=True)
+    finally:
+        server.stop()
+    return out
+
+
+def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
+             ) -> Result:
+    dbs = Databases(db_kind, workdir)
+    out: Result = {}
+    try:
+        berth_url = dbs.new("berth_%d" % hosts)
+        out["build"] = build(berth_url, hosts)
+        print("  %s %d hosts: built %s" % (db_kind, hosts, out["build"]), flush=True)
+        out["inprocess"] = inprocess(berth_url)
+        print("  in-process: %s" % out["inprocess"], flush=True)
+        urls = {"berth": berth_url}
+        if args.only != "berth" and hosts <= args.upstream_max_hosts:
+            upstream_url = dbs.new("upstream_%d" % hosts)
+            failed = export(berth_url, upstream_url, workdir)
+            if failed:
+                out["upstream_error"] = "export failed: %s" % failed
+                print("  upstream skipped: %s" % out["upstream_error"], flush=True)
+            else:
+                urls["upstream"] = upstream_url
+        for kind, url in urls.items():
+            if args.only and kind != args.only:
+                continue
+            for n, workers in enumerate(args.workers):
+                out["%s/%d" % (kind, workers)] = serve(
+                    kind, url, workdir, workers, n == 0, args)
+    finally:
+        dbs.drop()
+    return out
+
+
+def table(results: Result) -> str:
+    """Markdown: one row per (database, hosts, measure)."""
+    lines = ["| db | hosts | measure | Berth | upstream | ratio |",
+             "| --- | --- | --- | --- | --- | --- |"]
+
+    def cell(d: Result | None, key: str) -> str:
+        if not d:
+            return "-"
+        if "error" in d:
+            return "no answer" if "timeout" in str(d["error"]) else "error"
+        return "%.1f" % d[key] if key in d else "-"
+
+    for db_kind, sizes in results.items():
+        for hosts, res in sizes.items():
+            first = [k for k in res if k.startswith("berth/")]
+            b = res.get(first[0], {}) if first else {}
+            u = res.get(first[0].replace("berth", "upstream"), {}) if first else {}
+            rows: list[tuple[str, Result | None, Result | None, str]] = []
+            for q in [k for k in b if k not in ("start", "claims")]:
+                rows.append(("%s CPU ms" % q, b.get(q), u.get(q), "cpu_ms"))
+                rows.append(("%s p50/p99 ms" % q, b.get(q), u.get(q), "p50_ms"))
+            for key in [k for k in res if k.startswith("berth/")]:
+                bw, uw = res[key], res.get(key.replace("berth", "upstream"), {})
+                w = key.split("/")[1]
+                rows.append(("claims/s, %s workers" % w, bw.get("claims"),
+                             uw.get("claims"), "claims_per_s"))
+                rows.append(("first answer s, %s workers" % w, bw.get("start"),
+                             uw.get("start"), "first_answer_s"))
+                rows.append(("worker RSS MB, %s workers" % w, bw.get("start"),
+                             uw.get("start"), "rss_mb"))
+                rows.append(("all workers PSS MB, %s workers" % w, bw.get("start"),
+                             uw.get("start"), "pss_total_mb"))
+            for label, bd, ud, key in rows:
+                bc, uc = cell(bd, key), cell(ud, key)
+                if key == "p50_ms" and bd and "p99_ms" in bd:
+                    bc += "/%.1f" % bd["p99_ms"]
+                if key == "p50_ms" and ud and "p99_ms" in ud:
+                    uc += "/%.1f" % ud["p99_ms"]
+                rat = "-"
+                try:
+                    bv, uv = float(bd[key]), float(ud[key])  # type: ignore[index]
+                    rat = "%.1fx" % ((bv / uv) if key == "claims_per_s" else (uv / bv))
+                except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                    pass
+                if key in ("first_answer_s", "rss_mb", "pss_total_mb", "p50_ms"):
+                    rat = "-"
+                lines.append("| %s | %s | %s | %s | %s | %s |"
+                             % (db_kind, hosts, label, bc, uc, rat))
+    return "\n".join(lines)
+
+
+def plot(results: Result, path: Path) -> None:
+    """Server CPU and p50 latency per query against world size."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    queries = list(run.QUERIES)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    for col, suffix in enumerate(("", "+limit50")):
+        for row, key in enumerate(("cpu_ms", "p50_ms")):
+            ax = axes[row][col]
+            for db_kind, sizes in results.items():
+                for impl, style in (("berth", "-"), ("upstream", "--")):
+                    for q in queries:
+                        xs, ys = [], []
+                        for hosts, res in sizes.items():
+                            first = [k for k in res if k.startswith(impl + "/")]
+                            d = res.get(first[0], {}).get(q + suffix, {}) if first else {}
+                            if key in d:
+                                xs.append(int(hosts))
+                                ys.append(float(d[key]))
+                        if xs:
+                            ax.plot(xs, ys, style, marker="o",
+                                    label="%s %s %s" % (impl, db_kind, q))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("hosts")
+            ax.set_ylabel("server CPU ms per request" if key == "cpu_ms"
+                          else "median latency ms")
+            ax.set_title("%s%s" % ("CPU" if key == "cpu_ms" else "latency",
+                                   " with limit=50" if suffix else ", full answers"))
+            ax.grid(True, which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=90)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000, 50000])
+    ap.add_argument("--db", nargs="+", default=["sqlite", "postgresql"],
+                    choices=["sqlite", "postgresql"])
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 8])
+    ap.add_argument("--only", choices=["berth", "upstream"])
+    ap.add_argument("--upstream-max-hosts", type=int, default=50000,
+                    help="no upstream beyond this many hosts")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--max-seconds", type=float, default=30,
+                    help="stop repeating a query after this long")
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--claims", type=int, default=320)
+    args = ap.parse_args()
+    if args.only != "berth":
+        ensure_upstream_venv()
+    results: Result = {}
+    with tempfile.TemporaryDirectory(prefix="berth-scale-") as tmp:
+        for db_kind in args.db:
+            results[db_kind] = {}
+            for hosts in args.hosts:
+                print("%s, %d hosts" % (db_kind, hosts), flush=True)
+                results[db_kind][str(hosts)] = one_size(
+                    db_kind, hosts, Path(tmp) / db_kind / str(hosts), args)
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out / ("scale-%s.json" % stamp)).write_text(
+        json.dumps({"args": vars(args), "results": results}, indent=2))
+    text = table(results)
+    (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
+    print(text)
+    try:
+        plot(results, out / ("scale-%s.png" % stamp))
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install '.[bench]')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
