@@ -32,7 +32,7 @@ UPSTREAM_RULES = {
 
 
 #: Berth's own endpoints (docs/explain-and-fit.md), admin only.
-BERTH_RULES = {"berth:explain", "berth:fit"}
+BERTH_RULES = {"berth:explain", "berth:fit", "berth:dashboard"}
 
 
 def test_rule_names_match_upstream():

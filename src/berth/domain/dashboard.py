@@ -291,29 +291,46 @@ def consumers(conn: Connection, view: str = "consumer",
         # Consumers of no type are "unknown", as upstream's usages say.
         key = sa.func.coalesce(column, "unknown") if view == "type" \
             else column
-    total = conn.execute(sa.select(sa.func.count(sa.distinct(key)))
-                         .select_from(joined)).scalar_one()
-    paged = page_of(page, PAGE, total)
-    keys = [row[0] for row in conn.execute(
-        sa.select(key).select_from(joined).group_by(key).order_by(key)
-        .limit(paged.size).offset(paged.offset))]
+    if view == "consumer":
+        total = conn.execute(sa.select(sa.func.count(sa.distinct(key)))
+                             .select_from(joined)).scalar_one()
+        paged = page_of(page, PAGE, total)
+        keys = [row[0] for row in conn.execute(
+            sa.select(key).select_from(joined).group_by(key).order_by(key)
+            .limit(paged.size).offset(paged.offset))]
+        where: Any = key.in_(keys)
+    else:
+        # Few groups (projects, users, types): one pass counts them all.
+        counted = conn.execute(
+            sa.select(key, sa.func.count(sa.distinct(a.c.consumer_id)),
+                      sa.func.count(sa.distinct(a.c.resource_provider_id)))
+            .select_from(joined).group_by(key)).all()
+        counted = sorted(counted, key=lambda row: row[0])
+        paged = page_of(page, PAGE, len(counted))
+        counted = counted[paged.offset:paged.offset + paged.size]
+        keys = [row[0] for row in counted]
+        where = sa.true() if paged.pages == 1 else key.in_(keys)
     rows: dict[Any, dict[str, Any]] = {
         k: {"key": k, "used": {}, "consumers": 0, "providers": 0}
         for k in keys}
     classes: set[str] = set()
     if keys:
+        class_names = dict(conn.execute(sa.select(rc.c.id, rc.c.name)).all())
         sums = conn.execute(
-            sa.select(key, rc.c.name, sa.func.sum(a.c.used))
-            .select_from(joined.join(rc, rc.c.id == a.c.resource_class_id))
-            .where(key.in_(keys)).group_by(key, rc.c.name))
-        for k, name, used in sums:
+            sa.select(key, a.c.resource_class_id, sa.func.sum(a.c.used))
+            .select_from(joined).where(where)
+            .group_by(key, a.c.resource_class_id))
+        for k, rc_id, used in sums:
+            name = class_names[rc_id]
             rows[k]["used"][name] = int(used)
             classes.add(name)
-        counts = conn.execute(
-            sa.select(key, sa.func.count(sa.distinct(a.c.consumer_id)),
-                      sa.func.count(sa.distinct(a.c.resource_provider_id)))
-            .select_from(joined).where(key.in_(keys)).group_by(key))
-        for k, n_consumers, n_providers in counts:
+        if view == "consumer":
+            counted = conn.execute(
+                sa.select(key, sa.func.count(sa.distinct(a.c.consumer_id)),
+                          sa.func.count(sa.distinct(
+                              a.c.resource_provider_id)))
+                .select_from(joined).where(where).group_by(key)).all()
+        for k, n_consumers, n_providers in counted:
             rows[k]["consumers"] = n_consumers
             rows[k]["providers"] = n_providers
         if view == "consumer":
