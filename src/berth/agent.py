@@ -10,10 +10,14 @@ flow of the "Handling Reshaped Provider Trees" spec for each node:
    place); at any other time, treat it like any other error;
 4. flush the tree -- with the allocations, through one ``POST /reshaper``.
 
-Errors in a periodic pass are logged and the loop carries on;
-``ResourceProviderUpdateFailed`` at start-up is fatal (the service must not
-run on a half-understood tree). ``berth migrate-inventory`` runs the
-start-up pass offline through direct database access.
+A generation conflict anywhere in a pass (the report client has refreshed
+its cache by then) starts the pass again from step 1, up to the client's
+``retries`` attempts in all. Errors left after that are logged and the
+loop carries on -- at start-up too -- except a failed reshape, which is
+fatal at start-up (the service must not run on a half-migrated tree), as
+is a driver raising ``ReshapeNeeded`` again when it was given the
+allocations. ``berth migrate-inventory`` runs the start-up pass offline
+through direct database access.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from berth.client import ProviderTree, ReportClient, ReshapeNeeded, ResourceProviderUpdateFailed
+from berth.client import (
+    ProviderTree,
+    ReportClient,
+    ReshapeFailed,
+    ReshapeNeeded,
+    ResourceProviderUpdateFailed,
+)
 from berth.client.provider_tree import AllocationsDict
 
 LOG = logging.getLogger(__name__)
@@ -74,7 +84,22 @@ class ResourceUpdater:
         self.client = client
 
     def sync_node(self, nodename: str, *, startup: bool) -> NodeResult:
-        """One pass over ``nodename``; every error propagates."""
+        """One pass over ``nodename``, started again on a generation
+        conflict up to ``client.retries`` attempts; every error left
+        propagates."""
+        attempts = self.client.retries
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._pass(nodename, startup)
+            except ResourceProviderUpdateFailed as exc:
+                if not exc.is_conflict or attempt == attempts:
+                    raise
+                LOG.info("generation conflict updating %s (attempt %d of "
+                         "%d); trying again from a refreshed view",
+                         nodename, attempt, attempts)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pass(self, nodename: str, startup: bool) -> NodeResult:
         tree = self.client.get_provider_tree_and_ensure_root(nodename)
         allocations = None
         try:
@@ -86,22 +111,36 @@ class ResourceUpdater:
                      "allocation data migration for %s", nodename)
             allocations = self.client.get_allocations_for_provider_tree(
                 nodename)
-            self.driver.update_provider_tree(tree, nodename,
-                                             allocations=allocations)
-        writes = self.client.update_from_provider_tree(tree, allocations)
+            try:
+                self.driver.update_provider_tree(tree, nodename,
+                                                 allocations=allocations)
+            except ReshapeNeeded as exc:
+                raise ReshapeFailed(
+                    "the driver raised ReshapeNeeded for %s although it was "
+                    "given the allocations; that is a driver bug, and the "
+                    "reshape was not attempted: %s" % (nodename, exc)
+                ) from exc
+        writes = self.client.update_from_provider_tree(
+            tree, allocations=allocations)
         status = ("reshaped" if allocations is not None
                   else "updated" if writes else "unchanged")
         return NodeResult(nodename, status, writes)
 
     def update_node(self, nodename: str, *, startup: bool = False
                     ) -> NodeResult:
-        """One pass, with the spec's error policy: only a failed flush at
+        """One pass, with Nova's error policy: a failed reshape at
         start-up raises; anything else is logged and reported."""
         try:
             return self.sync_node(nodename, startup=startup)
-        except ResourceProviderUpdateFailed as exc:
+        except ReshapeFailed as exc:
             if startup:
+                LOG.critical("resource provider data migration failed for "
+                             "%s; the service must not start: %s",
+                             nodename, exc)
                 raise
+            LOG.error("reshape of %s failed: %s", nodename, exc)
+            return NodeResult(nodename, "failed", error=str(exc))
+        except ResourceProviderUpdateFailed as exc:
             LOG.error("updating resource provider tree of %s failed; the "
                       "next pass starts from a refreshed view: %s",
                       nodename, exc)
@@ -147,19 +186,35 @@ def cmd_migrate_inventory(args: argparse.Namespace) -> int:
     conf = load_conf(args)
     logging.basicConfig(level=logging.WARNING)
     driver = load_driver(args.driver)
-    nodes = args.nodename or driver.get_available_nodes()
+    known = list(driver.get_available_nodes())
+    nodes = args.nodename or known
     failed = 0
     with PlacementDirect(conf) as http:
-        updater = ResourceUpdater(driver, ReportClient(http))
+        client = ReportClient(http, retries=args.retries)
+        updater = ResourceUpdater(driver, client)
         for node in nodes:
+            if node not in known:
+                failed += 1
+                print("%s: failed: the driver has no node %s (its nodes: %s)"
+                      % (node, node, ", ".join(known) or "none"))
+                continue
             try:
                 result = updater.sync_node(node, startup=True)
             except Exception as exc:  # noqa: BLE001 - report, next node
                 failed += 1
-                print("%s: failed: %s" % (node, exc))
+                print("%s: failed: %s" % (node, _reason(exc)))
                 continue
             print(_describe(result))
     return 1 if failed else 0
+
+
+def _reason(exc: Exception) -> str:
+    """One line for an error: its message, named by type when the message
+    alone (a KeyError's bare key) would not say what went wrong."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, (KeyError, IndexError, AttributeError)) or not text:
+        return "%s: %s" % (type(exc).__name__, text or "(no message)")
+    return text
 
 
 def _describe(result: NodeResult) -> str:

@@ -85,8 +85,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_db_sync(args: argparse.Namespace) -> int:
-    from berth.db import migrate, setup
+    from berth.db import migrate, setup, urls
     conf = load_conf(args)
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
     migrate.upgrade(engine)
     print("database at revision %s" % migrate.current_revision(engine))
@@ -94,8 +95,9 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_db_version(args: argparse.Namespace) -> int:
-    from berth.db import migrate, setup
+    from berth.db import migrate, setup, urls
     conf = load_conf(args)
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
     current = migrate.current_revision(engine)
     print("current: %s\nhead: %s" % (current or "none (empty database)",
@@ -124,6 +126,16 @@ def _plugin(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1, not %d" % value)
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="berth", description="Berth: a fast OpenStack Placement service.")
@@ -138,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT,
                        help="port to bind (default %(default)s)")
-    serve.add_argument("--workers", type=int, default=None,
+    serve.add_argument("--workers", type=_at_least_one, default=None,
                        help="worker processes (default: 1 on embedded "
                             "SQLite, else the number of CPUs)")
     serve.set_defaults(func=cmd_serve)
@@ -200,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "consumers, orphans and policy "
                                            "problems; exit 0, 1 or 2")
     _add_config_args(check)
+    check.add_argument("--json", action="store_true",
+                       help="print the results as JSON, as "
+                            "oslo.upgradecheck does")
     check.set_defaults(func=_plugin("berth.status:cmd_upgrade_check"))
 
     mig = sub.add_parser("migrate-inventory",
@@ -211,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--nodename", action="append", default=[],
                      help="node to migrate (repeatable; default: the "
                           "driver's nodes)")
+    mig.add_argument("--retries", type=int, default=4,
+                     help="attempts per node on generation conflicts")
     mig.set_defaults(func=_plugin("berth.agent:cmd_migrate_inventory"))
 
     explain = sub.add_parser("explain", help="why an allocation-candidates "
@@ -242,11 +259,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result: Any = args.func(args)
+        sys.stdout.flush()
         return int(result or 0)
     except SystemExit:
         raise
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`berth policy list | head -1`): what it
+        # read is what it wanted. Point stdout at /dev/null so the flush
+        # at exit cannot raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print("berth: error: %s" % message, file=sys.stderr)

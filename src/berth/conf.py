@@ -164,7 +164,28 @@ def load(args: Sequence[str] = (), default_config_files: list[str] | None = None
     conf(list(args), project=PROJECT, validate_default_values=True,
          default_config_files=default_config_files,
          default_config_dirs=default_config_dirs)
+    validate(conf)
     return conf
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """Read every option once, so that a bad value fails now, naming its
+    option, and not later inside each worker.
+
+    Raises ValueError("[group] option: what is wrong").
+    """
+    def check(group: str, name: str, read: object) -> object:
+        try:
+            return read[name]  # type: ignore[index]
+        except (cfg.Error, ValueError) as exc:
+            reason = str(exc).split(" is not valid: ", 1)[-1].splitlines()[0]
+            raise ValueError("[%s] %s: %s" % (group, name, reason)) from None
+
+    for name in list(conf):
+        value = check("DEFAULT", name, conf)
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt in list(value):
+                check(name, opt, value)
 
 
 def data_dir(conf: cfg.ConfigOpts) -> Path:

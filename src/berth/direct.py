@@ -57,10 +57,18 @@ class PlacementDirect:
     by default one is made from ``[placement_database]`` and disposed of
     on exit. ``microversion`` sets the default ``openstack-api-version``
     (``None`` sends none, meaning 1.0; ``"latest"`` is accepted).
+    ``latest_microversion=True`` is upstream Placement's spelling of
+    ``microversion="latest"``; giving both is a ValueError.
     """
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None,
-                 microversion: str | None = None) -> None:
+                 microversion: str | None = None, *,
+                 latest_microversion: bool = False) -> None:
+        if latest_microversion:
+            if microversion not in (None, "latest"):
+                raise ValueError("give microversion or latest_microversion, "
+                                 "not both")
+            microversion = "latest"
         self.conf = conf
         self._db = db
         self._own_db = db is None

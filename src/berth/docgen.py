@@ -73,7 +73,38 @@ def cli_reference() -> str:
     for words, text in _walk(build_parser(), ["berth"]):
         out += ["## `%s`" % " ".join(words), "", "```", text.rstrip(), "```",
                 ""]
+    out += ["# Upstream's command names", "",
+            "`placement-manage` and `placement-status` take upstream's "
+            "arguments (configuration options before the command) for "
+            "deployment tools that call them; see docs/install.md.", ""]
+    for words, text in _upstream_helps():
+        out += ["## `%s`" % " ".join(words), "", "```", text.rstrip(), "```",
+                ""]
     return "\n".join(out)
+
+
+def _upstream_helps() -> list[tuple[list[str], str]]:
+    """``--help`` of each upstream-named command, as a user sees it."""
+    import contextlib
+    import io
+
+    from berth.upstream_cli import manage_main, status_main
+    commands = [(manage_main, ["placement-manage"]),
+                (manage_main, ["placement-manage", "db", "sync"]),
+                (manage_main, ["placement-manage", "db", "version"]),
+                (manage_main, ["placement-manage", "db", "stamp"]),
+                (manage_main, ["placement-manage", "db",
+                               "online_data_migrations"]),
+                (status_main, ["placement-status"]),
+                (status_main, ["placement-status", "upgrade"])]
+    found = []
+    for main, words in commands:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), \
+                contextlib.suppress(SystemExit):
+            main([*words[1:], "--help"])
+        found.append((words, buf.getvalue()))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,13 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
+    def run(self) -> None:
+        from berth.serving import BerthArbiter
+        try:
+            BerthArbiter(self).run()
+        except RuntimeError as exc:
+            raise SystemExit("berth: error: %s" % exc) from None
+
     def load(self) -> Any:
         from berth.api.app import create_app
         from berth.db.engine import Database
@@ -42,6 +49,7 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
     """Migrate (when asked, or in embedded mode) and seed standard data,
     once, in the master process before any worker starts."""
     from berth.db import migrate, setup
+    setup.announce(conf)
     engine = setup.engine_from_conf(conf)
     setup.wait_for_database(engine, conf.placement_database.max_retries,
                             conf.placement_database.retry_interval)
@@ -72,19 +80,7 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     import berth.api.app  # noqa: F401
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
-    options = {
-        "bind": "%s:%d" % (host, port),
-        "workers": workers,
-        "worker_class": "sync",
-        "timeout": 120,
-        "graceful_timeout": 10,
-        "keepalive": 5,
-        "accesslog": None,
-        "errorlog": "-",
-        "loglevel": "warning",
-        "proc_name": "berth",
-    }
-    LOG.info("serving Placement API on http://%s:%d with %d worker(s)",
-             host, port, workers)
+    from berth.serving import gunicorn_options
+    options = gunicorn_options(host, port, workers)
     _Gunicorn(conf, options).run()
     return 0

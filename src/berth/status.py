@@ -29,7 +29,7 @@ from oslo_config import cfg
 
 from berth.db import tables as t
 
-__all__ = ["Code", "Result", "CHECKS", "run_checks", "render",
+__all__ = ["Code", "Result", "CHECKS", "run_checks", "render", "report",
            "cmd_upgrade_check"]
 
 
@@ -159,25 +159,37 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
+def _skipped(engine: sa.engine.Engine) -> Result:
+    """What a data check reports when the schema is not current: nothing
+    to check in an empty database (Success), unknown in an old one
+    (Warning: run the check again after ``berth db sync``)."""
+    from berth.db import migrate
+    if migrate.current_revision(engine) is None:
+        return Result(Code.SUCCESS, "Skipped: the database is empty, so "
+                      "there is nothing to check.")
+    return Result(Code.WARNING, "Skipped: the database schema is not "
+                  "current. Run 'berth db sync', then this check again.")
+
+
 def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
                ) -> list[tuple[str, Result]]:
-    """Every check's result. Data checks are skipped (as failures) when
-    the schema is not in place, since they would only fail obscurely."""
+    """Every check's result. Data checks are skipped when the schema is
+    not in place, since they would only fail obscurely; a skipped check
+    is not a failure (see ``_skipped``)."""
     results: list[tuple[str, Result]] = []
-    schema_ok = True
+    skipped: Result | None = None
     for name, check in CHECKS:
-        if not schema_ok and check in (check_incomplete_consumers,
-                                       check_root_providers):
-            results.append((name, Result(Code.FAILURE, "Skipped: the "
-                                         "database schema is not current.")))
+        if skipped is not None and check in (check_incomplete_consumers,
+                                             check_root_providers):
+            results.append((name, skipped))
             continue
         try:
             result = check(conf, engine)
+            if check is check_migrations and result.code != Code.SUCCESS:
+                skipped = _skipped(engine)
         except sa.exc.SQLAlchemyError as exc:
             result = Result(Code.FAILURE, "Database error: %s"
                             % str(getattr(exc, "orig", exc)).splitlines()[0])
-        if check is check_migrations and result.code != Code.SUCCESS:
-            schema_ok = False
         results.append((name, result))
     return results
 
@@ -202,14 +214,24 @@ def render(results: list[tuple[str, Result]], width: int = 60) -> str:
     return "\n".join(out)
 
 
-def cmd_upgrade_check(args: argparse.Namespace) -> int:
-    from berth.cli import load_conf
+def report(conf: cfg.ConfigOpts, as_json: bool = False) -> int:
+    """Run every check, print the table (or oslo.upgradecheck's JSON
+    document) and return the exit code: the worst result."""
     from berth.db import setup
-    conf = load_conf(args)
     engine = setup.engine_from_conf(conf)
     try:
         results = run_checks(conf, engine)
     finally:
         engine.dispose()
-    print(render(results))
+    if as_json:
+        print(json.dumps({"name": "Upgrade Check Results", "checks": [
+            {"check": name, "result": int(r.code), "details": r.details}
+            for name, r in results]}))
+    else:
+        print(render(results))
     return int(max((r.code for _, r in results), default=Code.SUCCESS))
+
+
+def cmd_upgrade_check(args: argparse.Namespace) -> int:
+    from berth.cli import load_conf
+    return report(load_conf(args), bool(getattr(args, "json", False)))

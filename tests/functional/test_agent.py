@@ -88,40 +88,69 @@ def test_periodic_pass_never_reshapes(direct: httpx.Client) -> None:
     assert state(direct) == before
 
 
-class RacedDriver(VGPUDriver):
-    """Another writer changes the root under the driver's feet, once."""
+RACE_TRAITS = ["HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "HW_CPU_X86_SSE",
+               "HW_CPU_X86_SSE2", "HW_CPU_X86_SSE3"]
 
-    def __init__(self, http: httpx.Client, vcpus: int = 8) -> None:
+
+class RacedDriver(VGPUDriver):
+    """Another writer changes the root under the driver's feet, on the
+    first ``races`` calls."""
+
+    def __init__(self, http: httpx.Client, vcpus: int = 8,
+                 races: int = 1) -> None:
         super().__init__({"cn1": {**LAYOUT["cn1"], "vcpus": vcpus}},
                          nested=False)
         self.http = http
-        self.raced = False
+        self.races = races
+        self.calls = 0
 
     def update_provider_tree(self, provider_tree: Any, nodename: str,
                              allocations: Any = None) -> None:
-        if not self.raced:
-            self.raced = True
+        self.calls += 1
+        if self.calls <= self.races:
             root = provider_tree.data(nodename)
+            traits = sorted(root.traits | {RACE_TRAITS[self.calls - 1]})
             ok(self.http.put("/resource_providers/%s/traits" % root.uuid,
-                             json={"traits": ["HW_CPU_X86_AVX"],
+                             json={"traits": traits,
                                    "resource_provider_generation":
                                    root.generation}))
         super().update_provider_tree(provider_tree, nodename, allocations)
 
 
-def test_update_failure_fatal_at_startup_only(direct: httpx.Client) -> None:
+@pytest.mark.parametrize("startup", [True, False])
+def test_conflict_refreshes_and_retries(direct: httpx.Client,
+                                        startup: bool) -> None:
     client = ReportClient(direct)
-    client.get_provider_tree_and_ensure_root("cn1")  # root exists, empty
-    updater = ResourceUpdater(RacedDriver(direct), client)
-    with pytest.raises(ResourceProviderUpdateFailed) as info:
-        updater.update_node("cn1", startup=True)
-    assert info.value.cause is not None and info.value.cause.is_conflict
-    # The cache was refreshed: the next pass starts from the truth.
-    assert updater.update_node("cn1").status == "updated"
+    root = client.get_provider_tree_and_ensure_root("cn1").data("cn1").uuid
+    driver = RacedDriver(direct, races=3)
+    result = ResourceUpdater(driver, client).update_node("cn1",
+                                                         startup=startup)
+    # Three conflicts, then the fourth (last allowed) attempt succeeds,
+    # keeping what the other writer did.
+    assert (result.status, driver.calls) == ("updated", 4)
+    traits = ok(direct.get("/resource_providers/%s/traits" % root))["traits"]
+    assert traits == sorted(RACE_TRAITS[:3])
+    inv = ok(direct.get("/resource_providers/%s/inventories" % root))
+    assert inv["inventories"]["VCPU"]["total"] == 8
 
-    updater = ResourceUpdater(RacedDriver(direct, vcpus=16), client)
-    assert updater.update_node("cn1", startup=False).status == "failed"
-    assert updater.update_node("cn1", startup=False).status == "updated"
+
+def test_conflicts_beyond_retries_are_not_fatal_at_startup(
+        direct: httpx.Client) -> None:
+    client = ReportClient(direct, retries=2)
+    client.get_provider_tree_and_ensure_root("cn1")
+    driver = RacedDriver(direct, races=5)
+    updater = ResourceUpdater(driver, client)
+    result = updater.update_node("cn1", startup=True)
+    assert result.status == "failed" and driver.calls == 2
+    assert "concurrent" in (result.error or "") or "409" in (result.error
+                                                             or "")
+    with pytest.raises(ResourceProviderUpdateFailed) as info:
+        updater.sync_node("cn1", startup=True)  # the raw pass propagates
+    assert info.value.is_conflict and driver.calls == 4
+    # The cache was refreshed: once the other writer stops, a pass works.
+    assert updater.update_node("cn1").status == "updated"
+    with pytest.raises(ValueError):
+        ReportClient(direct, retries=0)
 
 
 def _run_cli(conf_file: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -151,7 +180,9 @@ def test_offline_migrate_inventory_on_sqlite(tmp_path: Path) -> None:
         assert "cn1: nothing to migrate; no changes made" in second.stdout
         with PlacementDirect(make_conf(), Database(engine), "latest") as http:
             check_new_layout(http, root, before)
-        bad = _run_cli(conf_file, "--nodename", "nope")
-        assert bad.returncode == 1 and "nope: failed" in bad.stdout
+        bad = _run_cli(conf_file, "--nodename", "compute-9")
+        assert bad.returncode == 1
+        assert bad.stdout.strip() == ("compute-9: failed: the driver has no "
+                                      "node compute-9 (its nodes: cn1)")
     finally:
         engine.dispose()

@@ -63,8 +63,10 @@ def test_db_sync_and_version(tmp_path):
     assert "current: none" in before.stdout
     assert run("db", "sync", "--config-file", str(conf)).returncode == 0
     after = run("db", "version", "--config-file", str(conf))
-    current = after.stdout.splitlines()[0].split(": ")[1]
-    head = after.stdout.splitlines()[1].split(": ")[1]
+    assert after.stdout.splitlines()[0] == "database: sqlite:///%s" % (
+        tmp_path / "placement.sqlite")
+    current = after.stdout.splitlines()[1].split(": ")[1]
+    head = after.stdout.splitlines()[2].split(": ")[1]
     assert current == head
 
 
@@ -122,3 +124,14 @@ def test_serve_answers_and_stops_on_sigterm(tmp_path, embedded):
     if embedded:
         assert "for local use only" in err
         assert (tmp_path / "data" / "placement.sqlite").exists()
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    # `head -1` closes the pipe after one line; with pipefail the
+    # command's own exit status counts too.
+    cmd = "set -o pipefail; %s -m berth.cli policy list | head -1" % sys.executable
+    result = subprocess.run(["bash", "-c", cmd], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout == '"admin_api": "role:admin"\n'

@@ -89,3 +89,40 @@ def test_chunked_bodies_are_bounded(client):
                     headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert r.json()["name"] == "chunky"
+
+
+def test_microversion_errors_carry_what_upstream_carries(client):
+    r = client.get("/resource_providers",
+                   headers={"openstack-api-version": "placement 1.99"})
+    assert r.status_code == 406
+    error = r.json()["errors"][0]
+    rid = r.headers["x-openstack-request-id"]
+    assert error == {
+        "status": 406, "title": "Not Acceptable",
+        "detail": "The resource could not be generated that was acceptable "
+                  "to your browser.\n\n Invalid microversion: "
+                  "Unacceptable version header: 1.99  ",
+        "request_id": rid, "max_version": "1.39", "min_version": "1.0"}
+    r = client.get("/", headers={"openstack-api-version": "placement 1.x"})
+    assert r.status_code == 400
+    error = r.json()["errors"][0]
+    assert error["title"] == "Bad Request"
+    assert "max_version" not in error and "code" not in error
+    assert error["detail"].startswith(
+        "The server could not comply with the request since it is either "
+        "malformed or otherwise incorrect.\n\n Invalid microversion: "
+        "invalid version string: 1.x; ")
+
+
+def test_edge_header_limits_for_any_wsgi_server(client):
+    # What Berth itself enforces, whatever server runs it: header lines
+    # of 8,190 bytes are served, longer ones and over 100 headers are 431.
+    ok = client.get("/", headers={"x-junk": "j" * (8190 - len("x-junk:"))})
+    assert ok.status_code == 200
+    long = client.get("/", headers={"x-junk": "j" * (8191 - len("x-junk:"))})
+    assert long.status_code == 431
+    many = client.get("/", headers={"x-h%03d" % i: "v" for i in range(100)})
+    assert many.status_code == 431
+    error = many.json()["errors"][0]
+    assert error["detail"].endswith("exceed 8190 bytes a line or 100 lines.  ")
+    assert error["request_id"] == many.headers["x-openstack-request-id"]

@@ -37,6 +37,8 @@ def test_walkthrough_runs_as_written(tmp_path):
     out = result.stdout
     assert result.returncode == 0, result.stderr + out
     assert "errors" not in out, out
+    # Each reply on a line of its own.
+    assert "}{" not in out, out
     candidates = re.findall(
         r'"allocation_requests":\[(.*?)\],"provider_summaries"', out)
     counts = [c.count('"allocations"') for c in candidates]

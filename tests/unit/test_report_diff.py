@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from berth.client import ProviderTree
+from berth.client import ProviderTree, normalize_inventory
 from berth.client.exceptions import PlacementAPIError
 from berth.client.flush import Flush, reshape_allocations
 from berth.client.http import Connection
@@ -19,12 +19,21 @@ class Recorder:
     """Stands in for ReportClient._call: records and answers like
     Placement would (generation + 1 per write)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_version: str = "1.39",
+                 fail: tuple[str, ...] = ()) -> None:
         self.calls: list[tuple[str, str, Any]] = []
+        self.versions: list[str] = []
+        self.max_version = max_version
+        self.fail = fail
 
     def __call__(self, method: str, path: str, version: str = "1.36",
                  body: Any = None, ok: tuple[int, ...] = (200,)) -> Any:
         self.calls.append((method, path, body))
+        self.versions.append(version)
+        if (method + " " + path).startswith(self.fail):
+            raise PlacementAPIError(method, path, 500, "injected")
+        if path == "/":
+            return {"versions": [{"max_version": self.max_version}]}
         if method == "POST" and path == "/resource_providers":
             return {"generation": 0}
         if isinstance(body, dict) and "resource_provider_generation" in body:
@@ -45,8 +54,9 @@ def _old() -> ProviderTree:
 
 
 def _flush(old: ProviderTree, new: ProviderTree,
-           allocations: Any = None) -> tuple[Recorder, Flush]:
-    rec = Recorder()
+           allocations: Any = None, rec: Recorder | None = None
+           ) -> tuple[Recorder, Flush]:
+    rec = rec or Recorder()
     flush = Flush(rec, old, new, lambda roots: {ROOT: 9, CHILD: 3})
     flush.run(old.compare(new), allocations)
     return rec, flush
@@ -125,6 +135,114 @@ def test_reshape_sends_inventories_and_allocations_in_one_call() -> None:
         "project_id": "p", "user_id": "u", "consumer_generation": 1}}
     # After the 204, generations come from a fresh read.
     assert flush.result().data(ROOT).generation == 9
+
+
+def test_inventory_write_keeps_fields_the_driver_left_out() -> None:
+    old = ProviderTree()
+    old.new_root("node", ROOT, generation=5)
+    operator = normalize_inventory({"VCPU": {"total": 16, "reserved": 2,
+                                             "allocation_ratio": 4.0}})
+    old.update_inventory(ROOT, operator)
+    new = old.snapshot()
+    assert not new.update_inventory(ROOT, {"VCPU": {"total": 16}})
+    rec, _ = _flush(old, new)
+    assert rec.calls == []                      # nothing the driver said
+    new.update_inventory(ROOT, {"VCPU": {"total": 32},
+                                "DISK_GB": {"total": 100}})
+    rec, flush = _flush(old, new)
+    sent = rec.calls[0][2]["inventories"]
+    assert sent["VCPU"] == {**operator["VCPU"], "total": 32}
+    assert sent["DISK_GB"] == {"total": 100}
+    # The cache keeps the full record Placement now holds.
+    assert flush.result().data(ROOT).inventory["VCPU"]["allocation_ratio"] \
+        == 4.0
+
+
+def _reshape_case() -> tuple[ProviderTree, ProviderTree, Any]:
+    """Old: VGPU on the root and a stale child; new: a fresh child gets
+    the VGPU, the stale child goes."""
+    old = _old()
+    stale = old.new_child("node_old", ROOT, generation=2)
+    new = old.snapshot()
+    new.remove(stale)
+    new.new_child("node_gpu0", ROOT, CHILD)
+    new.move_inventory(ROOT, CHILD, "VGPU")
+    new.update_traits(CHILD, ["CUSTOM_PGPU"])
+    allocations = {"c1": {
+        "allocations": {CHILD: {"resources": {"VGPU": 2}}},
+        "project_id": "p", "user_id": "u", "consumer_generation": 1}}
+    return old, new, allocations
+
+
+def test_reshape_empties_removed_providers_and_deletes_them_after() -> None:
+    old, new, allocations = _reshape_case()
+    [stale] = [u for u in old.get_provider_uuids() if u != ROOT]
+    rec, flush = _flush(old, new, allocations)
+    assert rec.summary() == [
+        ("POST", "/resource_providers"), ("POST", "/reshaper"),
+        ("PUT", "/traits/CUSTOM_PGPU"),
+        ("PUT", "/resource_providers/%s/traits" % CHILD),
+        ("DELETE", "/resource_providers/%s" % stale)]
+    body = rec.calls[1][2]
+    assert body["inventories"][stale] == {
+        "inventories": {}, "resource_provider_generation": 2}
+    assert set(body["inventories"]) == {ROOT, CHILD, stale}
+    assert flush.reshaped
+
+
+@pytest.mark.parametrize("fail", ["POST /reshaper", "PUT /resource_classes",
+                                  "POST /resource_providers"])
+def test_failed_reshape_deletes_what_it_created(fail: str) -> None:
+    old, new, allocations = _reshape_case()
+    new.update_inventory(CHILD, {"CUSTOM_NEW": {"total": 1}})
+    grand = new.new_child("node_gpu0_fn", CHILD)
+    rec = Recorder(fail=(fail,))
+    with pytest.raises(PlacementAPIError):
+        _flush(old, new, allocations, rec)
+    made = [b["uuid"] for m, p, b in rec.calls
+            if (m, p) == ("POST", "/resource_providers")
+            and not fail.startswith("POST /resource_providers")]
+    deleted = [p.rsplit("/", 1)[1] for m, p, _ in rec.calls
+               if m == "DELETE"]
+    assert made in ([CHILD, grand], [])
+    assert deleted == list(reversed(made))      # children first
+    assert not any(m == "PUT" and p.endswith("/traits")
+                   for m, p, _ in rec.calls)
+
+
+def test_undo_that_fails_is_reported() -> None:
+    old, new, allocations = _reshape_case()
+    rec = Recorder(fail=("POST /reshaper", "DELETE"))
+    flush = Flush(rec, old, new, lambda roots: {})
+    with pytest.raises(PlacementAPIError):
+        flush.run(old.compare(new), allocations)
+    assert flush.left_behind == [CHILD] and not flush.reshaped
+
+
+def test_reparent_uses_1_37_after_creating_the_new_parent() -> None:
+    old = _old()
+    old.new_child("node_a", ROOT, CHILD, generation=1)
+    new = old.snapshot()
+    numa = new.new_child("node_numa0", ROOT)
+    new.reparent(CHILD, numa)
+    rec, _ = _flush(old, new)
+    assert rec.summary() == [("GET", "/"), ("POST", "/resource_providers"),
+                             ("PUT", "/resource_providers/%s" % CHILD)]
+    assert rec.versions[2] == "1.37"
+    assert rec.calls[2][2] == {"name": "node_a",
+                               "parent_provider_uuid": numa}
+
+
+def test_reparent_refused_before_any_write_on_an_older_service() -> None:
+    old = _old()
+    old.new_child("node_a", ROOT, CHILD, generation=1)
+    new = old.snapshot()
+    new.update_inventory(ROOT, {"VCPU": {"total": 99}})
+    new.reparent(CHILD, None)
+    rec = Recorder(max_version="1.36")
+    with pytest.raises(ValueError, match="1.37"):
+        _flush(old, new, rec=rec)
+    assert rec.summary() == [("GET", "/")]
 
 
 def test_reshape_without_inventory_change_restates_the_root() -> None:

@@ -3,12 +3,15 @@ transient, and that a transient failure is retried while others are not."""
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 
 import pytest
 import sqlalchemy as sa
 
-from berth.db.engine import Database, create_engine, is_retryable
+from berth.api.app import create_app
+from berth.db.engine import Database, create_engine, error_code, is_retryable, is_unavailable
+from tests.conftest import Client, make_conf
 
 
 class _PgError(Exception):
@@ -77,3 +80,77 @@ def test_failed_transaction_changes_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         db.run(half)
     assert db.read(lambda c: c.execute(sa.text("SELECT COUNT(*) FROM t")).scalar()) == 0
+
+
+def _chained(first: BaseException, second: sa.exc.DBAPIError) -> sa.exc.DBAPIError:
+    """``second`` raised while handling ``first``, as Python chains them."""
+    try:
+        try:
+            raise first
+        except BaseException:
+            raise second  # noqa: B904 - implicit chaining is the point
+    except sa.exc.DBAPIError as exc:
+        return exc
+
+
+def test_failed_rollback_to_savepoint_after_deadlock_is_retryable():
+    # MariaDB drops the savepoint with the whole transaction on a deadlock.
+    lost = _wrap(Exception(1305, "SAVEPOINT sa_savepoint_1 does not exist"))
+    exc = _chained(_wrap(Exception(1213, "Deadlock found")), lost)
+    assert error_code(exc) == "1213"
+    assert is_retryable(exc)
+    # The same 1305 with no deadlock behind it is a real error.
+    assert error_code(_wrap(Exception(1305, "SAVEPOINT x does not exist"))) is None
+
+
+def test_run_counts_retries_by_code_and_tells_listeners(tmp_path):
+    db = Database(create_engine("sqlite:///%s" % (tmp_path / "x.sqlite")))
+    heard = []
+    db.retries.listeners.append(heard.append)
+    calls = []
+
+    def flaky(conn):
+        calls.append(1)
+        if len(calls) == 1:
+            raise _wrap(Exception(1213, "Deadlock found"))
+        if len(calls) == 2:
+            raise _wrap(sqlite3.OperationalError("database is locked"))
+        return 1
+
+    assert db.run(flaky) == 1
+    assert db.retries.total == 2
+    assert db.retries.by_code == {"1213": 1, "locked": 1}
+    assert heard == ["1213", "locked"]
+
+
+@pytest.mark.parametrize("orig,expected", [
+    (Exception(2003, "Can't connect to MySQL server"), True),
+    (Exception(2013, "Lost connection to MySQL server during query"), True),
+    (Exception(1047, "WSREP has not yet prepared node for application use"), True),
+    (Exception(1213, "Deadlock found"), False),
+    (_PgError("08006"), True),          # connection failure
+    (_PgError("57P01"), True),          # admin shutdown
+    (_PgError("23505"), False),
+])
+def test_is_unavailable(orig, expected):
+    assert is_unavailable(_wrap(orig)) is expected
+    assert not is_unavailable(ValueError("x"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("scheme", ["mysql+pymysql://root", "postgresql+psycopg://postgres"])
+def test_unreachable_database_is_503_in_placement_format(scheme):
+    url = "%s@127.0.0.1:%d/berth" % (scheme, _closed_port())
+    db = Database(create_engine(url))
+    with Client(create_app(make_conf(), db)) as client:
+        resp = client.get("/resource_providers")
+    assert resp.status_code == 503
+    error = resp.json()["errors"][0]
+    assert error["status"] == 503
+    assert error["code"] == "placement.undefined_code"
+    assert error["request_id"].startswith("req-")

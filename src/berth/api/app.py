@@ -27,7 +27,7 @@ from oslo_context import context as oslo_context
 
 from berth.api import errors, microversion, render
 from berth.api.routes import install_routes
-from berth.db.engine import Database
+from berth.db.engine import Database, is_unavailable
 from berth.domain.errors import DomainError
 from berth.policy import Policy
 
@@ -36,10 +36,17 @@ REQUEST_LOG = logging.getLogger("berth.request")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-#: Longest URL (path plus query) accepted.
+#: Longest URL (path, "?" and query) accepted.
 MAX_URL = 8192
-#: Largest total of request header bytes accepted.
-MAX_HEADER_BYTES = 16384
+#: Longest header line ("Name: value") and most headers accepted, as
+#: upstream deployments accept them (``berth.serving`` sets gunicorn's own
+#: limits to match; other servers may refuse earlier).
+HEADER_LINE_LIMIT = 8190
+HEADER_FIELDS = 100
+
+
+#: Headers WSGI names without the HTTP_ prefix.
+_BARE_HEADERS = ("CONTENT_TYPE", "CONTENT_LENGTH")
 
 
 class State:
@@ -69,7 +76,8 @@ class ContextMiddleware:
         try:
             ctx.version = microversion.extract(headers)
         except microversion.VersionError as exc:
-            raise errors.HTTPProblem(exc.status, exc.message) from None
+            raise errors.HTTPProblem(exc.status, exc.message,
+                                     extra=exc.extra) from None
         req.env["berth.microversion"] = str(ctx.version)
         ctx.auth = oslo_context.RequestContext.from_environ(req.env)
 
@@ -93,6 +101,10 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
         problem = errors.from_domain(exc)
     elif isinstance(exc, falcon.HTTPMethodNotAllowed):
         problem = errors.HTTPProblem(405, headers=dict(exc.headers or {}))
+    elif is_unavailable(exc):
+        LOG.warning("database unavailable serving %s %s: %s", req.method,
+                    req.path, getattr(exc, "orig", exc))
+        problem = errors.HTTPProblem(503, "The database is not reachable.")
     elif isinstance(exc, falcon.HTTPError):
         problem = errors.HTTPProblem(exc.status_code,
                                      exc.description or "",
@@ -219,16 +231,22 @@ class Edge:
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
         """Limits and framing checks that no handler should ever see fail."""
+        refused: errors.HTTPProblem | None = environ.get("berth.refused")
+        if refused is not None:  # the server could not read the request
+            return refused
         path = environ.get("PATH_INFO", "")
         query = environ.get("QUERY_STRING", "")
-        if len(path) + len(query) > MAX_URL:
+        if len(path) + (len(query) + 1 if query else 0) > MAX_URL:
             return errors.HTTPProblem(414, "The URL is longer than %d "
                                       "characters." % MAX_URL)
-        size = sum(len(k) + len(str(v)) for k, v in environ.items()
-                   if k.startswith("HTTP_"))
-        if size > MAX_HEADER_BYTES:
-            return errors.HTTPProblem(431, "The request headers exceed %d "
-                                      "bytes." % MAX_HEADER_BYTES)
+        headers = [(k[5:] if k.startswith("HTTP_") else k, str(v))
+                   for k, v in environ.items()
+                   if k.startswith("HTTP_") or k in _BARE_HEADERS]
+        if len(headers) > HEADER_FIELDS or any(
+                len(k) + 1 + len(v) > HEADER_LINE_LIMIT for k, v in headers):
+            return errors.HTTPProblem(
+                431, "The request headers exceed %d bytes a line or %d "
+                "lines." % (HEADER_LINE_LIMIT, HEADER_FIELDS))
         if "\x00" in path or "%00" in query or "%00" in path:
             return errors.HTTPProblem(400, "NUL bytes are not allowed in "
                                       "the URL.")

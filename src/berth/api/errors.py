@@ -99,16 +99,20 @@ class HTTPProblem(Exception):
     """An error response raised by the HTTP layer itself.
 
     ``detail`` is the specific message; the body's ``detail`` field adds
-    the status's general explanation in front, as upstream does.
+    the status's general explanation in front, as upstream does. ``extra``
+    fields join the error object (a 406 names ``max_version`` and
+    ``min_version``).
     """
 
     def __init__(self, status: int, detail: str = "", code: str = DEFAULT,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.code = code
         self.headers = headers or {}
+        self.extra = extra or {}
 
     def to_dict(self, request_id: str | None, with_code: bool,
                 method: str = "") -> dict[str, Any]:
@@ -125,6 +129,7 @@ class HTTPProblem(Exception):
             error["code"] = self.code
         if request_id:
             error["request_id"] = request_id
+        error.update(self.extra)
         return {"errors": [error]}
 
 

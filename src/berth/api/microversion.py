@@ -58,24 +58,32 @@ MAX = microversion_parse.parse_version_string(VERSIONS[-1])
 
 class VersionError(Exception):
     """A bad header: ``status`` is 400 for a malformed value, 406 for one
-    out of range."""
+    out of range; ``extra`` holds the fields the error body adds (the
+    supported range, for a 406)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str,
+                 extra: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.extra = extra or {}
 
 
 def extract(headers: dict[str, str]) -> Version:
-    """The requested microversion, defaulting to the minimum."""
+    """The requested microversion, defaulting to the minimum.
+
+    Raises VersionError worded as upstream's: "Invalid microversion: "
+    and the parser's message, with the supported range on a 406.
+    """
     try:
         return microversion_parse.extract_version(headers, SERVICE_TYPE,
                                                   VERSIONS)
     except TypeError as exc:
-        # "invalid version string: X; reason": keep the first part.
-        raise VersionError(400, str(exc).split(";")[0]) from None
+        raise VersionError(400, "Invalid microversion: %s" % exc) from None
     except ValueError as exc:
-        raise VersionError(406, str(exc)) from None
+        raise VersionError(406, "Invalid microversion: %s" % exc,
+                           {"max_version": VERSIONS[-1],
+                            "min_version": VERSIONS[0]}) from None
 
 
 def parse(text: str) -> tuple[int, int]:

@@ -12,6 +12,7 @@ Names listed in ``__all__`` are the public surface; a test pins them.
 from __future__ import annotations
 
 from berth.client.exceptions import (
+                                     AllocationUpdateFailed,
                                      PlacementAPIError,
                                      PlacementError,
                                      ProviderNotInTree,
@@ -29,6 +30,7 @@ from berth.client.provider_tree import (
 from berth.client.report import ReportClient
 
 __all__ = [
+    "AllocationUpdateFailed",
     "PlacementAPIError",
     "PlacementError",
     "ProviderData",

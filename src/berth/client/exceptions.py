@@ -15,13 +15,22 @@ The whole tree, in one place::
     │                                 ``update_provider_tree`` when called
     │                                 without allocations and it must move
     │                                 inventory that may have allocations
-    └── ResourceProviderUpdateFailed  ``update_from_provider_tree`` could not
-        │                             make the service match the tree; the
-        │                             client's cache has been refreshed, so
-        │                             calling again starts from the truth;
-        │                             ``cause`` is the PlacementAPIError
-        └── ReshapeFailed             the ``POST /reshaper`` itself was
-                                      rejected (nothing was changed by it)
+    ├── ResourceProviderUpdateFailed  ``update_from_provider_tree`` could not
+    │   │                         make the service match the tree; the
+    │   │                         client's cache has been refreshed, so
+    │   │                         calling again starts from the truth;
+    │   │                         ``cause`` is the PlacementAPIError;
+    │   │                         ``is_conflict``: retrying may succeed
+    │   └── ReshapeFailed         the reshape failed: the ``POST /reshaper``
+    │                             was rejected (it changed nothing; the
+    │                             providers created for it were deleted
+    │                             again), or a driver asked for a reshape
+    │                             a second time
+    └── AllocationUpdateFailed    a ReportClient allocation call (claim,
+                                  move, remove, delete) gave up: a consumer
+                                  generation conflict it must not retry,
+                                  or conflicts beyond its retries;
+                                  ``consumer`` and ``cause``
 
 ``PlacementAPIError.is_conflict`` tells a generation conflict
 (``placement.concurrent_update``: refresh and retry) from other errors.
@@ -30,7 +39,8 @@ The whole tree, in one place::
 from __future__ import annotations
 
 __all__ = ["PlacementError", "PlacementAPIError", "ProviderNotInTree",
-           "ReshapeNeeded", "ResourceProviderUpdateFailed", "ReshapeFailed"]
+           "ReshapeNeeded", "ResourceProviderUpdateFailed", "ReshapeFailed",
+           "AllocationUpdateFailed"]
 
 CONCURRENT_UPDATE = "placement.concurrent_update"
 
@@ -84,6 +94,26 @@ class ResourceProviderUpdateFailed(PlacementError):
         super().__init__(message)
         self.cause = cause
 
+    @property
+    def is_conflict(self) -> bool:
+        """True when a generation conflict caused it: refresh and retry."""
+        return self.cause is not None and self.cause.is_conflict
+
 
 class ReshapeFailed(ResourceProviderUpdateFailed):
-    """``POST /reshaper`` was rejected; it changed nothing."""
+    """A reshape failed. Either ``POST /reshaper`` was rejected (it
+    changed nothing, and the providers created for it were deleted again)
+    or the driver raised ``ReshapeNeeded`` although it had the allocations.
+    """
+
+
+class AllocationUpdateFailed(PlacementError):
+    """A ReportClient allocation call could not write a consumer's
+    allocations; nothing of that call was written."""
+
+    def __init__(self, consumer: str, message: str,
+                 cause: PlacementAPIError | None = None) -> None:
+        super().__init__("allocations of consumer %s: %s"
+                         % (consumer, message))
+        self.consumer = consumer
+        self.cause = cause

@@ -28,6 +28,8 @@ PROVIDER_VERSION = "1.36"
 #: Allocations with consumer generation, project and user.
 ALLOCATION_VERSION = "1.28"
 RESHAPE_VERSION = "1.30"
+#: PUT /resource_providers/{uuid} may change the parent (or make a root).
+REPARENT_VERSION = "1.37"
 #: Needed to send consumer_type (and then required for every consumer).
 RESHAPE_TYPED_VERSION = "1.38"
 

@@ -3,11 +3,17 @@
 A driver edits a ``ProviderTree`` to describe what its node looks like;
 the report client compares it with the last state it saw in Placement and
 sends only the differences. Providers are named by name or by uuid
-wherever a method takes ``provider``.
+wherever a method takes ``provider``. The methods and their meaning are
+those of Nova's ``ProviderTree``, so a Nova driver's code runs unchanged.
 
-Inventory records are kept normalised (every field present, Placement's
-defaults filled in) so that ``{"total": 8}`` and the full record Placement
-returns compare equal.
+Inventory records are kept as given. Comparisons look only at the fields
+the newer record states: a driver that reports ``{"total": 8}`` has not
+"changed" a record whose ``allocation_ratio`` an operator set, and the
+report client writes the operator's value back untouched.
+
+Names: a root's name is unique among roots, a child's name unique within
+its own tree (as in Nova); uuids are unique across the whole tree. A name
+lookup tries roots first, then each tree in order.
 """
 
 from __future__ import annotations
@@ -20,32 +26,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.client.exceptions import ProviderNotInTree
-from berth.domain.capacity import Inventory
+from berth.client.records import (
+    AllocationsDict,
+    InventoryDict,
+    checked_inventory,
+    inventory_changed,
+    merge_inventory,
+    move_allocations,
+    normalize_inventory,
+)
 
 __all__ = ["ProviderTree", "ProviderData", "TreeDiff", "normalize_inventory",
-           "move_allocations"]
+           "move_allocations", "inventory_changed", "merge_inventory",
+           "SHARING_TRAIT", "AllocationsDict", "InventoryDict"]
 
-InventoryDict = dict[str, dict[str, Any]]
-#: ``{consumer_uuid: {"allocations": {rp_uuid: {"resources": {...}}}, ...}}``
-AllocationsDict = dict[str, dict[str, Any]]
-
-
-def normalize_inventory(inventory: Mapping[str, Mapping[str, Any]]
-                        ) -> InventoryDict:
-    """Every record completed with Placement's defaults.
-
-    Raises ValueError for a record without ``total`` or with a field
-    Placement does not know.
-    """
-    result: InventoryDict = {}
-    for rc, record in inventory.items():
-        try:
-            full = Inventory(**record)
-        except TypeError as exc:
-            raise ValueError("bad inventory record for %s: %s"
-                             % (rc, exc)) from None
-        result[rc] = full._asdict()
-    return result
+#: Marks a provider whose inventory serves the members of its aggregates.
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
 @dataclass
@@ -58,11 +54,15 @@ class _Node:
     traits: set[str] = field(default_factory=set)
     aggregates: set[str] = field(default_factory=set)
     children: list[str] = field(default_factory=list)
+    resources: dict[str, set[Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ProviderData:
-    """A copy of one provider's state; changing it changes no tree."""
+    """A copy of one provider's state; changing it changes no tree.
+
+    ``resources`` is what ``update_resources`` recorded (never sent to
+    Placement)."""
 
     uuid: str
     name: str
@@ -71,6 +71,7 @@ class ProviderData:
     inventory: InventoryDict
     traits: frozenset[str]
     aggregates: frozenset[str]
+    resources: dict[str, frozenset[Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class TreeDiff:
     ``added`` lists parents before children (the order to create them),
     ``removed`` children before parents (the order to delete them).
     The other fields list providers present in both trees whose name,
-    inventory, traits or aggregates differ.
+    parent, inventory (fields stated by the new tree only), traits or
+    aggregates differ.
     """
 
     added: tuple[str, ...] = ()
@@ -89,45 +91,62 @@ class TreeDiff:
     inventory: tuple[str, ...] = ()
     traits: tuple[str, ...] = ()
     aggregates: tuple[str, ...] = ()
+    reparented: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.renamed
-                    or self.inventory or self.traits or self.aggregates)
+                    or self.inventory or self.traits or self.aggregates
+                    or self.reparented)
 
 
 class ProviderTree:
     """Providers (uuid, name, generation, parent) with their inventory,
-    traits and aggregates. Every method is safe to call from any thread."""
+    traits and aggregates. Every method is safe to call from any thread;
+    ``copy.deepcopy(tree)`` is ``tree.snapshot()``."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
-        self._names: dict[str, str] = {}
+        self._root_names: dict[str, str] = {}
         self._roots: list[str] = []
 
     # -- lookup ---------------------------------------------------------
 
     def _find(self, provider: str) -> _Node:
         node = self._nodes.get(provider)
-        if node is None and provider in self._names:
-            node = self._nodes[self._names[provider]]
+        if node is None and provider in self._root_names:
+            node = self._nodes[self._root_names[provider]]
         if node is None:
+            for found in self._walk(self._roots):
+                if found.name == provider:
+                    return found
             raise ProviderNotInTree("no provider %r in the tree" % provider)
+        return node
+
+    def _root(self, node: _Node) -> _Node:
+        while node.parent_uuid is not None:
+            node = self._nodes[node.parent_uuid]
         return node
 
     def exists(self, provider: str) -> bool:
         """True when a provider with this name or uuid is in the tree."""
         with self._lock:
-            return provider in self._nodes or provider in self._names
+            try:
+                self._find(provider)
+            except ProviderNotInTree:
+                return False
+            return True
 
     def data(self, provider: str) -> ProviderData:
         """A copy of the provider's state (ProviderNotInTree if absent)."""
         with self._lock:
             n = self._find(provider)
-            return ProviderData(n.uuid, n.name, n.parent_uuid, n.generation,
-                                copy.deepcopy(n.inventory),
-                                frozenset(n.traits), frozenset(n.aggregates))
+            return ProviderData(
+                n.uuid, n.name, n.parent_uuid, n.generation,
+                copy.deepcopy(n.inventory), frozenset(n.traits),
+                frozenset(n.aggregates),
+                {rc: frozenset(v) for rc, v in n.resources.items()})
 
     @property
     def roots(self) -> list[str]:
@@ -149,27 +168,52 @@ class ProviderTree:
                 self._find(provider).uuid]
             return [n.uuid for n in self._walk(start)]
 
+    def get_provider_uuids_in_tree(self, provider: str) -> list[str]:
+        """Uuids of the whole tree ``provider`` belongs to, parents first."""
+        with self._lock:
+            root = self._root(self._find(provider))
+            return [n.uuid for n in self._walk([root.uuid])]
+
     def snapshot(self) -> ProviderTree:
         """A deep copy that shares nothing with this tree."""
         with self._lock:
             other = ProviderTree()
             other._nodes = copy.deepcopy(self._nodes)
-            other._names = dict(self._names)
+            other._root_names = dict(self._root_names)
             other._roots = list(self._roots)
             return other
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProviderTree:
+        return self.snapshot()
+
     # -- structure ------------------------------------------------------
+
+    def _name_taken(self, name: str, parent: _Node | None,
+                    ignore: str | None = None) -> bool:
+        """Whether ``name`` is used by another root (for a root) or by
+        another provider of the tree it goes into; ``ignore`` is the
+        provider being renamed."""
+        if parent is None:
+            if self._root_names.get(name, ignore) != ignore:
+                return True
+            if ignore is None:
+                return False
+            tree = ignore
+        else:
+            tree = self._root(parent).uuid
+        return any(n.name == name and n.uuid != ignore
+                   for n in self._walk([tree]))
 
     def _add(self, name: str, uuid: str | None, parent: _Node | None,
              generation: int | None) -> str:
         uuid = uuid or str(uuidlib.uuid4())
-        if uuid in self._nodes or name in self._names:
+        if uuid in self._nodes or self._name_taken(name, parent):
             raise ProviderNotInTree("a provider named %r or with uuid %s is "
                                     "already in the tree" % (name, uuid))
         node = _Node(uuid, name, parent.uuid if parent else None, generation)
         self._nodes[uuid] = node
-        self._names[name] = uuid
         if parent is None:
+            self._root_names[name] = uuid
             self._roots.append(uuid)
         else:
             parent.children.append(uuid)
@@ -187,27 +231,95 @@ class ProviderTree:
         with self._lock:
             return self._add(name, uuid, self._find(parent), generation)
 
+    def _unlink(self, node: _Node) -> None:
+        if node.parent_uuid is None:
+            self._roots.remove(node.uuid)
+            del self._root_names[node.name]
+        else:
+            self._nodes[node.parent_uuid].children.remove(node.uuid)
+
     def remove(self, provider: str) -> None:
         """Remove the provider and all its descendants."""
         with self._lock:
             node = self._find(provider)
             for gone in list(self._walk([node.uuid])):
                 del self._nodes[gone.uuid]
-                del self._names[gone.name]
-            if node.parent_uuid is None:
-                self._roots.remove(node.uuid)
-            else:
-                self._nodes[node.parent_uuid].children.remove(node.uuid)
+            self._unlink(node)
 
     def rename(self, provider: str, name: str) -> None:
         """Give the provider another (unused) name."""
         with self._lock:
             node = self._find(provider)
-            if name in self._names and self._names[name] != node.uuid:
+            parent = (None if node.parent_uuid is None
+                      else self._nodes[node.parent_uuid])
+            if self._name_taken(name, parent, ignore=node.uuid):
                 raise ProviderNotInTree("name %r is taken" % name)
-            del self._names[node.name]
+            if parent is None:
+                del self._root_names[node.name]
+                self._root_names[name] = node.uuid
             node.name = name
-            self._names[name] = node.uuid
+
+    def reparent(self, provider: str, parent: str | None) -> None:
+        """Move the provider (with its descendants) under ``parent``, or
+        make it a root (None). Flushed with microversion 1.37."""
+        with self._lock:
+            node = self._find(provider)
+            target = None if parent is None else self._find(parent)
+            moved = {n.uuid for n in self._walk([node.uuid])}
+            if target is not None and target.uuid in moved:
+                raise ProviderNotInTree("%s cannot move under itself or "
+                                        "its descendant" % node.name)
+            names = [n.name for n in self._walk([node.uuid])]
+            if target is None:
+                taken = node.name in self._root_names and (
+                    self._root_names[node.name] != node.uuid)
+            else:
+                tree = self._walk([self._root(target).uuid])
+                taken = any(n.name in names and n.uuid not in moved
+                            for n in tree)
+            if taken:
+                raise ProviderNotInTree("a name under %s is taken at the "
+                                        "destination" % node.name)
+            self._unlink(node)
+            node.parent_uuid = None if target is None else target.uuid
+            if target is None:
+                self._roots.append(node.uuid)
+                self._root_names[node.name] = node.uuid
+            else:
+                target.children.append(node.uuid)
+
+    def populate_from_iterable(self, providers: Iterable[Mapping[str, Any]]
+                               ) -> None:
+        """Add or replace providers from dicts shaped like Placement's
+        (``uuid``, ``name``, ``generation``, ``parent_provider_uuid``;
+        optionally ``inventories``, ``traits``, ``aggregates``).
+
+        A provider already in the tree is replaced, its descendants
+        dropped unless listed too; providers not listed are kept. Raises
+        ProviderNotInTree when a parent is neither in the tree nor listed.
+        """
+        pending = {p["uuid"]: p for p in providers}
+        with self._lock:
+            missing = {p.get("parent_provider_uuid") for p in pending.values()
+                       } - {None} - set(pending) - set(self._nodes)
+            if missing:
+                raise ProviderNotInTree("parents not found: %s"
+                                        % ", ".join(sorted(map(str, missing))))
+            while pending:
+                uuid, row = next((u, r) for u, r in pending.items()
+                                 if r.get("parent_provider_uuid")
+                                 not in pending)
+                del pending[uuid]
+                if uuid in self._nodes:
+                    self.remove(uuid)
+                parent = row.get("parent_provider_uuid")
+                self._add(row["name"], uuid,
+                          None if parent is None else self._nodes[parent],
+                          row.get("generation"))
+                node = self._nodes[uuid]
+                node.inventory = checked_inventory(row.get("inventories", {}))
+                node.traits = set(row.get("traits", ()))
+                node.aggregates = set(row.get("aggregates", ()))
 
     def update_generation(self, provider: str, generation: int | None) -> None:
         """Record the provider generation Placement last reported."""
@@ -216,29 +328,38 @@ class ProviderTree:
 
     # -- inventory ------------------------------------------------------
 
+    def has_inventory(self, provider: str) -> bool:
+        """True when the provider has any inventory record."""
+        with self._lock:
+            return bool(self._find(provider).inventory)
+
     def has_inventory_changed(self, provider: str,
                               inventory: Mapping[str, Mapping[str, Any]]
                               ) -> bool:
-        """True when ``inventory`` differs from the provider's."""
+        """True when ``inventory`` adds or drops a class or states a field
+        with another value (fields it leaves out are not compared)."""
         with self._lock:
-            return self._find(provider).inventory != normalize_inventory(
-                inventory)
+            return inventory_changed(self._find(provider).inventory,
+                                     checked_inventory(inventory))
 
     def update_inventory(self, provider: str,
                          inventory: Mapping[str, Mapping[str, Any]],
                          generation: int | None = None) -> bool:
-        """Replace the provider's whole inventory; True if it changed.
+        """Replace the provider's inventory if it changed (see
+        :meth:`has_inventory_changed`); True if it did. An unchanged
+        inventory keeps the fuller records it had.
 
         ``generation``, when given, is recorded as the provider generation.
         """
-        new = normalize_inventory(inventory)
+        new = checked_inventory(inventory)
         with self._lock:
             node = self._find(provider)
             if generation is not None:
                 node.generation = generation
-            changed = node.inventory != new
+            if not inventory_changed(node.inventory, new):
+                return False
             node.inventory = new
-            return changed
+            return True
 
     def move_inventory(self, source: str, target: str, resource_class: str,
                        record: Mapping[str, Any] | None = None) -> None:
@@ -255,9 +376,28 @@ class ProviderTree:
                                         % (src.name, resource_class))
             moved = src.inventory.pop(resource_class)
             if record is not None:
-                moved = normalize_inventory({resource_class: record})[
-                    resource_class]
+                moved = checked_inventory({resource_class: record})[resource_class]
             dst.inventory[resource_class] = moved
+
+    def has_sharing_provider(self, resource_class: str) -> bool:
+        """True when a provider in the tree shares ``resource_class``
+        (has inventory of it and the MISC_SHARES_VIA_AGGREGATE trait)."""
+        with self._lock:
+            return any(resource_class in n.inventory
+                       and SHARING_TRAIT in n.traits
+                       for n in self._walk(self._roots))
+
+    def update_resources(self, provider: str,
+                         resources: Mapping[str, Iterable[Any]]) -> bool:
+        """Record the driver's assignable resources by class (kept only
+        in the tree, never sent to Placement); True if they changed."""
+        new = {rc: set(items) for rc, items in resources.items()}
+        with self._lock:
+            node = self._find(provider)
+            if node.resources == new:
+                return False
+            node.resources = new
+            return True
 
     # -- traits and aggregates -----------------------------------------
 
@@ -272,10 +412,25 @@ class ProviderTree:
             setattr(node, attr, new)
             return changed
 
+    def _differs(self, provider: str, attr: str, values: Iterable[str]
+                 ) -> bool:
+        with self._lock:
+            return bool(getattr(self._find(provider), attr) != set(values))
+
+    def _has_all(self, provider: str, attr: str, values: Iterable[str]
+                 ) -> bool:
+        with self._lock:
+            have: set[str] = getattr(self._find(provider), attr)
+            return set(values) <= have
+
     def has_traits(self, provider: str, traits: Iterable[str]) -> bool:
         """True when the provider has every one of ``traits``."""
-        with self._lock:
-            return set(traits) <= self._find(provider).traits
+        return self._has_all(provider, "traits", traits)
+
+    def have_traits_changed(self, provider: str, traits: Iterable[str]
+                            ) -> bool:
+        """True when ``traits`` is not exactly the provider's traits."""
+        return self._differs(provider, "traits", traits)
 
     def update_traits(self, provider: str, traits: Iterable[str],
                       generation: int | None = None) -> bool:
@@ -296,6 +451,15 @@ class ProviderTree:
 
     def remove_traits(self, provider: str, *traits: str) -> None:
         self._edit(provider, "traits", False, traits)
+
+    def in_aggregates(self, provider: str, aggregates: Iterable[str]) -> bool:
+        """True when the provider is in every one of ``aggregates``."""
+        return self._has_all(provider, "aggregates", aggregates)
+
+    def have_aggregates_changed(self, provider: str,
+                                aggregates: Iterable[str]) -> bool:
+        """True when ``aggregates`` is not exactly the provider's."""
+        return self._differs(provider, "aggregates", aggregates)
 
     def update_aggregates(self, provider: str, aggregates: Iterable[str],
                           generation: int | None = None) -> bool:
@@ -321,38 +485,10 @@ class ProviderTree:
         return TreeDiff(
             added=tuple(added), removed=tuple(removed),
             renamed=tuple(u for u in both if old[u].name != new[u].name),
-            inventory=tuple(u for u in both
-                            if old[u].inventory != new[u].inventory),
+            inventory=tuple(u for u in both if inventory_changed(
+                old[u].inventory, new[u].inventory)),
             traits=tuple(u for u in both if old[u].traits != new[u].traits),
             aggregates=tuple(u for u in both
-                             if old[u].aggregates != new[u].aggregates))
-
-
-def move_allocations(allocations: AllocationsDict, source: str, target: str,
-                     resource_class: str, amount: int | None = None,
-                     consumers: Iterable[str] | None = None) -> int:
-    """Move allocations of ``resource_class`` from provider ``source`` to
-    ``target``, editing ``allocations`` in place (the shape of
-    ``get_allocations_for_provider_tree``).
-
-    ``amount`` caps what moves per consumer (default: all of it);
-    ``consumers`` limits which consumers move. Returns the total moved.
-    """
-    total = 0
-    for cuuid in list(consumers) if consumers is not None else list(allocations):
-        by_rp = allocations.get(cuuid, {}).get("allocations", {})
-        resources = by_rp.get(source, {}).get("resources", {})
-        have = resources.get(resource_class, 0)
-        move = have if amount is None else min(amount, have)
-        if move <= 0:
-            continue
-        if move == have:
-            del resources[resource_class]
-        else:
-            resources[resource_class] = have - move
-        if not resources:
-            del by_rp[source]
-        dest = by_rp.setdefault(target, {}).setdefault("resources", {})
-        dest[resource_class] = dest.get(resource_class, 0) + move
-        total += move
-    return total
+                             if old[u].aggregates != new[u].aggregates),
+            reparented=tuple(u for u in both
+                             if old[u].parent_uuid != new[u].parent_uuid))

@@ -6,17 +6,24 @@ edits a copy (``get_provider_tree_and_ensure_root``), and
 the cache: providers created and deleted, inventories, traits and
 aggregates replaced. With ``allocations``, every inventory change and the
 allocations go through one ``POST /reshaper``, atomically.
+
+Methods Nova's report client also has accept Nova's arguments as well
+(a leading ``context``, which is ignored); see docs/client.md.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, overload
 from urllib.parse import quote
 
 import httpx
 
+from berth.client.allocations import AllocationCalls
+from berth.client.compat import ensure_root_args, flush_args
 from berth.client.exceptions import (
     PlacementAPIError,
     ProviderNotInTree,
@@ -25,25 +32,57 @@ from berth.client.exceptions import (
 )
 from berth.client.flush import Flush
 from berth.client.http import ALLOCATION_VERSION, PROVIDER_VERSION, RP, Connection, rp_path
-from berth.client.provider_tree import AllocationsDict, ProviderTree
+from berth.client.provider_tree import SHARING_TRAIT, AllocationsDict, ProviderTree
 
 LOG = logging.getLogger(__name__)
 
 __all__ = ["ReportClient"]
 
-class ReportClient:
+#: How many times a pass or an allocation call is tried when Placement
+#: answers a generation conflict (Nova tries four times too).
+DEFAULT_RETRIES = 4
+#: Seconds a cached tree is used without asking Placement (Nova's default).
+DEFAULT_ASSOCIATION_REFRESH = 300.0
+
+
+class ReportClient(AllocationCalls):
     """Reads and writes provider trees and allocations in Placement.
 
     ``http`` is an ``httpx.Client`` (base URL and auth headers set; the
     client of :class:`berth.direct.PlacementDirect` works) or a
-    keystoneauth1 Session/Adapter. Safe to share between threads: writes
-    to the service are serialized by one lock.
+    keystoneauth1 Session/Adapter. ``retries`` bounds the attempts on
+    generation conflicts, of the allocation calls here and of each agent
+    pass (:mod:`berth.agent`). Safe to share between threads: writes to
+    the service are serialized by one lock.
+
+    Trees stay cached between passes. For ``association_refresh`` seconds
+    (Nova's ``resource_provider_association_refresh``, default 300; 0:
+    never) after a tree was read, :meth:`get_provider_tree_and_ensure_root`
+    answers from the cache without a request. After that it checks the
+    tree with one ``GET /resource_providers?in_tree=`` (and one query for
+    sharing providers when the tree is in aggregates) and reads it whole
+    only if a generation moved. A failed write re-reads the trees it
+    touched. ``clock`` (seconds, monotonic) is for tests.
     """
 
-    def __init__(self, http: Any, *, interface: str = "internal") -> None:
+    def __init__(self, http: Any, *, interface: str = "internal",
+                 retries: int = DEFAULT_RETRIES,
+                 association_refresh: float = DEFAULT_ASSOCIATION_REFRESH,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if retries < 1:
+            raise ValueError("retries must be at least 1, not %r" % retries)
+        if association_refresh < 0:
+            raise ValueError("association_refresh must not be negative")
         self._conn = Connection(http, interface)
         self._lock = threading.RLock()
         self._cache = ProviderTree()
+        self.retries = retries
+        self.association_refresh = association_refresh
+        self._clock = clock
+        #: root uuid -> clock when its tree was last read or checked
+        self._checked: dict[str, float] = {}
+        #: root uuid -> the sharing roots read with it
+        self._sharing: dict[str, list[str]] = {}
 
     @classmethod
     def from_url(cls, url: str, token: str,
@@ -109,35 +148,116 @@ class ReportClient:
                 self._cache.remove(root)
             _graft(self._cache, tree, root)
 
+    def _sharing_providers(self, tree: ProviderTree) -> list[dict[str, Any]]:
+        """Root providers outside ``tree`` sharing through an aggregate of
+        one of its providers (MISC_SHARES_VIA_AGGREGATE), as Nova adds
+        them. A sharing provider that is itself a child is left out."""
+        aggs = sorted({a for u in tree.get_provider_uuids()
+                       for a in tree.data(u).aggregates})
+        if not aggs:
+            return []
+        rows = self._call("GET", "%s?member_of=in:%s&required=%s" % (
+            RP, quote(",".join(aggs), safe=","), SHARING_TRAIT))
+        return [r for r in rows["resource_providers"]
+                if not tree.exists(r["uuid"])
+                and r["parent_provider_uuid"] is None]
+
+    @overload
     def get_provider_tree_and_ensure_root(
             self, nodename: str, uuid: str | None = None,
-            parent_provider_uuid: str | None = None) -> ProviderTree:
-        """The tree holding provider ``nodename`` (created if missing),
-        freshly read from Placement. Edit the copy returned and hand it to
-        :meth:`update_from_provider_tree`.
+            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+
+    @overload
+    def get_provider_tree_and_ensure_root(
+            self, context: object, rp_uuid: str, name: str | None = None,
+            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+
+    def get_provider_tree_and_ensure_root(self, *args: Any, **kwargs: Any
+                                          ) -> ProviderTree:
+        """The tree holding the provider (created if missing), freshly
+        read from Placement, with the sharing providers associated to it
+        through aggregates as extra roots. Edit the copy returned and hand
+        it to :meth:`update_from_provider_tree`.
+
+        Berth's form is ``(nodename, uuid=None, parent_provider_uuid=None)``
+        (found by uuid if given, else by name); Nova's is ``(context,
+        rp_uuid, name=None, parent_provider_uuid=None)``: a first argument
+        that is not a string is taken as Nova's context.
 
         Raises PlacementAPIError if Placement cannot be read or written.
         """
+        nodename, uuid, parent = ensure_root_args(args, kwargs)
         with self._lock:
+            root = self._cached_root(uuid or nodename)
+            if root is not None and (self._recent(root)
+                                     or self._still_current(root)):
+                return self._cached_subset([root] + self._sharing[root])
             row = self._find_provider(nodename, uuid)
             if row is None:
                 body: dict[str, Any] = {"name": nodename}
                 if uuid is not None:
                     body["uuid"] = uuid
-                if parent_provider_uuid is not None:
-                    body["parent_provider_uuid"] = parent_provider_uuid
+                if parent is not None:
+                    body["parent_provider_uuid"] = parent
                 row = self._call("POST", RP, body=body)
                 LOG.info("created resource provider %s (%s)", nodename,
                          row["uuid"])
-            tree = self._read_tree(row["root_provider_uuid"])
+            root = row["root_provider_uuid"]
+            tree = self._read_tree(root)
+            sharing = self._sharing_providers(tree)
+            for provider in sharing:
+                self._load_provider(tree, provider)
             self._cache_tree(tree)
+            self._sharing[root] = [p["uuid"] for p in sharing]
+            self._checked[root] = self._clock()
             return tree.snapshot()
 
-    def get_allocations_for_provider_tree(self, nodename: str
+    def _cached_root(self, provider: str) -> str | None:
+        """The root of a cached tree holding ``provider`` (not a sharing
+        root read along with another tree)."""
+        if not self._cache.exists(provider):
+            return None
+        root = self._root_of(provider)
+        return root if root in self._sharing else None
+
+    def _recent(self, root: str) -> bool:
+        checked = self._checked.get(root)
+        if checked is None:
+            return False
+        return (self.association_refresh == 0
+                or self._clock() - checked < self.association_refresh)
+
+    def _still_current(self, root: str) -> bool:
+        """One cheap read (two with aggregates): do the cached tree and its
+        sharing providers still have the generations Placement has?"""
+        rows = self._call("GET", RP + "?in_tree=" + quote(root))
+        cached = {u: self._cache.data(u).generation
+                  for u in self._cache.get_provider_uuids(root)}
+        if {r["uuid"]: r["generation"] for r in rows["resource_providers"]
+            } != cached:
+            return False
+        sharing = self._sharing_providers(self._cached_subset([root]))
+        known = {u: self._cache.data(u).generation
+                 for u in self._sharing[root] if self._cache.exists(u)}
+        if {r["uuid"]: r["generation"] for r in sharing} != known:
+            return False
+        self._checked[root] = self._clock()
+        return True
+
+    def clear_provider_cache(self) -> None:
+        """Forget every cached tree: the next call reads afresh."""
+        with self._lock:
+            self._cache = ProviderTree()
+            self._checked.clear()
+            self._sharing.clear()
+
+    def get_allocations_for_provider_tree(self, *args: Any,
+                                          nodename: str | None = None
                                           ) -> AllocationsDict:
-        """Every allocation of every consumer of the tree holding
-        ``nodename``, keyed by consumer uuid, in the shape of
-        ``GET /allocations/{consumer}`` (1.28).
+        """``(nodename)``, or Nova's ``(context, nodename)``: every
+        allocation of every consumer of the tree holding ``nodename``,
+        keyed by consumer uuid, in the shape of ``GET /allocations/{consumer}``
+        (1.28).
 
         Consumers are found through the tree's own providers; each one's
         full allocations are then read, including those on sharing
@@ -145,6 +265,11 @@ class ReportClient:
         consumer whose *only* allocations are on sharing providers is not
         found, because sharing providers also serve other hosts.
         """
+        if nodename is None:
+            if not args:
+                raise TypeError("get_allocations_for_provider_tree needs "
+                                "the nodename")
+            nodename = str(args[-1])
         with self._lock:
             if not self._cache.exists(nodename):
                 raise ProviderNotInTree("no provider %r was read yet; call "
@@ -172,19 +297,24 @@ class ReportClient:
 
     # -- writing ----------------------------------------------------------
 
-    def update_from_provider_tree(self, new_tree: ProviderTree,
+    def update_from_provider_tree(self, *args: Any,
                                   allocations: AllocationsDict | None = None
                                   ) -> int:
-        """Make Placement match ``new_tree``; return the writes made (0
-        when it already matched).
+        """``(new_tree, allocations=None)``, or Nova's ``(context,
+        new_tree, allocations=None)``: make Placement match ``new_tree``;
+        return the writes made (0 when it already matched).
 
         ``allocations`` (None: no reshape) is the complete final picture
-        for every consumer in it; then all inventory changes and those
-        allocations are written by one ``POST /reshaper``.
+        for every consumer in it; then all inventory changes, the removed
+        providers' emptied inventories and those allocations are written
+        by one ``POST /reshaper``, and removed providers are deleted after.
 
-        Raises ResourceProviderUpdateFailed (ReshapeFailed when the
-        reshape itself was refused) after refreshing the cache.
+        Raises ResourceProviderUpdateFailed after refreshing the cache:
+        ReshapeFailed when a reshape was asked for and did not happen
+        (the providers created for it were deleted again); ``is_conflict``
+        when a generation conflict caused it.
         """
+        new_tree, allocations = flush_args(args, allocations)
         with self._lock:
             old = self._cached_subset(new_tree.roots)
             diff = old.compare(new_tree)
@@ -196,11 +326,13 @@ class ReportClient:
                 raise ResourceProviderUpdateFailed(str(exc)) from exc
             except PlacementAPIError as exc:
                 self._refresh(new_tree.roots)
-                kind = (ReshapeFailed if exc.url == "/reshaper"
-                        else ResourceProviderUpdateFailed)
-                raise kind("updating provider tree failed: %s" % exc,
-                           exc) from exc
+                raise _failure(flush, allocations is not None, exc) from exc
             self._cache_tree(flush.result())
+            if diff.aggregates or any(new_tree.data(u).aggregates
+                                      for u in diff.added):
+                # Sharing providers may join or leave: check next time.
+                for root in new_tree.roots:
+                    self._checked.pop(root, None)
             return flush.writes
 
     def _cached_subset(self, roots: list[str]) -> ProviderTree:
@@ -213,6 +345,7 @@ class ReportClient:
     def _refresh(self, roots: list[str]) -> None:
         """Re-read ``roots`` after a failure (drop those now gone)."""
         for root in roots:
+            self._checked.pop(root, None)
             if self._cache.exists(root):
                 self._cache.remove(root)
             try:
@@ -244,3 +377,18 @@ def _graft(dest: ProviderTree, source: ProviderTree, root: str) -> None:
         dest.update_traits(uuid, d.traits)
         dest.update_aggregates(uuid, d.aggregates)
 
+
+
+def _failure(flush: Flush, reshape: bool, exc: PlacementAPIError
+             ) -> ResourceProviderUpdateFailed:
+    """The exception for a failed flush: ReshapeFailed when a reshape was
+    asked for and not made, naming any provider its undo left behind."""
+    if not reshape or flush.reshaped:
+        return ResourceProviderUpdateFailed(
+            "updating provider tree failed: %s" % exc, exc)
+    message = "reshape failed, nothing of it was applied: %s" % exc
+    if flush.left_behind:
+        message = ("reshape failed: %s; the empty provider(s) %s created "
+                   "for it could not be deleted again"
+                   % (exc, ", ".join(flush.left_behind)))
+    return ReshapeFailed(message, exc)

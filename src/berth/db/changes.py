@@ -3,20 +3,33 @@
 Every write transaction that changes what the allocation-candidate engine
 keeps in memory (providers and their trees, inventories, usage, traits,
 aggregates, resource classes) *notes* what it changed while it runs, and
-``Database.run`` *flushes* the notes just before it commits: it bumps the
-single counter row ``berth_state.seq`` and writes one ``berth_changes``
-row per provider touched, all in the same transaction as the change.
+``Database.run`` *flushes* the notes just before it commits: it bumps one
+counter row of ``berth_state`` and writes one ``berth_changes`` row per
+provider touched, all in the same transaction as the change.
 
-The counter row is taken last and held only until the commit, so sequence
-numbers commit in order: a reader that has seen number N has seen every
-change numbered N or less. A reader compares the counter with the number
-its cache was built at; when they differ, :func:`since` lists what
-changed in between (or says the rows are gone, pruned, and the cache must
-be rebuilt whole).
+There is one counter row per *slot*. A slot is the database node the
+connection writes to: every connection to one server shares slot 1; on a
+MariaDB Galera cluster each node has its own slot (from its
+``wsrep_node_name``). One counter row for the whole cluster would be a
+row that every write on every node changes, so any two writes on
+different nodes would fail certification against each other; with a row
+per node they do not (measured in docs/reliability.md).
+
+A counter row is taken last and held only until the commit, so the
+numbers of one slot commit in order (on Galera, writes to one slot are
+made on one node and applied everywhere in commit order): a reader that
+has seen number N of a slot has seen every change of that slot numbered
+N or less. A reader reads all counter rows in one statement, a
+:class:`Position`, and compares it with the position its cache was built
+at; where they differ, :func:`since` lists what changed in between (or
+says the rows are gone, pruned, and the cache must be rebuilt whole).
+A change that another slot's transaction depended on committed before
+it, so any snapshot that shows the later one shows both.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -40,6 +53,53 @@ PRUNE_EVERY = 512
 KEEP = 4096
 
 _PENDING = "berth.changes.pending"
+_SLOT = "berth.changes.slot"
+#: The slot of every connection outside a Galera cluster.
+ONE_SLOT = 1
+
+
+@dataclass(frozen=True, order=False)
+class Position:
+    """How far each slot's counter had got: sorted (slot, seq) pairs."""
+
+    seqs: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, seqs: dict[int, int]) -> Position:
+        return cls(tuple(sorted(seqs.items())))
+
+    def get(self, slot: int) -> int:
+        return dict(self.seqs).get(slot, 0)
+
+    @property
+    def total(self) -> int:
+        """Writes numbered so far, over all slots."""
+        return sum(seq for _, seq in self.seqs)
+
+    def __ge__(self, other: object) -> bool:
+        """True when this position has seen all that ``other`` has."""
+        if not isinstance(other, Position):
+            return NotImplemented
+        return all(self.get(slot) >= seq for slot, seq in other.seqs)
+
+
+def slot(conn: Connection) -> int:
+    """The counter slot of ``conn``'s database node (cached per DBAPI
+    connection: a connection never moves to another node)."""
+    found = conn.info.get(_SLOT)
+    if found is None:
+        found = ONE_SLOT
+        if conn.dialect.name == "mysql":
+            row = conn.execute(sa.text(
+                "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
+            if row is not None and str(row[1]).upper() == "ON":
+                name = conn.execute(sa.text(
+                    "SELECT @@wsrep_node_name")).scalar_one()
+                # Slot 1 stays for single servers; a collision of two
+                # nodes' slots costs retries, never correctness.
+                found = 2 + zlib.crc32(str(name).encode()) % (2 ** 30)
+        conn.info[_SLOT] = found
+    return int(found)
 
 
 def note(conn: Connection, kind: str,
@@ -59,54 +119,64 @@ def discard(conn: Connection) -> None:
 
 
 def flush(conn: Connection) -> int | None:
-    """Write the transaction's notes under a new sequence number (None
-    when nothing was noted). Call last, just before the commit."""
+    """Write the transaction's notes under a new sequence number of this
+    connection's slot (None when nothing was noted). Call last, just
+    before the commit."""
     pending: set[tuple[str, int | None]] | None = conn.info.pop(_PENDING, None)
     if not pending:
         return None
+    mine = slot(conn)
     state = t.berth_state
-    bump = state.update().where(state.c.id == 1).values(seq=state.c.seq + 1)
+    bump = state.update().where(state.c.id == mine).values(seq=state.c.seq + 1)
     seq: int | None
     if conn.dialect.update_returning:
         seq = conn.scalar(bump.returning(state.c.seq))
     else:
         bumped = conn.execute(bump)
-        seq = current(conn) if bumped.rowcount == 1 else None
+        seq = _seq_of(conn, mine) if bumped.rowcount == 1 else None
     if seq is None:
-        seq = _first(conn, bump)
+        seq = _first(conn, mine, bump)
     kinds = {kind for kind, _ in pending}
     rows: list[tuple[str, int | None]]
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
         rows = [(STRUCTURE if STRUCTURE in kinds else USAGE, None)]
     else:
         rows = sorted(pending, key=lambda r: (r[0], r[1] or 0))
-    conn.execute(t.berth_changes.insert(), [
-        {"seq": seq, "kind": kind, "resource_provider_id": pid}
+    ch = t.berth_changes
+    conn.execute(ch.insert(), [
+        {"slot": mine, "seq": seq, "kind": kind, "resource_provider_id": pid}
         for kind, pid in rows])
     if seq % PRUNE_EVERY == 0:
-        conn.execute(t.berth_changes.delete()
-                     .where(t.berth_changes.c.seq <= seq - KEEP))
+        conn.execute(ch.delete().where(ch.c.slot == mine,
+                                       ch.c.seq <= seq - KEEP))
     return seq
 
 
-def _first(conn: Connection, bump: sa.Update) -> int:
-    """The counter row is missing (a database not built by ``berth db
-    sync``): create it, or, if a concurrent writer just did, bump it."""
+def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
+    """The slot's counter row is missing (a new Galera node, or a
+    database not built by ``berth db sync``): create it, or, if a
+    concurrent writer just did, bump it."""
     state = t.berth_state
     try:
         with conn.begin_nested():
-            conn.execute(state.insert().values(id=1, seq=1))
+            conn.execute(state.insert().values(id=mine, seq=1))
         return 1
     except sa.exc.IntegrityError:
         conn.execute(bump)
-        return current(conn)
+        return _seq_of(conn, mine)
 
 
-def current(conn: Connection) -> int:
-    """The newest committed sequence number."""
+def _seq_of(conn: Connection, mine: int) -> int:
     state = t.berth_state
-    return int(conn.scalar(sa.select(state.c.seq).where(state.c.id == 1))
+    return int(conn.scalar(sa.select(state.c.seq).where(state.c.id == mine))
                or 0)
+
+
+def current(conn: Connection) -> Position:
+    """The newest committed position (every slot, one statement)."""
+    state = t.berth_state
+    return Position(tuple((int(a), int(b)) for a, b in conn.execute(
+        sa.select(state.c.id, state.c.seq).order_by(state.c.id))))
 
 
 @dataclass(frozen=True)
@@ -120,21 +190,31 @@ class Changes:
     usage: frozenset[int]
 
 
-def since(conn: Connection, after: int, upto: int) -> Changes:
-    """The changes numbered ``after + 1`` to ``upto``."""
-    if upto - after > KEEP // 2:
-        return Changes(True, frozenset(), frozenset())
+def since(conn: Connection, after: Position, upto: Position) -> Changes:
+    """The changes after ``after``, up to ``upto``, in every slot."""
     ch = t.berth_changes
+    ranges = []
+    wanted = 0
+    for mine, last in upto.seqs:
+        first = after.get(mine)
+        if last - first > KEEP // 2:
+            return Changes(True, frozenset(), frozenset())
+        if last > first:
+            wanted += last - first
+            ranges.append(sa.and_(ch.c.slot == mine, ch.c.seq > first,
+                                  ch.c.seq <= last))
+    if not ranges:
+        return Changes(False, frozenset(), frozenset())
     rows = conn.execute(
-        sa.select(ch.c.seq, ch.c.kind, ch.c.resource_provider_id)
-        .where(ch.c.seq > after, ch.c.seq <= upto)).all()
-    # Every number in the range wrote at least one row; a gap means the
+        sa.select(ch.c.slot, ch.c.seq, ch.c.kind, ch.c.resource_provider_id)
+        .where(sa.or_(*ranges))).all()
+    # Every number in the ranges wrote at least one row; a gap means the
     # rows were pruned.
-    if len({r[0] for r in rows}) != upto - after:
+    if len({(r[0], r[1]) for r in rows}) != wanted:
         return Changes(True, frozenset(), frozenset())
     structure: set[int] = set()
     usage: set[int] = set()
-    for _seq, kind, pid in rows:
+    for _slot, _seq, kind, pid in rows:
         if pid is None:
             return Changes(True, frozenset(), frozenset())
         (structure if kind == STRUCTURE else usage).add(pid)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from berth.db import changes
+from berth.db import changes, urls
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -32,20 +33,37 @@ TX_ATTEMPTS = 8
 # Error codes that mean "the same transaction may succeed if run again".
 _MYSQL_RETRY = {1205, 1213}  # lock wait timeout, deadlock
 _PG_RETRY = {"40001", "40P01"}  # serialization failure, deadlock
+# Error codes that mean "the database server is not there to answer":
+# can't connect, server gone away, lost connection, server shutting down,
+# and Galera's "WSREP has not yet prepared node for application use" (a
+# node cut off from the cluster's primary component).
+_MYSQL_GONE = {1047, 1053, 2002, 2003, 2006, 2013, 2055, 4031}
+# PostgreSQL: admin or crash shutdown, "cannot connect now".
+_PG_GONE = {"57P01", "57P02", "57P03"}
+
+#: Seconds a MariaDB/MySQL or PostgreSQL connection attempt may take, so
+#: that a dead or partitioned node is a quick 503 rather than a hang.
+CONNECT_TIMEOUT = 5
+#: Seconds a MariaDB/MySQL socket read or write may block. Longer than
+#: InnoDB's default lock wait (50 s), which answers 1205 (retried) first.
+MYSQL_IO_TIMEOUT = 70
 
 
 def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
                   pool_timeout: int = 30, recycle: int = 3600,
                   echo: bool = False, sqlite_synchronous: bool = True,
                   mysql_sql_mode: str | None = "TRADITIONAL") -> Engine:
-    """Create an engine configured for Berth's transaction discipline."""
-    parsed = sa.engine.make_url(url)
+    """Create an engine configured for Berth's transaction discipline.
+
+    ``url`` may be any form upstream's configs use (``berth.db.urls``);
+    what was changed to serve it is logged at debug level here, and once
+    at start-up by the caller.
+    """
+    parsed, notes = urls.resolve(url)
+    for note in notes:
+        LOG.debug("%s", note)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {"echo": echo, "future": True}
-    if backend == "postgresql" and parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if backend == "mysql" and parsed.drivername == "mysql":
-        parsed = parsed.set(drivername="mysql+pymysql")
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
                                   "check_same_thread": False}
@@ -55,8 +73,12 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow,
                       pool_timeout=pool_timeout, pool_recycle=recycle,
                       pool_pre_ping=True)
+    if backend == "postgresql":
+        kwargs.setdefault("connect_args", {})["connect_timeout"] = CONNECT_TIMEOUT
     if backend == "mysql":
-        kwargs.setdefault("connect_args", {})["charset"] = "utf8mb4"
+        kwargs.setdefault("connect_args", {}).update(
+            charset="utf8mb4", connect_timeout=CONNECT_TIMEOUT,
+            read_timeout=MYSQL_IO_TIMEOUT, write_timeout=MYSQL_IO_TIMEOUT)
         kwargs["isolation_level"] = "READ COMMITTED"
     engine = sa.create_engine(parsed, **kwargs)
     if backend == "sqlite":
@@ -90,19 +112,97 @@ def _setup_sqlite(engine: Engine, synchronous: bool) -> None:
         conn.exec_driver_sql("BEGIN %s" % mode)
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """True for deadlocks, serialization failures and a busy SQLite file."""
+def _transient_code(exc: BaseException) -> str | None:
+    """The code of ``exc`` when it alone says "run it again", else None."""
     if not isinstance(exc, sa.exc.DBAPIError) or exc.orig is None:
-        return False
+        return None
     orig = exc.orig
+    # MySQL's own number first: PyMySQL also carries the SQLSTATE, and a
+    # deadlock (1213) and a serialization failure share 40001.
+    args: tuple[Any, ...] = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return str(args[0]) if args[0] in _MYSQL_RETRY else None
     code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if code in _PG_RETRY:
-        return True
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRY:
-        return True
+        return str(code)
     msg = str(orig).lower()
-    return "database is locked" in msg or "database table is locked" in msg
+    if "database is locked" in msg or "database table is locked" in msg:
+        return "locked"
+    return None
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The code of the transient failure behind ``exc``, or None.
+
+    Looks along the chain of exceptions raised while handling others:
+    MariaDB and MySQL roll back the whole transaction on a deadlock (and
+    Galera on a certification failure), so a deadlock inside a savepoint
+    is followed by a failed ``ROLLBACK TO SAVEPOINT`` (1305). That error
+    is what propagates, but the transaction is as retryable as the
+    deadlock that caused it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = _transient_code(current)
+        if code is not None:
+            return code
+        current = current.__context__
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for deadlocks, serialization failures and a busy SQLite file,
+    also when they come wrapped in a later error (see :func:`error_code`)."""
+    return error_code(exc) is not None
+
+
+class Unavailable(Exception):
+    """No connection to the database could be had (refused, timed out, or
+    the pool is exhausted)."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` says the database server cannot be reached, is
+    shutting down or (Galera) has left the primary component: the client
+    should get 503 and try again later."""
+    if isinstance(exc, Unavailable):
+        return True
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(code, str) and (code in _PG_GONE or code.startswith("08")):
+        return True
+    args: tuple[Any, ...] = getattr(orig, "args", ())
+    return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_GONE
+
+
+class RetryCounter:
+    """How many transactions ``Database.run`` ran again, and why.
+
+    ``by_code`` counts by the database's error code (``"1213"`` is a
+    MariaDB/MySQL deadlock *or* a Galera certification failure,
+    ``"40001"`` a PostgreSQL serialization failure, ``"locked"`` a busy
+    SQLite file). Code that exports metrics reads the counts, or adds a
+    listener, called with the code on every retry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+        self.by_code: dict[str, int] = {}
+        self.listeners: list[Callable[[str], None]] = []
+
+    def add(self, code: str) -> None:
+        with self._lock:
+            self.total += 1
+            self.by_code[code] = self.by_code.get(code, 0) + 1
+        for listener in self.listeners:
+            listener(code)
 
 
 class Database:
@@ -111,10 +211,15 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.backend = engine.url.get_backend_name()
+        self.retries = RetryCounter()
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
+        try:
+            connection = self.engine.connect()
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
+            raise Unavailable(str(getattr(exc, "orig", exc))) from exc
+        with connection as conn:
             if self.backend == "sqlite":
                 conn = conn.execution_options(
                     sqlite_begin="IMMEDIATE" if write else "DEFERRED")
@@ -139,9 +244,12 @@ class Database:
                         changes.flush(conn)
                     return result
             except sa.exc.DBAPIError as exc:
-                if not is_retryable(exc) or attempt == TX_ATTEMPTS - 1:
+                code = error_code(exc)
+                if code is None or attempt == TX_ATTEMPTS - 1:
                     raise
-                LOG.debug("retrying transaction after %s", exc.orig)
+                self.retries.add(code)
+                LOG.debug("retrying transaction (attempt %d, code %s): %s",
+                          attempt + 2, code, exc.orig)
                 time.sleep(random.uniform(0.005, 0.02) * (2 ** attempt))
         raise AssertionError("unreachable")
 

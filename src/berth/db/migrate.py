@@ -40,3 +40,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
     from berth.domain import standard
     standard.sync(engine)
+
+
+def stamp(engine: Engine, revision: str) -> None:
+    """Record ``revision`` as the database's migration without running
+    anything (``placement-manage db stamp``). Raises alembic's
+    CommandError for a revision this release does not know."""
+    cfg = _config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.stamp(cfg, revision)

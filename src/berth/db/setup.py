@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from berth import conf as berth_conf
+from berth.db import urls
 from berth.db.engine import Database, create_engine
 
 LOG = logging.getLogger(__name__)
@@ -22,6 +23,17 @@ def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
         recycle=db.connection_recycle_time, echo=db.connection_debug >= 50,
         sqlite_synchronous=db.sqlite_synchronous,
         mysql_sql_mode=db.mysql_sql_mode)
+
+
+def announce(conf: cfg.ConfigOpts) -> str:
+    """Log, once at start, which database and driver serve the configured
+    URL and anything changed to serve it; return the URL, password masked."""
+    url, notes = urls.resolve(berth_conf.database_url(conf))
+    shown = urls.masked(url)
+    LOG.info("database: %s (driver %s)", shown, url.get_driver_name())
+    for note in notes:
+        LOG.warning("[placement_database] connection: %s", note)
+    return shown
 
 
 def wait_for_database(engine: sa.engine.Engine, retries: int,

@@ -174,9 +174,10 @@ resource_provider_traits = sa.Table(
     **MYSQL,
 )
 
-# The change sequence (see berth.db.changes): one counter row, bumped by
-# every write transaction that changes what the candidate engine caches,
-# and one row per (sequence number, provider) it changed.
+# The change sequence (see berth.db.changes): one counter row per slot
+# (database node), bumped by every write transaction that changes what the
+# candidate engine caches, and one row per (slot, number, provider) it
+# changed.
 berth_state = sa.Table(
     "berth_state", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
@@ -190,9 +191,12 @@ BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 berth_changes = sa.Table(
     "berth_changes", metadata,
     sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
-    sa.Column("seq", sa.BigInteger, nullable=False, index=True),
+    # The counter row (berth_state.id) that numbered this change.
+    sa.Column("slot", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("seq", sa.BigInteger, nullable=False),
     sa.Column("kind", sa.String(1), nullable=False),
     # No foreign key: the provider may be gone by the time this is read.
     sa.Column("resource_provider_id", sa.Integer, nullable=True),
+    sa.Index(None, "slot", "seq"),
     **MYSQL,
 )

@@ -127,8 +127,10 @@ def provider_traits(conn: Connection, uuid: str) -> tuple[int, list[Trait]]:
 
 
 def set_traits(conn: Connection, provider_id: int,
-               trait_ids: Iterable[int]) -> None:
-    """Make ``trait_ids`` the provider's traits; no generation handling."""
+               trait_ids: Iterable[int]) -> bool:
+    """Make ``trait_ids`` the provider's traits; no generation handling.
+
+    Returns whether anything changed."""
     rpt = t.resource_provider_traits
     wanted = set(trait_ids)
     have = {tid for (tid,) in conn.execute(
@@ -143,12 +145,14 @@ def set_traits(conn: Connection, provider_id: int,
         conn.execute(rpt.insert(), [
             {"resource_provider_id": provider_id, "trait_id": tid,
              "created_at": stamp} for tid in sorted(wanted - have)])
+    return wanted != have
 
 
 def set_provider_traits(conn: Connection, uuid: str, generation: int,
                         names: list[str]) -> tuple[int, list[Trait]]:
     """Replace the provider's traits; return the new generation and traits.
 
+    As upstream, a PUT that changes nothing leaves the generation alone.
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (unknown traits).
     """
@@ -161,15 +165,18 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     missing = sorted(set(names) - set(ids))
     if missing:
         raise errors.BadRequest("No such trait %s" % ", ".join(missing))
-    set_traits(conn, provider.id, ids.values())
-    new = common.bump_provider_generation(conn, provider.id,
-                                          provider.generation)
+    new = provider.generation
+    if set_traits(conn, provider.id, ids.values()):
+        new = common.bump_provider_generation(conn, provider.id,
+                                              provider.generation)
     return new, traits_of(conn, provider.id)
 
 
 def delete_provider_traits(conn: Connection, uuid: str) -> int:
-    """Remove all the provider's traits; return the new generation."""
+    """Remove all the provider's traits; return the new generation (the
+    same one when it had none, as upstream)."""
     provider = common.require_provider(conn, uuid)
-    set_traits(conn, provider.id, ())
+    if not set_traits(conn, provider.id, ()):
+        return int(provider.generation)
     return common.bump_provider_generation(conn, provider.id,
                                            provider.generation)

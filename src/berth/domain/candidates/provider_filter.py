@@ -7,7 +7,6 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from berth.domain.candidates import load, parse
-from berth.domain.candidates.model import provider_matches
 from berth.domain.candidates.request import TraitExpr
 from berth.domain.candidates.snapshot import WorldCache
 
@@ -45,17 +44,25 @@ def filter_provider_ids(conn: Connection, cache: WorldCache,
     load.trait_ids(names, snap.trait_ids(conn, names),
                    'Invalid trait(s) in "required" parameter: ')
     world = snap.world
-    # Start from the smallest index that every match must be in.
+    # Traits and aggregates are set algebra on the world's indexes; only
+    # amounts need each provider looked at.
+    ids: set[int] | None = None
+    for index, any_ofs in ((world.by_trait, required),
+                           (world.by_agg, member_of)):
+        for any_of in any_ofs:
+            found = set().union(*(index.get(n, ()) for n in any_of))
+            ids = found if ids is None else ids & found
     if resources:
-        ids = set(world.by_class(next(iter(resources))))
-    elif required:
-        ids = set().union(*(world.by_trait.get(n, set())
-                            for n in required[0]))
-    elif member_of:
-        ids = set().union(*(world.by_agg.get(a, set())
-                            for a in member_of[0]))
-    else:
+        first = world.by_class(next(iter(resources)))
+        ids = set(first) if ids is None else ids.intersection(first)
+    if ids is None:
         ids = set(world.providers)
+    for name in forbidden:
+        ids -= world.by_trait.get(name, set())
+    for agg in forbidden_aggs:
+        ids -= world.by_agg.get(agg, set())
+    if not resources:
+        return ids
+    providers = world.providers
     return {pid for pid in ids
-            if provider_matches(world.providers[pid], resources, required,
-                                forbidden, member_of, forbidden_aggs)}
+            if all(providers[pid].can_take(rc, n) for rc, n in resources.items())}

@@ -1,9 +1,10 @@
 """Each worker's copy of the world, kept fresh by the change sequence.
 
 ``WorldCache.current(conn)`` costs one small query when nothing changed
-since the last request: it compares the database's change sequence number
-with the one the cached world was built at. When only usage changed (the
-common case: claims and deletes), it re-reads the usage of just the
+since the last request: it compares the database's change-sequence
+position (one counter per slot) with the one the cached world was built
+at. When only usage changed (the common case: claims and deletes), it
+re-reads the usage of just the
 providers that changed. When providers themselves changed (created,
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and rebuilds the indexes in memory (or keeps
@@ -60,9 +61,9 @@ def tune_for_serving() -> None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The world as of change sequence number ``seq`` (or later)."""
+    """The world as of change-sequence position ``seq`` (or later)."""
 
-    seq: int
+    seq: changes.Position
     world: World
     #: resource class and trait name -> id, as of ``seq``
     classes: dict[str, int]
@@ -120,7 +121,7 @@ class WorldCache:
 
     @staticmethod
     def _refresh(conn: Connection, snap: Snapshot | None,
-                 seq: int) -> tuple[Snapshot, bool]:
+                 seq: changes.Position) -> tuple[Snapshot, bool]:
         """The snapshot at ``seq``, and whether it was loaded whole."""
         if snap is not None:
             found = changes.since(conn, snap.seq, seq)

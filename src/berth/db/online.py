@@ -1,0 +1,80 @@
+"""Online data migrations: ``placement-manage db online_data_migrations``.
+
+Upstream runs two, and a database that came from an old upstream release
+(or from ``berth db import``) may still need them:
+
+- providers without a ``root_provider_id`` get one (a root is its own
+  root; a child takes its parent's root once the parent has one);
+- allocations whose consumer has no ``consumers`` row get one, owned by
+  the ``[placement] incomplete_consumer_*`` placeholder project and user.
+
+Each takes a connection and the most rows it may migrate, and returns
+``(found, done)``: rows that needed the migration (up to the limit) and
+rows it migrated. Both are idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy.engine import Connection
+
+from berth.db import changes
+from berth.db import tables as t
+
+__all__ = ["MIGRATIONS", "set_root_provider_ids", "create_incomplete_consumers"]
+
+Migration = Callable[[Connection, cfg.ConfigOpts, int], tuple[int, int]]
+
+
+def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts,
+                          count: int) -> tuple[int, int]:
+    """Give up to ``count`` root-less providers their root."""
+    rp = t.resource_providers
+    parent = rp.alias("parent")
+    rows = conn.execute(
+        sa.select(rp.c.id, rp.c.parent_provider_id, parent.c.root_provider_id)
+        .select_from(rp.outerjoin(parent,
+                                  rp.c.parent_provider_id == parent.c.id))
+        .where(rp.c.root_provider_id.is_(None))
+        .order_by(rp.c.id).limit(count)).all()
+    done: list[int] = []
+    for provider_id, parent_id, parent_root in rows:
+        root = provider_id if parent_id is None else parent_root
+        if root is None:
+            continue  # its parent is fixed first; a later batch takes it
+        conn.execute(rp.update().where(rp.c.id == provider_id)
+                     .values(root_provider_id=root))
+        done.append(provider_id)
+    if done:
+        changes.note(conn, changes.STRUCTURE, done)
+    return len(rows), len(done)
+
+
+def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
+                                count: int) -> tuple[int, int]:
+    """Give up to ``count`` consumers that only allocations name a
+    ``consumers`` row owned by the placeholder project and user."""
+    from berth.domain import consumers
+    a, c = t.allocations, t.consumers
+    missing = [uuid for (uuid,) in conn.execute(
+        sa.select(a.c.consumer_id).distinct()
+        .where(~sa.exists().where(c.c.uuid == a.c.consumer_id))
+        .order_by(a.c.consumer_id).limit(count))]
+    if not missing:
+        return 0, 0
+    project = consumers.project_id(
+        conn, conf.placement.incomplete_consumer_project_id)
+    user = consumers.user_id(conn, conf.placement.incomplete_consumer_user_id)
+    for uuid in missing:
+        consumers.create(conn, uuid, project, user, None)
+    return len(missing), len(missing)
+
+
+#: In the order upstream runs them.
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("set_root_provider_ids", set_root_provider_ids),
+    ("create_incomplete_consumers", create_incomplete_consumers),
+]

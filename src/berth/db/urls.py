@@ -1,0 +1,95 @@
+"""Connection URLs as upstream's ``placement.conf`` files write them.
+
+Deployment tools write ``mysql://``, ``mysql+pymysql://``,
+``mysql+mysqldb://``, ``postgresql://`` and ``postgresql+psycopg2://``,
+often with query arguments (``charset=utf8``, SSL options, devstack's
+``plugin=dbcounter``). Berth ships PyMySQL and psycopg 3; a URL that
+names a driver which is not installed is served by the one Berth ships,
+and :func:`resolve` says so in a note that start-up logs once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+
+__all__ = ["resolve", "masked"]
+
+#: The driver Berth ships for each backend, and the module that proves a
+#: named driver is installed.
+_SHIPPED = {"postgresql": "psycopg", "mysql": "pymysql"}
+_MODULES = {"psycopg2": "psycopg2", "psycopg": "psycopg", "pg8000": "pg8000",
+            "pymysql": "pymysql", "mysqldb": "MySQLdb",
+            "mysqlconnector": "mysql.connector", "mariadbconnector": "mariadb"}
+#: Query arguments the standard library's sqlite3 driver accepts; others
+#: (``charset=utf8`` copied from a MySQL URL) mean nothing to SQLite.
+_SQLITE_ARGS = {"timeout", "isolation_level", "detect_types",
+                "check_same_thread", "cached_statements", "uri"}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _plugins_installed(url: URL) -> tuple[URL, list[str]]:
+    """Drop ``plugin=`` arguments naming SQLAlchemy plugins that are not
+    installed (devstack adds ``plugin=dbcounter``)."""
+    wanted = url.query.get("plugin")
+    if not wanted:
+        return url, []
+    names = [wanted] if isinstance(wanted, str) else list(wanted)
+    from sqlalchemy.dialects import plugins as registry
+    keep, dropped = [], []
+    for name in names:
+        try:
+            registry.load(name)
+            keep.append(name)
+        except sa.exc.NoSuchModuleError:
+            dropped.append(name)
+    if not dropped:
+        return url, []
+    url = url.difference_update_query(["plugin"])
+    if keep:
+        url = url.update_query_dict({"plugin": keep})
+    return url, ["SQLAlchemy plugin(s) %s not installed: ignored"
+                 % ", ".join(dropped)]
+
+
+def resolve(url: str | URL) -> tuple[URL, list[str]]:
+    """The URL Berth connects with, and notes on what it changed.
+
+    A bare ``postgresql://`` or ``mysql://`` gets Berth's driver; a named
+    driver that is not installed is replaced by Berth's. Query arguments
+    are kept, except for SQLite those its driver does not accept.
+    Raises ``sqlalchemy.exc.ArgumentError`` for a URL that does not parse.
+    """
+    parsed = sa.engine.make_url(url)
+    backend = parsed.get_backend_name()
+    notes: list[str] = []
+    if backend in _SHIPPED:
+        shipped = _SHIPPED[backend]
+        named = parsed.get_driver_name() if "+" in parsed.drivername else None
+        if named is None:
+            parsed = parsed.set(drivername="%s+%s" % (backend, shipped))
+        elif named != shipped and not _installed(_MODULES.get(named, named)):
+            parsed = parsed.set(drivername="%s+%s" % (backend, shipped))
+            notes.append("the connection URL names driver %s, which is not "
+                         "installed: %s serves it" % (named, shipped))
+    elif backend == "sqlite":
+        extra = sorted(k for k in parsed.query if k not in _SQLITE_ARGS)
+        if extra and parsed.query.get("uri") != "true":
+            parsed = parsed.difference_update_query(extra)
+            notes.append("query argument(s) %s mean nothing to SQLite: "
+                         "ignored" % ", ".join(extra))
+    parsed, plugin_notes = _plugins_installed(parsed)
+    return parsed, notes + plugin_notes
+
+
+def masked(url: str | URL) -> str:
+    """``url`` with its password replaced by ``***``, for printing."""
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
