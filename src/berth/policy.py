@@ -134,6 +134,11 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("berth:fit", "rule:admin_api",
      "Count how many more copies of a request fit.",
      [("GET", "/berth/fit")]),
+    ("berth:dashboard", "rule:admin_api",
+     "Read the dashboard: every page under /dashboard.",
+     [("GET", "/dashboard"), ("GET", "/dashboard/providers"),
+      ("GET", "/dashboard/consumers"), ("GET", "/dashboard/explain"),
+      ("GET", "/dashboard/fit"), ("GET", "/dashboard/seq")]),
 ]
 
 

@@ -108,6 +108,13 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("GET", "/metrics", "admin", None),
     ("GET", "/berth/explain/allocation_candidates", "admin", None),
     ("GET", "/berth/fit", "admin", None),
+    ("GET", "/dashboard", "admin", None),
+    ("GET", "/dashboard/providers", "admin", None),
+    ("GET", "/dashboard/consumers", "admin", None),
+    ("GET", "/dashboard/explain", "admin", None),
+    ("GET", "/dashboard/fit", "admin", None),
+    ("GET", "/dashboard/seq", "admin", None),
+    ("GET", "/dashboard/static/{name}", "public", None),
 ]
 
 
@@ -143,14 +150,17 @@ class World:
                 "consumer_type": "INSTANCE"}
 
     def url(self, route: str) -> str:
-        url = route.format(uuid=self.rp, resource_class="VCPU",
-                           name="CUSTOM_T" if "/traits" in route
-                           else "CUSTOM_X", consumer_uuid=self.consumer)
+        name = ("CUSTOM_T" if "/traits" in route else "dashboard.css"
+                if "/static/" in route else "CUSTOM_X")
+        url = route.format(uuid=self.rp, resource_class="VCPU", name=name,
+                           consumer_uuid=self.consumer)
         if route == "/usages":
             url += "?project_id=" + self.project
         if route in ("/allocation_candidates", "/berth/fit",
                      "/berth/explain/allocation_candidates"):
             url += "?resources=VCPU:1"
+        if route in ("/dashboard/explain", "/dashboard/fit"):
+            url += "?q=resources%3DVCPU%3A1"
         return url
 
     def body(self, spec: Any) -> Any:

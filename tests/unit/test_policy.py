@@ -33,7 +33,7 @@ UPSTREAM_RULES = {
 
 #: Berth's own endpoints (docs/explain-and-fit.md), admin only.
 BERTH_RULES = {"berth:explain", "berth:fit", "berth:healthcheck:details",
-               "berth:metrics:show"}
+               "berth:metrics:show", "berth:dashboard"}
 
 
 def test_rule_names_match_upstream():

@@ -75,6 +75,10 @@ def _v(*pairs: tuple[Version, jsonschema.protocols.Validator]) -> Versioned:
 _IGNORED = util.validator({"description": "Not read."})
 
 
+#: An HTML page's body.
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+
+
 def _one(schema: jsonschema.protocols.Validator) -> Versioned:
     return (((1, 0), schema),)
 
@@ -289,6 +293,40 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         query=cand_s.SCHEMAS,
         description="See docs/explain-and-fit.md for how the count and "
         "the bound are worked out."),
+    # The dashboard (docs/dashboard.md): HTML for browsers, policy
+    # berth:dashboard (admin); under noauth2 a browser's request without
+    # a token stands for admin.
+    ("/dashboard", "GET"): Operation(
+        "Dashboard overview: capacity, used and free per resource class, "
+        "cloud-wide and per aggregate, and the fullest providers (HTML; "
+        "304 while the change sequence has not moved).",
+        {200: {"type": "string"}}, errors=(304,), media=_HTML,
+        description="Query: `page`."),
+    ("/dashboard/providers", "GET"): Operation(
+        "Dashboard provider trees: search by name, uuid, trait or "
+        "aggregate (HTML).", {200: {"type": "string"}}, errors=(304,),
+        media=_HTML, description="Query: `by`, `q`, `page`."),
+    ("/dashboard/consumers", "GET"): Operation(
+        "Dashboard consumers: allocations by consumer, project, user or "
+        "consumer type (HTML).", {200: {"type": "string"}},
+        errors=(304,), media=_HTML, description="Query: `view`, `page`."),
+    ("/dashboard/explain", "GET"): Operation(
+        "Dashboard explain form: why trees give no candidate for an "
+        "allocation-candidates query (HTML).", {200: {"type": "string"}},
+        media=_HTML, description="Query: `q`, the allocation-candidates "
+        "query string."),
+    ("/dashboard/fit", "GET"): Operation(
+        "Dashboard fit form: how many more copies of a request fit "
+        "(HTML).", {200: {"type": "string"}}, media=_HTML,
+        description="Query: `q`, the allocation-candidates query string."),
+    ("/dashboard/seq", "GET"): Operation(
+        "The change-sequence number the dashboard polls to refresh "
+        "(plain text).", {200: {"type": "string"}},
+        media={"text/plain": {"schema": {"type": "string"}}}),
+    ("/dashboard/static/{name}", "GET"): Operation(
+        "A file the dashboard ships (its stylesheet); no token needed.",
+        {200: {"type": "string"}}, errors=(404,), public=True,
+        media={"text/css": {"schema": {"type": "string"}}}),
     ("/metrics", "GET"): Operation(
         "Every worker's Prometheus metrics in the text format (policy "
         "berth:metrics:show, admin).", {200: {"type": "string"}},
@@ -309,6 +347,8 @@ ERROR_TEXT = {
     406: "Microversion out of range, or an Accept header without JSON.",
     409: "Conflict: a generation changed, a name exists, or capacity is "
          "exceeded; the code field says which.",
+    304: "Not modified: the page's ETag (the change sequence) still "
+         "holds.",
     413: "Request body too large.",
     414: "URL too long.",
     415: "Request body not declared as application/json.",
@@ -428,6 +468,9 @@ def _operation(template: str, method: str, spec: Any) -> dict[str, Any]:
     if isinstance(spec, tuple):  # below its microversion: 404 (or 405)
         statuses.add(spec[2] if len(spec) > 2 else 404)
     for status in sorted(statuses):
+        if status == 304:  # no body
+            doc["responses"]["304"] = {"description": ERROR_TEXT[304]}
+            continue
         doc["responses"][str(status)] = {
             "$ref": "#/components/responses/E%d" % status}
     doc["responses"]["default"] = {"$ref": "#/components/responses/Error"}
@@ -444,7 +487,8 @@ def _components() -> dict[str, Any]:
         return {"description": text, "headers": _headers(False),
                 "content": {JSON: {"schema": {
                     "$ref": "#/components/schemas/Error"}}}}
-    responses = {"E%d" % s: error(t) for s, t in ERROR_TEXT.items()}
+    responses = {"E%d" % s: error(t) for s, t in ERROR_TEXT.items()
+                 if s != 304}
     responses["Error"] = error("Any other error, in the same format.")
     return {
         "schemas": {"Error": r.ERROR},

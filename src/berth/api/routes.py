@@ -16,6 +16,7 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    dashboard,
     explain,
     fit,
     healthcheck,
@@ -104,6 +105,14 @@ ROUTES: dict[str, dict[str, Gated]] = {
         "GET": (explain.explain_candidates, "1.10"),
     },
     "/berth/fit": {"GET": (fit.fit_request, "1.10")},
+    # The read-only web view (docs/dashboard.md): HTML, any microversion.
+    "/dashboard": {"GET": dashboard.overview},
+    "/dashboard/providers": {"GET": dashboard.providers},
+    "/dashboard/consumers": {"GET": dashboard.consumers},
+    "/dashboard/explain": {"GET": dashboard.explain_page},
+    "/dashboard/fit": {"GET": dashboard.fit_page},
+    "/dashboard/seq": {"GET": dashboard.sequence},
+    "/dashboard/static/{name}": {"GET": dashboard.static},
 }
 
 

@@ -1,0 +1,246 @@
+"""``/dashboard...``: the read-only web view of the cloud (see
+``docs/dashboard.md``). Server-rendered HTML (Jinja2 templates in
+``berth/api/templates``), no asset from the network.
+
+Every page is tagged with the change sequence number it shows (``ETag``);
+a browser revalidating a page whose sequence did not move gets a 304 for
+the price of one small query. ``/dashboard/seq`` answers just the number,
+which the pages poll to reload themselves when the cloud changes.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import falcon
+import jinja2
+from sqlalchemy.engine import Connection
+
+from berth.api import errors, microversion, util
+from berth.api.errors import HTTPProblem
+from berth.api.handlers import explain as explain_api
+from berth.api.handlers import fit as fit_api
+from berth.api.handlers.allocation_candidate import parse_query
+from berth.db import changes
+from berth.domain import dashboard
+from berth.domain.candidates import engine, explain, fit
+from berth.domain.errors import DomainError
+
+RULE = "berth:dashboard"
+HTML = "text/html; charset=utf-8"
+#: The static files there are, with their types.
+STATIC = {"dashboard.css": "text/css; charset=utf-8"}
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    """The templates shipped in the package (read once, immutable)."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("berth.api", "templates"),
+        autoescape=True, trim_blocks=True, lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined)
+    env.filters["num"] = lambda n: f"{n:,}"
+    env.globals["pager"] = _pager_links
+    return env
+
+
+def _pager_links(page: dashboard.Page, args: dict[str, str]
+                 ) -> list[tuple[str, str | None]]:
+    """(label, href or None) for first / previous / next / last."""
+    def href(n: int) -> str:
+        return "?" + urlencode({**args, "page": str(n)})
+    n, last = page.number, page.pages
+    return [("« first", href(1) if n > 1 else None),
+            ("‹ previous", href(n - 1) if n > 1 else None),
+            ("next ›", href(n + 1) if n < last else None),
+            ("last »", href(last) if n < last else None)]
+
+
+def _begin(req: falcon.Request) -> None:
+    """Authorize, and read queries at the newest microversion (a browser
+    sends no microversion header)."""
+    util.authorize(req, RULE)
+    req.context.version = microversion.MAX
+
+
+def _params(req: falcon.Request) -> dict[str, str]:
+    return util.query_dict(util.query(req))
+
+
+def _page_number(params: dict[str, str]) -> int:
+    text = params.get("page", "1")
+    if not text.isdigit() or len(text) > 9:
+        raise HTTPProblem(400, "page must be a positive integer")
+    return int(text)
+
+
+def _choice(params: dict[str, str], key: str, allowed: tuple[str, ...]
+            ) -> str:
+    value = params.get(key, allowed[0])
+    if value not in allowed:
+        raise HTTPProblem(400, "%s must be one of %s"
+                          % (key, ", ".join(allowed)))
+    return value
+
+
+def _seq(conn: Connection) -> int:
+    """The change sequence as one number: writes numbered so far over
+    every counter slot (Galera nodes each keep one), so any write moves
+    it."""
+    return changes.current(conn).total
+
+
+def _not_modified(req: falcon.Request, resp: falcon.Response,
+                  seq: int) -> bool:
+    """Tag the answer with ``seq``; True (and a 304) when the browser
+    already has it."""
+    tag = '"seq-%d"' % seq
+    resp.set_header("etag", tag)
+    resp.set_header("cache-control", "no-cache")
+    if req.get_header("if-none-match") == tag:
+        resp.status = 304
+        resp.data = b""
+        return True
+    return False
+
+
+def _render(resp: falcon.Response, template: str, **context: Any) -> None:
+    resp.status = 200
+    resp.content_type = HTML
+    resp.data = _templates().get_template(template).render(
+        **context).encode()
+
+
+def _page(req: falcon.Request, resp: falcon.Response, template: str,
+          build: Any, **context: Any) -> None:
+    """Answer ``template`` with what ``build(conn, snapshot)`` returns,
+    or a 304 when the sequence number did not move."""
+    cache_ = util.world_cache(req)
+
+    def work(conn: Connection) -> tuple[int, Any]:
+        seq = _seq(conn)
+        if req.get_header("if-none-match") == '"seq-%d"' % seq:
+            return seq, None
+        return seq, build(conn, cache_.current(conn))
+
+    seq, data = util.db(req).read(work)
+    if _not_modified(req, resp, seq) or data is None:
+        return
+    _render(resp, template, seq=seq, data=data, **context)
+
+
+def overview(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard: 200 (or 304 when unchanged); 400 bad page; 403."""
+    _begin(req)
+    params = _params(req)
+    number = _page_number(params)
+    _page(req, resp, "overview.html",
+          lambda conn, snap: dashboard.overview(conn, snap.world, number),
+          active="overview", args={})
+
+
+def providers(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/providers?by=&q=&page=: 200 (or 304); 400 bad
+    parameter; 403."""
+    _begin(req)
+    params = _params(req)
+    number = _page_number(params)
+    by = _choice(params, "by", dashboard.SEARCH_BY)
+    text = params.get("q", "")
+    _page(req, resp, "providers.html",
+          lambda conn, snap: dashboard.trees(conn, snap.world, by, text,
+                                             number),
+          active="providers", by=by, q=text, kinds=dashboard.SEARCH_BY,
+          args={"by": by, "q": text})
+
+
+def consumers(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/consumers?view=&page=: 200 (or 304); 400 bad
+    parameter; 403."""
+    _begin(req)
+    params = _params(req)
+    number = _page_number(params)
+    view = _choice(params, "view", dashboard.CONSUMER_VIEWS)
+    _page(req, resp, "consumers.html",
+          lambda conn, _snap: dashboard.consumers(conn, view, number),
+          active="consumers", view=view, views=dashboard.CONSUMER_VIEWS,
+          args={"view": view})
+
+
+def _query_pairs(text: str) -> list[tuple[str, str]]:
+    return parse_qsl(text.strip().lstrip("?"), keep_blank_values=True)
+
+
+def _tool(req: falcon.Request, resp: falcon.Response, template: str,
+          run: Any) -> None:
+    """An explain or fit page: the form, and for a query the report (a
+    query the API would refuse shows the API's message instead)."""
+    _begin(req)
+    text = _params(req).get("q", "").strip()
+    error = None
+    groups = wide = None
+    if text:
+        try:
+            groups, wide = parse_query(req, _query_pairs(text))
+        except HTTPProblem as exc:
+            error = exc.detail
+    cache_ = util.world_cache(req)
+
+    def work(conn: Connection) -> tuple[int, Any]:
+        seq = _seq(conn)
+        if groups is None or wide is None or req.get_header(
+                "if-none-match") == '"seq-%d"' % seq:
+            return seq, None
+        world, specs = engine.resolve(conn, cache_, groups, wide)
+        return seq, run(world, groups, specs, wide)
+
+    try:
+        seq, report = util.db(req).read(work)
+    except DomainError as exc:  # e.g. an unknown resource class
+        seq, report, error = -1, None, errors.from_domain(exc).detail
+    if error is None and _not_modified(req, resp, seq):
+        return
+    resp.set_header("cache-control", "no-cache")
+    _render(resp, template, seq=seq, q=text, error=error, report=report,
+            active=template.split(".")[0], args={})
+
+
+def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/explain?q=<allocation-candidates query>: 200 (a
+    refused query shows its 400 message in the page); 403."""
+    _tool(req, resp, "explain.html",
+          lambda world, groups, specs, wide: explain_api.serialize(
+              explain.explain(world, groups, specs, wide)))
+
+
+def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/fit?q=<allocation-candidates query>: 200 (a refused
+    query shows its 400 message in the page); 403."""
+    _tool(req, resp, "fit.html",
+          lambda world, groups, specs, wide: fit_api.serialize(
+              world, fit.fit(world, specs, wide)))
+
+
+def sequence(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/seq: the change sequence number as text; 200, 403."""
+    util.authorize(req, RULE)
+    resp.status = 200
+    resp.content_type = "text/plain; charset=utf-8"
+    resp.set_header("cache-control", "no-store")
+    resp.data = str(util.db(req).read(_seq)).encode()
+
+
+def static(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    """GET /dashboard/static/{name}: a file shipped in the package; 200,
+    404 for any other name."""
+    kind = STATIC.get(name)
+    if kind is None:
+        raise HTTPProblem(404, "No dashboard file %s" % name)
+    resp.status = 200
+    resp.content_type = kind
+    resp.set_header("cache-control", "max-age=3600")
+    resp.data = resources.files("berth.api").joinpath(
+        "static", name).read_bytes()

@@ -1,0 +1,355 @@
+"""What the dashboard shows, read from the candidate cache's world and the
+database: capacity per class (cloud-wide, per aggregate), provider trees,
+and allocations grouped by consumer, project, user and consumer type.
+
+Everything here answers plain data (dicts and dataclasses); the HTML is
+the API layer's business (``berth.api.handlers.dashboard``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from berth.db import tables as t
+from berth.domain import common
+from berth.domain.candidates.model import SHARING_TRAIT, World
+from berth.domain.capacity import capacity
+
+#: Rows per page of every list.
+PAGE = 50
+#: Provider trees per page.
+TREES_PAGE = 20
+#: How many of the fullest providers the overview lists.
+FULLEST = 10
+#: Search kinds of the provider-trees page.
+SEARCH_BY = ("name", "uuid", "trait", "aggregate")
+#: Groupings of the consumers page.
+CONSUMER_VIEWS = ("consumer", "project", "user", "type")
+
+
+@dataclass(slots=True)
+class Amounts:
+    """Capacity (after reserved and ratio), used and free of one class."""
+
+    resource_class: str
+    capacity: int = 0
+    used: int = 0
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used / self.capacity if self.capacity else 0.0
+
+
+@dataclass(slots=True)
+class Page:
+    """One page of a longer list."""
+
+    number: int
+    size: int
+    total: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.size
+
+
+def page_of(number: int, size: int, total: int) -> Page:
+    """Page ``number`` (1-based, clamped into range) of ``total`` rows."""
+    page = Page(1, size, total)
+    page.number = min(max(1, number), page.pages)
+    return page
+
+
+def _amounts(world: World, pids: Iterable[int]) -> list[Amounts]:
+    found: dict[str, Amounts] = {}
+    for pid in pids:
+        p = world.providers[pid]
+        for rc, inv in p.inventories.items():
+            row = found.get(rc)
+            if row is None:
+                row = found[rc] = Amounts(rc)
+            row.capacity += capacity(inv.total, inv.reserved,
+                                     inv.allocation_ratio)
+            row.used += p.used.get(rc, 0)
+    return [found[rc] for rc in sorted(found)]
+
+
+def _fullness(world: World, pid: int) -> tuple[float, str]:
+    """The highest used share of any class of ``pid``, and that class."""
+    p = world.providers[pid]
+    best = (0.0, "")
+    for rc, inv in p.inventories.items():
+        cap = capacity(inv.total, inv.reserved, inv.allocation_ratio)
+        share = p.used.get(rc, 0) / cap if cap > 0 else 1.0
+        best = max(best, (share, rc))
+    return best
+
+
+def names(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
+    """Provider id -> name, for just ``ids``."""
+    wanted = sorted(set(ids))
+    found: dict[int, str] = {}
+    rp = t.resource_providers
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        for row in conn.execute(sa.select(rp.c.id, rp.c.name)
+                                .where(rp.c.id.in_(chunk))):
+            found[row.id] = row.name
+    return found
+
+
+@dataclass
+class Overview:
+    providers: int
+    roots: int
+    classes: list[Amounts]
+    fullest: list[dict[str, Any]]
+    aggregates: list[dict[str, Any]]
+    aggregate_page: Page
+
+
+def overview(conn: Connection, world: World, page: int = 1) -> Overview:
+    """Capacity, used and free per class, cloud-wide and for one page of
+    aggregates (sorted by uuid), and the fullest providers (of those with
+    any usage)."""
+    ranked = sorted((item for item in (
+        (_fullness(world, pid), pid) for pid, p in world.providers.items()
+        if p.used) if item[0][0] > 0), reverse=True)[:FULLEST]
+    named = names(conn, [pid for _, pid in ranked])
+    fullest = [{"uuid": world.uuid(pid), "name": named.get(pid, ""),
+                "percent": 100.0 * share, "resource_class": rc,
+                "classes": _amounts(world, [pid])}
+               for (share, rc), pid in ranked]
+    aggs = sorted(world.by_agg)
+    paged = page_of(page, PAGE, len(aggs))
+    rows = [{"uuid": agg, "providers": len(world.by_agg[agg]),
+             "classes": _amounts(world, sorted(world.by_agg[agg]))}
+            for agg in aggs[paged.offset:paged.offset + paged.size]]
+    return Overview(providers=len(world.providers), roots=len(world.roots),
+                    classes=_amounts(world, world.providers),
+                    fullest=fullest, aggregates=rows, aggregate_page=paged)
+
+
+@dataclass
+class TreeNode:
+    """One provider of a tree, with its depth below the root."""
+
+    uuid: str
+    name: str
+    depth: int
+    classes: list[Amounts]
+    traits: list[str]
+    aggregates: list[str]
+    #: roots (uuid, name) of the trees this sharing provider serves
+    serves: list[tuple[str, str]] = field(default_factory=list)
+    matched: bool = False
+
+
+@dataclass
+class Tree:
+    root_uuid: str
+    nodes: list[TreeNode]
+    #: sharing providers of other trees that serve this one: (uuid, name)
+    shared_from: list[tuple[str, str]]
+
+
+def search(conn: Connection, world: World, by: str, text: str
+           ) -> list[int] | None:
+    """Providers matching ``text`` as a name part, uuid, trait or
+    aggregate uuid; None for no search (every provider)."""
+    text = text.strip()
+    if not text:
+        return None
+    if by == "name":
+        rp = t.resource_providers
+        pattern = "%" + text.replace("\\", "\\\\").replace(
+            "%", "\\%").replace("_", "\\_") + "%"
+        rows = conn.execute(sa.select(rp.c.id).where(
+            rp.c.name.like(pattern, escape="\\")))
+        return [row.id for row in rows if row.id in world.providers]
+    if by == "uuid":
+        if not common.is_uuid_like(text):
+            return []
+        pid = world.by_uuid.get(str(common.normalize_uuid(text)))
+        return [] if pid is None else [pid]
+    if by == "trait":
+        return sorted(world.by_trait.get(text, ()))
+    if by == "aggregate":
+        if not common.is_uuid_like(text):
+            return []
+        return sorted(world.by_agg.get(str(common.normalize_uuid(text)), ()))
+    raise ValueError(by)
+
+
+def _order(world: World, root: int) -> list[tuple[int, int]]:
+    """The tree of ``root`` depth first, children by uuid: (pid, depth)."""
+    members = world.trees.get(root, [])
+    children: dict[int | None, list[int]] = {}
+    for pid in members:  # already in uuid order
+        if pid != root:
+            children.setdefault(world.providers[pid].parent_id, []).append(
+                pid)
+    out: list[tuple[int, int]] = []
+    stack = [(root, 0)]
+    while stack:
+        pid, depth = stack.pop()
+        out.append((pid, depth))
+        stack.extend((c, depth + 1) for c in reversed(children.get(pid, [])))
+    return out
+
+
+@dataclass
+class Trees:
+    trees: list[Tree]
+    page: Page
+    matched: int
+
+
+def trees(conn: Connection, world: World, by: str = "name", text: str = "",
+          page: int = 1) -> Trees:
+    """One page of trees (roots in uuid order) holding a provider that
+    matches the search, every provider of each with its amounts."""
+    hits = search(conn, world, by, text)
+    if hits is None:
+        roots = world.roots
+        matched = len(world.providers)
+        hit_set: set[int] = set()
+    else:
+        wanted = {world.providers[pid].root_id for pid in hits}
+        roots = [r for r in world.roots if r in wanted]
+        matched = len(hits)
+        hit_set = set(hits)
+    paged = page_of(page, TREES_PAGE, len(roots))
+    shown = roots[paged.offset:paged.offset + paged.size]
+    layout = {root: _order(world, root) for root in shown}
+    ids: set[int] = set()
+    for root in shown:
+        ids.update(pid for pid, _ in layout[root])
+        ids.update(world.shared_into.get(root, ()))
+        for pid, _ in layout[root]:
+            ids.update(world.anchors.get(pid, ()))
+    named = names(conn, ids)
+    out = []
+    for root in shown:
+        nodes = []
+        for pid, depth in layout[root]:
+            p = world.providers[pid]
+            serves = [(world.uuid(r), named.get(r, ""))
+                      for r in sorted(world.anchors.get(pid, ()),
+                                      key=world.uuid)
+                      if r != root] if SHARING_TRAIT in p.traits else []
+            nodes.append(TreeNode(
+                uuid=p.uuid, name=named.get(pid, ""), depth=depth,
+                classes=_amounts(world, [pid]), traits=p.ordered_traits(),
+                aggregates=sorted(p.aggregates), serves=serves,
+                matched=pid in hit_set))
+        out.append(Tree(root_uuid=world.uuid(root), nodes=nodes,
+                        shared_from=[(world.uuid(s), named.get(s, ""))
+                                     for s in world.shared_into.get(root, ())]
+                        ))
+    return Trees(trees=out, page=paged, matched=matched)
+
+
+@dataclass
+class Consumers:
+    view: str
+    classes: list[str]
+    rows: list[dict[str, Any]]
+    page: Page
+
+
+def consumers(conn: Connection, view: str = "consumer",
+              page: int = 1) -> Consumers:
+    """Allocations summed per class for one page of consumers (by uuid),
+    projects, users or consumer types (by name)."""
+    a, c, rc = t.allocations, t.consumers, t.resource_classes
+    p, u, ct = t.projects, t.users, t.consumer_types
+    if view == "consumer":
+        key: Any = a.c.consumer_id
+        joined: Any = a
+    else:
+        column = {"project": p.c.external_id, "user": u.c.external_id,
+                  "type": ct.c.name}[view]
+        table = {"project": p, "user": u, "type": ct}[view]
+        fk = {"project": c.c.project_id, "user": c.c.user_id,
+              "type": c.c.consumer_type_id}[view]
+        joined = a.join(c, c.c.uuid == a.c.consumer_id).outerjoin(
+            table, table.c.id == fk)
+        # Consumers of no type are "unknown", as upstream's usages say.
+        key = sa.func.coalesce(column, "unknown") if view == "type" \
+            else column
+    if view == "consumer":
+        total = conn.execute(sa.select(sa.func.count(sa.distinct(key)))
+                             .select_from(joined)).scalar_one()
+        paged = page_of(page, PAGE, total)
+        keys = [row[0] for row in conn.execute(
+            sa.select(key).select_from(joined).group_by(key).order_by(key)
+            .limit(paged.size).offset(paged.offset))]
+        where: Any = key.in_(keys)
+    else:
+        # Few groups (projects, users, types): one pass counts them all.
+        counted = conn.execute(
+            sa.select(key, sa.func.count(sa.distinct(a.c.consumer_id)),
+                      sa.func.count(sa.distinct(a.c.resource_provider_id)))
+            .select_from(joined).group_by(key)).all()
+        counted = sorted(counted, key=lambda row: row[0])
+        paged = page_of(page, PAGE, len(counted))
+        counted = counted[paged.offset:paged.offset + paged.size]
+        keys = [row[0] for row in counted]
+        where = sa.true() if paged.pages == 1 else key.in_(keys)
+    rows: dict[Any, dict[str, Any]] = {
+        k: {"key": k, "used": {}, "consumers": 0, "providers": 0}
+        for k in keys}
+    classes: set[str] = set()
+    if keys:
+        class_names = dict(conn.execute(sa.select(rc.c.id, rc.c.name)).all())
+        sums = conn.execute(
+            sa.select(key, a.c.resource_class_id, sa.func.sum(a.c.used))
+            .select_from(joined).where(where)
+            .group_by(key, a.c.resource_class_id))
+        for k, rc_id, used in sums:
+            name = class_names[rc_id]
+            rows[k]["used"][name] = int(used)
+            classes.add(name)
+        if view == "consumer":
+            counted = conn.execute(
+                sa.select(key, sa.func.count(sa.distinct(a.c.consumer_id)),
+                          sa.func.count(sa.distinct(
+                              a.c.resource_provider_id)))
+                .select_from(joined).where(where).group_by(key)).all()
+        for k, n_consumers, n_providers in counted:
+            rows[k]["consumers"] = n_consumers
+            rows[k]["providers"] = n_providers
+        if view == "consumer":
+            _describe_consumers(conn, rows)
+    return Consumers(view=view, classes=sorted(classes),
+                     rows=[rows[k] for k in keys], page=paged)
+
+
+def _describe_consumers(conn: Connection,
+                        rows: dict[Any, dict[str, Any]]) -> None:
+    """Project, user and type of each consumer row."""
+    c, p, u, ct = t.consumers, t.projects, t.users, t.consumer_types
+    query = (sa.select(c.c.uuid, p.c.external_id.label("project"),
+                       u.c.external_id.label("user"),
+                       ct.c.name.label("type"))
+             .select_from(c.outerjoin(p, p.c.id == c.c.project_id)
+                          .outerjoin(u, u.c.id == c.c.user_id)
+                          .outerjoin(ct, ct.c.id == c.c.consumer_type_id))
+             .where(c.c.uuid.in_(list(rows))))
+    for row in conn.execute(query):
+        rows[row.uuid].update(project=row.project, user=row.user,
+                              type=row.type or "unknown")

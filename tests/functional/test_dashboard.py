@@ -1,0 +1,187 @@
+"""The dashboard over HTTP, on every database: each page renders the
+numbers the API gives, search and pagination, the explain and fit forms,
+policy, noauth2 in a browser, and the 304 of an unchanged page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import dashboard_world as w
+from tests.conftest import Client
+
+
+@pytest.fixture
+def seeded(app: Any, client: Client) -> Client:
+    w.seed(client)
+    return client
+
+
+@pytest.fixture
+def browser(app: Any) -> Iterator[httpx.Client]:
+    """What a browser sends: no token, no microversion, asks for HTML."""
+    with httpx.Client(transport=httpx.WSGITransport(app=app),
+                      base_url="http://placement.test",
+                      headers={"accept": "text/html"}) as c:
+        yield c
+
+
+def page(c: httpx.Client, url: str) -> str:
+    resp = c.get(url)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("text/html")
+    return resp.text
+
+
+def cell(html: str, row_attr: str, klass: str) -> int:
+    m = re.search(r'<tr %s>.*?class="n %s">([\d,]+)<' % (
+        re.escape(row_attr), klass), html, re.S)
+    assert m, (row_attr, klass)
+    return int(m.group(1).replace(",", ""))
+
+
+def api_totals(client: Client) -> dict[str, dict[str, int]]:
+    """Capacity and used per class, summed from the API."""
+    totals: dict[str, dict[str, int]] = {}
+    for rp in client.get("/resource_providers").json()[
+            "resource_providers"]:
+        invs = client.get("/resource_providers/%s/inventories"
+                          % rp["uuid"]).json()["inventories"]
+        used = client.get("/resource_providers/%s/usages"
+                          % rp["uuid"]).json()["usages"]
+        for rc, inv in invs.items():
+            row = totals.setdefault(rc, {"capacity": 0, "used": 0})
+            row["capacity"] += int((inv["total"] - inv["reserved"])
+                                   * inv["allocation_ratio"])
+            row["used"] += used.get(rc, 0)
+    return totals
+
+
+def test_overview_matches_the_api(seeded: Client,
+                                  browser: httpx.Client) -> None:
+    html = page(browser, "/dashboard")
+    totals = api_totals(seeded)
+    assert set(totals) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+    for rc, want in totals.items():
+        row = 'data-class="%s"' % rc
+        assert cell(html, row, "capacity") == want["capacity"]
+        assert cell(html, row, "used") == want["used"]
+        assert cell(html, row, "free") == want["capacity"] - want["used"]
+    assert '<span id="providers">%d</span>' % (w.HOSTS * 3 + 1) in html
+    # The six loaded hosts' NUMA nodes are the fullest.
+    fullest = re.findall(r'compute-(\d\d)-numa\d', html.split(
+        'id="fullest"')[1].split("</table>")[0])
+    assert sorted({int(h) for h in fullest}) == list(range(1, 7))
+    assert len(fullest) == 6
+    assert w.AGG in html
+
+
+def test_provider_search_and_pages(seeded: Client,
+                                   browser: httpx.Client) -> None:
+    first = page(browser, "/dashboard/providers")
+    assert "%d trees." % (w.HOSTS + 1) in first
+    assert first.count('class="tree"') == 20
+    assert "page 1 of 2" in first
+    second = page(browser, "/dashboard/providers?by=name&q=&page=2")
+    assert second.count('class="tree"') == w.HOSTS + 1 - 20
+    by_trait = page(browser, "/dashboard/providers?by=trait"
+                    "&q=HW_CPU_X86_AVX2")
+    assert by_trait.count('class="tree"') == w.HOSTS // 3
+    assert "compute-03-numa1" in by_trait
+    by_name = page(browser, "/dashboard/providers?by=name&q=compute-07")
+    assert by_name.count('class="tree"') == 1
+    by_uuid = page(browser, "/dashboard/providers?by=uuid&q="
+                   + w.rp_uuid(2, 1))
+    assert 'data-root="%s"' % w.rp_uuid(2) in by_uuid
+    by_agg = page(browser, "/dashboard/providers?by=aggregate&q=" + w.AGG)
+    # Eight hosts and the pool itself, which shares with them.
+    assert by_agg.count('class="tree"') == 9
+    assert "shares with 8 other trees" in by_agg
+    assert "uses shared resources of:" in by_agg
+    none = page(browser, "/dashboard/providers?by=name&q=%25_nothing")
+    assert "No tree matches." in none
+
+
+def test_consumers_views(seeded: Client, browser: httpx.Client) -> None:
+    html = page(browser, "/dashboard/consumers")
+    assert html.count('<tr data-key=') == 50
+    assert "page 1 of 2" in html
+    rest = page(browser, "/dashboard/consumers?view=consumer&page=2")
+    assert rest.count('<tr data-key=') == w.CONSUMERS - 50
+    for project in ("project-0", "project-1"):
+        usages = seeded.at("1.9").get(
+            "/usages?project_id=" + project).json()[
+            "usages"]
+        html = page(browser, "/dashboard/consumers?view=project")
+        row = re.search(r'<tr data-key="%s">(.*?)</tr>' % project, html,
+                        re.S)
+        assert row
+        for rc, n in usages.items():
+            assert re.search(r'data-class="%s">%s<' % (rc, f"{n:,}"),
+                             row.group(1))
+    types = page(browser, "/dashboard/consumers?view=type")
+    assert 'data-key="INSTANCE"' in types and 'data-key="MIGRATION"' in types
+    users = page(browser, "/dashboard/consumers?view=user")
+    assert users.count("<tr data-key=") == 3
+
+
+def test_explain_and_fit_forms_match_the_api(
+        seeded: Client, browser: httpx.Client) -> None:
+    query = "resources=VCPU:8,MEMORY_MB:16384&required=HW_CPU_X86_AVX2"
+    api = seeded.get("/berth/explain/allocation_candidates?"
+                     + query).json()
+    html = page(browser, "/dashboard/explain?" + httpx.QueryParams(
+        {"q": query}).__str__())
+    assert 'id="considered">%d<' % api["trees"]["considered"] in html
+    assert 'id="excluded">%d<' % api["trees"]["excluded"] in html
+    for reason in api["reasons"]:
+        assert 'data-reason="%s"' % reason["reason"] in html
+    fit = seeded.get("/berth/fit?" + query).json()
+    html = page(browser, "/dashboard/fit?q=" + httpx.QueryParams(
+        {"x": query})["x"].replace("&", "%26"))
+    assert 'id="placed">{:,}<'.format(fit["total"]["placed"]) in html
+    bad = page(browser, "/dashboard/fit?q=resources%3DNOPE%3A1")
+    assert 'class="error"' in bad and "NOPE" in bad
+    empty = page(browser, "/dashboard/explain")
+    assert 'id="q"' in empty and "considered" not in empty
+
+
+def test_unchanged_page_is_304_until_a_write(
+        seeded: Client, browser: httpx.Client) -> None:
+    first = browser.get("/dashboard")
+    tag = first.headers["etag"]
+    seq = browser.get("/dashboard/seq").text
+    assert tag == '"seq-%s"' % seq
+    again = browser.get("/dashboard", headers={"if-none-match": tag})
+    assert again.status_code == 304 and again.content == b""
+    body = {"allocations": {w.rp_uuid(9, 1): {"resources": {"VCPU": 1}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"}
+    assert seeded.put("/allocations/" + w.consumer_uuid(999),
+                      json=body).status_code == 204
+    assert int(browser.get("/dashboard/seq").text) > int(seq)
+    fresh = browser.get("/dashboard", headers={"if-none-match": tag})
+    assert fresh.status_code == 200 and fresh.headers["etag"] != tag
+
+
+def test_policy_and_bad_parameters(app: Any, browser: httpx.Client) -> None:
+    with Client(app, token="someone") as user:
+        resp = user.get("/dashboard")
+        assert resp.status_code == 403
+        assert "berth:dashboard" in resp.json()["errors"][0]["detail"]
+        assert user.get("/dashboard/seq").status_code == 403
+    for url in ("/dashboard?page=x", "/dashboard/providers?by=colour",
+                "/dashboard/consumers?view=nobody"):
+        resp = browser.get(url)
+        # A browser asked for HTML, so the error comes as HTML.
+        assert resp.status_code == 400, url
+        assert "must be" in resp.text
+    css = browser.get("/dashboard/static/dashboard.css")
+    assert css.status_code == 200 and "text/css" in css.headers[
+        "content-type"]
+    assert browser.get("/dashboard/static/x.js").status_code == 404
+    assert browser.post("/dashboard").status_code == 405
