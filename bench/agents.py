@@ -41,7 +41,7 @@ import httpx
 from berth import conf as berth_conf
 from berth.agent import ResourceUpdater
 from berth.client import ProviderTree, ReportClient
-from berth.db import migrate
+from berth.db import setup
 from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect
 
@@ -169,7 +169,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None)
     url = args.db_url or "sqlite:///%s/agents.sqlite" % tmp.name
     engine = create_engine(url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     conf = berth_conf.load([])
     with PlacementDirect(conf, Database(engine)) as direct:
         transport = Counting(direct._transport)

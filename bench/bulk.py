@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import world as world_mod  # noqa: E402
 
-from berth.db import changes, migrate  # noqa: E402
+from berth.db import changes, setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain import capacity, common  # noqa: E402
@@ -195,7 +195,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     engine = create_engine(args.url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     start = time.perf_counter()
     world = world_mod.plan(args.hosts, args.seed, args.allocations)
     counts = Database(engine).run(lambda conn: write(conn, world))

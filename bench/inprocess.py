@@ -39,11 +39,12 @@ from berth import conf as berth_conf  # noqa: E402
 from berth.api import render  # noqa: E402
 from berth.api.app import create_app  # noqa: E402
 from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
-from berth.db import migrate  # noqa: E402
+from berth.db import setup  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.candidates import engine, parse  # noqa: E402
 from berth.domain.candidates.request import Settings  # noqa: E402
-from berth.domain.candidates.snapshot import cache_for, tune_for_serving  # noqa: E402
+from berth.domain.candidates.world_cache import Observer, WorldCache  # noqa: E402
+from berth.server import tune_gc  # noqa: E402
 
 VERSION = (1, 39)
 
@@ -55,13 +56,13 @@ def _query(name: str) -> str:
     return QUERIES[base] + ("&limit=%s" % limit if limit else "")
 
 
-def _app(path: Path) -> Any:
+def _app(path: Path, observers: list[Observer] | None = None) -> Any:
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
     conf.set_override("request_log", False, group="berth")
     engine_ = create_engine("sqlite:///%s" % path)
-    migrate.upgrade(engine_)
-    return create_app(conf, Database(engine_))
+    setup.prepare(engine_)
+    return create_app(conf, Database(engine_), world_observers=observers or [])
 
 
 def build(path: Path, hosts: int) -> None:
@@ -108,20 +109,21 @@ def _wsgi(app: Any, query: str) -> bytes:
 
 
 def stages(path: Path, names: list[str], repeat: int) -> None:
-    tune_for_serving()
+    freeze = tune_gc()
     print("%-26s %9s %9s %9s %9s" % ("query (ms, median)", "search",
                                       "body", "json", "wsgi"))
     for name in names:
         print("%-26s %9.2f %9.2f %9.2f %9.2f"
-              % ((name,) + _stage(_db_for(path, name), name, repeat)))
+              % ((name,) + _stage(_db_for(path, name), name, repeat,
+                                  freeze)))
 
 
-def _stage(path: Path, name: str, repeat: int
+def _stage(path: Path, name: str, repeat: int, freeze: Observer
            ) -> tuple[float, float, float, float]:
     """Median ms of the search, the body, the JSON and the WSGI call."""
-    app = _app(path)
+    app = _app(path, [freeze])
     db = Database(create_engine("sqlite:///%s" % path))
-    cache = cache_for(db)
+    cache = WorldCache(observers=[freeze])
     query = _query(name)
     groups, wide = parse.parse_request(parse_qsl(query), VERSION)
     with db.engine.connect() as conn:
@@ -161,7 +163,7 @@ def callgrind(path: Path, names: list[str], searches: int = 10) -> None:
 def _searches(path: Path, name: str, count: int) -> None:
     """Run under valgrind by ``callgrind``: ``count`` searches."""
     db = Database(create_engine("sqlite:///%s" % _db_for(path, name)))
-    cache = cache_for(db)
+    cache = WorldCache()
     groups, wide = parse.parse_request(parse_qsl(_query(name)), VERSION)
     with db.engine.connect() as conn:
         for _ in range(count):

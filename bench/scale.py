@@ -51,7 +51,7 @@ import run  # noqa: E402
 import world as world_mod  # noqa: E402
 from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
-from berth.db import migrate  # noqa: E402
+from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.candidates import load  # noqa: E402
@@ -107,7 +107,7 @@ class Databases:
 
 def build(url: str, hosts: int) -> Result:
     engine = create_engine(url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     start = time.perf_counter()
     world = world_mod.plan(hosts, allocations=allocations_for(hosts))
     counts = Database(engine).run(lambda conn: bulk.write(conn, world))

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from berth import conf as berth_conf
 from berth.api.app import create_app
-from berth.db import migrate
+from berth.db import setup
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 
@@ -82,7 +82,7 @@ def db_url(request: pytest.FixtureRequest,
     else:
         url, drop = _server_db(kind, str(tmp_path_factory.getbasetemp()))
     engine = create_engine(url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     engine.dispose()
     yield url
     drop()

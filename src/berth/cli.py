@@ -65,19 +65,10 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
                          % str(exc).splitlines()[0]) from None
 
 
-def _logging(conf: cfg.ConfigOpts | None = None) -> None:
-    debug = bool(conf is not None and conf.debug)
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    from berth import server
+    from berth import logs, server
     conf = load_conf(args)
-    _logging(conf)
+    logs.setup(conf)
     return server.run(conf, host=args.host, port=args.port,
                       workers=args.workers)
 
@@ -87,7 +78,7 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
     conf = load_conf(args)
     print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     print("database at revision %s" % migrate.current_revision(engine))
     return 0
 

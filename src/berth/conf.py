@@ -96,6 +96,11 @@ berth_opts = [
                help="Deepest JSON nesting accepted in a request body."),
     cfg.BoolOpt("request_log", default=True,
                 help="Log one line per request."),
+    cfg.StrOpt("metrics_listen",
+               help="host:port on which `berth serve` also serves the "
+                    "Prometheus metrics (GET /metrics), without "
+                    "authentication, for a Prometheus server. Unset: "
+                    "metrics are only on the API port, for admins."),
     cfg.BoolOpt("candidate_cache", default=True,
                 help="Keep the providers, inventories, usage, traits and "
                      "aggregates that allocation-candidate and provider "
@@ -114,11 +119,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(berth_opts, group="berth")
-    if "debug" not in conf:
-        # [DEFAULT] debug is oslo.log's in upstream; Berth logs with the
-        # standard library and honours the same switch.
-        conf.register_opt(cfg.BoolOpt(
-            "debug", default=False, help="Log at DEBUG level."))
+    # [DEFAULT] debug, log_file, use_json, ...: oslo.log's, as upstream.
+    from berth import logs
+    logs.register_opts(conf)
     # oslo.policy's and oslo.middleware's groups are registered by those
     # libraries; registering the policy group here lets `berth` read it
     # before any enforcer exists.
@@ -133,6 +136,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    from berth.api import healthcheck
+    healthcheck.register_opts(conf)
     # [keystone_authtoken] is keystonemiddleware's; registering it here
     # lets it be read (and validated) before the middleware is built.
     from keystonemiddleware import opts as ks_opts

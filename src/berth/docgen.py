@@ -14,8 +14,8 @@ from oslo_config import cfg
 from berth import conf as berth_conf
 
 #: Groups Berth reads, in the order the reference lists them.
-GROUPS = ["placement_database", "api", "placement", "oslo_policy", "cors",
-          "berth"]
+GROUPS = ["DEFAULT", "placement_database", "api", "placement", "oslo_policy",
+          "cors", "healthcheck", "berth"]
 
 
 def _default(opt: Any) -> str:
@@ -38,8 +38,14 @@ def config_reference() -> str:
     for group in GROUPS:
         out += ["## [%s]" % group, "", "| option | type | default | meaning |",
                 "| --- | --- | --- | --- |"]
-        for name in sorted(conf[group]):
-            opt = conf._get_opt_info(name, group)["opt"]
+        if group == "DEFAULT":  # oslo.log's options, as upstream
+            names = [n for n in conf
+                     if not isinstance(conf[n], cfg.ConfigOpts.GroupAttr)]
+        else:
+            names = list(conf[group])
+        for name in sorted(names):
+            opt = conf._get_opt_info(
+                name, None if group == "DEFAULT" else group)["opt"]
             kind = type(opt).__name__.replace("Opt", "").lower() or "string"
             help_text = " ".join((opt.help or "").split()).replace("|", "\\|")
             choices = getattr(getattr(opt, "type", None), "choices", None)

@@ -119,6 +119,14 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      "List allocation candidates.", [("GET", "/allocation_candidates")]),
     ("placement:reshaper:reshape", SERVICE,
      "Reshape Inventory and Allocations.", [("POST", "/reshaper")]),
+    # Berth's own rules (not upstream's).
+    ("berth:healthcheck:details", "rule:admin_api",
+     "See the detailed health check (backend details, versions, thread "
+     "stacks); other callers get the plain answer.",
+     [("GET", "/healthcheck"), ("HEAD", "/healthcheck")]),
+    ("berth:metrics:show", "rule:admin_api",
+     "Read the Prometheus metrics on the API port.",
+     [("GET", "/metrics")]),
 ]
 
 

@@ -7,16 +7,41 @@ the fork, so no database connection is ever shared between processes.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from oslo_config import cfg
 
 from berth import conf as berth_conf
+from berth.domain.candidates.world_cache import Observer, Refresh
 
 LOG = logging.getLogger("berth.server")
+
+
+def tune_gc() -> Observer:
+    """Garbage-collector settings for a process that serves requests:
+    rarer young collections now, and the returned cache observer, which
+    after each whole load of the candidate cache collects once and moves
+    every live object out of the collector's view (``gc.freeze``), so that
+    requests that build thousands of objects do not make the collector
+    walk the world again and again. Halves the CPU of large candidate
+    answers at 1,000 hosts. (Freezing never stops reference counting from
+    freeing an old world.)"""
+    gc.set_threshold(5000, 20, 20)
+    return _freeze_after_whole_load
+
+
+def _freeze_after_whole_load(done: Refresh) -> None:
+    if done.kind == "whole" and done.kept:
+        # Unfreeze first: whatever was frozen last time and has since
+        # become cyclic garbage is collected now, not kept for ever.
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
@@ -40,29 +65,18 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         from berth.api.app import create_app
         from berth.db.engine import Database
         from berth.db.setup import engine_from_conf
-        from berth.domain.candidates.snapshot import tune_for_serving
-        tune_for_serving()
-        return create_app(self.conf, Database(engine_from_conf(self.conf)))
+        # The master prepared the database (run); workers only connect.
+        return create_app(self.conf, Database(engine_from_conf(self.conf)),
+                          world_observers=[tune_gc()])
 
 
 def prepare_database(conf: cfg.ConfigOpts) -> None:
-    """Migrate (when asked, or in embedded mode) and seed standard data,
+    """Wait for the database and prepare it (migrate if asked, seed),
     once, in the master process before any worker starts."""
-    from berth.db import migrate, setup
+    from berth.db import setup
     setup.announce(conf)
     engine = setup.engine_from_conf(conf)
-    setup.wait_for_database(engine, conf.placement_database.max_retries,
-                            conf.placement_database.retry_interval)
-    if conf.placement_database.sync_on_startup or berth_conf.is_embedded(conf):
-        migrate.upgrade(engine)
-    else:
-        current = migrate.current_revision(engine)
-        if current != migrate.head_revision():
-            raise RuntimeError(
-                "database is at revision %s, not %s: run `berth db sync`"
-                % (current or "none", migrate.head_revision()))
-        from berth.domain import standard
-        standard.sync(engine)
+    setup.prepare_from_conf(conf, engine, wait=True)
     engine.dispose()
 
 
@@ -74,6 +88,27 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
                     "mode is for local use only.", berth_conf.data_dir(conf))
         conf.set_override("auth_strategy", "noauth2", group="api")
     prepare_database(conf)
+    from berth import metrics_server
+    listen = conf.berth.metrics_listen
+    if listen:
+        metrics_server.parse_listen(listen)  # fail before forking
+    with metrics_server.multiprocess_dir() as folder:
+        return _serve(conf, host, port, workers,
+                      metrics_server.gunicorn_hooks(listen, folder))
+
+
+def _both(first: Callable[..., Any], then: Callable[..., Any]
+          ) -> Callable[..., Any]:
+    """One gunicorn hook of the arbiter (``when_ready``, ``on_exit``: one
+    argument, as gunicorn checks) that calls ``first``, then ``then``."""
+    def hook(server: Any) -> None:
+        first(server)
+        then(server)
+    return hook
+
+
+def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
+           hooks: dict[str, Any]) -> int:
     # Import the application's modules once in the master: forked workers
     # inherit them and start serving at once (no database state is shared;
     # each worker still builds its own engine and pool in load()).
@@ -82,5 +117,9 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
     from berth.serving import gunicorn_options
     options = gunicorn_options(host, port, workers)
+    # gunicorn's lines go through oslo.log's handlers (berth.logs).
+    options["logger_class"] = "berth.logs.GunicornLogger"
+    for name, hook in hooks.items():
+        options[name] = _both(options[name], hook) if name in options else hook
     _Gunicorn(conf, options).run()
     return 0

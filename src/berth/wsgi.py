@@ -7,15 +7,13 @@ else oslo.config's usual search for placement.conf.
 
 from __future__ import annotations
 
-import logging
-
 from berth import conf as berth_conf
+from berth import logs
 from berth.api.app import create_app
-from berth.domain.candidates.snapshot import tune_for_serving
-from berth.server import prepare_database
+from berth.db import setup
+from berth.server import tune_gc
 
-logging.basicConfig(level=logging.INFO)
 _conf = berth_conf.load([])
-prepare_database(_conf)
-tune_for_serving()
-application = create_app(_conf)
+logs.setup(_conf)
+application = create_app(_conf, setup.database_from_conf(_conf, wait=True),
+                         world_observers=[tune_gc()])

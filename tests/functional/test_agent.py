@@ -17,7 +17,7 @@ import pytest
 
 from berth.agent import ResourceUpdater
 from berth.client import ReportClient, ResourceProviderUpdateFailed
-from berth.db import migrate
+from berth.db import setup
 from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect
 from berth.examples.vgpu import VGPUDriver
@@ -165,7 +165,7 @@ def _run_cli(conf_file: Path, *extra: str) -> subprocess.CompletedProcess:
 def test_offline_migrate_inventory_on_sqlite(tmp_path: Path) -> None:
     url = "sqlite:///%s" % (tmp_path / "placement.sqlite")
     engine = create_engine(url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     conf_file = tmp_path / "placement.conf"
     conf_file.write_text("[placement_database]\nconnection = %s\n" % url)
     try:

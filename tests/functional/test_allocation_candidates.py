@@ -12,7 +12,7 @@ from berth.api.app import create_app
 from berth.db.engine import Database
 from berth.domain import errors
 from berth.domain.candidates.provider_filter import filter_provider_ids
-from berth.domain.candidates.snapshot import cache_for
+from berth.domain.candidates.world_cache import WorldCache
 from tests.conftest import Client, make_conf
 
 AGG = "5e9a2b1c-0000-4000-8000-00000000000a"
@@ -223,7 +223,7 @@ def test_policy(app: Any) -> None:
 def _ids(db: Database, query: str, version: tuple[int, int] = (1, 39)
          ) -> set[int] | None:
     pairs = [tuple(kv.split("=", 1)) for kv in query.split("&")]
-    cache = cache_for(db)
+    cache = WorldCache()
     return db.read(lambda conn: filter_provider_ids(
         conn, cache, pairs, version))  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from berth.api.app import create_app
-from berth.db import migrate
+from berth.db import setup
 from berth.db.engine import Database, create_engine
 from tests.conftest import Client, make_conf
 
@@ -63,7 +63,7 @@ def dump(client: Client, world: world_mod.World) -> dict[str, Any]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("api-built") / "placement.sqlite"
     engine = create_engine("sqlite:///%s" % path)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     with Client(create_app(make_conf(), Database(engine))) as client:
         world = world_mod.build("http://placement.test", hosts=HOSTS,
                                 allocations=ALLOCATIONS, threads=1,

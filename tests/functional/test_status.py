@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from berth import status
-from berth.db import migrate
+from berth.db import migrate, setup
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 from berth.status import Code
@@ -99,7 +99,7 @@ def test_command_table_and_exit_codes(tmp_path: Path) -> None:
     assert empty.stdout.count("Result: Failure") == 1
     assert empty.stdout.count("Skipped: the database is empty") == 2
     engine = create_engine(url)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     ready = _check(tmp_path, url)
     assert ready.returncode == 0, ready.stdout
     assert "Result: Failure" not in ready.stdout

@@ -32,7 +32,9 @@ UPSTREAM_RULES = {
 
 
 def test_rule_names_match_upstream():
-    assert {r.name for r in policy.rule_defaults()} == UPSTREAM_RULES
+    # Berth's own rules (its own endpoints) are named berth:...
+    assert {r.name for r in policy.rule_defaults()
+            if not r.name.startswith("berth:")} == UPSTREAM_RULES
 
 
 def _ctx(roles, project="p1", system=None):

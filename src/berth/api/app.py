@@ -7,8 +7,10 @@ Middleware order, outermost first, and why:
    has an ``x-openstack-request-id`` and a Placement-format body.
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
    must answer pre-flight OPTIONS before authentication sees them.
-3. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
-4. Falcon: microversion parsing and the request context (``Context``
+3. ``/healthcheck`` without a token: the plain health answer, before
+   authentication would refuse it (``healthcheck.Anonymous``).
+4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` needs no token.
+5. Falcon: microversion parsing and the request context (``Context``
    middleware), then routing to the handlers in ``routes.py``.
 """
 
@@ -18,17 +20,20 @@ import io
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import falcon
 from oslo_config import cfg
 from oslo_context import context as oslo_context
 
-from berth.api import errors, microversion, render
+from berth import logs
+from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import Database, is_unavailable
+from berth.domain.candidates.world_cache import Observer, WorldCache
 from berth.domain.errors import DomainError
+from berth.metrics import Metrics
 from berth.policy import Policy
 
 LOG = logging.getLogger("berth.api")
@@ -50,12 +55,21 @@ _BARE_HEADERS = ("CONTENT_TYPE", "CONTENT_LENGTH")
 
 
 class State:
-    """What every request needs: configuration, database and policy."""
+    """What every request needs: configuration, database, policy, the
+    candidate cache (one per application, so one per server worker), the
+    metrics and the health checks."""
 
-    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database,
+                 world_observers: Sequence[Observer] = ()) -> None:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
+        self.metrics = Metrics()
+        db.observer = self.metrics.db
+        self.cache = WorldCache(
+            keep=conf.berth.candidate_cache,
+            observers=[self.metrics.world_refreshed, *world_observers])
+        self.health = healthcheck.Checks(conf, self)
 
 
 class ContextMiddleware:
@@ -88,6 +102,8 @@ class ContextMiddleware:
             resp.set_header("openstack-api-version",
                             microversion.header_value(version))
             resp.append_header("vary", "openstack-api-version")
+        # The route template (never the raw URL) labels the metrics.
+        req.env["berth.route"] = req.uri_template or "unmatched"
         if resp.status in (204, "204 No Content") or resp.status == 304:
             resp.content_type = None  # type: ignore[assignment]
 
@@ -114,20 +130,26 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
         problem = errors.HTTPProblem(500, "An unexpected error occurred; "
                                      "the request id identifies it in the "
                                      "server log.")
+    if problem.status == 409:
+        req.context.state.metrics.conflict(problem.code)
     version = getattr(req.context, "version", None)
     with_code = version is not None and version >= (1, 23)
     render.error(req, resp, problem, with_code)
 
 
-def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
+def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
+               world_observers: Sequence[Observer] = ()) -> WSGIApp:
     """Build the full WSGI stack for ``conf``.
 
-    ``db`` defaults to an engine made from ``[placement_database]``.
+    ``db`` defaults to a database made (and prepared) from
+    ``[placement_database]``. ``world_observers`` hear of every refresh
+    of the candidate cache (the serving layer tunes the garbage collector
+    with one).
     """
     if db is None:
         from berth.db import setup
         db = setup.database_from_conf(conf)
-    state = State(conf, db)
+    state = State(conf, db, world_observers)
     app = falcon.App(middleware=[ContextMiddleware(state)],
                      cors_enable=False)
     app.req_options.keep_blank_qs_values = True
@@ -144,10 +166,11 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None) -> WSGIApp:
     wsgi: WSGIApp = app
     from berth.api import auth
     wsgi = auth.wrap(wsgi, conf)
+    wsgi = healthcheck.Anonymous(wsgi, state.health.plain)
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)
-    return Edge(wsgi, conf)
+    return Edge(wsgi, conf, state.metrics)
 
 
 def _buffer_body(environ: dict[str, Any],
@@ -178,16 +201,22 @@ def _buffer_body(environ: dict[str, Any],
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
-    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts,
+                 metrics: Metrics) -> None:
         self.app = app
         self.max_body = conf.berth.max_body_bytes
         self.log_requests = conf.berth.request_log
+        self.metrics = metrics
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.monotonic()
         request_id = "req-%s" % uuid.uuid4()
         environ["berth.request_id"] = environ["openstack.request_id"] = request_id
+        # This thread's current context until authentication knows the
+        # caller (``ContextMiddleware`` replaces it): every log line of
+        # the request, the request line included, carries its id.
+        oslo_context.RequestContext(request_id=request_id)
         captured: dict[str, Any] = {}
 
         def _start(status: str, headers: list[tuple[str, str]],
@@ -215,6 +244,11 @@ class Edge:
                           environ.get("PATH_INFO"))
             problem = errors.HTTPProblem(500, "An unexpected error occurred.")
             result = render.error_body(environ, problem).send(_start)
+        elapsed = time.monotonic() - started
+        status = captured.get("status", "-").split(" ")[0]
+        self.metrics.request(environ.get("berth.route", "unrouted"),
+                             environ.get("REQUEST_METHOD", "-"), status,
+                             environ.get("berth.microversion", "-"), elapsed)
         if self.log_requests:
             REQUEST_LOG.info(
                 '%s "%s %s" status: %s len: %s microversion: %s time: %.6f',
@@ -223,10 +257,9 @@ class Edge:
                 environ.get("PATH_INFO", "") + (
                     "?" + environ["QUERY_STRING"]
                     if environ.get("QUERY_STRING") else ""),
-                captured.get("status", "-").split(" ")[0],
-                captured.get("length", "-"),
-                environ.get("berth.microversion", "-"),
-                time.monotonic() - started)
+                status, captured.get("length", "-"),
+                environ.get("berth.microversion", "-"), elapsed)
+        logs.request_done()
         return result
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:

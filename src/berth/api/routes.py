@@ -16,7 +16,9 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    healthcheck,
     inventory,
+    metrics,
     reshaper,
     resource_class,
     resource_provider,
@@ -89,6 +91,9 @@ ROUTES: dict[str, dict[str, Gated]] = {
     },
     "/usages": {"GET": (usage.total_usages, "1.9")},
     "/reshaper": {"POST": (reshaper.reshape, "1.30")},
+    # Berth's own (oslo.middleware's URL; see api/healthcheck.py).
+    "/healthcheck": {"GET": healthcheck.check, "HEAD": healthcheck.check},
+    "/metrics": {"GET": metrics.show},
 }
 
 

@@ -15,7 +15,7 @@ from berth.api import render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
 from berth.domain import common
-from berth.domain.candidates.snapshot import WorldCache, cache_for
+from berth.domain.candidates.world_cache import WorldCache
 
 FORMATS = jsonschema.FormatChecker()
 # Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
@@ -46,8 +46,8 @@ def conf(req: falcon.Request) -> Any:
 
 
 def world_cache(req: falcon.Request) -> WorldCache:
-    """This worker's candidate cache for the request's database."""
-    return cache_for(db(req), conf(req).berth.candidate_cache)
+    """The application's candidate cache (``State.cache``)."""
+    return req.context.state.cache  # type: ignore[no-any-return]
 
 
 def authorize(req: falcon.Request, rule: str,

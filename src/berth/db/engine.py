@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -81,6 +81,7 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
             read_timeout=MYSQL_IO_TIMEOUT, write_timeout=MYSQL_IO_TIMEOUT)
         kwargs["isolation_level"] = "READ COMMITTED"
     engine = sa.create_engine(parsed, **kwargs)
+    _time_statements(engine.dialect)
     if backend == "sqlite":
         _setup_sqlite(engine, sqlite_synchronous)
     if backend == "mysql" and mysql_sql_mode:
@@ -90,6 +91,47 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
             cur.execute("SET SESSION sql_mode = %s", (mysql_sql_mode,))
             cur.close()
     return engine
+
+
+class Observer(Protocol):
+    """Hears what the database layer does (metrics)."""
+
+    def connections_in_use(self, count: int) -> None:
+        """This process now has ``count`` connections checked out."""
+
+    def transaction_retried(self) -> None:
+        """A transaction failed transiently and is run again."""
+
+    def sql_time(self, seconds: float) -> None:
+        """One statement took ``seconds``, from send to result."""
+
+
+#: Execution option naming the Observer of the Database whose transaction
+#: runs a statement.
+_OBSERVER = "berth_observer"
+
+
+def _time_statements(dialect: Any) -> None:
+    """Time every statement the dialect sends, for the observer of the
+    connection that sends it. Wrapping the dialect's execute methods costs
+    about a microsecond a statement; SQLAlchemy's cursor events cost five
+    (any listener moves every execution onto a slower path)."""
+    for name in ("do_execute", "do_executemany", "do_execute_no_params"):
+        setattr(dialect, name, _timed(getattr(dialect, name)))
+
+
+def _timed(real: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(cursor: Any, statement: str, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return real(cursor, statement, *args)
+        finally:
+            context = args[-1] if args else None
+            observer = (context.execution_options.get(_OBSERVER)
+                        if context is not None else None)
+            if observer is not None:
+                observer.sql_time(time.perf_counter() - start)
+    return timed
 
 
 def _setup_sqlite(engine: Engine, synchronous: bool) -> None:
@@ -212,6 +254,10 @@ class Database:
         self.engine = engine
         self.backend = engine.url.get_backend_name()
         self.retries = RetryCounter()
+        #: told of connections, retries and SQL time (engines made by
+        #: ``create_engine`` report SQL time)
+        self.observer: Observer | None = None
+        self._in_use = 0
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
@@ -220,11 +266,21 @@ class Database:
         except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
             raise Unavailable(str(getattr(exc, "orig", exc))) from exc
         with connection as conn:
-            if self.backend == "sqlite":
-                conn = conn.execution_options(
-                    sqlite_begin="IMMEDIATE" if write else "DEFERRED")
-            with conn.begin():
-                yield conn
+            observer = self.observer
+            if observer is not None:
+                conn = conn.execution_options(berth_observer=observer)
+                self._in_use += 1
+                observer.connections_in_use(self._in_use)
+            try:
+                if self.backend == "sqlite":
+                    conn = conn.execution_options(
+                        sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                with conn.begin():
+                    yield conn
+            finally:
+                if observer is not None:
+                    self._in_use -= 1
+                    observer.connections_in_use(self._in_use)
 
     def run(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures.
@@ -248,6 +304,8 @@ class Database:
                 if code is None or attempt == TX_ATTEMPTS - 1:
                     raise
                 self.retries.add(code)
+                if self.observer is not None:
+                    self.observer.transaction_retried()
                 LOG.debug("retrying transaction (attempt %d, code %s): %s",
                           attempt + 2, code, exc.orig)
                 time.sleep(random.uniform(0.005, 0.02) * (2 ** attempt))

@@ -1,4 +1,5 @@
-"""Running and reporting the Alembic migrations, and seeding standard data."""
+"""Running and reporting the Alembic migrations (``setup.prepare`` runs
+them and then seeds the standard data)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,12 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply migrations up to ``revision`` and seed the standard data."""
+    """Apply migrations up to ``revision`` (schema only: callers want
+    ``setup.prepare``, which also seeds the standard data)."""
     cfg = _config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-    from berth.domain import standard
-    standard.sync(engine)
 
 
 def stamp(engine: Engine, revision: str) -> None:

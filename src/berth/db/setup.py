@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from berth import conf as berth_conf
-from berth.db import urls
+from berth.db import migrate, standard, urls
 from berth.db.engine import Database, create_engine
 
 LOG = logging.getLogger(__name__)
@@ -54,10 +54,44 @@ def wait_for_database(engine: sa.engine.Engine, retries: int,
             time.sleep(interval)
 
 
-def database_from_conf(conf: cfg.ConfigOpts) -> Database:
-    """An engine for ``[placement_database]``, migrated if asked to be."""
-    engine = engine_from_conf(conf)
-    if conf.placement_database.sync_on_startup or berth_conf.is_embedded(conf):
-        from berth.db import migrate
+class NotMigrated(RuntimeError):
+    """The database is not at the migration this release ships."""
+
+
+def prepare(engine: sa.engine.Engine, upgrade: bool = True) -> None:
+    """Make the database ready to serve: migrate it to head (``upgrade``)
+    or check that it is there, then seed the standard resource classes
+    and traits. The one place that decides "migrate, then seed"; safe to
+    run from many processes once migrated.
+
+    Raises ``NotMigrated`` when not upgrading and the database is behind.
+    """
+    if upgrade:
         migrate.upgrade(engine)
+    else:
+        current = migrate.current_revision(engine)
+        if current != migrate.head_revision():
+            raise NotMigrated(
+                "database is at revision %s, not %s: run `berth db sync`"
+                % (current or "none", migrate.head_revision()))
+    standard.sync(engine)
+
+
+def prepare_from_conf(conf: cfg.ConfigOpts, engine: sa.engine.Engine,
+                      wait: bool = False) -> None:
+    """``prepare`` as ``conf`` asks: migrate when ``[placement_database]
+    sync_on_startup`` is set or the database is the embedded one. With
+    ``wait`` (servers starting), first wait for the database as
+    ``max_retries`` and ``retry_interval`` say."""
+    db = conf.placement_database
+    if wait:
+        wait_for_database(engine, db.max_retries, db.retry_interval)
+    prepare(engine, upgrade=db.sync_on_startup
+            or berth_conf.is_embedded(conf))
+
+
+def database_from_conf(conf: cfg.ConfigOpts, wait: bool = False) -> Database:
+    """A ready (``prepare_from_conf``) database for ``[placement_database]``."""
+    engine = engine_from_conf(conf)
+    prepare_from_conf(conf, engine, wait)
     return Database(engine)

@@ -34,6 +34,8 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
                                       nested)
 
     result = util.db(req).read(work)
+    req.context.state.metrics.candidates_answered(
+        len(result.candidates), result.trees, result.cut)
     util.send(req, resp, serialize(result, groups, version))
 
 

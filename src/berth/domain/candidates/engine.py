@@ -1,6 +1,6 @@
 """GET /allocation_candidates, start to finish, minus HTTP.
 
-``find_candidates`` takes the worker's cached world (``snapshot``),
+``find_candidates`` takes the worker's cached world (``world_cache``),
 resolves names, picks the anchors worth visiting, builds each group's
 offers, merges them lazily and applies max_allocation_candidates, the
 nested-provider rule of old microversions, ``limit`` and randomisation.
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy.engine import Connection
 
@@ -25,7 +26,7 @@ from berth.domain.candidates.search import (
     distinct,
     world_candidates,
 )
-from berth.domain.candidates.snapshot import WorldCache
+from berth.domain.candidates.world_cache import WorldCache
 from berth.domain.capacity import capacity
 
 
@@ -48,6 +49,10 @@ class Result:
     world: World
     #: the providers the answer summarizes, in the order it lists them
     summarized: list[int] = field(default_factory=list)
+    #: trees the search visited (those the plan kept)
+    trees: int = 0
+    #: True when ``limit`` left candidates out of the answer
+    cut: bool = False
 
 
 def find_candidates(conn: Connection, cache: WorldCache,
@@ -76,9 +81,17 @@ def find_candidates(conn: Connection, cache: WorldCache,
         if spec is None:
             return Result([], world)
         specs.append(spec)
-    chosen = search(world, specs, wide, settings, nested_aware,
-                    plan(world, groups))
-    return Result(chosen, world, summarized(world, chosen, nested_aware))
+    anchors = plan(world, groups)
+    # One beyond the limit, so that the answer tells whether it was cut.
+    # (A limit of sys.maxsize, the most a query may ask, cuts nothing.)
+    limit = wide.limit if wide.limit and wide.limit < sys.maxsize else 0
+    chosen = search(world, specs, replace(wide, limit=limit + 1)
+                    if limit else wide, settings, nested_aware, anchors)
+    cut = bool(limit) and len(chosen) > limit
+    if cut:
+        del chosen[limit:]
+    return Result(chosen, world, summarized(world, chosen, nested_aware),
+                  len(anchors), cut)
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:

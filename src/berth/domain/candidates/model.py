@@ -2,7 +2,7 @@
 
 A ``World`` holds every provider with its tree position, inventories,
 usage, traits and aggregates, plus the indexes the search and the planner
-use. Each worker keeps one (``snapshot``), refreshed from the change
+use. Each worker keeps one (``world_cache``), refreshed from the change
 sequence; a usage change swaps only the providers it touched
 (:meth:`World.with_usage`). Matching a provider against a group is defined
 once, here, and used by both GET /allocation_candidates and

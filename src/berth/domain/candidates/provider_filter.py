@@ -8,7 +8,7 @@ from sqlalchemy.engine import Connection
 
 from berth.domain.candidates import load, parse
 from berth.domain.candidates.request import TraitExpr
-from berth.domain.candidates.snapshot import WorldCache
+from berth.domain.candidates.world_cache import WorldCache
 
 FILTER_KEYS = ("resources", "required", "member_of")
 

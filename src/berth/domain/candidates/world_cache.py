@@ -1,4 +1,5 @@
-"""Each worker's copy of the world, kept fresh by the change sequence.
+"""Each application's copy of the world, kept fresh by the change
+sequence (the candidate cache).
 
 ``WorldCache.current(conn)`` costs one small query when nothing changed
 since the last request: it compares the database's change-sequence
@@ -23,12 +24,10 @@ deployments.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
-import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -41,22 +40,6 @@ from berth.domain.candidates import load
 from berth.domain.candidates.model import World
 
 LOG = logging.getLogger(__name__)
-
-#: Set by server processes (``tune_for_serving``): after a whole load,
-#: collect once and move every live object out of the garbage collector's
-#: view (``gc.freeze``), so that requests that build thousands of objects
-#: do not make the collector walk the world again and again. (Freezing
-#: never stops reference counting from freeing an old world.)
-FREEZE_AFTER_LOAD = False
-
-
-def tune_for_serving() -> None:
-    """Garbage-collector settings for a process that serves requests:
-    rarer young collections, and a frozen world after each whole load.
-    Halves the CPU of large candidate answers at 1,000 hosts."""
-    global FREEZE_AFTER_LOAD
-    gc.set_threshold(5000, 20, 20)
-    FREEZE_AFTER_LOAD = True
 
 
 @dataclass(frozen=True)
@@ -94,12 +77,40 @@ class Snapshot:
         return found
 
 
-class WorldCache:
-    """The newest snapshot this process has seen of one database."""
+@dataclass(frozen=True)
+class Refresh:
+    """What one refresh of the cache did, for its observers."""
 
-    def __init__(self, keep: bool = True) -> None:
-        #: False: build a fresh world for every request
+    #: "whole" (loaded from scratch), "providers" (some providers re-read)
+    #: or "usage" (only usage re-read)
+    kind: str
+    seconds: float
+    snapshot: Snapshot
+    #: False when the cache is off and the snapshot serves one request
+    kept: bool
+    #: changes in the sequence since the snapshot refreshed (0 when there
+    #: was none): how far behind the cache was
+    behind: int = 0
+
+
+#: Called after every refresh, in the thread that made it.
+Observer = Callable[[Refresh], None]
+
+
+class WorldCache:
+    """The newest snapshot this application has seen of its database.
+
+    One lives in each application's state (``State.cache``). With ``keep``
+    False (``[berth] candidate_cache = false``) nothing is kept: every
+    ``current`` builds a fresh world for its caller. ``observers`` hear of
+    every refresh (metrics, and the serving layer's garbage-collector
+    tuning).
+    """
+
+    def __init__(self, keep: bool = True,
+                 observers: Sequence[Observer] = ()) -> None:
         self.keep = keep
+        self.observers = list(observers)
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
 
@@ -107,6 +118,9 @@ class WorldCache:
         """A snapshot at least as new as what ``conn``'s transaction can
         see of the change sequence."""
         seq = changes.current(conn)
+        if not self.keep:
+            # Nothing is shared, so nothing to lock.
+            return self._refresh(conn, None, seq)
         snap = self._snapshot
         if snap is not None and snap.seq >= seq:
             return snap
@@ -114,55 +128,46 @@ class WorldCache:
             snap = self._snapshot
             if snap is not None and snap.seq >= seq:
                 return snap
-            fresh, whole = self._refresh(conn, snap, seq)
-            if self.keep:
-                self._publish(fresh, whole)
+            fresh = self._refresh(conn, snap, seq)
+            self._snapshot = fresh
             return fresh
 
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot kept now (None before the first load, or when
+        the cache is off)."""
+        return self._snapshot
+
+    def _refresh(self, conn: Connection, snap: Snapshot | None,
+                 seq: changes.Position) -> Snapshot:
+        start = time.perf_counter()
+        kind, fresh = self._build(conn, snap, seq)
+        seconds = time.perf_counter() - start
+        if kind == "whole":
+            LOG.debug("loaded %d providers for the candidate cache in "
+                      "%.1f ms", len(fresh.world.providers), seconds * 1000)
+        if self.observers:
+            done = Refresh(kind, seconds, fresh, self.keep,
+                           0 if snap is None else seq.total - snap.seq.total)
+            for observer in self.observers:
+                observer(done)
+        return fresh
+
     @staticmethod
-    def _refresh(conn: Connection, snap: Snapshot | None,
-                 seq: changes.Position) -> tuple[Snapshot, bool]:
-        """The snapshot at ``seq``, and whether it was loaded whole."""
+    def _build(conn: Connection, snap: Snapshot | None,
+               seq: changes.Position) -> tuple[str, Snapshot]:
+        """How the snapshot at ``seq`` was made, and the snapshot."""
         if snap is not None:
             found = changes.since(conn, snap.seq, seq)
             if not (found.everything or found.structure):
                 world = load.refresh_usage(conn, snap.world, found.usage)
-                return Snapshot(seq, world, snap.classes, snap.traits), False
+                return "usage", Snapshot(seq, world, snap.classes,
+                                         snap.traits)
             touched = found.structure | found.usage
             if (not found.everything
                     and len(touched) * 4 < len(snap.world.providers)):
                 world, classes, traits = load.refresh_providers(
                     conn, snap.world, touched)
-                return Snapshot(seq, world, classes, traits), False
-        start = time.perf_counter()
+                return "providers", Snapshot(seq, world, classes, traits)
         world, classes, traits = load.load_world(conn)
-        LOG.debug("loaded %d providers for the candidate cache in %.1f ms",
-                  len(world.providers), (time.perf_counter() - start) * 1000)
-        return Snapshot(seq, world, classes, traits), True
-
-    def _publish(self, fresh: Snapshot, whole: bool) -> None:
-        self._snapshot = fresh
-        if whole and FREEZE_AFTER_LOAD:
-            # Unfreeze first: whatever was frozen last time and has since
-            # become cyclic garbage is collected now, not kept for ever.
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-
-
-_CACHES: weakref.WeakKeyDictionary[object, WorldCache] = \
-    weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
-def cache_for(owner: object, keep: bool = True) -> WorldCache:
-    """The cache of ``owner`` (a ``Database``: one cache per database
-    object, living as long as it does); with ``keep`` False, a throw-away
-    cache that builds a fresh world each time."""
-    if not keep:
-        return WorldCache(keep=False)
-    with _CACHES_LOCK:
-        cache = _CACHES.get(owner)
-        if cache is None:
-            cache = _CACHES[owner] = WorldCache()
-        return cache
+        return "whole", Snapshot(seq, world, classes, traits)

@@ -1,5 +1,6 @@
 """The standard resource classes and traits, kept in step with the
-``os-resource-classes`` and ``os-traits`` libraries."""
+``os-resource-classes`` and ``os-traits`` libraries (seeded by
+``setup.prepare`` after every migration)."""
 
 from __future__ import annotations
 
