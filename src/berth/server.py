@@ -64,6 +64,13 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         except RuntimeError as exc:
             raise SystemExit("berth: error: %s" % exc) from None
 
+    def reload(self) -> None:
+        # SIGHUP: a preloading master builds the app and loads the world
+        # again before forking new workers, so they see what the change
+        # sequence cannot tell (a write made outside Berth).
+        super().reload()
+        self.callable = None
+
     def load(self) -> Any:
         from berth.api.app import create_app
         from berth.db.engine import Database

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 
 from berth import preload
 from berth.api.app import create_app
+from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 from berth.domain.candidates.world_cache import Refresh
 from tests.conftest import Client, make_conf
@@ -118,10 +120,37 @@ def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
         [count] = re.findall(r'berth_world_refresh_duration_seconds_count'
                              r'\{kind="whole"\} (\S+)', body)
         assert float(count) == 1.0
+        # A write outside Berth does not bump the change sequence: SIGHUP
+        # makes the master load the world again for new workers.
+        hidden = sorted(loaded)[0]
+        with db.engine.begin() as conn:
+            rp_id = conn.execute(sa.select(t.resource_providers.c.id).where(
+                t.resource_providers.c.uuid == hidden)).scalar_one()
+            conn.execute(t.inventories.update().where(
+                t.inventories.c.resource_provider_id == rp_id).values(total=0))
+        alive = {int(p) for p in WORKER.findall(srv.log_text())} - {min(workers)}
+        proc.send_signal(signal.SIGHUP)
+        srv.wait_log(r"(?s)(providers loaded before forking.*){2}")
+        for pid in alive:
+            _wait_gone(pid)
+        resp = http.get("/allocation_candidates", params={"resources": "VCPU:1"})
+        assert hidden not in resp.json()["provider_summaries"]
+        assert second in resp.json()["provider_summaries"]
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, srv.log_text()
+
+
+def _wait_gone(pid: int) -> None:
+    """Until process ``pid`` has exited and been reaped."""
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("process %d still alive" % pid)
 
 
 def _backend_pid(conn: Any, backend: str) -> Any:
