@@ -12,10 +12,12 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
 - **memory** once every worker has answered: the largest worker RSS, the
   smallest part of a worker's RSS shared with other processes, the sum of
   the workers' PSS (their true total), and the master's PSS;
-- **worker start**: one provider is created (a write after the
-  master's load), every worker is killed, and the seconds from the kill
-  to the first candidates answer of their replacements (gunicorn forks
-  them at once): a worker's start, catching up included;
+- **worker start**: every worker is killed, and the seconds from the
+  kill to the first candidates answer of their replacements (gunicorn
+  forks them at once): a worker's start;
+- **worker start after a new provider**: the same after one provider is
+  created (a change since the master's load, which a new worker catches
+  up on; a new provider makes it rebuild the world's indexes);
 - **worker start after a gap** (``--gap``): as above, after more change
   rows than a worker can catch up on (``changes.KEEP // 2``), so the new
   workers load the world whole.
@@ -106,8 +108,10 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
         out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         http = httpx.Client(base_url=server.url, headers=run.HEADERS,
                             timeout=timeout)
-        _write(http)
         out["worker_start_s"] = _restart_workers(server, timeout)
+        _write(http)
+        out["worker_start_after_new_provider_s"] = _restart_workers(
+            server, timeout)
         if gap:
             _gap(http, gap)
             out["worker_start_after_gap_s"] = _restart_workers(server, timeout)
@@ -118,7 +122,7 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
 
 def table(rows: list[dict[str, Any]]) -> str:
     keys = ["workers", "first_answer_s", "worker_start_s",
-            "worker_start_after_gap_s", "rss_mb", "shared_mb",
+            "worker_start_after_new_provider_s", "worker_start_after_gap_s", "rss_mb", "shared_mb",
             "pss_total_mb", "master_pss_mb"]
     lines = ["| " + " | ".join(keys) + " |",
              "|" + "---|" * len(keys)]
