@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from berth.db import migrate
+from berth.db import setup
 from berth.db.engine import create_engine
 from tests.functional.test_claim_concurrency import _free_port, _stop, _wait_ready
 from tests.galera import Cluster
@@ -59,7 +59,7 @@ def fresh_database(cluster: Cluster) -> Iterator[list[str]]:
     try:
         urls = [node.url(name) for node in cluster.nodes]
         engine = create_engine(urls[0])
-        migrate.upgrade(engine)
+        setup.prepare(engine)
         engine.dispose()
         yield urls
     finally:

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from berth.db import migrate, setup, transfer, upstream
+from berth.db import setup, transfer, upstream
 from berth.db.engine import Database
 
 
@@ -45,7 +45,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from berth.cli import load_conf
     conf = load_conf(args)
     engine = setup.engine_from_conf(conf)
-    migrate.upgrade(engine)
+    setup.prepare(engine)
     try:
         report = transfer.import_database(
             args.source, Database(engine), replace=args.replace,

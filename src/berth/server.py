@@ -1,8 +1,11 @@
 """Running the WSGI app under gunicorn (``berth serve``).
 
 gunicorn was measured against granian for this workload: see
-docs/deploy.md. Each worker builds its own app and connection pool after
+docs/deploy.md. With the candidate cache on, the master builds the app and
+loads the world before forking (``preload_app``, ``berth.preload``): the
+workers share it copy-on-write and each opens its own connections after
 the fork, so no database connection is ever shared between processes.
+With ``[berth] candidate_cache = false`` each worker builds its own app.
 """
 
 from __future__ import annotations
@@ -61,13 +64,25 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         except RuntimeError as exc:
             raise SystemExit("berth: error: %s" % exc) from None
 
+    def reload(self) -> None:
+        # SIGHUP: a preloading master builds the app and loads the world
+        # again before forking new workers, so they see what the change
+        # sequence cannot tell (a write made outside Berth).
+        super().reload()
+        self.callable = None
+
     def load(self) -> Any:
         from berth.api.app import create_app
         from berth.db.engine import Database
         from berth.db.setup import engine_from_conf
         # The master prepared the database (run); workers only connect.
-        return create_app(self.conf, Database(engine_from_conf(self.conf)),
-                          world_observers=[tune_gc()])
+        app = create_app(self.conf, Database(engine_from_conf(self.conf)),
+                         world_observers=[tune_gc()])
+        if self.cfg.preload_app:
+            # In the master: every worker forks from this loaded world.
+            from berth import preload
+            preload.warm(app)
+        return app
 
 
 def prepare_database(conf: cfg.ConfigOpts) -> None:
@@ -97,6 +112,13 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
                       metrics_server.gunicorn_hooks(listen, folder))
 
 
+def _post_fork(server: Any, worker: Any) -> None:
+    from berth import preload
+    app = getattr(server.app, "callable", None)
+    if app is not None:  # preloaded: the app came with the fork
+        preload.after_fork(app)
+
+
 def _both(first: Callable[..., Any], then: Callable[..., Any]
           ) -> Callable[..., Any]:
     """One gunicorn hook of the arbiter (``when_ready``, ``on_exit``: one
@@ -121,5 +143,9 @@ def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
     options["logger_class"] = "berth.logs.GunicornLogger"
     for name, hook in hooks.items():
         options[name] = _both(options[name], hook) if name in options else hook
+    # Load the world once in the master, shared copy-on-write by every
+    # worker (berth.preload); nothing to share without the cache.
+    options["preload_app"] = conf.berth.candidate_cache
+    options["post_fork"] = _post_fork
     _Gunicorn(conf, options).run()
     return 0

@@ -82,8 +82,8 @@ def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object]) -> int:
 
 
 def _db_sync(conf: cfg.ConfigOpts) -> int:
-    from berth.db import migrate
-    return _on_engine(conf, migrate.upgrade)
+    from berth.db import setup
+    return _on_engine(conf, setup.prepare)
 
 
 def _db_version(conf: cfg.ConfigOpts) -> int:

@@ -3,12 +3,23 @@
 
 Configuration comes from ``OS_PLACEMENT_CONFIG_DIR`` (its placement.conf),
 else oslo.config's usual search for placement.conf.
+
+The candidate cache's world is loaded when this module is imported
+(``berth.preload``). A server that imports it once and then forks its
+workers (uwsgi without ``--lazy-apps``, its default) so shares one world
+between them; under uwsgi each worker also forgets the connections it
+inherited. A server that imports it in every process (uwsgi
+``--lazy-apps``, mod_wsgi) loads one world per process, at start rather
+than on the first request.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from berth import conf as berth_conf
-from berth import logs
+from berth import logs, preload
 from berth.api.app import create_app
 from berth.db import setup
 from berth.server import tune_gc
@@ -17,3 +28,12 @@ _conf = berth_conf.load([])
 logs.setup(_conf)
 application = create_app(_conf, setup.database_from_conf(_conf, wait=True),
                          world_observers=[tune_gc()])
+preload.warm(application)
+
+try:
+    # Only inside uwsgi; called in each worker right after its fork.
+    _uwsgi: Any = importlib.import_module("uwsgi")
+except ImportError:
+    pass
+else:
+    _uwsgi.post_fork_hook = lambda: preload.after_fork(application)

@@ -26,3 +26,29 @@ def test_wsgi_entry_point_serves(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "200 {'resource_providers': []}"
     assert (tmp_path / "p.sqlite").exists()
+
+
+def test_wsgi_entry_point_loads_the_world_before_a_fork(tmp_path):
+    """Imported by a forking server (here a stand-in ``uwsgi`` module):
+    the world is loaded at import, the master keeps no connection, and
+    the post-fork hook gives the worker a pool of its own."""
+    (tmp_path / "placement.conf").write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\n"
+        "connection = sqlite:///%s\nsync_on_startup = True\n"
+        % (tmp_path / "p.sqlite"))
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "uwsgi.py").write_text("post_fork_hook = None\n")
+    script = (
+        "import uwsgi, berth.wsgi as w\n"
+        "state = w.application.state\n"
+        "engine = state.db.engine\n"
+        "pool = engine.pool\n"
+        "print(state.cache.snapshot is not None, pool.checkedin())\n"
+        "uwsgi.post_fork_hook()\n"
+        "print(engine.pool is not pool)\n")
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(tmp_path),
+           "PYTHONPATH": str(tmp_path / "fake")}
+    out = subprocess.run([sys.executable, "-c", script], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "0", "True"]

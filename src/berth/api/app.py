@@ -173,7 +173,9 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)
-    return Edge(wsgi, conf, state.metrics)
+    edge = Edge(wsgi, conf, state.metrics)
+    edge.state = state
+    return edge
 
 
 def _buffer_body(environ: dict[str, Any],
@@ -221,6 +223,9 @@ class Edge:
         self.max_body = conf.berth.max_body_bytes
         self.log_requests = conf.berth.request_log
         self.metrics = metrics
+        #: the application state (``create_app`` sets it), for the
+        #: serving layer (``berth.preload``)
+        self.state: State | None = None
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:

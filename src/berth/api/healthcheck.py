@@ -69,7 +69,8 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
         elapsed = (time.perf_counter() - start) * 1000
         snap = self.state.cache.snapshot
         cache = ("not loaded" if snap is None
-                 else "%d changes behind" % max(0, seq.total - snap.seq.total))
+                 else "%d changes behind"
+                 % max(0, seq.total - snap.seq.total))
         return pluginbase.HealthcheckResult(
             True, "OK", "%s answered in %.1f ms; change sequence %d; "
             "candidate cache %s" % (db.backend, elapsed, seq.total, cache))

@@ -143,9 +143,9 @@ class WorldCache:
         start = time.perf_counter()
         kind, fresh = self._build(conn, snap, seq)
         seconds = time.perf_counter() - start
-        if kind == "whole":
-            LOG.debug("loaded %d providers for the candidate cache in "
-                      "%.1f ms", len(fresh.world.providers), seconds * 1000)
+        # One line per refresh: tests and operators count whole loads.
+        LOG.debug("candidate cache: %s refresh, %d providers, %.1f ms",
+                  kind, len(fresh.world.providers), seconds * 1000)
         if self.observers:
             done = Refresh(kind, seconds, fresh, self.keep,
                            0 if snap is None else seq.total - snap.seq.total)

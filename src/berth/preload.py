@@ -1,0 +1,64 @@
+"""The world loaded once, before the server forks its workers.
+
+A server that builds the application in its master process (``berth
+serve``: gunicorn's ``preload_app``; uwsgi without ``--lazy-apps``) calls
+``warm`` there: the candidate cache loads the world whole, the garbage
+collector freezes it (``gc.freeze``: collections in the workers never
+walk, and so never write to, the inherited pages) and the master closes
+its database connections. Every worker forked afterwards shares the
+world's pages copy-on-write with the master and the other workers, and
+calls ``after_fork`` first thing: it forgets (never closes) any
+connection it inherited, so no connection is ever used by two
+processes. Its first request then catches up by the change sequence
+(a partial refresh of what changed since the master's load), not by a
+whole load; only a gap in the change rows (the master's world older
+than the rows kept, ``changes.KEEP``) makes that worker load whole.
+
+With ``[berth] candidate_cache = false`` there is nothing to share:
+``warm`` does nothing and each request builds its own world.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from typing import Any
+
+LOG = logging.getLogger("berth.server")
+
+
+def _state(app: Any) -> Any:
+    """The application state of an app made by ``create_app``, or None."""
+    return getattr(app, "state", None)
+
+
+def warm(app: Any) -> bool:
+    """Load ``app``'s candidate cache whole and freeze it for sharing
+    with processes forked later; False when the cache is off."""
+    state = _state(app)
+    if state is None or not state.cache.keep:
+        return False
+    start = time.perf_counter()
+    snap = state.db.read(state.cache.current)
+    # What is alive now (the world, the modules) is what the workers
+    # share: out of the collector's view, so that no collection in a
+    # worker touches (and copies) those pages.
+    gc.collect()
+    gc.freeze()
+    # The master serves no request: no connection of its own to leak
+    # into a worker.
+    state.db.engine.dispose()
+    LOG.info("candidate cache: %d providers loaded before forking workers "
+             "in %.2f s", len(snap.world.providers),
+             time.perf_counter() - start)
+    return True
+
+
+def after_fork(app: Any) -> None:
+    """In a new worker: drop the inherited connection pool without
+    closing its connections (they belong to the parent), so this worker
+    opens its own."""
+    state = _state(app)
+    if state is not None:
+        state.db.engine.dispose(close=False)
