@@ -3,6 +3,7 @@
     .venv/bin/python bench/inprocess.py                 # stage times
     .venv/bin/python bench/inprocess.py --callgrind     # instruction counts
     .venv/bin/python bench/inprocess.py --db /tmp/w.sqlite simple traits
+    .venv/bin/python bench/inprocess.py --explain-fit   # explain and fit
 
 Builds the benchmark deployment (``world.py``) into an SQLite file through
 the WSGI app in-process (no server), or reuses ``--db`` when it exists.
@@ -11,7 +12,10 @@ For each query it reports the median time of the search
 encoding, and of the whole WSGI call. Times on a shared machine vary by
 a quarter from run to run; ``--callgrind`` instead runs the search under
 valgrind and reports instructions per search, which are the same on every
-run: use it to compare two versions of the engine.
+run: use it to compare two versions of the engine. ``--explain-fit``
+reports, per query, the median time of ``explain.explain`` and
+``fit.fit`` over the cached world, and of the whole WSGI call to
+/berth/explain/allocation_candidates and /berth/fit.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from berth.api.app import create_app  # noqa: E402
 from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
 from berth.db import migrate  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
-from berth.domain.candidates import engine, parse  # noqa: E402
+from berth.domain.candidates import engine, explain, fit, parse  # noqa: E402
 from berth.domain.candidates.request import Settings  # noqa: E402
 from berth.domain.candidates.snapshot import cache_for, tune_for_serving  # noqa: E402
 
@@ -91,9 +95,10 @@ def _median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1000
 
 
-def _wsgi(app: Any, query: str) -> bytes:
+def _wsgi(app: Any, query: str, path: str = "/allocation_candidates"
+          ) -> bytes:
     environ = {
-        "REQUEST_METHOD": "GET", "PATH_INFO": "/allocation_candidates",
+        "REQUEST_METHOD": "GET", "PATH_INFO": path,
         "QUERY_STRING": query, "SERVER_NAME": "berth.test",
         "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
         "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""),
@@ -137,6 +142,40 @@ def _stage(path: Path, name: str, repeat: int
     return search_ms, body_ms, json_ms, wsgi_ms
 
 
+def explain_fit(path: Path, names: list[str], repeat: int) -> None:
+    """Median ms of explain and fit, in the domain and through WSGI."""
+    tune_for_serving()
+    print("%-26s %9s %9s %11s %9s  %s" % (
+        "query (ms, median)", "explain", "fit", "explain wsgi", "fit wsgi",
+        "excluded trees; fit total"))
+    for name in names:
+        _explain_fit_row(path, name, repeat)
+
+
+def _explain_fit_row(path: Path, name: str, repeat: int) -> None:
+    db_path = _db_for(path, name)
+    app = _app(db_path)
+    db = Database(create_engine("sqlite:///%s" % db_path))
+    cache = cache_for(db)
+    query = _query(name)
+    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    with db.engine.connect() as conn:
+        world, specs = engine.resolve(conn, cache, groups, wide)
+    report = explain.explain(world, groups, specs, wide)
+    answer = fit.fit(world, specs, wide)
+    ex_ms = _median_ms(lambda: explain.explain(world, groups, specs, wide),
+                       repeat)
+    fit_ms = _median_ms(lambda: fit.fit(world, specs, wide), repeat)
+    ex_wsgi = _median_ms(lambda: _wsgi(
+        app, query, "/berth/explain/allocation_candidates"), repeat)
+    fit_wsgi = _median_ms(lambda: _wsgi(app, query, "/berth/fit"), repeat)
+    print("%-26s %9.1f %9.1f %11.1f %9.1f  %d of %d; %d%s" % (
+        name, ex_ms, fit_ms, ex_wsgi, fit_wsgi, len(report.excluded),
+        len(report.trees), answer.total.placed,
+        " (exact)" if answer.total.exact
+        else " (bound %d)" % answer.total.bound))
+
+
 def _count(path: Path, name: str, searches: int) -> int:
     """Instructions valgrind counts for this script doing ``searches``
     searches of ``name`` (start-up included)."""
@@ -177,6 +216,8 @@ def main() -> int:
     ap.add_argument("--db", type=Path,
                     help="SQLite file to reuse (built there if missing)")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--explain-fit", action="store_true",
+                    help="time explain and fit instead of the search")
     ap.add_argument("--searches", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = args.queries or (
@@ -196,6 +237,9 @@ def main() -> int:
             print("built %d hosts in %.0fs" % (args.hosts, time.time() - start))
         if args.callgrind:
             callgrind(path, names)
+        elif args.explain_fit:
+            explain_fit(path, [n for n in names if "+limit" not in n],
+                        min(args.repeat, 5))
         else:
             stages(path, names, args.repeat)
     finally:

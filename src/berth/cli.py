@@ -9,6 +9,8 @@
     berth policy list
     berth status upgrade check
     berth migrate-inventory --driver module:Class [--nodename N ...]
+    berth explain QUERY [--tree UUID] [--json]
+    berth fit QUERY [--json]
 
 Errors print one line (``berth: error: ...``) and exit non-zero.
 """
@@ -227,7 +229,29 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--retries", type=int, default=4,
                      help="attempts per node on generation conflicts")
     mig.set_defaults(func=_plugin("berth.agent:cmd_migrate_inventory"))
+
+    explain = sub.add_parser("explain", help="why an allocation-candidates "
+                                             "query leaves trees out")
+    _add_query_args(explain)
+    explain.add_argument("--tree", metavar="UUID",
+                         help="also list every reason for this provider's "
+                              "tree")
+    explain.set_defaults(func=_plugin("berth.explain_fit:cmd_explain"))
+    fit = sub.add_parser("fit", help="how many more copies of an "
+                                     "allocation-candidates query fit")
+    _add_query_args(fit)
+    fit.set_defaults(func=_plugin("berth.explain_fit:cmd_fit"))
     return parser
+
+
+def _add_query_args(parser: argparse.ArgumentParser) -> None:
+    _add_config_args(parser)
+    parser.add_argument("query", metavar="QUERY",
+                        help="an allocation-candidates query string, e.g. "
+                             "'resources=VCPU:2,MEMORY_MB:4096"
+                             "&required=HW_CPU_X86_AVX2'")
+    parser.add_argument("--json", action="store_true",
+                        help="print the JSON answer instead of a summary")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

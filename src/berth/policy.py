@@ -119,6 +119,14 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      "List allocation candidates.", [("GET", "/allocation_candidates")]),
     ("placement:reshaper:reshape", SERVICE,
      "Reshape Inventory and Allocations.", [("POST", "/reshaper")]),
+] + [
+    # Berth's own endpoints, admin only: they describe every provider.
+    ("berth:explain", "rule:admin_api",
+     "Explain why trees give no allocation candidate.",
+     [("GET", "/berth/explain/allocation_candidates")]),
+    ("berth:fit", "rule:admin_api",
+     "Count how many more copies of a request fit.",
+     [("GET", "/berth/fit")]),
 ]
 
 

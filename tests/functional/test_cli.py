@@ -16,7 +16,7 @@ import pytest
 BERTH = [sys.executable, "-m", "berth.cli"]
 COMMANDS = [[], ["serve"], ["db"], ["db", "sync"], ["db", "version"],
             ["policy"], ["policy", "list"], ["status", "upgrade", "check"],
-            ["migrate-inventory"]]
+            ["migrate-inventory"], ["explain"], ["fit"]]
 
 
 def run(*args: str, env: dict[str, str] | None = None,

@@ -31,8 +31,24 @@ UPSTREAM_RULES = {
 }
 
 
+#: Berth's own endpoints (docs/explain-and-fit.md), admin only.
+BERTH_RULES = {"berth:explain", "berth:fit"}
+
+
 def test_rule_names_match_upstream():
-    assert {r.name for r in policy.rule_defaults()} == UPSTREAM_RULES
+    assert {r.name for r in policy.rule_defaults()} == (UPSTREAM_RULES
+                                                        | BERTH_RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(BERTH_RULES))
+@pytest.mark.parametrize("new_defaults", [False, True])
+def test_berth_rules_are_admin_only(rule, new_defaults):
+    pol = policy.Policy(make_conf(
+        oslo_policy__enforce_new_defaults=new_defaults))
+    pol.authorize(_ctx(["admin"]), rule)
+    for roles in (["service"], ["reader", "member"]):
+        with pytest.raises(Forbidden):
+            pol.authorize(_ctx(roles), rule)
 
 
 def _ctx(roles, project="p1", system=None):

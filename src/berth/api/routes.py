@@ -16,6 +16,8 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    explain,
+    fit,
     inventory,
     reshaper,
     resource_class,
@@ -89,6 +91,12 @@ ROUTES: dict[str, dict[str, Gated]] = {
     },
     "/usages": {"GET": (usage.total_usages, "1.9")},
     "/reshaper": {"POST": (reshaper.reshape, "1.30")},
+    # Berth's own (docs/explain-and-fit.md): the allocation-candidates
+    # query language, so from the same microversion.
+    "/berth/explain/allocation_candidates": {
+        "GET": (explain.explain_candidates, "1.10"),
+    },
+    "/berth/fit": {"GET": (fit.fit_request, "1.10")},
 }
 
 

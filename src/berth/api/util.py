@@ -136,7 +136,13 @@ def validate_query(req: falcon.Request,
                    schema: jsonschema.protocols.Validator
                    ) -> list[tuple[str, str]]:
     """Parse and validate the query string; 400 with jsonschema's words."""
-    pairs = query(req)
+    return validate_pairs(query(req), schema)
+
+
+def validate_pairs(pairs: list[tuple[str, str]],
+                   schema: jsonschema.protocols.Validator
+                   ) -> list[tuple[str, str]]:
+    """``pairs`` once validated (see ``validate_query``)."""
     try:
         schema.validate(query_dict(pairs))
     except jsonschema.ValidationError as exc:

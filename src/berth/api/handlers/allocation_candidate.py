@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import falcon
@@ -9,17 +10,29 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.schemas import allocation_candidate as schema
-from berth.domain.candidates import engine, parse
+from berth.domain.candidates import engine, explain, parse
 from berth.domain.candidates.engine import Result, Summary
-from berth.domain.candidates.request import RequestGroup, Settings
+from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
+
+LOG = logging.getLogger(__name__)
+
+
+def parse_query(req: falcon.Request, pairs: list[tuple[str, str]]
+                ) -> tuple[list[RequestGroup], RequestWide]:
+    """The groups and request-wide parameters of an allocation-candidates
+    query (also read by explain and fit), with its 400s."""
+    version = tuple(req.context.version)[:2]
+    util.validate_pairs(pairs, schema.for_version(version))
+    return parse.parse_request(pairs, version)
 
 
 def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /allocation_candidates: 200, or 400 (bad query, unknown class
+    or trait), 403, 406."""
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
     version = tuple(req.context.version)[:2]
-    pairs = util.validate_query(req, schema.for_version(version))
-    groups, wide = parse.parse_request(pairs, version)
+    groups, wide = parse_query(req, util.query(req))
     opts = util.conf(req).placement
     settings = Settings(
         randomize=opts.randomize_allocation_candidates,
@@ -34,6 +47,10 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
                                       nested)
 
     result = util.db(req).read(work)
+    if not result.candidates and LOG.isEnabledFor(logging.DEBUG):
+        LOG.debug("no allocation candidates for %s: %s", req.query_string,
+                  explain.explain(result.world, groups, result.specs,
+                                  wide).summary_line())
     util.send(req, resp, serialize(result, groups, version))
 
 

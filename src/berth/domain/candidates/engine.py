@@ -48,12 +48,31 @@ class Result:
     world: World
     #: the providers the answer summarizes, in the order it lists them
     summarized: list[int] = field(default_factory=list)
+    #: the groups as searched (None: an in_tree named no provider)
+    specs: list[GroupSpec] | None = None
 
 
 def find_candidates(conn: Connection, cache: WorldCache,
                     groups: list[RequestGroup], wide: RequestWide,
                     settings: Settings, nested_aware: bool = True) -> Result:
     """The allocation candidates for ``groups``, over ``cache``'s world.
+
+    Raises BadRequest for an unknown resource class or trait, checked in
+    the order upstream checks them.
+    """
+    world, specs = resolve(conn, cache, groups, wide)
+    if specs is None:
+        return Result([], world)
+    chosen = search(world, specs, wide, settings, nested_aware,
+                    plan(world, groups))
+    return Result(chosen, world, summarized(world, chosen, nested_aware),
+                  specs)
+
+
+def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
+            wide: RequestWide) -> tuple[World, list[GroupSpec] | None]:
+    """``cache``'s world and the groups' specs (None when an ``in_tree``
+    names no provider, so nothing can match).
 
     Raises BadRequest for an unknown resource class or trait, checked in
     the order upstream checks them.
@@ -67,18 +86,11 @@ def find_candidates(conn: Connection, cache: WorldCache,
     known = snap.trait_ids(conn, set().union(*(g.trait_names
                                                for g in groups)))
     known.update(root_traits)
-    specs = []
     for group in groups:
         # Checked group by group, in upstream's order.
         load.class_ids(group.resources, rc_ids)
         load.trait_ids(group.trait_names, known)
-        spec = _spec(world, group)
-        if spec is None:
-            return Result([], world)
-        specs.append(spec)
-    chosen = search(world, specs, wide, settings, nested_aware,
-                    plan(world, groups))
-    return Result(chosen, world, summarized(world, chosen, nested_aware))
+    return world, group_specs(world, groups)
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:
@@ -107,16 +119,23 @@ def plan(world: World, groups: list[RequestGroup]) -> list[int]:
     return [r for r in world.roots if r in viable]
 
 
-def _spec(world: World, group: RequestGroup) -> GroupSpec | None:
-    """The group with ``in_tree`` resolved (None: no such provider)."""
-    if group.in_tree is None:
-        return GroupSpec(group)
-    pid = world.by_uuid.get(group.in_tree)
-    return None if pid is None else GroupSpec(group,
-                                              world.providers[pid].root_id)
+def group_specs(world: World, groups: list[RequestGroup]
+                ) -> list[GroupSpec] | None:
+    """The groups with ``in_tree`` resolved to a root (None when one
+    names no provider: nothing can match)."""
+    specs = []
+    for group in groups:
+        if group.in_tree is None:
+            specs.append(GroupSpec(group))
+            continue
+        pid = world.by_uuid.get(group.in_tree)
+        if pid is None:
+            return None
+        specs.append(GroupSpec(group, world.providers[pid].root_id))
+    return specs
 
 
-def _anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
+def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
     """Which anchors root_required lets through (a root must have every
     required trait and none of the forbidden ones)."""
     if not (wide.root_required or wide.root_forbidden):
@@ -130,6 +149,15 @@ def _anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
     return ok
 
 
+def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
+                  anchor: int) -> bool:
+    """True when the tree rooted at ``anchor`` gives at least one
+    candidate (the merge stops at the first)."""
+    found = world_candidates(world, specs, wide, [anchor],
+                             anchor_filter(world, wide))
+    return next(found, None) is not None
+
+
 def search(world: World, specs: list[GroupSpec], wide: RequestWide,
            settings: Settings = Settings(), nested_aware: bool = True,
            anchors: list[int] | None = None) -> list[Candidate]:
@@ -137,7 +165,7 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
     (default: every root) in order."""
     stream = distinct(world_candidates(
         world, specs, wide, world.roots if anchors is None else anchors,
-        _anchor_filter(world, wide), settings.strategy), set())
+        anchor_filter(world, wide), settings.strategy), set())
     return _select(stream, world, wide, settings, nested_aware)
 
 

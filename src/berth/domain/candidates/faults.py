@@ -1,0 +1,189 @@
+"""Why one provider cannot serve one request group: the engine's matching
+rules, spelled out one failure at a time.
+
+The search (``search.py``) asks yes-or-no questions on its hot path and
+stops at the first "no". Explaining an empty answer needs every "no"
+instead, so this module decomposes the same rules: ``can_take``
+(inventory, ``capacity.unit_problem``'s min_unit/max_unit/step_size, free
+room), ``traits_ok`` and ``aggs_ok`` (``model.py``), the tree restriction
+of ``in_tree`` and the unsuffixed group's root-aggregate rule of
+``search._options``. A provider has no fault for a class exactly when the
+search would offer it (``tests/unit/test_candidates_explain.py`` checks
+this on random worlds).
+
+A ``Fault`` also says how to remove it (``Fix``): explain uses fixes to
+check that the causes it reports are the whole story, on a copy of the
+tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from berth.domain.candidates.model import Provider, World, aggs_ok
+from berth.domain.candidates.search import GroupSpec
+
+#: The reasons explain reports, in the order reports list them.
+KINDS = ("root_required", "in_tree", "no_inventory", "capacity", "min_unit",
+         "max_unit", "step_size", "trait_missing", "trait_forbidden",
+         "aggregate_missing", "aggregate_forbidden", "same_subtree",
+         "isolate", "other")
+
+#: What "plenty" means when a fix raises capacity or max_unit.
+PLENTY = 1 << 40
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One reason: ``kind`` (one of KINDS), the group it concerns (its
+    suffix; None for the request as a whole) and what it is about (a
+    resource class, a trait or aggregate set, ...)."""
+
+    kind: str
+    group: str | None = None
+    #: the class, trait set or aggregate set concerned, sorted
+    subject: tuple[str, ...] = ()
+    #: for capacity and unit faults: the amount asked for
+    needed: int | None = None
+    #: the value that refused it (free room, min_unit, max_unit, step)
+    limit: int | None = field(default=None, compare=False)
+
+
+def room_faults(p: Provider, rc: str, n: int, suffix: str) -> list[Fault]:
+    """Every reason ``p`` cannot give ``n`` of ``rc`` to one group now
+    (``Provider.can_take`` is True exactly when there is none)."""
+    inv = p.inventories.get(rc)
+    if inv is None:
+        return [Fault("no_inventory", suffix, (rc,))]
+    found = []
+    if n < inv.min_unit:
+        found.append(Fault("min_unit", suffix, (rc,), n, inv.min_unit))
+    if n > inv.max_unit:
+        found.append(Fault("max_unit", suffix, (rc,), n, inv.max_unit))
+    if inv.step_size and n % inv.step_size:
+        found.append(Fault("step_size", suffix, (rc,), n, inv.step_size))
+    free = p.room[rc][0]
+    if n > free:
+        found.append(Fault("capacity", suffix, (rc,), n, free))
+    return found
+
+
+def trait_faults(have: frozenset[str], spec: GroupSpec,
+                 required: bool = True) -> list[Fault]:
+    """Required any-of sets ``have`` misses (when ``required``) and the
+    forbidden traits it carries (``model.traits_ok``, one by one)."""
+    g = spec.group
+    return _label_faults("trait", g.suffix, have, g.required, g.forbidden,
+                         required)
+
+
+def aggregate_faults(aggs: frozenset[str], spec: GroupSpec,
+                     member: bool = True) -> list[Fault]:
+    """member_of sets ``aggs`` misses (when ``member``) and forbidden
+    aggregates it is in (``model.aggs_ok``, one by one)."""
+    g = spec.group
+    return _label_faults("aggregate", g.suffix, aggs, g.member_of,
+                         g.forbidden_aggs, member)
+
+
+def _label_faults(label: str, suffix: str, have: frozenset[str],
+                  wanted: tuple[frozenset[str], ...],
+                  forbidden: frozenset[str], check_wanted: bool
+                  ) -> list[Fault]:
+    found = [Fault(label + "_forbidden", suffix, (name,))
+             for name in sorted(forbidden & have)]
+    if check_wanted:
+        found += [Fault(label + "_missing", suffix, tuple(sorted(any_of)))
+                  for any_of in wanted if any_of.isdisjoint(have)]
+    return found
+
+
+def granular_faults(world: World, spec: GroupSpec, pid: int) -> list[Fault]:
+    """Why provider ``pid`` cannot serve a suffixed group alone (the
+    rules of ``search.granular_pieces``)."""
+    p = world.providers[pid]
+    g = spec.group
+    found: list[Fault] = []
+    if spec.tree_root is not None and p.root_id != spec.tree_root:
+        found.append(Fault("in_tree", g.suffix, (g.in_tree or "",)))
+    for rc, n in sorted(g.resources.items()):
+        found += room_faults(p, rc, n, g.suffix)
+    found += trait_faults(p.traits, spec)
+    found += aggregate_faults(p.aggregates, spec)
+    return found
+
+
+def spread_faults(world: World, spec: GroupSpec, anchor: int, pid: int,
+                  rc: str) -> list[Fault]:
+    """Why provider ``pid`` cannot give the unsuffixed group its ``rc``
+    under ``anchor`` (the rules of ``search._options``: an aggregate on
+    the root spans its tree; a forbidden trait bars a provider, required
+    ones are checked on the combination)."""
+    p = world.providers[pid]
+    g = spec.group
+    found = room_faults(p, rc, g.resources[rc], g.suffix)
+    root_in = p.root_id == anchor and aggs_ok(
+        world.providers[anchor].aggregates, g.member_of, frozenset())
+    found += aggregate_faults(p.aggregates, spec, member=not root_in)
+    found += trait_faults(p.traits, spec, required=False)
+    return found
+
+
+def serving(world: World, anchor: int, spec: GroupSpec) -> list[int]:
+    """The providers that may serve ``spec`` under ``anchor``: the tree's,
+    then sharing providers of other trees (none for an unsuffixed group
+    restricted by ``in_tree``, as in the search)."""
+    local = list(world.trees.get(anchor, ()))
+    if spec.tree_root is not None and not spec.group.same_provider:
+        return local
+    return local + list(world.shared_into.get(anchor, ()))
+
+
+def group_faults(world: World, spec: GroupSpec, anchor: int
+                 ) -> dict[Fault, list[int]]:
+    """Why ``spec`` has no offer under ``anchor``: each fault with the
+    providers it stopped (an empty list for a fault of the tree as a
+    whole). Called only when the search found no offer."""
+    g = spec.group
+    out: dict[Fault, list[int]] = {}
+
+    def note(faults: Iterable[Fault], pid: int | None) -> None:
+        for fault in faults:
+            pids = out.setdefault(fault, [])
+            if pid is not None and pid not in pids:
+                pids.append(pid)
+
+    if g.same_provider:
+        for pid in serving(world, anchor, spec):
+            note(granular_faults(world, spec, pid), pid)
+        return out
+    root = world.providers[anchor]
+    if spec.tree_root is not None and spec.tree_root != anchor:
+        note([Fault("in_tree", g.suffix, (g.in_tree or "",))], None)
+        return out
+    barred = aggregate_faults(root.aggregates, spec, member=False)
+    if barred:
+        note(barred, anchor)
+        return out
+    providers = serving(world, anchor, spec)
+    chosen: set[int] = set()
+    for rc in sorted(g.resources):
+        faults = {pid: spread_faults(world, spec, anchor, pid, rc)
+                  for pid in providers}
+        options = [pid for pid, found in faults.items() if not found]
+        if options:
+            chosen.update(options)
+            continue
+        for pid, found in faults.items():
+            note(found, pid)
+    if out or not g.required:
+        return out
+    # Every class has a provider: the combination lacks a required trait.
+    have = frozenset().union(*(world.providers[p].traits for p in chosen))
+    missing = trait_faults(have, spec) or [
+        Fault("trait_missing", g.suffix, tuple(sorted(any_of)))
+        for any_of in g.required]
+    for fault in missing:
+        out[fault] = sorted(chosen, key=world.uuid)
+    return out

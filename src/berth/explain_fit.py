@@ -1,0 +1,99 @@
+"""``berth explain`` and ``berth fit``: the /berth/explain and /berth/fit
+answers on the command line, through direct access (``direct.py``: the
+real app in-process over the configured database, no server needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+from urllib.parse import parse_qsl
+
+from berth.cli import load_conf
+
+
+def _get(args: argparse.Namespace, path: str,
+         extra: list[tuple[str, str]]) -> Any:
+    """GET ``path`` with the query, as admin at the latest microversion;
+    an error answer becomes one ``berth: error:`` line."""
+    from berth.direct import PlacementDirect
+    try:
+        pairs = parse_qsl(args.query, keep_blank_values=True,
+                          strict_parsing=True)
+    except ValueError as exc:
+        raise SystemExit("berth: error: bad query: %s" % exc) from None
+    with PlacementDirect(load_conf(args), microversion="latest") as http:
+        resp = http.get(path, params=pairs + extra)
+    body = resp.json()
+    if resp.status_code != 200:
+        detail = body["errors"][0]["detail"].strip().splitlines()[-1]
+        raise SystemExit("berth: error: %s" % detail.strip())
+    return body
+
+
+def _describe(reason: dict[str, Any]) -> str:
+    skip = ("reason", "providers", "tree")
+    parts = ["%s=%s" % (k, ",".join(v) if isinstance(v, list)
+                        else '""' if v == "" else v)
+             for k, v in reason.items() if k not in skip and v is not None]
+    if reason.get("providers"):
+        parts.append("providers=%s" % ",".join(reason["providers"]))
+    return " ".join(parts)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Why trees give no candidate: counts per reason with examples, or
+    one tree's reasons with ``--tree``."""
+    body = _get(args, "/berth/explain/allocation_candidates",
+                [("explain_tree", args.tree)] if args.tree else [])
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    trees = body["trees"]
+    print("%d trees considered, %d give a candidate, %d excluded"
+          % (trees["considered"], trees["with_candidates"],
+             trees["excluded"]))
+    for item in body["reasons"]:
+        print("  %s: %d tree%s" % (item["reason"], item["trees"],
+                                   "" if item["trees"] == 1 else "s"))
+        for res in item.get("resources", []):
+            print("    group %r %s: needed %d, most free %d"
+                  % (res["group"], res["resource_class"], res["needed"],
+                     res["max_free"]))
+        for example in item["examples"]:
+            print(("    e.g. tree %s: %s" % (example["tree"],
+                                             _describe(example))).rstrip(
+                                                 ": "))
+    tree = body.get("tree")
+    if tree is not None:
+        print("tree %s: %s" % (tree["root_provider_uuid"],
+                               "gives a candidate" if tree["candidate"]
+                               else "excluded"))
+        for reason in tree["reasons"]:
+            print(("  %s: %s" % (reason["reason"],
+                                 _describe(reason))).rstrip(": "))
+    return 0
+
+
+def _count(item: dict[str, Any]) -> str:
+    if item["exact"]:
+        return "%d (exact)" % item["placed"]
+    return "%d to %d (greedy placement to upper bound)" % (
+        item["placed"], item["upper_bound"])
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    """How many more copies of the request fit, in total, per tree and
+    per aggregate."""
+    body = _get(args, "/berth/fit", [])
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    print("total: %s%s" % (_count(body["total"]), "" if body["complete"]
+                           else " (greedy placement stopped early)"))
+    for tree in body["trees"]:
+        print("  tree %s: %s" % (tree["root_provider_uuid"], _count(tree)))
+    for agg in body["aggregates"]:
+        print("  aggregate %s: %s" % (agg["aggregate"], _count(agg)))
+    return 0
