@@ -441,7 +441,7 @@ def one_group(world: World, anchor: int, pieces: list[Piece]
             else:
                 res[rc] = n
         yield Candidate(anchor, allocs, {piece.suffix: pids},
-                        all(p in shared for p in pids))
+                        pids[0] in shared and all(p in shared for p in pids))
 
 
 def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
