@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/inprocess.py                 # stage times
     .venv/bin/python bench/inprocess.py --callgrind     # instruction counts
+    .venv/bin/python bench/inprocess.py --callgrind --wsgi   # whole requests
     .venv/bin/python bench/inprocess.py --db /tmp/w.sqlite simple traits
     .venv/bin/python bench/inprocess.py --explain-fit   # explain and fit
 
@@ -179,29 +180,39 @@ def _explain_fit_row(path: Path, name: str, repeat: int,
         else " (bound %d)" % answer.total.bound))
 
 
-def _count(path: Path, name: str, searches: int) -> int:
+def _count(path: Path, name: str, searches: int, wsgi: bool = False) -> int:
     """Instructions valgrind counts for this script doing ``searches``
-    searches of ``name`` (start-up included)."""
+    searches (or, with ``wsgi``, whole WSGI requests) of ``name``
+    (start-up included)."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, __file__, "--db", str(path), "--searches",
-         str(searches), name], capture_output=True, text=True, check=True)
+         str(searches), name] + (["--wsgi"] if wsgi else []),
+        capture_output=True, text=True, check=True)
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             return int(line.rsplit(":", 1)[1])
     raise RuntimeError(out.stderr[-500:])
 
 
-def callgrind(path: Path, names: list[str], searches: int = 10) -> None:
-    print("%-26s %s" % ("query", "instructions per search"))
+def callgrind(path: Path, names: list[str], searches: int = 10,
+              wsgi: bool = False) -> None:
+    print("%-26s %s" % ("query", "instructions per "
+                        + ("request (WSGI)" if wsgi else "search")))
     for name in names:
-        per = (_count(path, name, searches + 1) - _count(path, name, 1)) \
-            // searches
+        per = (_count(path, name, searches + 1, wsgi)
+               - _count(path, name, 1, wsgi)) // searches
         print("%-26s %.1f M" % (name, per / 1e6))
 
 
-def _searches(path: Path, name: str, count: int) -> None:
-    """Run under valgrind by ``callgrind``: ``count`` searches."""
+def _searches(path: Path, name: str, count: int, wsgi: bool) -> None:
+    """Run under valgrind by ``callgrind``: ``count`` searches, or whole
+    WSGI requests (search, body, JSON and the app's middleware)."""
+    if wsgi:
+        app = _app(_db_for(path, name), [tune_gc()])
+        for _ in range(count):
+            _wsgi(app, _query(name))
+        return
     db = Database(create_engine("sqlite:///%s" % _db_for(path, name)))
     cache = WorldCache()
     groups, wide = parse.parse_request(parse_qsl(_query(name)), VERSION)
@@ -219,6 +230,8 @@ def main() -> int:
     ap.add_argument("--db", type=Path,
                     help="SQLite file to reuse (built there if missing)")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--wsgi", action="store_true",
+                    help="with --callgrind: count whole WSGI requests")
     ap.add_argument("--explain-fit", action="store_true",
                     help="time explain and fit instead of the search")
     ap.add_argument("--searches", type=int, help=argparse.SUPPRESS)
@@ -226,7 +239,7 @@ def main() -> int:
     names = args.queries or (
         [n + s for n in QUERIES for s in ("", "+limit50")] + list(EXPLOSION))
     if args.searches is not None:
-        _searches(args.db, names[0], args.searches)
+        _searches(args.db, names[0], args.searches, args.wsgi)
         return 0
     tmp = None
     path = args.db
@@ -239,7 +252,7 @@ def main() -> int:
             build(path, args.hosts)
             print("built %d hosts in %.0fs" % (args.hosts, time.time() - start))
         if args.callgrind:
-            callgrind(path, names)
+            callgrind(path, names, wsgi=args.wsgi)
         elif args.explain_fit:
             explain_fit(path, [n for n in names if "+limit" not in n],
                         min(args.repeat, 5))

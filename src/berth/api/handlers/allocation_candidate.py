@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import falcon
+import orjson
 from sqlalchemy.engine import Connection
 
 from berth.api import util
@@ -58,17 +59,29 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
 
 def serialize(result: Result, groups: list[RequestGroup],
               version: tuple[int, int]) -> dict[str, Any]:
-    """The response body for ``version``."""
+    """The response body for ``version``.
+
+    A provider's summary is encoded once and kept until its usage
+    changes; the answer's summaries are joined from those bytes
+    (``Fragment``), byte for byte what encoding the dicts would give.
+    """
     providers = result.world.providers
-    with_mappings = version >= (1, 34)
-    requests = []
-    for cand in result.candidates:
-        if version < (1, 12):
-            requests.append({"allocations": [
+    if version < (1, 12):
+        return {"allocation_requests": [
+            {"allocations": [
                 {"resource_provider": {"uuid": providers[pid].uuid},
                  "resources": res}
-                for pid, res in cand.allocs.items()]})
-            continue
+                for pid, res in cand.allocs.items()]}
+            for cand in result.candidates],
+            "provider_summaries": _summaries(result, groups, version)}
+    return {"allocation_requests": _requests(result, version >= (1, 34)),
+            "provider_summaries": _summaries(result, groups, version)}
+
+
+def _requests(result: Result, with_mappings: bool) -> list[dict[str, Any]]:
+    providers = result.world.providers
+    requests = []
+    for cand in result.candidates:
         item: dict[str, Any] = {"allocations": {
             providers[pid].uuid: {"resources": res}
             for pid, res in cand.allocs.items()}}
@@ -78,28 +91,28 @@ def serialize(result: Result, groups: list[RequestGroup],
                     else sorted(providers[p].uuid for p in pids))
                 for s, pids in cand.mappings.items()}
         requests.append(item)
-    return {"allocation_requests": requests,
-            "provider_summaries": _summaries(result, groups, version)}
+    return requests
 
 
 def _summaries(result: Result, groups: list[RequestGroup],
-               version: tuple[int, int]) -> dict[str, Any]:
-    # Bodies are kept on the (immutable) provider for the next request:
-    # the shape depends on the version and, before 1.27, on the classes
-    # asked for.
+               version: tuple[int, int]) -> orjson.Fragment:
+    # Bodies are kept, encoded, on the (immutable) provider for the next
+    # request: the shape depends on the version and, before 1.27, on the
+    # classes asked for.
     wanted = (None if version >= (1, 27)
               else frozenset(rc for g in groups for rc in g.resources))
-    key = ("summary", wanted, version >= (1, 17), version >= (1, 29))
+    key = ("summary json", wanted, version >= (1, 17), version >= (1, 29))
     world = result.world
-    out: dict[str, Any] = {}
+    out = []
     for pid in result.summarized:
         p = world.providers[pid]
         body = p.memo.get(key)
         if body is None:
-            body = p.memo[key] = _summary_body(engine.summary(world, pid),
-                                               wanted, version)
-        out[p.uuid] = body
-    return out
+            body = p.memo[key] = b"%s:%s" % (
+                orjson.dumps(p.uuid), orjson.dumps(_summary_body(
+                    engine.summary(world, pid), wanted, version)))
+        out.append(body)
+    return orjson.Fragment(b"{%s}" % b",".join(out))
 
 
 def _summary_body(summary: Summary, wanted: frozenset[str] | None,

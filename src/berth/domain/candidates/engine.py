@@ -212,7 +212,11 @@ def summarized(world: World, cands: Iterable[Candidate],
     if not whole_trees:
         return sorted(used, key=world.uuid)
     roots = {world.providers[p].root_id for p in used}
-    return [p for r in sorted(roots, key=world.uuid) for p in world.trees[r]]
+    # world.roots is in uuid order already (every loaded root is there).
+    ordered = [r for r in world.roots if r in roots]
+    if len(ordered) != len(roots):
+        ordered = sorted(roots, key=world.uuid)
+    return [p for r in ordered for p in world.trees[r]]
 
 
 def summary(world: World, pid: int) -> Summary:

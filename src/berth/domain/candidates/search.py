@@ -12,6 +12,7 @@ cut as soon as it does. Candidates come out one at a time, which lets
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -60,6 +61,10 @@ class GroupSpec:
 
 AnchorFilter = Callable[[int], bool]
 
+#: A merge with at most this many combinations of pieces is walked without
+#: working out its bounds first (``Merger._bounds``).
+SMALL_WALK = 64
+
 
 class Offers:
     """One group's offers under each anchor (each anchor is visited once)."""
@@ -69,9 +74,10 @@ class Offers:
         self.spec = spec
         self.classes = sorted(spec.group.resources)
         self.amounts = [(rc, spec.group.resources[rc]) for rc in self.classes]
+        self.same_provider = spec.group.same_provider
 
     def at(self, anchor: int) -> list[Piece]:
-        if self.spec.group.same_provider:
+        if self.same_provider:
             return granular_pieces(self.world, self.spec, anchor,
                                    self.amounts)
         return spread_pieces(self.world, self.spec, anchor, self.classes)
@@ -268,30 +274,20 @@ class Merger:
                 return
             lists.append(pieces)
         if len(lists) == 1:
-            # One group: each piece already fits, and no two of its
-            # amounts land on the same provider and class.
-            shared = self.world.anchors
-            for piece in lists[0]:
-                pids = piece.providers
-                if len(pids) == 1:
-                    yield Candidate(
-                        anchor, {pids[0]: {rc: n for _, rc, n in piece.allocs}},
-                        {piece.suffix: pids}, pids[0] in shared)
-                    continue
-                allocs: dict[int, dict[str, int]] = {}
-                for pid, rc, n in piece.allocs:
-                    res = allocs.get(pid)
-                    if res is None:
-                        allocs[pid] = {rc: n}
-                    else:
-                        res[rc] = n
-                yield Candidate(anchor, allocs, {piece.suffix: pids},
-                                all(p in shared for p in pids))
+            yield from one_group(self.world, anchor, lists[0])
             return
         if len(lists) == 2:
             yield from self._pairs(anchor, lists[0], lists[1])
             return
-        yield from self._walk(_Walk(anchor, lists, self._bounds(lists)), 0)
+        if math.prod(len(pieces) for pieces in lists) <= SMALL_WALK:
+            # Too few branches for the bounds to pay for themselves: walk
+            # them all (the bounds only ever cut branches that give
+            # nothing, so the answer is the same).
+            bounds: tuple[list[dict[str, int]], dict[str, int]] = (
+                [{}] * (len(lists) + 1), {})
+        else:
+            bounds = self._bounds(lists)
+        yield from self._walk(_Walk(anchor, lists, bounds), 0)
 
     def _pairs(self, anchor: int, first: list[Piece], second: list[Piece]
                ) -> Iterator[Candidate]:
@@ -384,7 +380,10 @@ class Merger:
         """Take ``piece``'s amounts unless one goes past a provider's room."""
         totals = w.totals
         for pid, rc, n in piece.allocs:
-            if totals.get((pid, rc), 0) + n > self._room((pid, rc)):
+            # A piece fits by itself: only a provider and class another
+            # chosen piece already takes from needs its room checked.
+            taken = totals.get((pid, rc))
+            if taken and taken + n > self._room((pid, rc)):
                 return False
         for pid, rc, n in piece.allocs:
             totals[(pid, rc)] = totals.get((pid, rc), 0) + n
@@ -421,14 +420,52 @@ class Merger:
         return Candidate(anchor, allocs, mappings, only)
 
 
+def one_group(world: World, anchor: int, pieces: list[Piece]
+              ) -> Iterator[Candidate]:
+    """The candidates of a one-group request under ``anchor``: each piece
+    already fits, and no two of its amounts land on the same provider and
+    class."""
+    shared = world.anchors
+    for piece in pieces:
+        pids = piece.providers
+        if len(pids) == 1:
+            yield Candidate(
+                anchor, {pids[0]: {rc: n for _, rc, n in piece.allocs}},
+                {piece.suffix: pids}, pids[0] in shared)
+            continue
+        allocs: dict[int, dict[str, int]] = {}
+        for pid, rc, n in piece.allocs:
+            res = allocs.get(pid)
+            if res is None:
+                allocs[pid] = {rc: n}
+            else:
+                res[rc] = n
+        yield Candidate(anchor, allocs, {piece.suffix: pids},
+                        pids[0] in shared and all(p in shared for p in pids))
+
+
+def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
+                      anchor_ok: AnchorFilter) -> Iterator[Candidate]:
+    """``world_candidates`` for one group, depth first, in one generator
+    (no merge state per anchor)."""
+    providers = world.providers
+    for anchor in anchors:
+        if anchor in providers and anchor_ok(anchor):
+            pieces = offers.at(anchor)
+            if pieces:
+                yield from one_group(world, anchor, pieces)
+
+
 def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
                      anchors: Iterable[int], anchor_ok: AnchorFilter,
                      strategy: str = "depth-first") -> Iterator[Candidate]:
     """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
     by anchor or, breadth-first, one from each anchor in turn. A candidate
     made of sharing providers only may repeat under several anchors."""
-    merger = Merger(world, [s.group for s in specs], wide)
     offers = [Offers(world, spec) for spec in specs]
+    if len(offers) == 1 and strategy != "breadth-first":
+        return _one_group_stream(world, offers[0], anchors, anchor_ok)
+    merger = Merger(world, [s.group for s in specs], wide)
     gens = (merger.run(a, offers) for a in anchors
             if a in world.providers and anchor_ok(a))
     if strategy == "breadth-first":
