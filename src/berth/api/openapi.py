@@ -65,6 +65,9 @@ class Operation:
     #: The success body's media types when it is not JSON (media -> the
     #: OpenAPI media object).
     media: dict[str, Any] | None = None
+    #: The token may be left out (the dashboard under noauth2, where a
+    #: browser's request without one stands for admin).
+    token_optional: bool = False
 
 
 def _v(*pairs: tuple[Version, jsonschema.protocols.Validator]) -> Versioned:
@@ -301,28 +304,28 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "cloud-wide and per aggregate, and the fullest providers (HTML; "
         "304 while the change sequence has not moved).",
         {200: {"type": "string"}}, errors=(304,), media=_HTML,
-        description="Query: `page`."),
+        description="Query: `page`.", token_optional=True),
     ("/dashboard/providers", "GET"): Operation(
         "Dashboard provider trees: search by name, uuid, trait or "
         "aggregate (HTML).", {200: {"type": "string"}}, errors=(304,),
-        media=_HTML, description="Query: `by`, `q`, `page`."),
+        media=_HTML, description="Query: `by`, `q`, `page`.", token_optional=True),
     ("/dashboard/consumers", "GET"): Operation(
         "Dashboard consumers: allocations by consumer, project, user or "
         "consumer type (HTML).", {200: {"type": "string"}},
-        errors=(304,), media=_HTML, description="Query: `view`, `page`."),
+        errors=(304,), media=_HTML, description="Query: `view`, `page`.", token_optional=True),
     ("/dashboard/explain", "GET"): Operation(
         "Dashboard explain form: why trees give no candidate for an "
         "allocation-candidates query (HTML).", {200: {"type": "string"}},
         media=_HTML, description="Query: `q`, the allocation-candidates "
-        "query string."),
+        "query string.", token_optional=True),
     ("/dashboard/fit", "GET"): Operation(
         "Dashboard fit form: how many more copies of a request fit "
         "(HTML).", {200: {"type": "string"}}, media=_HTML,
-        description="Query: `q`, the allocation-candidates query string."),
+        description="Query: `q`, the allocation-candidates query string.", token_optional=True),
     ("/dashboard/seq", "GET"): Operation(
         "The change-sequence number the dashboard polls to refresh "
         "(plain text).", {200: {"type": "string"}},
-        media={"text/plain": {"schema": {"type": "string"}}}),
+        media={"text/plain": {"schema": {"type": "string"}}}, token_optional=True),
     ("/dashboard/static/{name}", "GET"): Operation(
         "A file the dashboard ships (its stylesheet); no token needed.",
         {200: {"type": "string"}}, errors=(404,), public=True,
@@ -475,10 +478,14 @@ def _operation(template: str, method: str, spec: Any) -> dict[str, Any]:
             "$ref": "#/components/responses/E%d" % status}
     doc["responses"]["default"] = {"$ref": "#/components/responses/Error"}
     if op.body:
-        doc["requestBody"] = {"required": True, "content": {
-            JSON: {"schema": _combined(op.body)}}}
+        # Required unless some microversion range does not read it.
+        doc["requestBody"] = {
+            "required": all(v is not _IGNORED for _, v in op.body),
+            "content": {JSON: {"schema": _combined(op.body)}}}
     if op.public:
         doc["security"] = []
+    elif op.token_optional:
+        doc["security"] = [{"token": []}, {}]
     return doc
 
 
