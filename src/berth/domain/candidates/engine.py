@@ -212,8 +212,11 @@ def summarized(world: World, cands: Iterable[Candidate],
     if not whole_trees:
         return sorted(used, key=world.uuid)
     roots = {world.providers[p].root_id for p in used}
-    # world.roots is in uuid order already (every loaded root is there).
-    ordered = [r for r in world.roots if r in roots]
+    # world.roots is in uuid order already (every loaded root is there):
+    # picking from it beats sorting when the answer spans many trees.
+    ordered: list[int] = []
+    if len(roots) * 8 >= len(world.roots):
+        ordered = [r for r in world.roots if r in roots]
     if len(ordered) != len(roots):
         ordered = sorted(roots, key=world.uuid)
     return [p for r in ordered for p in world.trees[r]]
