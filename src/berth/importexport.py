@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from berth.db import setup, transfer, upstream
 from berth.db.engine import Database
@@ -41,49 +43,43 @@ def _finish(args: argparse.Namespace, report: transfer.Report) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace,
+         work: Callable[[Any, Database], transfer.Report],
+         prepare: bool = False) -> int:
+    """Run ``work(conf, db)`` on the configured database (migrated and
+    seeded first with ``prepare``) and report; a transfer that cannot
+    start is one error line."""
     from berth.cli import load_conf
     conf = load_conf(args)
     engine = setup.engine_from_conf(conf)
-    setup.prepare(engine)
+    if prepare:
+        setup.prepare(engine)
     try:
-        report = transfer.import_database(
-            args.source, Database(engine), replace=args.replace,
-            incomplete_ids=(conf.placement.incomplete_consumer_project_id,
-                            conf.placement.incomplete_consumer_user_id),
-            progress=_progress(args))
+        report = work(conf, Database(engine))
     except (transfer.TransferError, upstream.UnsupportedSchema) as exc:
         raise SystemExit("berth: error: %s" % exc) from None
     finally:
         engine.dispose()
     return _finish(args, report)
+
+
+def _incomplete_ids(conf: Any) -> tuple[str, str]:
+    return (conf.placement.incomplete_consumer_project_id,
+            conf.placement.incomplete_consumer_user_id)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    return _run(args, lambda conf, db: transfer.import_database(
+        args.source, db, replace=args.replace,
+        incomplete_ids=_incomplete_ids(conf), progress=_progress(args)),
+        prepare=True)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from berth.cli import load_conf
-    conf = load_conf(args)
-    engine = setup.engine_from_conf(conf)
-    try:
-        report = transfer.verify_database(
-            Database(engine), args.other,
-            incomplete_ids=(conf.placement.incomplete_consumer_project_id,
-                            conf.placement.incomplete_consumer_user_id))
-    except (transfer.TransferError, upstream.UnsupportedSchema) as exc:
-        raise SystemExit("berth: error: %s" % exc) from None
-    finally:
-        engine.dispose()
-    return _finish(args, report)
+    return _run(args, lambda conf, db: transfer.verify_database(
+        db, args.other, incomplete_ids=_incomplete_ids(conf)))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from berth.cli import load_conf
-    conf = load_conf(args)
-    engine = setup.engine_from_conf(conf)
-    try:
-        report = transfer.export_database(Database(engine), args.target,
-                                          progress=_progress(args))
-    except transfer.TransferError as exc:
-        raise SystemExit("berth: error: %s" % exc) from None
-    finally:
-        engine.dispose()
-    return _finish(args, report)
+    return _run(args, lambda conf, db: transfer.export_database(
+        db, args.target, progress=_progress(args)))
