@@ -20,7 +20,6 @@ token and reports the CPU of the Berth server and of Keystone per request.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -33,26 +32,15 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import TICKS, Server, free_port  # noqa: E402
+from servers import Server, free_port, process_cpu  # noqa: E402
 
 from tests.keystone import harness  # noqa: E402
 
 
 def tree_cpu(pid: int) -> float:
     """User+system CPU seconds of ``pid`` and its children."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(entry) == pid or int(fields[1]) == pid:  # field 4: ppid
-            total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+    return process_cpu(  # field 4: ppid
+        lambda entry, fields: entry == pid or int(fields[1]) == pid)
 
 
 def auth_conf(ks: harness.Keystone, extra: str) -> str:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,24 @@ def ensure_upstream_venv(force: bool = False) -> Path:
         subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
                         *UPSTREAM_PACKAGES], check=True)
     return UPSTREAM_VENV
+
+
+def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
+    """User+system CPU seconds of every live process for which
+    ``wanted(pid, stat fields after the command name)`` holds."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if wanted(int(entry), fields):
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
 
 
 def free_port() -> int:
@@ -107,20 +126,8 @@ class Server:
         """User+system CPU of every live process in the server's group."""
         assert self.proc is not None
         pgid = self.proc.pid
-        total = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != pgid:  # field 5: process group
-                continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / TICKS
+        return process_cpu(lambda pid, fields: int(fields[2]) == pgid)  # field 5: group
+
 
     def stop(self) -> None:
         if self.proc is None:
