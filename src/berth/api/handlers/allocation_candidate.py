@@ -78,10 +78,20 @@ def serialize(result: Result, groups: list[RequestGroup],
             "provider_summaries": _summaries(result, groups, version)}
 
 
-def _requests(result: Result, with_mappings: bool) -> list[dict[str, Any]]:
+def _requests(result: Result, with_mappings: bool) -> orjson.Fragment:
+    """The allocation requests, encoded. A candidate the search's memo
+    keeps (``Candidate.memo``) keeps its encoded request too, for the
+    next answer that lists it."""
     providers = result.world.providers
-    requests = []
+    key = ("request json", with_mappings)
+    out = []
     for cand in result.candidates:
+        memo = cand.memo
+        if memo is not None:
+            body = memo.get(key)
+            if body is not None:
+                out.append(body)
+                continue
         item: dict[str, Any] = {"allocations": {
             providers[pid].uuid: {"resources": res}
             for pid, res in cand.allocs.items()}}
@@ -90,8 +100,11 @@ def _requests(result: Result, with_mappings: bool) -> list[dict[str, Any]]:
                 s: ([providers[pids[0]].uuid] if len(pids) == 1
                     else sorted(providers[p].uuid for p in pids))
                 for s, pids in cand.mappings.items()}
-        requests.append(item)
-    return requests
+        body = orjson.dumps(item)
+        if memo is not None:
+            memo[key] = body
+        out.append(body)
+    return orjson.Fragment(b"[%s]" % b",".join(out))
 
 
 def _summaries(result: Result, groups: list[RequestGroup],

@@ -21,6 +21,7 @@ from berth.domain.candidates.model import World, traits_ok
 from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
 from berth.domain.candidates.search import (
     AnchorFilter,
+    AnchorMemo,
     Candidate,
     GroupSpec,
     distinct,
@@ -175,9 +176,12 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
            anchors: list[int] | None = None) -> list[Candidate]:
     """The candidates over ``world`` (no database), visiting ``anchors``
     (default: every root) in order."""
+    memo = world.memo.get(AnchorMemo)
+    if memo is None:
+        memo = world.memo.setdefault(AnchorMemo, AnchorMemo())
     stream = distinct(world_candidates(
         world, specs, wide, world.roots if anchors is None else anchors,
-        anchor_filter(world, wide), settings.strategy), set())
+        anchor_filter(world, wide), settings.strategy, memo), set())
     return _select(stream, world, wide, settings, nested_aware)
 
 

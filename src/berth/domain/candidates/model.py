@@ -108,6 +108,9 @@ class World:
 
     def __init__(self, providers: Iterable[Provider]) -> None:
         self.providers: dict[int, Provider] = {p.id: p for p in providers}
+        #: derived values kept as long as these indexes: the usage and
+        #: amount refreshes of this world share it (the search's memo)
+        self.memo: dict[Any, Any] = {}
         self.by_uuid = {p.uuid: p.id for p in self.providers.values()}
         #: trait name -> providers with it; aggregate uuid -> members
         self.by_trait: dict[str, set[int]] = {}

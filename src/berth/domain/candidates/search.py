@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+import operator
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from berth.domain.candidates.model import Provider, World, aggs_ok, traits_ok
 from berth.domain.candidates.request import RequestGroup, RequestWide
@@ -44,6 +46,9 @@ class Candidate(NamedTuple):
     #: True when every provider used is a sharing one, so the same
     #: candidate may come again under another anchor.
     shared_only: bool = False
+    #: derived values callers may keep on a candidate the memo holds for
+    #: later requests (its encoded body); None: nothing is kept
+    memo: dict[Any, Any] | None = None
 
     def key(self) -> tuple[object, ...]:
         return (tuple(sorted((p, rc, n) for p, res in self.allocs.items()
@@ -456,18 +461,160 @@ def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
                 yield from one_group(world, anchor, pieces)
 
 
+#: An anchor's candidates for one request shape, and the providers (the
+#: very objects) they were worked out from.
+_Entry = tuple[tuple[Provider, ...], list[Candidate]]
+
+
+class AnchorMemo:
+    """Each anchor's candidates per request shape, for the next request.
+
+    An anchor's candidates depend only on the request's shape (its groups
+    and group-wide rules, not ``limit``) and on the providers of its tree
+    and the sharing providers serving it. Providers are immutable: a usage
+    or inventory refresh replaces exactly the ones it changed
+    (``World.with_usage``, ``with_providers``), so an entry stays valid
+    while every provider it was worked out from is still the same object,
+    and a claim makes the next request redo one tree, not the world. A
+    world whose indexes are rebuilt starts with an empty memo.
+
+    Only an anchor whose candidates were all taken is kept (a search that
+    ``limit`` stopped part way through an anchor keeps nothing of it), and
+    at most ``PER_ANCHOR`` of them. At most ``budget`` candidates are held
+    over ``shapes`` shapes; the shape least recently asked for goes first.
+    """
+
+    #: An anchor with more candidates than this is not kept (a tree that
+    #: explodes into combinations is searched lazily every time).
+    PER_ANCHOR = 256
+
+    def __init__(self, budget: int = 50_000, shapes: int = 16) -> None:
+        self.budget = budget
+        self.max_shapes = shapes
+        #: candidates held now, over every shape
+        self.held = 0
+        self._shapes: OrderedDict[Hashable, dict[int, _Entry]] = OrderedDict()
+
+    def shape(self, key: Hashable) -> dict[int, _Entry]:
+        """The entries of shape ``key`` (made empty if new)."""
+        entries = self._shapes.get(key)
+        if entries is None:
+            entries = self._shapes[key] = {}
+            while len(self._shapes) > self.max_shapes:
+                self._drop_oldest()
+        else:
+            self._shapes.move_to_end(key)
+        return entries
+
+    def keep(self, entries: dict[int, _Entry], anchor: int,
+             basis: tuple[Provider, ...], found: list[Candidate]) -> None:
+        """Hold ``found`` as ``anchor``'s candidates in ``entries``, unless
+        that would go over the budget."""
+        old = entries.get(anchor)
+        grow = len(found) - (len(old[1]) if old else 0)
+        while (self.held + grow > self.budget and len(self._shapes) > 1
+               and next(iter(self._shapes.values())) is not entries):
+            self._drop_oldest()
+        if self.held + grow > self.budget:
+            return
+        entries[anchor] = (basis, [c._replace(memo={}) for c in found])
+        self.held += grow
+
+    def _drop_oldest(self) -> None:
+        try:
+            _, entries = self._shapes.popitem(last=False)
+        except KeyError:  # another thread emptied it first
+            return
+        self.held -= sum(len(found) for _, found in entries.values())
+
+
+def shape_key(specs: list[GroupSpec], wide: RequestWide) -> Hashable:
+    """What an anchor's candidates depend on in a request (not ``limit``,
+    nor root_required, which only chooses the anchors)."""
+    return (tuple((s.group.suffix, tuple(sorted(s.group.resources.items())),
+                   s.group.required, s.group.forbidden, s.group.member_of,
+                   s.group.forbidden_aggs, s.tree_root) for s in specs),
+            wide.group_policy, wide.same_subtrees)
+
+
+def _basis(world: World, anchor: int) -> tuple[Provider, ...]:
+    """The providers an anchor's candidates are worked out from."""
+    providers = world.providers
+    found = tuple([providers[p] for p in world.trees.get(anchor, (anchor,))])
+    shared = world.shared_into.get(anchor)
+    if shared:
+        found += tuple([providers[p] for p in shared])
+    return found
+
+
+def _same(a: tuple[Provider, ...], b: tuple[Provider, ...]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
+def _remembered(memo: AnchorMemo, entries: dict[int, _Entry], anchor: int,
+                basis: tuple[Provider, ...], fresh: Iterator[Candidate]
+                ) -> Iterator[Candidate]:
+    """``fresh``, kept in ``memo`` once it has been taken to the end."""
+    found: list[Candidate] | None = []
+    for cand in fresh:
+        if found is not None:
+            found.append(cand)
+            if len(found) > AnchorMemo.PER_ANCHOR:
+                found = None
+        yield cand
+    if found is not None:
+        memo.keep(entries, anchor, basis, found)
+
+
+def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
+                 anchors: Iterable[int], anchor_ok: AnchorFilter,
+                 per_anchor: Callable[[int], Iterator[Candidate]]
+                 ) -> Iterator[Iterator[Candidate]]:
+    """Each accepted anchor's candidates: from ``memo`` while still valid,
+    else from ``per_anchor`` (and kept)."""
+    entries = memo.shape(key)
+    providers = world.providers
+    for anchor in anchors:
+        if anchor not in providers or not anchor_ok(anchor):
+            continue
+        basis = _basis(world, anchor)
+        entry = entries.get(anchor)
+        if entry is not None and _same(entry[0], basis):
+            yield iter(entry[1])
+        else:
+            yield _remembered(memo, entries, anchor, basis,
+                              per_anchor(anchor))
+
+
 def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
                      anchors: Iterable[int], anchor_ok: AnchorFilter,
-                     strategy: str = "depth-first") -> Iterator[Candidate]:
+                     strategy: str = "depth-first",
+                     memo: AnchorMemo | None = None) -> Iterator[Candidate]:
     """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
     by anchor or, breadth-first, one from each anchor in turn. A candidate
-    made of sharing providers only may repeat under several anchors."""
+    made of sharing providers only may repeat under several anchors. With
+    ``memo``, anchors whose providers are unchanged since an earlier search
+    of the same shape give that search's candidates again."""
     offers = [Offers(world, spec) for spec in specs]
-    if len(offers) == 1 and strategy != "breadth-first":
+    if memo is None and len(offers) == 1 and strategy != "breadth-first":
         return _one_group_stream(world, offers[0], anchors, anchor_ok)
-    merger = Merger(world, [s.group for s in specs], wide)
-    gens = (merger.run(a, offers) for a in anchors
+    if len(offers) == 1:
+        only = offers[0]
+
+        def per_anchor(anchor: int) -> Iterator[Candidate]:
+            return one_group(world, anchor, only.at(anchor))
+    else:
+        merger = Merger(world, [s.group for s in specs], wide)
+
+        def per_anchor(anchor: int) -> Iterator[Candidate]:
+            return merger.run(anchor, offers)
+    if memo is None:
+        gens: Iterable[Iterator[Candidate]] = (
+            per_anchor(a) for a in anchors
             if a in world.providers and anchor_ok(a))
+    else:
+        gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
+                            anchor_ok, per_anchor)
     if strategy == "breadth-first":
         return _roundrobin(list(gens))
     return itertools.chain.from_iterable(gens)
