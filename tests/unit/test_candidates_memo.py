@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from berth.domain.candidates.engine import search
 from berth.domain.candidates.model import World
-from berth.domain.candidates.request import RequestGroup, RequestWide
+from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
 from berth.domain.candidates.search import AnchorMemo, GroupSpec
 from berth.domain.capacity import Inventory
 from tests.unit.candidate_worlds import oracle, queries, worlds
@@ -156,3 +156,12 @@ def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
     rebuilt = World([world.providers[1], moved])
     assert AnchorMemo not in rebuilt.memo
     assert len(keys(rebuilt, VCPU2, RequestWide())) == 2
+
+
+def test_a_memo_of_zero_keeps_nothing() -> None:
+    world = hosts(3)
+    found = search(world, [GroupSpec(VCPU2[0])], RequestWide(),
+                   Settings(memo=0))
+    assert len(found) == 3
+    assert AnchorMemo not in world.memo
+    assert all(c.memo is None for c in found)

@@ -38,7 +38,8 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     settings = Settings(
         randomize=opts.randomize_allocation_candidates,
         max_candidates=opts.max_allocation_candidates,
-        strategy=opts.allocation_candidates_generation_strategy)
+        strategy=opts.allocation_candidates_generation_strategy,
+        memo=util.conf(req).berth.candidate_memo)
     nested = version >= (1, 29)
 
     cache = util.world_cache(req)
@@ -102,7 +103,8 @@ def _requests(result: Result, with_mappings: bool) -> orjson.Fragment:
                 for s, pids in cand.mappings.items()}
         body = orjson.dumps(item)
         if memo is not None:
-            memo[key] = body
+            # A copy: orjson's own bytes keep its 4 KB buffer.
+            body = memo[key] = b"%s" % body
         out.append(body)
     return orjson.Fragment(b"[%s]" % b",".join(out))
 

@@ -177,8 +177,8 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
     """The candidates over ``world`` (no database), visiting ``anchors``
     (default: every root) in order."""
     memo = world.memo.get(AnchorMemo)
-    if memo is None:
-        memo = world.memo.setdefault(AnchorMemo, AnchorMemo())
+    if memo is None and settings.memo:
+        memo = world.memo.setdefault(AnchorMemo, AnchorMemo(settings.memo))
     stream = distinct(world_candidates(
         world, specs, wide, world.roots if anchors is None else anchors,
         anchor_filter(world, wide), settings.strategy, memo), set())

@@ -56,3 +56,6 @@ class Settings:
     randomize: bool = False
     max_candidates: int = -1
     strategy: str = "depth-first"
+    #: candidates the search may keep for later requests (``[berth]
+    #: candidate_memo``; 0: none)
+    memo: int = 50_000
