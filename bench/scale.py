@@ -13,15 +13,19 @@ Then, for each implementation and worker count:
   allocation-candidates answer (the world loaded), and per worker the
   resident memory (RSS), what of it is shared with other processes, and
   the proportional share (PSS, which sums to the true total);
-- **queries** (first worker count only: CPU per request does not depend
-  on it): server CPU per request and p50/p99 latency of each candidate
+- **queries** (for the first worker count, or each of
+  ``--query-workers``; upstream beyond ``--upstream-query-max-hosts``
+  hosts with the first only): server CPU per request and p50/p99 latency of each candidate
   query with and without ``limit=50``, provider listings filtered by
   ``resources`` and by ``required``, and ``/usages``;
 - **claims**: claims per second with 16 concurrent schedulers (candidates
   with ``limit=5``, then a claim, again on a 409).
 
-In-process, for Berth alone: the time to load the world whole, and the
-cost of a partial refresh after a claim and after an inventory change.
+In-process, for Berth alone: the time to load the world whole, the
+cost of a partial refresh after a claim and after an inventory change,
+and the search's CPU for ``simple`` and ``nested`` with the candidate
+memo empty (every tree searched), warm, and just after a claim on one
+host (that tree searched again, the others taken from the memo).
 
 Results go to ``bench/results/scale-<time>.json``, a Markdown table beside
 it, and ``bench/results/scale-<time>.png`` (server CPU and latency against
@@ -41,6 +45,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import sqlalchemy as sa
@@ -54,7 +59,8 @@ from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
-from berth.domain.candidates import load  # noqa: E402
+from berth.domain.candidates import engine, load, parse  # noqa: E402
+from berth.domain.candidates.model import World  # noqa: E402
 
 PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
                           "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -155,7 +161,43 @@ def inprocess(url: str) -> Result:
     return {"providers": len(world.providers),
             "load_s": statistics.median(loads),
             "refresh_after_claim_ms": usage_ms,
-            "refresh_after_inventory_ms": provider_ms}
+            "refresh_after_inventory_ms": provider_ms,
+            **memo_effect(world, host)}
+
+
+def memo_effect(world: World, host: int) -> Result:
+    """The search alone (no body), in ms of CPU: with the memo empty
+    (every tree searched), warm (the same query again), and just after a
+    claim on one host (its tree searched again, the rest from the memo)."""
+    out: Result = {}
+    claimed = {host: {rc: n + 1 for rc, n in world.providers[host].used.items()}}
+    for name in ("simple", "nested"):
+        groups, wide = parse.parse_request(parse_qsl(run.QUERIES[name]),
+                                           (1, 39))
+        specs = engine.group_specs(world, groups)
+        assert specs is not None
+
+        def cpu_ms(prepare: Any, w: World = world, s: Any = specs,
+                   wd: Any = wide) -> float:
+            times = []
+            for _ in range(5):
+                target = prepare()
+                start = time.process_time()
+                engine.search(target, s, wd)
+                times.append(time.process_time() - start)
+            return statistics.median(times) * 1000
+
+        def cold() -> World:
+            world.memo.clear()
+            return world
+
+        out[name + "_search_cold_ms"] = cpu_ms(cold)
+        out[name + "_search_warm_ms"] = cpu_ms(lambda: world)
+        # Each round claims on the world the last round left warm.
+        out[name + "_search_after_claim_ms"] = cpu_ms(
+            lambda: world.with_usage(claimed))
+    world.memo.clear()
+    return out
 
 
 def _worker_pids(server: Server) -> list[int]:
@@ -260,61 +302,97 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
             if args.only and kind != args.only:
                 continue
             for n, workers in enumerate(args.workers):
+                queries = (workers in args.query_workers if args.query_workers
+                           else n == 0)
+                if kind == "upstream" and hosts > args.upstream_query_max_hosts:
+                    queries = queries and n == 0
                 out["%s/%d" % (kind, workers)] = serve(
-                    kind, url, workdir, workers, n == 0, args)
+                    kind, url, workdir, workers, queries, args)
     finally:
         dbs.drop()
     return out
 
 
+def _num(d: Result | None, key: str) -> float | None:
+    if not d or "error" in d or key not in d:
+        return None
+    return float(d[key])
+
+
+def _cell(d: Result | None, key: str, fmt: str = "%.1f") -> str:
+    if d and "error" in d:
+        return "no answer" if "timeout" in str(d["error"]) else "error"
+    v = _num(d, key)
+    return "-" if v is None else fmt % v
+
+
+def _ratio(top: float | None, bottom: float | None) -> str:
+    if top is None or not bottom:
+        return "-"
+    return "%.1fx" % (top / bottom)
+
+
 def table(results: Result) -> str:
-    """Markdown: one row per (database, hosts, measure)."""
-    lines = ["| db | hosts | measure | Berth | upstream | ratio |",
-             "| --- | --- | --- | --- | --- | --- |"]
-
-    def cell(d: Result | None, key: str) -> str:
-        if not d:
-            return "-"
-        if "error" in d:
-            return "no answer" if "timeout" in str(d["error"]) else "error"
-        return "%.1f" % d[key] if key in d else "-"
-
+    """Markdown: per database, hosts and worker count, each query's server
+    CPU per request and latency, then claims, start-up and memory."""
+    lines = ["| db | hosts | workers | measure | Berth | upstream | ratio "
+             "| Berth p50/p99 ms | upstream p50/p99 ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for db_kind, sizes in results.items():
         for hosts, res in sizes.items():
-            first = [k for k in res if k.startswith("berth/")]
-            b = res.get(first[0], {}) if first else {}
-            u = res.get(first[0].replace("berth", "upstream"), {}) if first else {}
-            rows: list[tuple[str, Result | None, Result | None, str]] = []
-            for q in [k for k in b if k not in ("start", "claims")]:
-                rows.append(("%s CPU ms" % q, b.get(q), u.get(q), "cpu_ms"))
-                rows.append(("%s p50/p99 ms" % q, b.get(q), u.get(q), "p50_ms"))
             for key in [k for k in res if k.startswith("berth/")]:
-                bw, uw = res[key], res.get(key.replace("berth", "upstream"), {})
                 w = key.split("/")[1]
-                rows.append(("claims/s, %s workers" % w, bw.get("claims"),
-                             uw.get("claims"), "claims_per_s"))
-                rows.append(("first answer s, %s workers" % w, bw.get("start"),
-                             uw.get("start"), "first_answer_s"))
-                rows.append(("worker RSS MB, %s workers" % w, bw.get("start"),
-                             uw.get("start"), "rss_mb"))
-                rows.append(("all workers PSS MB, %s workers" % w, bw.get("start"),
-                             uw.get("start"), "pss_total_mb"))
-            for label, bd, ud, key in rows:
-                bc, uc = cell(bd, key), cell(ud, key)
-                if key == "p50_ms" and bd and "p99_ms" in bd:
-                    bc += "/%.1f" % bd["p99_ms"]
-                if key == "p50_ms" and ud and "p99_ms" in ud:
-                    uc += "/%.1f" % ud["p99_ms"]
-                rat = "-"
-                try:
-                    bv, uv = float(bd[key]), float(ud[key])  # type: ignore[index]
-                    rat = "%.1fx" % ((bv / uv) if key == "claims_per_s" else (uv / bv))
-                except (KeyError, TypeError, ValueError, ZeroDivisionError):
-                    pass
-                if key in ("first_answer_s", "rss_mb", "pss_total_mb", "p50_ms"):
-                    rat = "-"
-                lines.append("| %s | %s | %s | %s | %s | %s |"
-                             % (db_kind, hosts, label, bc, uc, rat))
+                b = res[key]
+                u = res.get(key.replace("berth", "upstream"), {})
+
+                def row(label: str, bd: Result | None, ud: Result | None,
+                        field: str, ratio: str, lat: bool = False,
+                        where: str = "| %s | %s | %s " % (db_kind, hosts, w)
+                        ) -> None:
+                    bl = ul = ""
+                    if lat:
+                        bl = "%s/%s" % (_cell(bd, "p50_ms"), _cell(bd, "p99_ms"))
+                        ul = "%s/%s" % (_cell(ud, "p50_ms"), _cell(ud, "p99_ms"))
+                    lines.append(where + "| %s | %s | %s | %s | %s | %s |" % (
+                        label, _cell(bd, field), _cell(ud, field), ratio, bl, ul))
+
+                for q in [k for k in b if k not in ("start", "claims")]:
+                    row("%s CPU ms" % q, b.get(q), u.get(q), "cpu_ms",
+                        _ratio(_num(u.get(q), "cpu_ms"), _num(b.get(q), "cpu_ms")),
+                        lat=True)
+                bc, uc = b.get("claims"), u.get("claims")
+                row("claims/s", bc, uc, "claims_per_s",
+                    _ratio(_num(bc, "claims_per_s"), _num(uc, "claims_per_s")))
+                if _num(bc, "cpu_ms_per_claim") is not None:
+                    row("server CPU ms per claim", bc, uc, "cpu_ms_per_claim",
+                        _ratio(_num(uc, "cpu_ms_per_claim"),
+                               _num(bc, "cpu_ms_per_claim")))
+                for label, field in (("first answer s", "first_answer_s"),
+                                     ("worker RSS MB", "rss_mb"),
+                                     ("all workers PSS MB", "pss_total_mb")):
+                    row(label, b.get("start"), u.get("start"), field, "-")
+    return "\n".join(lines)
+
+
+def inprocess_table(results: Result) -> str:
+    """Markdown: Berth's in-process load, refresh and memo figures."""
+    lines = ["| db | hosts | providers | load whole s | refresh after a claim ms "
+             "| after an inventory change ms | simple search cold / warm / "
+             "after a claim ms | nested search cold / warm / after a claim ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for db_kind, sizes in results.items():
+        for hosts, res in sizes.items():
+            d = res.get("inprocess")
+            if not d:
+                continue
+            memo = ["%.2f / %.2f / %.2f" % tuple(
+                d.get("%s_search_%s_ms" % (q, k), float("nan"))
+                for k in ("cold", "warm", "after_claim"))
+                for q in ("simple", "nested")]
+            lines.append("| %s | %s | %d | %.2f | %.2f | %.2f | %s | %s |" % (
+                db_kind, hosts, d["providers"], d["load_s"],
+                d["refresh_after_claim_ms"], d["refresh_after_inventory_ms"],
+                *memo))
     return "\n".join(lines)
 
 
@@ -364,6 +442,12 @@ def main() -> int:
     ap.add_argument("--only", choices=["berth", "upstream"])
     ap.add_argument("--upstream-max-hosts", type=int, default=50000,
                     help="no upstream beyond this many hosts")
+    ap.add_argument("--query-workers", type=int, nargs="*",
+                    help="measure the queries with these worker counts "
+                         "(default: the first of --workers only)")
+    ap.add_argument("--upstream-query-max-hosts", type=int, default=10000,
+                    help="beyond this many hosts, upstream's queries only "
+                         "with the first worker count (each takes seconds)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-seconds", type=float, default=30,
                     help="stop repeating a query after this long")
@@ -385,7 +469,7 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out / ("scale-%s.json" % stamp)).write_text(
         json.dumps({"args": vars(args), "results": results}, indent=2))
-    text = table(results)
+    text = table(results) + "\n\n" + inprocess_table(results)
     (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
     print(text)
     try:
