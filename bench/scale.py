@@ -245,8 +245,14 @@ def start(server: Server, timeout: float) -> Result:
         list(pool.map(lambda _: httpx.get(server.url + query,
                                           headers=run.HEADERS, timeout=timeout),
                       range(workers * 8)))
+    return {"first_answer_s": first, **workers_memory(server)}
+
+
+def workers_memory(server: Server) -> Result:
+    """The workers' memory now: largest RSS, smallest shared part, and
+    the sum of their PSS (their true total)."""
     mems = [memory(pid) for pid in _worker_pids(server)]
-    return {"first_answer_s": first, "workers": len(mems),
+    return {"workers": len(mems),
             "rss_mb": max(m["rss_mb"] for m in mems),
             "shared_mb": min(m["shared_mb"] for m in mems),
             "pss_total_mb": sum(m["pss_mb"] for m in mems)}
@@ -274,6 +280,9 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
         claims = argparse.Namespace(claims=args.claims, clients=16)
         out["claims"] = run.claims(server, claims)
         print("    %s claims %s" % (kind, out["claims"]), flush=True)
+        # After every query and claim: what the workers hold once they have
+        # answered (for Berth, its candidate memo and encoded summaries).
+        out["end"] = workers_memory(server)
     finally:
         server.stop()
     return out
@@ -356,7 +365,7 @@ def table(results: Result) -> str:
                     lines.append(where + "| %s | %s | %s | %s | %s | %s |" % (
                         label, _cell(bd, field), _cell(ud, field), ratio, bl, ul))
 
-                for q in [k for k in b if k not in ("start", "claims")]:
+                for q in [k for k in b if k not in ("start", "claims", "end")]:
                     row("%s CPU ms" % q, b.get(q), u.get(q), "cpu_ms",
                         _ratio(_num(u.get(q), "cpu_ms"), _num(b.get(q), "cpu_ms")),
                         lat=True)
@@ -371,6 +380,10 @@ def table(results: Result) -> str:
                                      ("worker RSS MB", "rss_mb"),
                                      ("all workers PSS MB", "pss_total_mb")):
                     row(label, b.get("start"), u.get("start"), field, "-")
+                for label, field in (("worker RSS MB at the end", "rss_mb"),
+                                     ("all workers PSS MB at the end",
+                                      "pss_total_mb")):
+                    row(label, b.get("end"), u.get("end"), field, "-")
     return "\n".join(lines)
 
 
