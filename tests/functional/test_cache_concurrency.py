@@ -1,7 +1,7 @@
 """Workers' candidate caches stay fresh under concurrent writes.
 
-Two ``berth serve`` processes with two workers each (four caches) share
-one database. Each client thread owns one provider: it claims, frees and
+Two ``berth serve`` processes with two or eight workers each (four or
+sixteen caches) share one database. Each client thread owns one provider: it claims, frees and
 resizes through one server, then at once asks the *other* server for
 candidates in its provider's tree. Whatever the other threads are writing
 meanwhile, the answer must show exactly the usage and capacity the thread
@@ -34,8 +34,9 @@ HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "openstack-api-version": "placement 1.39"}
 
 
-@pytest.fixture
-def servers(db_url: str, tmp_path: Path) -> Iterator[list[str]]:
+@pytest.fixture(params=[2, 8], ids=["2-workers", "8-workers"])
+def servers(db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+            ) -> Iterator[list[str]]:
     engine = create_engine(db_url)
     reset(engine)
     engine.dispose()
@@ -52,7 +53,7 @@ def servers(db_url: str, tmp_path: Path) -> Iterator[list[str]]:
                 procs.append(subprocess.Popen(
                     [str(berth), "serve", "--config-file", str(conf),
                      "--host", "127.0.0.1", "--port", str(port),
-                     "--workers", "2"],
+                     "--workers", str(request.param)],
                     stdout=subprocess.DEVNULL, stderr=log,
                     start_new_session=True))
             urls.append("http://127.0.0.1:%d" % port)
@@ -113,6 +114,16 @@ def _owner(urls: list[str], n: int, failures: list[str]) -> None:
                             % (n, step, used, total, seen))
         if total - used < 1:
             continue
+        # The same query shape from every thread: each worker's candidate
+        # memo must drop exactly the trees other threads' writes touched.
+        resp = read.get("/allocation_candidates?resources=VCPU:%d"
+                        % (total - used))
+        assert resp.status_code == 200, resp.text
+        seen = resp.json()["provider_summaries"].get(rp, {}).get(
+            "resources", {}).get("VCPU")
+        if seen != {"capacity": total, "used": used}:
+            failures.append("thread %d step %d: with %d free, saw %s"
+                            % (n, step, total - used, seen))
         listed = read.get("/resource_providers?resources=VCPU:%d"
                           % (total - used)).json()["resource_providers"]
         if rp not in {p["uuid"] for p in listed}:
