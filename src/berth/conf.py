@@ -110,7 +110,7 @@ berth_opts = [
                      "Berth (upstream Placement, hand-written SQL) writes "
                      "the same database: every such query then reads the "
                      "database whole."),
-    cfg.IntOpt("candidate_memo", default=50000, min=0,
+    cfg.IntOpt("candidate_memo", default=20000, min=0,
                help="How many allocation candidates each worker keeps, "
                     "per request shape and tree, to answer the next "
                     "request of the same shape without searching the "

@@ -58,4 +58,4 @@ class Settings:
     strategy: str = "depth-first"
     #: candidates the search may keep for later requests (``[berth]
     #: candidate_memo``; 0: none)
-    memo: int = 50_000
+    memo: int = 20_000

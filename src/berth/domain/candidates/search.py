@@ -488,7 +488,7 @@ class AnchorMemo:
     #: explodes into combinations is searched lazily every time).
     PER_ANCHOR = 256
 
-    def __init__(self, budget: int = 50_000, shapes: int = 16) -> None:
+    def __init__(self, budget: int = 20_000, shapes: int = 16) -> None:
         self.budget = budget
         self.max_shapes = shapes
         #: candidates held now, over every shape
