@@ -230,6 +230,8 @@ def update_provider(conn: Connection, uuid: str, name: str,
                      .values(name=name, updated_at=common.now()))
     except sa.exc.IntegrityError:
         raise _conflicting_name(name) from None
+    # The candidate engine holds no names, but listings keep rows.
+    changes.note(conn, changes.STRUCTURE, [row.id])
     return load_provider(conn, uuid)
 
 
