@@ -89,25 +89,23 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
     pairs = util.validate_query(req, schema.list_query(version))
     params = util.query_dict(pairs)
 
-    def work(conn: Any) -> list[Row] | list[providers.Kept]:  # type: ignore[type-arg]
-        ids = None
-        if ENGINE_FILTERS.intersection(params):
-            # The allocation-candidate engine owns these parameters: one
-            # parser and one matcher for both endpoints.
-            ids = filter_provider_ids(conn, util.world_cache(req), pairs,
-                                      (version[0], version[1]))
-            if ids is not None and not SQL_FILTERS.intersection(params):
-                return providers.kept_providers(
-                    conn, util.memo(req, "provider"), ids)
-        return providers.list_providers(
-            conn, name=params.get("name"), uuid=params.get("uuid"),
-            in_tree=params.get("in_tree"), ids=ids)
+    def engine_ids(conn: Any) -> set[int] | None:
+        if not ENGINE_FILTERS.intersection(params):
+            return None
+        # The allocation-candidate engine owns these parameters: one
+        # parser and one matcher for both endpoints.
+        return filter_provider_ids(conn, util.world_cache(req), pairs,
+                                   (version[0], version[1]))
 
-    found = util.db(req).read(work)
-    if found and isinstance(found[0], providers.Kept):
-        _send_kept(req, resp, found)  # type: ignore[arg-type]
+    if (ENGINE_FILTERS.intersection(params)
+            and not SQL_FILTERS.intersection(params)):
+        kept = util.db(req).read(lambda conn: providers.kept_providers(
+            conn, util.memo(req, "provider"), engine_ids(conn) or ()))
+        _send_kept(req, resp, kept)
         return
-    rows: list[Row] = found  # type: ignore[assignment, type-arg]
+    rows = util.db(req).read(lambda conn: providers.list_providers(
+        conn, name=params.get("name"), uuid=params.get("uuid"),
+        in_tree=params.get("in_tree"), ids=engine_ids(conn)))
     make = _body_maker(req)
     util.send(req, resp,
               {"resource_providers": [make(r) for r in rows]},
