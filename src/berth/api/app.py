@@ -73,7 +73,7 @@ class State:
             observers=[self.metrics.world_refreshed, *world_observers])
         # Answers kept while the change sequence stands still (off, like
         # the candidate cache, where writers bypass the sequence).
-        self.usage_memo = Memo(keep=conf.berth.candidate_cache)
+        self.usage_memo = Memo(keep=conf.berth.candidate_cache, limit=10_000)
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
         self.health = healthcheck.Checks(conf, self)

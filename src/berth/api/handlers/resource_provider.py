@@ -123,8 +123,9 @@ def _send_kept(req: falcon.Request, resp: falcon.Response,
         body = k.renderings.get(shape)
         if body is None:
             make = make or _body_maker(req)
+            # A copy: orjson's own bytes keep a 4 KB buffer each.
             body = k.renderings[shape] = orjson.Fragment(
-                orjson.dumps(make(k.row)))
+                bytes(memoryview(orjson.dumps(make(k.row)))))
         bodies.append(body)
     util.send(req, resp, {"resource_providers": bodies},
               last_modified=util.newest(_modified(k.row) for k in kept))
