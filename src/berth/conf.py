@@ -104,7 +104,9 @@ berth_opts = [
     cfg.BoolOpt("candidate_cache", default=True,
                 help="Keep the providers, inventories, usage, traits and "
                      "aggregates that allocation-candidate and provider "
-                     "queries search in each worker's memory, refreshed "
+                     "queries search (and the rows of filtered provider "
+                     "listings and /usages answers) in each worker's "
+                     "memory, refreshed "
                      "from a change sequence that every Berth write "
                      "bumps. Turn off only while something other than "
                      "Berth (upstream Placement, hand-written SQL) writes "

@@ -3,11 +3,16 @@ schema matches the table definitions exactly."""
 
 from __future__ import annotations
 
+import pytest
+import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from berth.db import migrate
+from berth.db.engine import create_engine
 from berth.db.tables import metadata
+from tests.conftest import BACKENDS, _server_db
 
 
 def test_database_is_at_head(engine):
@@ -54,3 +59,55 @@ def test_prepare_migrates_then_seeds_in_one_place(tmp_path):
     setup.prepare(engine)
     assert names() == (classes, traits)
     engine.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
+    """0004 replaces the consumers and allocations indexes with covering
+    ones on every backend, keeps the rows, and its downgrade restores
+    0003's indexes."""
+    if kind == "sqlite":
+        url, drop = "sqlite:///%s" % (tmp_path / "m.sqlite"), None
+    else:
+        url, drop = _server_db(kind, str(tmp_path))
+    engine = create_engine(url)
+
+    def indexes():
+        inspector = sa.inspect(engine)
+        return {table: sorted(i["name"] for i in inspector.get_indexes(table)
+                              if i["name"].startswith("ix_"))
+                for table in ("consumers", "allocations")}
+
+    def downgrade(revision):
+        cfg = migrate._config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+    try:
+        migrate.upgrade(engine, "0003")
+        before = indexes()
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, external_id) "
+                                 "VALUES (1, 'p')"))
+            conn.execute(sa.text("INSERT INTO users (id, external_id) "
+                                 "VALUES (1, 'u')"))
+            conn.execute(sa.text(
+                "INSERT INTO consumers (id, uuid, project_id, user_id, "
+                "generation) VALUES (1, 'c', 1, 1, 0)"))
+        migrate.upgrade(engine)
+        assert indexes() == {
+            "consumers": ["ix_consumers_project_id_user_id_consumer_type_id_uuid"],
+            "allocations": [
+                "ix_allocations_consumer_id_resource_class_id_used",
+                "ix_allocations_resource_class_id",
+                "ix_allocations_resource_provider_id_resource_class_id_used"]}
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT uuid FROM consumers")
+                                ).scalars().all() == ["c"]
+        downgrade("0003")
+        assert indexes() == before
+        assert "ix_consumers_project_id_user_id" in before["consumers"]
+    finally:
+        engine.dispose()
+        if drop is not None:
+            drop()

@@ -34,6 +34,7 @@ from berth.api.routes import install_routes
 from berth.db.engine import Database, is_unavailable
 from berth.domain.candidates.world_cache import Observer, WorldCache
 from berth.domain.errors import DomainError
+from berth.domain.memo import Memo
 from berth.metrics import Metrics
 from berth.policy import Policy
 
@@ -70,6 +71,11 @@ class State:
         self.cache = WorldCache(
             keep=conf.berth.candidate_cache,
             observers=[self.metrics.world_refreshed, *world_observers])
+        # Answers kept while the change sequence stands still (off, like
+        # the candidate cache, where writers bypass the sequence).
+        self.usage_memo = Memo(keep=conf.berth.candidate_cache, limit=10_000)
+        self.provider_memo = Memo(keep=conf.berth.candidate_cache,
+                                  by_provider=True)
         self.health = healthcheck.Checks(conf, self)
         #: The OpenAPI document, rendered on first request.
         self.openapi: bytes | None = None

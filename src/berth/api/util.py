@@ -16,6 +16,7 @@ from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
 from berth.domain import common
 from berth.domain.candidates.world_cache import WorldCache
+from berth.domain.memo import Memo
 
 FORMATS = jsonschema.FormatChecker()
 # Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
@@ -48,6 +49,12 @@ def conf(req: falcon.Request) -> Any:
 def world_cache(req: falcon.Request) -> WorldCache:
     """The application's candidate cache (``State.cache``)."""
     return req.context.state.cache  # type: ignore[no-any-return]
+
+
+def memo(req: falcon.Request, name: str) -> Memo:
+    """One of the application's memos (``State.usage_memo``,
+    ``State.provider_memo``)."""
+    return getattr(req.context.state, name + "_memo")  # type: ignore[no-any-return]
 
 
 def authorize(req: falcon.Request, rule: str,

@@ -2,7 +2,8 @@
 
 Every write transaction that changes what the allocation-candidate engine
 keeps in memory (providers and their trees, inventories, usage, traits,
-aggregates, resource classes) *notes* what it changed while it runs, and
+aggregates, resource classes), or what ``berth.domain.memo`` keeps (provider
+rows, usages by project), *notes* what it changed while it runs, and
 ``Database.run`` *flushes* the notes just before it commits: it bumps one
 counter row of ``berth_state`` and writes one ``berth_changes`` row per
 provider touched, all in the same transaction as the change.

@@ -70,6 +70,10 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
     user = consumers.user_id(conn, conf.placement.incomplete_consumer_user_id)
     for uuid in missing:
         consumers.create(conn, uuid, project, user, None)
+    # Their allocations now count in the placeholder project's usages.
+    changes.note(conn, changes.USAGE, conn.scalars(
+        sa.select(a.c.resource_provider_id).distinct()
+        .where(a.c.consumer_id.in_(missing))))
     return len(missing), len(missing)
 
 

@@ -124,7 +124,9 @@ consumers = sa.Table(
     sa.Column("consumer_type_id", sa.Integer,
               sa.ForeignKey("consumer_types.id"), nullable=True),
     *_stamps(),
-    sa.Index(None, "project_id", "user_id"),
+    # GET /usages reads a project's (and user's) consumers, their types
+    # and uuids from this index alone.
+    sa.Index(None, "project_id", "user_id", "consumer_type_id", "uuid"),
     **MYSQL,
 )
 
@@ -133,7 +135,7 @@ allocations = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("resource_provider_id", sa.Integer,
               sa.ForeignKey("resource_providers.id"), nullable=False),
-    sa.Column("consumer_id", UUID, nullable=False, index=True),
+    sa.Column("consumer_id", UUID, nullable=False),
     sa.Column("resource_class_id", sa.Integer,
               sa.ForeignKey("resource_classes.id"), nullable=False),
     sa.Column("used", sa.Integer, nullable=False),
@@ -141,6 +143,8 @@ allocations = sa.Table(
     # Usage per (provider, class) is summed on every claim and candidate
     # query; this index covers it.
     sa.Index(None, "resource_provider_id", "resource_class_id", "used"),
+    # A consumer's allocations; covers the usage sums per project.
+    sa.Index(None, "consumer_id", "resource_class_id", "used"),
     sa.Index(None, "resource_class_id"),
     **MYSQL,
 )

@@ -11,7 +11,9 @@ loop and a child cannot appear under a provider being deleted or moved.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -19,6 +21,7 @@ from sqlalchemy.engine import Connection, Row
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common, errors
+from berth.domain.memo import Memo
 
 RP = t.resource_providers
 _PARENT = RP.alias("parent")
@@ -85,6 +88,34 @@ def list_providers(conn: Connection, *, name: str | None = None,
             return []
         query = query.where(RP.c.id.in_(wanted))
     return list(conn.execute(query.order_by(RP.c.id)))
+
+
+@dataclass(slots=True)
+class Kept:
+    """A provider row kept in a :class:`~berth.domain.memo.Memo`, with what
+    callers made of it (encoded bodies, by their own keys): both go when
+    the provider changes."""
+
+    row: Row  # type: ignore[type-arg]
+    renderings: dict[Hashable, Any] = field(default_factory=dict)
+
+
+def kept_providers(conn: Connection, memo: Memo,
+                   ids: Iterable[int]) -> list[Kept]:
+    """The providers of ``ids`` that exist, in id order, with the columns
+    of :func:`list_providers`: from ``memo`` (a ``by_provider`` memo),
+    reading only those it does not hold yet."""
+    kept = memo.values(conn)
+    wanted = sorted(set(ids))
+    missing = [i for i in wanted if i not in kept]
+    if missing:
+        found = {row.id: row for row in conn.execute(
+            _select().where(RP.c.id.in_(missing)))}
+        for i in missing:
+            # None: no such provider (until a change names its id).
+            row = found.get(i)
+            kept[i] = None if row is None else Kept(row)
+    return [k for k in map(kept.get, wanted) if k is not None]
 
 
 def tree_ids(conn: Connection, root_id: int) -> list[int]:
@@ -230,6 +261,8 @@ def update_provider(conn: Connection, uuid: str, name: str,
                      .values(name=name, updated_at=common.now()))
     except sa.exc.IntegrityError:
         raise _conflicting_name(name) from None
+    # The candidate engine holds no names, but listings keep rows.
+    changes.note(conn, changes.STRUCTURE, [row.id])
     return load_provider(conn, uuid)
 
 

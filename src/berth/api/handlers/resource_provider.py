@@ -18,6 +18,9 @@ from berth.domain.candidates.provider_filter import filter_provider_ids
 RULE = "placement:resource_providers:%s"
 #: Query parameters matched by the allocation-candidate engine.
 ENGINE_FILTERS = frozenset({"resources", "required", "member_of"})
+#: Query parameters matched in SQL; without them, an engine-filtered
+#: listing reads kept provider rows (``State.provider_memo``).
+SQL_FILTERS = frozenset({"name", "uuid", "in_tree"})
 
 
 def provider_url(req: falcon.Request, uuid: str) -> str:
@@ -79,28 +82,53 @@ def _modified(row: Row) -> Any:  # type: ignore[type-arg]
 
 
 def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the providers matching the query; 400 for a bad query."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     version = req.context.version
     pairs = util.validate_query(req, schema.list_query(version))
     params = util.query_dict(pairs)
 
-    def work(conn: Any) -> list[Row]:  # type: ignore[type-arg]
-        ids = None
-        if ENGINE_FILTERS.intersection(params):
-            # The allocation-candidate engine owns these parameters: one
-            # parser and one matcher for both endpoints.
-            ids = filter_provider_ids(conn, util.world_cache(req), pairs,
-                                      (version[0], version[1]))
-        return providers.list_providers(
-            conn, name=params.get("name"), uuid=params.get("uuid"),
-            in_tree=params.get("in_tree"), ids=ids)
+    def engine_ids(conn: Any) -> set[int] | None:
+        if not ENGINE_FILTERS.intersection(params):
+            return None
+        # The allocation-candidate engine owns these parameters: one
+        # parser and one matcher for both endpoints.
+        return filter_provider_ids(conn, util.world_cache(req), pairs,
+                                   (version[0], version[1]))
 
-    rows = util.db(req).read(work)
+    if (ENGINE_FILTERS.intersection(params)
+            and not SQL_FILTERS.intersection(params)):
+        kept = util.db(req).read(lambda conn: providers.kept_providers(
+            conn, util.memo(req, "provider"), engine_ids(conn) or ()))
+        _send_kept(req, resp, kept)
+        return
+    rows = util.db(req).read(lambda conn: providers.list_providers(
+        conn, name=params.get("name"), uuid=params.get("uuid"),
+        in_tree=params.get("in_tree"), ids=engine_ids(conn)))
     make = _body_maker(req)
     util.send(req, resp,
               {"resource_providers": [make(r) for r in rows]},
               last_modified=util.newest(_modified(r) for r in rows))
+
+
+def _send_kept(req: falcon.Request, resp: falcon.Response,
+               kept: list[providers.Kept]) -> None:
+    """A listing of kept providers, each body encoded once per shape (the
+    same bytes as encoding it within the listing)."""
+    shape = (req.root_path, util.want(req, "1.14"), *_link_rels(req))
+    make: Callable[[Row], dict[str, Any]] | None = None  # type: ignore[type-arg]
+    bodies = []
+    for k in kept:
+        body = k.renderings.get(shape)
+        if body is None:
+            make = make or _body_maker(req)
+            # A copy: orjson's own bytes keep a 4 KB buffer each.
+            body = k.renderings[shape] = orjson.Fragment(
+                bytes(memoryview(orjson.dumps(make(k.row)))))
+        bodies.append(body)
+    util.send(req, resp, {"resource_providers": bodies},
+              last_modified=util.newest(_modified(k.row) for k in kept))
 
 
 def get_provider(req: falcon.Request, resp: falcon.Response,

@@ -39,11 +39,16 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
     util.validate_query(req, schema.USAGES_1_38 if by_type
                         else schema.USAGES_1_9)
     project = str(project_id)  # the schema requires it
+    consumer_type = params.get("consumer_type")
 
-    def work(conn: Connection) -> dict[str, Any]:
+    def compute(conn: Connection) -> dict[str, Any]:
         if by_type:
             return usages.usages_by_type(conn, project, user_id,
-                                         params.get("consumer_type"))
+                                         consumer_type)
         return usages.project_usages(conn, project, user_id)
 
-    util.send(req, resp, {"usages": util.db(req).read(work)})
+    # Kept until the next write that changes any usage (the memo's rule).
+    key = (by_type, project, user_id, consumer_type)
+    found = util.db(req).read(
+        lambda conn: util.memo(req, "usage").kept(conn, key, compute))
+    util.send(req, resp, {"usages": found})

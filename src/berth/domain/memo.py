@@ -1,0 +1,95 @@
+"""Answers kept between requests while the change sequence says they hold.
+
+A :class:`Memo` keeps values computed from the database at one
+change-sequence position. Every write that changes what they are computed
+from notes a change (see ``berth.db.changes``), so while the database's
+position stays where the values were kept, they are exactly what reading
+the database again would give. When the position moves, a whole memo
+forgets everything; a memo keyed by provider id forgets only the
+providers the change rows name (everything on a global change or a gap).
+
+Values are only ever kept in the dict of the position the caller's own
+transaction read (:meth:`Memo.values`), so a request that started before
+a change can never store what it read under a newer position. One lives
+per kind of answer in each application's state; with ``[berth]
+candidate_cache = false`` (writers that bypass the change sequence) none
+keeps anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from berth.db import changes
+
+T = TypeVar("T")
+
+
+class Memo:
+    """Values valid at one change-sequence position.
+
+    ``by_provider``: keys are provider ids, and a change forgets only the
+    providers it names. ``limit``: past this many values the memo starts
+    again empty (a bound on memory, not a cache policy worth tuning).
+    """
+
+    def __init__(self, keep: bool = True, by_provider: bool = False,
+                 limit: int = 100_000) -> None:
+        self.keep = keep
+        self.by_provider = by_provider
+        self.limit = limit
+        # One attribute, swapped whole: a reader never pairs one
+        # position with another position's values.
+        self._kept: tuple[changes.Position | None, dict[Hashable, Any]] = (
+            None, {})
+        self._lock = threading.Lock()
+
+    def values(self, conn: Connection) -> dict[Hashable, Any]:
+        """The dict of values valid at the position ``conn``'s transaction
+        sees, to read and to fill. A transaction older than the memo (or a
+        memo that keeps nothing) gets a dict of its own that nobody else
+        reads."""
+        if not self.keep:
+            return {}
+        seq = changes.current(conn)
+        at, kept = self._kept
+        if seq == at and len(kept) < self.limit:
+            return kept
+        with self._lock:
+            at, kept = self._kept
+            if at is not None and seq != at:
+                if not seq >= at:
+                    return {}
+                kept = self._survivors(conn, at, seq, kept)
+            elif at is None or len(kept) >= self.limit:
+                kept = {}
+            self._kept = (seq, kept)
+            return kept
+
+    def _survivors(self, conn: Connection, old: changes.Position,
+                   new: changes.Position, kept: dict[Hashable, Any]
+                   ) -> dict[Hashable, Any]:
+        """What stays valid from ``old`` to ``new`` (a new dict: a thread
+        still filling the old one fills a dict nobody reads again)."""
+        if not self.by_provider or len(kept) >= self.limit:
+            return {}
+        found = changes.since(conn, old, new)
+        if found.everything:
+            return {}
+        gone = found.structure | found.usage
+        return {k: v for k, v in kept.items() if k not in gone}
+
+    def kept(self, conn: Connection, key: Hashable,
+             compute: Callable[[Connection], T]) -> T:
+        """The value kept under ``key``, else ``compute(conn)`` (kept for
+        the next caller). Callers must not modify what they get."""
+        values = self.values(conn)
+        try:
+            return values[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = values[key] = compute(conn)
+            return value
