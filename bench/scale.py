@@ -17,8 +17,11 @@ Then, for each implementation and worker count:
   on it): server CPU per request and p50/p99 latency of each candidate
   query with and without ``limit=50``, provider listings filtered by
   ``resources`` and by ``required``, and ``/usages``;
-- **claims**: claims per second with 16 concurrent schedulers (candidates
-  with ``limit=5``, then a claim, again on a 409).
+- **claims**, at every worker count: claims per second with 16
+  concurrent schedulers (candidates with ``limit=5``, then a claim, again
+  on a 409; each scheduler its own process, see ``run.claims``), and the
+  server's CPU per claim (its process group's CPU over the run divided by
+  the claims).
 
 In-process, for Berth alone: the time to load the world whole, and the
 cost of a partial refresh after a claim and after an inventory change.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -219,7 +223,7 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
         print("    %s %d workers: %s" % (kind, workers, out["start"]), flush=True)
         if "error" in out["start"]:
             return out
-        if with_queries:
+        if with_queries and not args.claims_only:
             for name, query in run.QUERIES.items():
                 for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
                     out[label] = run.measure(server, q, args.repeat, args.timeout,
@@ -243,10 +247,17 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
     out: Result = {}
     try:
         berth_url = dbs.new("berth_%d" % hosts)
-        out["build"] = build(berth_url, hosts)
+        built = args.worlds / ("w%d.sqlite" % hosts) if args.worlds else None
+        if db_kind == "sqlite" and built is not None and built.exists():
+            # A copy: the prebuilt world is shared and never written.
+            shutil.copy(built, sa.engine.make_url(berth_url).database or "")
+            out["build"] = {"copied": str(built)}
+        else:
+            out["build"] = build(berth_url, hosts)
         print("  %s %d hosts: built %s" % (db_kind, hosts, out["build"]), flush=True)
-        out["inprocess"] = inprocess(berth_url)
-        print("  in-process: %s" % out["inprocess"], flush=True)
+        if not args.claims_only:
+            out["inprocess"] = inprocess(berth_url)
+            print("  in-process: %s" % out["inprocess"], flush=True)
         urls = {"berth": berth_url}
         if args.only != "berth" and hosts <= args.upstream_max_hosts:
             upstream_url = dbs.new("upstream_%d" % hosts)
@@ -293,6 +304,9 @@ def table(results: Result) -> str:
                 w = key.split("/")[1]
                 rows.append(("claims/s, %s workers" % w, bw.get("claims"),
                              uw.get("claims"), "claims_per_s"))
+                rows.append(("server CPU ms per claim, %s workers" % w,
+                             bw.get("claims"), uw.get("claims"),
+                             "server_cpu_ms_per_claim"))
                 rows.append(("first answer s, %s workers" % w, bw.get("start"),
                              uw.get("start"), "first_answer_s"))
                 rows.append(("worker RSS MB, %s workers" % w, bw.get("start"),
@@ -369,6 +383,11 @@ def main() -> int:
                     help="stop repeating a query after this long")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--claims", type=int, default=320)
+    ap.add_argument("--claims-only", action="store_true",
+                    help="only start-up and claims (no queries, no in-process)")
+    ap.add_argument("--worlds", type=Path,
+                    help="a folder of prebuilt SQLite worlds (bulk.py), "
+                    "w<hosts>.sqlite, copied instead of building")
     args = ap.parse_args()
     if args.only != "berth":
         ensure_upstream_venv()
