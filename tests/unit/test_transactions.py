@@ -235,3 +235,14 @@ def test_writer_queue_excludes_threads_of_one_process(tmp_path):
                                  "postgresql+psycopg://u@h/d"])
 def test_no_writer_queue_without_a_database_file(url):
     assert WriterQueue.for_engine(create_engine(url)) is None
+
+
+@pytest.mark.parametrize("synchronous,expected", [(True, 2), (False, 1)])
+def test_sqlite_syncs_every_commit_unless_told_not_to(tmp_path, synchronous,
+                                                      expected):
+    engine = create_engine("sqlite:///%s" % (tmp_path / "p.sqlite"),
+                           sqlite_synchronous=synchronous)
+    with engine.connect() as conn:
+        # 2 is FULL (an fsync per commit), 1 NORMAL (WAL: at checkpoints).
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == expected
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
