@@ -144,10 +144,12 @@ def run_queries(kind: str, workdir: Path, args: argparse.Namespace
     return results
 
 
-def _scheduler(url: str, n: int, count: int, ready: Any, results: Any) -> None:
-    """One scheduler process: ``count`` claims, each a candidates request
-    with ``limit=5`` and a PUT of one of them, again on a 409. Puts its
-    (claims, conflicts, errors, CPU seconds) on ``results``."""
+def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
+               results: Any) -> None:
+    """One scheduler process: ``count`` claims (no new one after
+    ``seconds``), each a candidates request with ``limit=5`` and a PUT of
+    one of them, again on a 409. Puts its (claims, conflicts, errors, CPU
+    seconds) on ``results``."""
     parsed = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1",
                                       parsed.port, timeout=60)
@@ -155,7 +157,10 @@ def _scheduler(url: str, n: int, count: int, ready: Any, results: Any) -> None:
     done = conflicts = errors = 0
     ready.wait()
     cpu0 = time.process_time()
+    deadline = time.monotonic() + seconds
     for i in range(count):
+        if time.monotonic() > deadline:
+            break
         consumer = str(uuid.uuid4())
         for _attempt in range(10):
             status, body = _call(conn, "GET", "/allocation_candidates?" + BASE
@@ -197,9 +202,10 @@ def _call(conn: http.client.HTTPConnection, method: str, path: str,
 
 
 def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | str]:
-    """``args.clients`` schedulers racing to claim ``args.claims`` in all:
-    claims per second, and the server's CPU per claim (its whole process
-    group over the run, divided by the claims made).
+    """``args.clients`` schedulers racing to claim ``args.claims`` in all
+    (none started after ``args.claims_seconds``, when given): claims per
+    second, and the server's CPU per claim (its whole process group over
+    the run, divided by the claims made).
 
     Each scheduler is its own process with a plain ``http.client``
     connection: 16 threads of one Python client share one GIL, and their
@@ -210,8 +216,9 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     ctx = multiprocessing.get_context("fork")
     ready = ctx.Barrier(args.clients + 1)
     results = ctx.Queue()
+    seconds = getattr(args, "claims_seconds", None) or float("inf")
     procs = [ctx.Process(target=_scheduler, args=(
-        server.url, n, args.claims // args.clients, ready, results))
+        server.url, n, args.claims // args.clients, seconds, ready, results))
         for n in range(args.clients)]
     for proc in procs:
         proc.start()

@@ -233,7 +233,8 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
                 out[name] = run.measure(server, query, args.repeat, args.timeout,
                                         path=path, max_seconds=args.max_seconds)
                 print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
-        claims = argparse.Namespace(claims=args.claims, clients=16)
+        claims = argparse.Namespace(claims=args.claims, clients=16,
+                                    claims_seconds=args.claims_seconds)
         out["claims"] = run.claims(server, claims)
         print("    %s claims %s" % (kind, out["claims"]), flush=True)
     finally:
@@ -383,6 +384,8 @@ def main() -> int:
                     help="stop repeating a query after this long")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--claims", type=int, default=320)
+    ap.add_argument("--claims-seconds", type=float, default=120,
+                    help="no new claim after this long (a slow server)")
     ap.add_argument("--claims-only", action="store_true",
                     help="only start-up and claims (no queries, no in-process)")
     ap.add_argument("--worlds", type=Path,
