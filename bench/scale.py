@@ -406,7 +406,8 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out / ("scale-%s.json" % stamp)).write_text(
-        json.dumps({"args": vars(args), "results": results}, indent=2))
+        json.dumps({"args": vars(args), "results": results}, indent=2,
+                   default=str))
     text = table(results)
     (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
     print(text)
