@@ -267,7 +267,9 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
                 out["upstream_error"] = "export failed: %s" % failed
                 print("  upstream skipped: %s" % out["upstream_error"], flush=True)
             else:
-                urls["upstream"] = upstream_url
+                # Upstream's venv has psycopg2, not psycopg 3.
+                urls["upstream"] = upstream_url.replace(
+                    "postgresql+psycopg://", "postgresql+psycopg2://", 1)
         for kind, url in urls.items():
             if args.only and kind != args.only:
                 continue
