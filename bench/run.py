@@ -14,14 +14,17 @@ openstack-placement==16.0.0 gunicorn`` there; ``--setup-upstream`` does it).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
-import threading
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -141,46 +144,100 @@ def run_queries(kind: str, workdir: Path, args: argparse.Namespace
     return results
 
 
+def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
+               results: Any) -> None:
+    """One scheduler process: ``count`` claims (no new one after
+    ``seconds``), each a candidates request with ``limit=5`` and a PUT of
+    one of them, again on a 409. Puts its (claims, conflicts, errors, CPU
+    seconds) on ``results``."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1",
+                                      parsed.port, timeout=60)
+    headers = {**HEADERS, "content-type": "application/json"}
+    done = conflicts = errors = 0
+    ready.wait()
+    cpu0 = time.process_time()
+    deadline = time.monotonic() + seconds
+    for i in range(count):
+        if time.monotonic() > deadline:
+            break
+        consumer = str(uuid.uuid4())
+        for _attempt in range(10):
+            status, body = _call(conn, "GET", "/allocation_candidates?" + BASE
+                                 + "&limit=5", None, headers)
+            reqs = json.loads(body)["allocation_requests"] if status == 200 else []
+            if not reqs:
+                errors += status != 200
+                break
+            claim = {"allocations": reqs[(n + i) % len(reqs)]["allocations"],
+                     "project_id": world_mod.uid("p"),
+                     "user_id": world_mod.uid("u"),
+                     "consumer_generation": None,
+                     "consumer_type": "INSTANCE"}
+            status, _ = _call(conn, "PUT", "/allocations/" + consumer,
+                              json.dumps(claim), headers)
+            if status == 204:
+                done += 1
+                break
+            if status == 409:
+                conflicts += 1
+                continue
+            errors += 1
+            break
+    results.put((done, conflicts, errors, time.process_time() - cpu0))
+
+
+def _call(conn: http.client.HTTPConnection, method: str, path: str,
+          body: str | None, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One request on ``conn`` (which reconnects by itself when the server
+    closed the last one): status and body, 599 when the connection
+    failed."""
+    try:
+        conn.request(method, path, body, headers)
+        r = conn.getresponse()
+        return r.status, r.read()
+    except (OSError, http.client.HTTPException):
+        conn.close()
+        return 599, b""
+
+
 def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | str]:
-    """A scheduler-like loop: fetch candidates, claim one, retry on 409."""
-    done, conflicts, errors = [0], [0], [0]
-    lock = threading.Lock()
+    """``args.clients`` schedulers racing to claim ``args.claims`` in all
+    (none started after ``args.claims_seconds``, when given): claims per
+    second, and the server's CPU per claim (its whole process group over
+    the run, divided by the claims made).
 
-    def worker(n: int) -> None:
-        http = httpx.Client(base_url=server.url, headers=HEADERS, timeout=60)
-        for i in range(args.claims // args.clients):
-            consumer = str(uuid.uuid4())
-            for _attempt in range(10):
-                r = http.get("/allocation_candidates?" + BASE + "&limit=5")
-                reqs = r.json()["allocation_requests"]
-                if not reqs:
-                    break
-                body = {"allocations": reqs[(n + i) % len(reqs)]["allocations"],
-                        "project_id": world_mod.uid("p"),
-                        "user_id": world_mod.uid("u"),
-                        "consumer_generation": None,
-                        "consumer_type": "INSTANCE"}
-                r = http.put("/allocations/" + consumer, json=body)
-                with lock:
-                    if r.status_code == 204:
-                        done[0] += 1
-                        break
-                    if r.status_code == 409:
-                        conflicts[0] += 1
-                        continue
-                    errors[0] += 1
-                    break
-
+    Each scheduler is its own process with a plain ``http.client``
+    connection: 16 threads of one Python client share one GIL, and their
+    turns for it, not the server, set the pace (the server sat idle a
+    quarter of the time waiting for requests). The same client serves
+    both implementations.
+    """
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Barrier(args.clients + 1)
+    results = ctx.Queue()
+    seconds = getattr(args, "claims_seconds", None) or float("inf")
+    procs = [ctx.Process(target=_scheduler, args=(
+        server.url, n, args.claims // args.clients, seconds, ready, results))
+        for n in range(args.clients)]
+    for proc in procs:
+        proc.start()
+    ready.wait()
+    cpu0 = server.cpu_seconds()
     start = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(n,))
-               for n in range(args.clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    totals = [results.get() for _ in procs]
     elapsed = time.perf_counter() - start
-    return {"claims_per_s": done[0] / elapsed, "claims": done[0],
-            "conflicts": conflicts[0], "errors": errors[0]}
+    cpu = server.cpu_seconds() - cpu0
+    for proc in procs:
+        proc.join()
+    done = sum(r[0] for r in totals)
+    return {"claims_per_s": done / elapsed, "claims": done,
+            "conflicts": sum(r[1] for r in totals),
+            "errors": sum(r[2] for r in totals),
+            "server_cpu_ms_per_claim": cpu * 1000 / max(done, 1),
+            "client_cpu_ms_per_claim": (sum(r[3] for r in totals) * 1000
+                                        / max(done, 1)),
+            "seconds": elapsed}
 
 
 def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str],

@@ -18,8 +18,11 @@ Then, for each implementation and worker count:
   hosts with the first only): server CPU per request and p50/p99 latency of each candidate
   query with and without ``limit=50``, provider listings filtered by
   ``resources`` and by ``required``, and ``/usages``;
-- **claims**: claims per second with 16 concurrent schedulers (candidates
-  with ``limit=5``, then a claim, again on a 409).
+- **claims**, at every worker count: claims per second with 16
+  concurrent schedulers (candidates with ``limit=5``, then a claim, again
+  on a 409; each scheduler its own process, see ``run.claims``), and the
+  server's CPU per claim (its process group's CPU over the run divided by
+  the claims).
 
 In-process, for Berth alone: the time to load the world whole, the
 cost of a partial refresh after a claim and after an inventory change,
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -267,7 +271,7 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
         print("    %s %d workers: %s" % (kind, workers, out["start"]), flush=True)
         if "error" in out["start"]:
             return out
-        if with_queries:
+        if with_queries and not args.claims_only:
             for name, query in run.QUERIES.items():
                 for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
                     out[label] = run.measure(server, q, args.repeat, args.timeout,
@@ -277,7 +281,8 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
                 out[name] = run.measure(server, query, args.repeat, args.timeout,
                                         path=path, max_seconds=args.max_seconds)
                 print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
-        claims = argparse.Namespace(claims=args.claims, clients=16)
+        claims = argparse.Namespace(claims=args.claims, clients=16,
+                                    claims_seconds=args.claims_seconds)
         out["claims"] = run.claims(server, claims)
         print("    %s claims %s" % (kind, out["claims"]), flush=True)
         # After every query and claim: what the workers hold once they have
@@ -294,10 +299,17 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
     out: Result = {}
     try:
         berth_url = dbs.new("berth_%d" % hosts)
-        out["build"] = build(berth_url, hosts)
+        built = args.worlds / ("w%d.sqlite" % hosts) if args.worlds else None
+        if db_kind == "sqlite" and built is not None and built.exists():
+            # A copy: the prebuilt world is shared and never written.
+            shutil.copy(built, sa.engine.make_url(berth_url).database or "")
+            out["build"] = {"copied": str(built)}
+        else:
+            out["build"] = build(berth_url, hosts)
         print("  %s %d hosts: built %s" % (db_kind, hosts, out["build"]), flush=True)
-        out["inprocess"] = inprocess(berth_url)
-        print("  in-process: %s" % out["inprocess"], flush=True)
+        if not args.claims_only:
+            out["inprocess"] = inprocess(berth_url)
+            print("  in-process: %s" % out["inprocess"], flush=True)
         urls = {"berth": berth_url}
         if args.only != "berth" and hosts <= args.upstream_max_hosts:
             upstream_url = dbs.new("upstream_%d" % hosts)
@@ -306,7 +318,9 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
                 out["upstream_error"] = "export failed: %s" % failed
                 print("  upstream skipped: %s" % out["upstream_error"], flush=True)
             else:
-                urls["upstream"] = upstream_url
+                # Upstream's venv has psycopg2, not psycopg 3.
+                urls["upstream"] = upstream_url.replace(
+                    "postgresql+psycopg://", "postgresql+psycopg2://", 1)
         for kind, url in urls.items():
             if args.only and kind != args.only:
                 continue
@@ -372,10 +386,10 @@ def table(results: Result) -> str:
                 bc, uc = b.get("claims"), u.get("claims")
                 row("claims/s", bc, uc, "claims_per_s",
                     _ratio(_num(bc, "claims_per_s"), _num(uc, "claims_per_s")))
-                if _num(bc, "cpu_ms_per_claim") is not None:
-                    row("server CPU ms per claim", bc, uc, "cpu_ms_per_claim",
-                        _ratio(_num(uc, "cpu_ms_per_claim"),
-                               _num(bc, "cpu_ms_per_claim")))
+                if _num(bc, "server_cpu_ms_per_claim") is not None:
+                    row("server CPU ms per claim", bc, uc, "server_cpu_ms_per_claim",
+                        _ratio(_num(uc, "server_cpu_ms_per_claim"),
+                               _num(bc, "server_cpu_ms_per_claim")))
                 for label, field in (("first answer s", "first_answer_s"),
                                      ("worker RSS MB", "rss_mb"),
                                      ("all workers PSS MB", "pss_total_mb")):
@@ -466,6 +480,13 @@ def main() -> int:
                     help="stop repeating a query after this long")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--claims", type=int, default=320)
+    ap.add_argument("--claims-seconds", type=float, default=120,
+                    help="no new claim after this long (a slow server)")
+    ap.add_argument("--claims-only", action="store_true",
+                    help="only start-up and claims (no queries, no in-process)")
+    ap.add_argument("--worlds", type=Path,
+                    help="a folder of prebuilt SQLite worlds (bulk.py), "
+                    "w<hosts>.sqlite, copied instead of building")
     args = ap.parse_args()
     if args.only != "berth":
         ensure_upstream_venv()
@@ -481,7 +502,8 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out / ("scale-%s.json" % stamp)).write_text(
-        json.dumps({"args": vars(args), "results": results}, indent=2))
+        json.dumps({"args": vars(args), "results": results}, indent=2,
+                   default=str))
     text = table(results) + "\n\n" + inprocess_table(results)
     (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
     print(text)

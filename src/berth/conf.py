@@ -26,7 +26,9 @@ database_opts = [
     cfg.StrOpt("connection_parameters", default="",
                help="Extra query parameters appended to the connection URL."),
     cfg.BoolOpt("sqlite_synchronous", default=True,
-                help="If False, SQLite runs with synchronous=OFF."),
+                help="If False, SQLite does not sync the disk at each "
+                     "commit (synchronous=NORMAL): a power loss may undo "
+                     "the last commits, but does not corrupt the file."),
     cfg.StrOpt("slave_connection", secret=True,
                help="Accepted for compatibility; Berth reads from the "
                     "primary connection."),

@@ -7,7 +7,9 @@ import uuid as uuidlib
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
+from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import allocations, errors
 from berth.domain.allocations import ConsumerAllocations
@@ -294,3 +296,23 @@ def test_run_claim_retries_then_gives_up(db: Database) -> None:
     with pytest.raises(errors.ProviderGenerationRace,
                        match="resource provider data"):
         allocations.run_claim(db, always, 2)
+
+
+def test_claim_replaces_allocations_of_a_consumer_without_a_record(
+        client: Client, db: Database) -> None:
+    """Allocations whose consumer row is missing (legacy data, before
+    consumer records) are the consumer's: a first PUT for it, which
+    creates the record, replaces them rather than adding to them."""
+    rp = make_provider(db, "cn", VCPU={"total": 8})
+    consumer = new()
+    assert put(client, consumer, {rp: {"VCPU": 6}}).status_code == 204
+    db.run(lambda conn: conn.execute(
+        t.consumers.delete().where(t.consumers.c.uuid == consumer)))
+    # 6 of 8 are held: adding 4 would not fit, replacing 6 by 4 does.
+    assert put(client, consumer, {rp: {"VCPU": 4}}).status_code == 204
+    used = db.read(lambda conn: conn.scalar(
+        sa.select(sa.func.sum(t.allocations.c.used))
+        .where(t.allocations.c.resource_provider_id
+               == sa.select(t.resource_providers.c.id)
+               .where(t.resource_providers.c.uuid == rp).scalar_subquery())))
+    assert used == 4

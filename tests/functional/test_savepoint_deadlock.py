@@ -7,7 +7,7 @@ the same way). A savepoint opened before that is gone with it, so the
 ("SAVEPOINT ... does not exist"). That second error used to escape
 ``Database.run``'s retry and became a 500. Here two real connections lock
 rows in opposite order so that the deadlock strikes inside the savepoint
-that ``consumers.project_id`` (``_race_safe``) opens.
+that ``consumers.project_id`` (``_get_or_create``) opens for its insert.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _other(db: Database, ready: threading.Event, thread_id: list[int],
         ready.set()
 
 
-def test_deadlock_inside_race_safe_savepoint_is_retried(mysql_db: Database) -> None:
+def test_deadlock_inside_get_or_create_savepoint_is_retried(mysql_db: Database) -> None:
     db = mysql_db
     db.run(lambda conn: conn.execute(
         t.projects.insert().values(external_id=ANCHOR)))

@@ -306,7 +306,7 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     lock_providers(conn, to_lock)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, held)
-    if taken:
+    if held:  # else they hold nothing (a new consumer): nothing to delete
         a = t.allocations
         conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
     if check_capacity and claims:

@@ -105,32 +105,6 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     return ids_by_name(conn, t.traits, names)
 
 
-def ensure_external(conn: Connection, table: sa.Table, external_id: str) -> int:
-    """Id of the projects/users row for ``external_id``, creating it.
-
-    Runs inside the caller's transaction; a concurrent insert of the same
-    id surfaces as IntegrityError, which the transaction retry handles as
-    a ConcurrentUpdate (see ``Database.run`` callers).
-    """
-    row = conn.execute(sa.select(table.c.id)
-                       .where(table.c.external_id == external_id)).first()
-    if row is not None:
-        return int(row[0])
-    result = conn.execute(table.insert().values(external_id=external_id,
-                                                created_at=now()))
-    return int(result.inserted_primary_key[0])  # type: ignore[index]
-
-
-def ensure_consumer_type(conn: Connection, name: str) -> int:
-    """Id of the consumer type ``name``, creating it."""
-    ct = t.consumer_types
-    row = conn.execute(sa.select(ct.c.id).where(ct.c.name == name)).first()
-    if row is not None:
-        return int(row[0])
-    result = conn.execute(ct.insert().values(name=name, created_at=now()))
-    return int(result.inserted_primary_key[0])  # type: ignore[index]
-
-
 def row_by_name(conn: Connection, table: sa.Table,
                 name: str) -> sa.Row | None:  # type: ignore[type-arg]
     """The row of ``table`` (classes or traits) named exactly ``name``.

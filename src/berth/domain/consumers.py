@@ -9,7 +9,7 @@ same generation only one can win -- also when the write empties it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -51,31 +51,43 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
     return Consumer(*row) if row is not None else None
 
 
-def _race_safe(conn: Connection, fn: Callable[[], int]) -> int:
-    """Run a get-or-create in a savepoint; after losing an insert race
-    the row exists, so running it again finds it (never a 500)."""
-    try:
-        with conn.begin_nested():
-            return fn()
-    except IntegrityError:
-        return fn()
+def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
+    """Id of the row of ``key``'s table whose ``key`` is ``value``,
+    inserted if missing.
+
+    Almost every call finds the row, so the look-up runs bare; only the
+    insert runs in a savepoint, and an insert that lost a race to a
+    concurrent one finds the winner's row by looking again (never a 500).
+    """
+    table = key.table
+    query = sa.select(table.c.id).where(key == value)
+    row = conn.execute(query).first()
+    if row is None:
+        try:
+            with conn.begin_nested():
+                result = conn.execute(table.insert().values(
+                    {key.name: value, "created_at": common.now()}))
+                return int(result.inserted_primary_key[0])  # type: ignore[index]
+        except IntegrityError:
+            row = conn.execute(query).first()
+            if row is None:
+                raise
+    return int(row[0])
 
 
 def project_id(conn: Connection, external_id: str) -> int:
     """Id of project ``external_id``, created if needed."""
-    return _race_safe(conn, lambda: common.ensure_external(
-        conn, t.projects, external_id))
+    return _get_or_create(conn, t.projects.c.external_id, external_id)
 
 
 def user_id(conn: Connection, external_id: str) -> int:
     """Id of user ``external_id``, created if needed."""
-    return _race_safe(conn, lambda: common.ensure_external(
-        conn, t.users, external_id))
+    return _get_or_create(conn, t.users.c.external_id, external_id)
 
 
 def consumer_type_id(conn: Connection, name: str) -> int:
     """Id of consumer type ``name``, created if needed."""
-    return _race_safe(conn, lambda: common.ensure_consumer_type(conn, name))
+    return _get_or_create(conn, t.consumer_types.c.name, name)
 
 
 def generation_conflict(expected: int | None, got: int | None) -> errors.ConcurrentUpdate:
@@ -89,14 +101,17 @@ def generation_conflict(expected: int | None, got: int | None) -> errors.Concurr
 def create(conn: Connection, uuid: str, project: int, user: int,
            type_id: int | None, generation: int = 0) -> Consumer:
     """Insert a consumer; a concurrent insert of the same uuid is a
-    ConcurrentUpdate (409), never an integrity error."""
+    ConcurrentUpdate (409), never an integrity error.
+
+    No savepoint: the 409 ends the caller's transaction (nothing catches
+    it inside one), and on PostgreSQL the failed insert has already
+    aborted it."""
     c = t.consumers
     try:
-        with conn.begin_nested():
-            result = conn.execute(c.insert().values(
-                uuid=uuid, project_id=project, user_id=user,
-                generation=generation, consumer_type_id=type_id,
-                created_at=common.now()))
+        result = conn.execute(c.insert().values(
+            uuid=uuid, project_id=project, user_id=user,
+            generation=generation, consumer_type_id=type_id,
+            created_at=common.now()))
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
     new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
