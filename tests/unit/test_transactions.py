@@ -3,24 +3,14 @@ transient, and that a transient failure is retried while others are not."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import socket
 import sqlite3
-import threading
 
 import pytest
 import sqlalchemy as sa
 
 from berth.api.app import create_app
-from berth.db.engine import (
-    Database,
-    WriterQueue,
-    create_engine,
-    error_code,
-    is_retryable,
-    is_unavailable,
-)
+from berth.db.engine import Database, create_engine, error_code, is_retryable, is_unavailable
 from tests.conftest import Client, make_conf
 
 
@@ -164,85 +154,3 @@ def test_unreachable_database_is_503_in_placement_format(scheme):
     assert error["status"] == 503
     assert error["code"] == "placement.undefined_code"
     assert error["request_id"].startswith("req-")
-
-
-def _queue_is_taken(path: str) -> bool:
-    """Whether some open file holds the writer queue's lock now."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def test_sqlite_writers_queue_on_a_file_beside_the_database(tmp_path):
-    db = Database(create_engine("sqlite:///%s" % (tmp_path / "p.sqlite")))
-    queue = str(tmp_path / "p.sqlite-writers")
-    seen = []
-
-    def write(conn):
-        seen.append(_queue_is_taken(queue))
-        return 1
-
-    assert db.run(write) == 1
-    assert db.read(write) == 1
-    # Held for the write transaction only, and let go after it.
-    assert seen == [True, False]
-    assert not _queue_is_taken(queue)
-
-
-def test_writer_queue_is_let_go_when_the_transaction_fails(tmp_path):
-    db = Database(create_engine("sqlite:///%s" % (tmp_path / "p.sqlite")))
-
-    def fail(conn):
-        raise ValueError("boom")
-
-    with pytest.raises(ValueError):
-        db.run(fail)
-    assert not _queue_is_taken(str(tmp_path / "p.sqlite-writers"))
-
-
-def test_writer_queue_excludes_threads_of_one_process(tmp_path):
-    queue = WriterQueue(str(tmp_path / "q"))
-    inside, leave, order = threading.Event(), threading.Event(), []
-
-    def first():
-        with queue.turn():
-            order.append("first in")
-            inside.set()
-            leave.wait()
-            order.append("first out")
-
-    def second():
-        with queue.turn():
-            order.append("second in")
-
-    one = threading.Thread(target=first)
-    one.start()
-    inside.wait()
-    two = threading.Thread(target=second)
-    two.start()
-    leave.set()
-    one.join()
-    two.join()
-    assert order == ["first in", "first out", "second in"]
-
-
-@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:",
-                                 "postgresql+psycopg://u@h/d"])
-def test_no_writer_queue_without_a_database_file(url):
-    assert WriterQueue.for_engine(create_engine(url)) is None
-
-
-@pytest.mark.parametrize("synchronous,expected", [(True, 2), (False, 1)])
-def test_sqlite_syncs_every_commit_unless_told_not_to(tmp_path, synchronous,
-                                                      expected):
-    engine = create_engine("sqlite:///%s" % (tmp_path / "p.sqlite"),
-                           sqlite_synchronous=synchronous)
-    with engine.connect() as conn:
-        # 2 is FULL (an fsync per commit), 1 NORMAL (WAL: at checkpoints).
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == expected
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"

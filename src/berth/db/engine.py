@@ -4,24 +4,11 @@ SQLite runs in WAL mode with foreign keys on, and every write transaction
 starts with ``BEGIN IMMEDIATE`` so that two writers never deadlock while
 upgrading a read lock (the cause of upstream's "database is locked" 500s);
 a busy database makes the second writer wait ``busy_timeout`` instead.
-
-SQLite's busy handler waits by sleeping and polling (1, 2, 5, 10 ... 100
-ms), so a writer that finds the lock taken wakes up late, long after the
-holder committed: with several gunicorn workers claiming at once, most of
-a worker's time went to that sleep. Berth's own writers therefore queue
-first on an advisory ``flock`` of a file beside the database
-(``WriterQueue``), where the kernel wakes the next one as soon as the
-last lets go. The queue only orders writers; SQLite's lock, taken by
-``BEGIN IMMEDIATE`` as before, still guards the data, so a writer that
-does not queue (another tool, an older Berth) is as safe as ever.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
-import os
 import random
 import threading
 import time
@@ -170,61 +157,6 @@ def _setup_sqlite(engine: Engine, synchronous: bool) -> None:
         conn.exec_driver_sql("BEGIN %s" % mode)
 
 
-class WriterQueue:
-    """Berth's writers to one SQLite file, taking turns in the kernel.
-
-    Each thread of each process holds its own open file on
-    ``<database>-writers`` and takes an exclusive ``flock`` on it around
-    its write transaction: flock excludes between open files, also within
-    one process, and the kernel drops the lock of a process that dies.
-    Files opened before a fork are not used after it (a forked child
-    would share the parent's lock).
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._local = threading.local()
-
-    @classmethod
-    def for_engine(cls, engine: Engine) -> WriterQueue | None:
-        """The queue for a file SQLite engine; None for other databases
-        and in-memory SQLite."""
-        database = engine.url.database
-        if (engine.url.get_backend_name() != "sqlite"
-                or database in (None, "", ":memory:")
-                or engine.url.query.get("mode") == "memory"):
-            return None
-        return cls(database + "-writers")
-
-    def _file(self) -> int | None:
-        pid = os.getpid()
-        local = self._local
-        if getattr(local, "pid", None) != pid:
-            local.pid = pid
-            try:
-                local.fd = os.open(self.path, os.O_RDWR | os.O_CREAT
-                                   | os.O_CLOEXEC, 0o600)
-            except OSError as exc:
-                # A read-only directory: SQLite's own lock still guards.
-                LOG.debug("no writer queue at %s: %s", self.path, exc)
-                local.fd = None
-        fd: int | None = local.fd
-        return fd
-
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        """Wait for this writer's turn; hold it until the block ends."""
-        fd = self._file()
-        if fd is None:
-            yield
-            return
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-
-
 def _transient_code(exc: BaseException) -> str | None:
     """The code of ``exc`` when it alone says "run it again", else None."""
     if not isinstance(exc, sa.exc.DBAPIError) or exc.orig is None:
@@ -329,7 +261,6 @@ class Database:
         #: ``create_engine`` report SQL time)
         self.observer: Observer | None = None
         self._in_use = 0
-        self._writers = WriterQueue.for_engine(engine)
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
@@ -347,17 +278,12 @@ class Database:
                 if self.backend == "sqlite":
                     conn = conn.execution_options(
                         sqlite_begin="IMMEDIATE" if write else "DEFERRED")
-                with self._turn(write), conn.begin():
+                with conn.begin():
                     yield conn
             finally:
                 if observer is not None:
                     self._in_use -= 1
                     observer.connections_in_use(self._in_use)
-
-    def _turn(self, write: bool) -> contextlib.AbstractContextManager[None]:
-        if write and self._writers is not None:
-            return self._writers.turn()
-        return contextlib.nullcontext()
 
     def run(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures.
