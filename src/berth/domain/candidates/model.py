@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,46 @@ class World:
             for anchor in self.anchors[sid]:
                 if anchor != self.providers[sid].root_id:
                     self.shared_into.setdefault(anchor, []).append(sid)
+        #: root -> every trait, and every aggregate, of the providers that
+        #: may serve its tree (its own and the sharing ones serving it):
+        #: what the planner checks a tree against. Kept only where that
+        #: is more than the root's own labels (``tree_labels``).
+        self.tree_traits: dict[int, frozenset[str]] = {}
+        self.tree_aggs: dict[int, frozenset[str]] = {}
+        self._tree_labels()
+        #: the same for each of ``roots``, in its order (a list of shared
+        #: frozensets: the planner walks it at C speed)
+        self.root_traits = [self.tree_labels(r)[0] for r in self.roots]
+        self.root_aggs = [self.tree_labels(r)[1] for r in self.roots]
+
+    def _tree_labels(self) -> None:
+        # Most trees have one of a few label sets: one frozenset serves
+        # them all, so the indexes cost a dict entry per nested or served
+        # tree (and the world may be shared copy-on-write by workers).
+        common: dict[frozenset[str], frozenset[str]] = {}
+        providers = self.providers
+        for root, members in self.trees.items():
+            shared = self.shared_into.get(root, ())
+            if root not in providers or (len(members) == 1 and not shared):
+                continue
+            own = providers[root]
+            serving = [providers[p] for p in itertools.chain(members, shared)]
+            for index, mine, labels in (
+                    (self.tree_traits, own.traits,
+                     [p.traits for p in serving]),
+                    (self.tree_aggs, own.aggregates,
+                     [p.aggregates for p in serving])):
+                union = frozenset().union(*labels)
+                if union != mine:
+                    index[root] = common.setdefault(union, union)
+
+    def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
+        """The traits and the aggregates of every provider that may serve
+        ``root``'s tree: its own providers and the sharing providers
+        serving it (a root of this world)."""
+        p = self.providers[root]
+        return (self.tree_traits.get(root, p.traits),
+                self.tree_aggs.get(root, p.aggregates))
 
     def _anchors(self) -> dict[int, set[int]]:
         """sharing provider -> roots of every tree with a provider in one
