@@ -150,11 +150,11 @@ class World:
         #: is more than the root's own labels (``tree_labels``).
         self.tree_traits: dict[int, frozenset[str]] = {}
         self.tree_aggs: dict[int, frozenset[str]] = {}
+        #: the same for each of ``roots``, in its order (lists of shared
+        #: frozensets: the planner walks them at C speed)
+        self.root_traits: list[frozenset[str]] = []
+        self.root_aggs: list[frozenset[str]] = []
         self._tree_labels()
-        #: the same for each of ``roots``, in its order (a list of shared
-        #: frozensets: the planner walks it at C speed)
-        self.root_traits = [self.tree_labels(r)[0] for r in self.roots]
-        self.root_aggs = [self.tree_labels(r)[1] for r in self.roots]
 
     def _tree_labels(self) -> None:
         # Most trees have one of a few label sets: one frozenset serves
@@ -164,18 +164,24 @@ class World:
         providers = self.providers
         for root, members in self.trees.items():
             shared = self.shared_into.get(root, ())
-            if root not in providers or (len(members) == 1 and not shared):
+            own = providers.get(root)
+            if own is None or (len(members) == 1 and not shared):
                 continue
-            own = providers[root]
-            serving = [providers[p] for p in itertools.chain(members, shared)]
-            for index, mine, labels in (
-                    (self.tree_traits, own.traits,
-                     [p.traits for p in serving]),
-                    (self.tree_aggs, own.aggregates,
-                     [p.aggregates for p in serving])):
-                union = frozenset().union(*labels)
-                if union != mine:
-                    index[root] = common.setdefault(union, union)
+            traits, aggs = set(own.traits), set(own.aggregates)
+            for pid in itertools.chain(members, shared):
+                p = providers[pid]
+                traits.update(p.traits)
+                aggs.update(p.aggregates)
+            for index, union, mine in ((self.tree_traits, traits, own.traits),
+                                       (self.tree_aggs, aggs, own.aggregates)):
+                if len(union) > len(mine):
+                    labels = frozenset(union)
+                    index[root] = common.setdefault(labels, labels)
+        roots = self.roots
+        self.root_traits = [self.tree_traits.get(r, providers[r].traits)
+                            for r in roots]
+        self.root_aggs = [self.tree_aggs.get(r, providers[r].aggregates)
+                          for r in roots]
 
     def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
         """The traits and the aggregates of every provider that may serve
