@@ -160,28 +160,40 @@ class World:
         # Most trees have one of a few label sets: one frozenset serves
         # them all, so the indexes cost a dict entry per nested or served
         # tree (and the world may be shared copy-on-write by workers).
+        # One pass over the roots: at 50,000 hosts, touching each root
+        # once more is what building these costs.
         common: dict[frozenset[str], frozenset[str]] = {}
-        providers = self.providers
-        for root, members in self.trees.items():
+        providers, trees = self.providers, self.trees
+        for root in self.roots:
+            own = providers[root]
+            traits, aggs = own.traits, own.aggregates
+            members = trees[root]
             shared = self.shared_into.get(root, ())
-            own = providers.get(root)
-            if own is None or (len(members) == 1 and not shared):
-                continue
-            traits, aggs = set(own.traits), set(own.aggregates)
-            for pid in itertools.chain(members, shared):
-                p = providers[pid]
-                traits.update(p.traits)
-                aggs.update(p.aggregates)
-            for index, union, mine in ((self.tree_traits, traits, own.traits),
-                                       (self.tree_aggs, aggs, own.aggregates)):
-                if len(union) > len(mine):
-                    labels = frozenset(union)
-                    index[root] = common.setdefault(labels, labels)
-        roots = self.roots
-        self.root_traits = [self.tree_traits.get(r, providers[r].traits)
-                            for r in roots]
-        self.root_aggs = [self.tree_aggs.get(r, providers[r].aggregates)
-                          for r in roots]
+            if len(members) > 1 or shared:
+                traits, aggs = self._union(
+                    common, root, itertools.chain(members, shared))
+            self.root_traits.append(traits)
+            self.root_aggs.append(aggs)
+
+    def _union(self, common: dict[frozenset[str], frozenset[str]],
+               root: int, serving: Iterable[int]
+               ) -> tuple[frozenset[str], frozenset[str]]:
+        """The labels of ``serving`` providers of ``root``'s tree, kept in
+        the tree indexes where they are more than the root's own."""
+        own = self.providers[root]
+        traits, aggs = set(own.traits), set(own.aggregates)
+        for pid in serving:
+            p = self.providers[pid]
+            traits.update(p.traits)
+            aggs.update(p.aggregates)
+        found = []
+        for index, union, mine in ((self.tree_traits, traits, own.traits),
+                                   (self.tree_aggs, aggs, own.aggregates)):
+            if len(union) > len(mine):
+                labels = frozenset(union)
+                mine = index[root] = common.setdefault(labels, labels)
+            found.append(mine)
+        return found[0], found[1]
 
     def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
         """The traits and the aggregates of every provider that may serve
