@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from berth.domain.candidates.engine import group_specs, plan, search
 from berth.domain.candidates.model import World
+from berth.domain.candidates.planner import Plan
 from berth.domain.candidates.request import RequestGroup, RequestWide
 from berth.domain.candidates.search import GroupSpec
 from tests.unit.candidate_worlds import oracle, queries, worlds
@@ -34,6 +35,15 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide]) -> None:
     # trees it picks gives the same answer, in the same order.
     planned = search(world, specs, wide, anchors=plan(world, groups))
     assert [c.key() for c in planned] == keys
+    # So does it when it reads the name indexes from the first root on
+    # (switch 0), switches part way, or only walks the roots.
+    traits = tuple(r for g in groups for r in g.required)
+    aggs = tuple(m for g in groups for m in g.member_of)
+    for switch in (0, 1, len(world.providers) + 1):
+        anchors = Plan(world, traits, aggs, switch)
+        planned = search(world, specs, wide, anchors=anchors)
+        assert [c.key() for c in planned] == keys
+        assert set(anchors) <= set(world.roots)
 
 
 @settings(max_examples=100, deadline=None,

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from berth.domain.candidates import load
 from berth.domain.candidates.model import World, traits_ok
+from berth.domain.candidates.planner import Plan
 from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
 from berth.domain.candidates.search import (
     AnchorFilter,
@@ -107,7 +108,9 @@ def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
 
 
 def plan(world: World, groups: list[RequestGroup]) -> list[int]:
-    """The anchors worth visiting, in uuid order.
+    """The anchors worth visiting, in uuid order, found as the search
+    asks for them (``planner.Plan``: its length, once the search is done,
+    is the trees visited).
 
     A tree is only worth visiting when, for every positive ``member_of``
     set and every required-trait set of any group, one of its providers,
@@ -115,21 +118,8 @@ def plan(world: World, groups: list[RequestGroup]) -> list[int]:
     has one of the set's traits. A superset of the trees that can serve:
     the search still checks each candidate exactly.
     """
-    viable: set[int] | None = None
-    wanted: list[tuple[dict[str, set[int]], frozenset[str]]] = [
-        (world.by_agg, m) for g in groups for m in g.member_of]
-    wanted += [(world.by_trait, r) for g in groups for r in g.required]
-    for index, names in wanted:
-        members: set[int] = set()
-        for name in names:
-            members |= index.get(name, set())
-        reach = world.roots_of(members)
-        viable = reach if viable is None else viable & reach
-        if not viable:
-            return []
-    if viable is None:
-        return world.roots
-    return [r for r in world.roots if r in viable]
+    return Plan(world, tuple(r for g in groups for r in g.required),
+                tuple(m for g in groups for m in g.member_of))
 
 
 def group_specs(world: World, groups: list[RequestGroup]

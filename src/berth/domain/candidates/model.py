@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +147,64 @@ class World:
             for anchor in self.anchors[sid]:
                 if anchor != self.providers[sid].root_id:
                     self.shared_into.setdefault(anchor, []).append(sid)
+        #: root -> every trait, and every aggregate, of the providers that
+        #: may serve its tree (its own and the sharing ones serving it):
+        #: what the planner checks a tree against. Kept only where that
+        #: is more than the root's own labels (``tree_labels``).
+        self.tree_traits: dict[int, frozenset[str]] = {}
+        self.tree_aggs: dict[int, frozenset[str]] = {}
+        #: the same for each of ``roots``, in its order (lists of shared
+        #: frozensets: the planner walks them at C speed)
+        self.root_traits: list[frozenset[str]] = []
+        self.root_aggs: list[frozenset[str]] = []
+        self._tree_labels()
+
+    def _tree_labels(self) -> None:
+        # Most trees have one of a few label sets: one frozenset serves
+        # them all, so the indexes cost a dict entry per nested or served
+        # tree (and the world may be shared copy-on-write by workers).
+        # One pass over the roots: at 50,000 hosts, touching each root
+        # once more is what building these costs.
+        common: dict[frozenset[str], frozenset[str]] = {}
+        providers, trees = self.providers, self.trees
+        for root in self.roots:
+            own = providers[root]
+            traits, aggs = own.traits, own.aggregates
+            members = trees[root]
+            shared = self.shared_into.get(root, ())
+            if len(members) > 1 or shared:
+                traits, aggs = self._union(
+                    common, root, itertools.chain(members, shared))
+            self.root_traits.append(traits)
+            self.root_aggs.append(aggs)
+
+    def _union(self, common: dict[frozenset[str], frozenset[str]],
+               root: int, serving: Iterable[int]
+               ) -> tuple[frozenset[str], frozenset[str]]:
+        """The labels of ``serving`` providers of ``root``'s tree, kept in
+        the tree indexes where they are more than the root's own."""
+        own = self.providers[root]
+        traits, aggs = set(own.traits), set(own.aggregates)
+        for pid in serving:
+            p = self.providers[pid]
+            traits.update(p.traits)
+            aggs.update(p.aggregates)
+        found = []
+        for index, union, mine in ((self.tree_traits, traits, own.traits),
+                                   (self.tree_aggs, aggs, own.aggregates)):
+            if len(union) > len(mine):
+                labels = frozenset(union)
+                mine = index[root] = common.setdefault(labels, labels)
+            found.append(mine)
+        return found[0], found[1]
+
+    def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
+        """The traits and the aggregates of every provider that may serve
+        ``root``'s tree: its own providers and the sharing providers
+        serving it (a root of this world)."""
+        p = self.providers[root]
+        return (self.tree_traits.get(root, p.traits),
+                self.tree_aggs.get(root, p.aggregates))
 
     def _anchors(self) -> dict[int, set[int]]:
         """sharing provider -> roots of every tree with a provider in one
