@@ -20,7 +20,13 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
   up on; a new provider makes it rebuild the world's indexes);
 - **worker start after a gap** (``--gap``): as above, after more change
   rows than a worker can catch up on (``changes.KEEP // 2``), so the new
-  workers load the world whole.
+  workers load the world whole;
+- **memory after a scheduler's workload** (``--workload N``): N requests
+  of each benchmark query with ``limit=1000`` (Nova's default
+  ``max_placement_results``) from eight threads, then the claims race of
+  ``run.py`` (320 claims), then the workers' memory again: what serving
+  copies out of the shared world (CPython writes reference counts into
+  every object a request reads) plus each worker's own memo.
 
 Compare two trees by running it with ``PYTHONPATH=<other tree>/src``.
 Results are printed as JSON lines and a Markdown table.
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +105,24 @@ def _gap(http: httpx.Client, count: int) -> None:
         generation = resp.json()["resource_provider_generation"]
 
 
+def _workload(server: Server, count: int, timeout: float) -> None:
+    """``count`` scheduler queries of each shape (``limit=1000``) from
+    eight threads, then the claims race."""
+    queries = ["/allocation_candidates?%s&limit=1000" % q
+               for q in run.QUERIES.values()] * count
+
+    def get(path: str) -> None:
+        httpx.get(server.url + path, headers=run.HEADERS,
+                  timeout=timeout).raise_for_status()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(get, queries))
+    run.claims(server, argparse.Namespace(claims=320, clients=16,
+                                          claims_seconds=120))
+
+
 def measure(url: str, workers: int, workdir: Path, timeout: float,
-            gap: int) -> dict[str, Any]:
+            gap: int, workload: int = 0) -> dict[str, Any]:
     server = Server("berth", workdir / ("w%d" % workers), workers, url)
     out: dict[str, Any] = {"workers": workers}
     try:
@@ -115,6 +138,11 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
         if gap:
             _gap(http, gap)
             out["worker_start_after_gap_s"] = _restart_workers(server, timeout)
+        if workload:
+            _workload(server, workload, timeout)
+            after = scale.workers_memory(server)
+            out["after_workload_rss_mb"] = after["rss_mb"]
+            out["after_workload_pss_total_mb"] = after["pss_total_mb"]
     finally:
         server.stop()
     return out
@@ -123,7 +151,8 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
 def table(rows: list[dict[str, Any]]) -> str:
     keys = ["workers", "first_answer_s", "worker_start_s",
             "worker_start_after_new_provider_s", "worker_start_after_gap_s", "rss_mb", "shared_mb",
-            "pss_total_mb", "master_pss_mb"]
+            "pss_total_mb", "master_pss_mb", "after_workload_rss_mb",
+            "after_workload_pss_total_mb"]
     lines = ["| " + " | ".join(keys) + " |",
              "|" + "---|" * len(keys)]
     for row in rows:
@@ -143,11 +172,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--gap", type=int, default=0,
                     help="writes before a second restart (0: none)")
+    ap.add_argument("--workload", type=int, default=0,
+                    help="scheduler queries of each shape, then claims, "
+                         "before measuring memory again (0: none)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="berth-startup-") as tmp:
         for workers in args.workers:
-            row = measure(args.url, workers, Path(tmp), args.timeout, args.gap)
+            row = measure(args.url, workers, Path(tmp), args.timeout,
+                          args.gap, args.workload)
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(table(rows))
