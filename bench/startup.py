@@ -26,7 +26,9 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
   ``max_placement_results``) from eight threads, then the claims race of
   ``run.py`` (320 claims), then the workers' memory again: what serving
   copies out of the shared world (CPython writes reference counts into
-  every object a request reads) plus each worker's own memo.
+  every object a request reads) plus each worker's own memo; and the
+  same again at the end, after the new provider (and the gap) made every
+  worker rebuild the world's indexes, each its own copy.
 
 Compare two trees by running it with ``PYTHONPATH=<other tree>/src``.
 Results are printed as JSON lines and a Markdown table.
@@ -128,6 +130,11 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
     try:
         out.update(scale.start(server, timeout))
         assert server.proc is not None
+        if workload:
+            _workload(server, workload, timeout)
+            after = scale.workers_memory(server)
+            out["after_workload_rss_mb"] = after["rss_mb"]
+            out["after_workload_pss_total_mb"] = after["pss_total_mb"]
         out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         http = httpx.Client(base_url=server.url, headers=run.HEADERS,
                             timeout=timeout)
@@ -139,10 +146,12 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
             _gap(http, gap)
             out["worker_start_after_gap_s"] = _restart_workers(server, timeout)
         if workload:
+            # Now every worker has rebuilt the world's indexes (the new
+            # provider, and the gap's writes): its own copy of them.
             _workload(server, workload, timeout)
             after = scale.workers_memory(server)
-            out["after_workload_rss_mb"] = after["rss_mb"]
-            out["after_workload_pss_total_mb"] = after["pss_total_mb"]
+            out["after_change_workload_rss_mb"] = after["rss_mb"]
+            out["after_change_workload_pss_total_mb"] = after["pss_total_mb"]
     finally:
         server.stop()
     return out
@@ -152,7 +161,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     keys = ["workers", "first_answer_s", "worker_start_s",
             "worker_start_after_new_provider_s", "worker_start_after_gap_s", "rss_mb", "shared_mb",
             "pss_total_mb", "master_pss_mb", "after_workload_rss_mb",
-            "after_workload_pss_total_mb"]
+            "after_workload_pss_total_mb", "after_change_workload_rss_mb",
+            "after_change_workload_pss_total_mb"]
     lines = ["| " + " | ".join(keys) + " |",
              "|" + "---|" * len(keys)]
     for row in rows:
