@@ -47,7 +47,11 @@ from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.candidates import engine, explain, fit, parse  # noqa: E402
-from berth.domain.candidates.request import Settings  # noqa: E402
+from berth.domain.candidates.request import (  # noqa: E402
+    RequestGroup,
+    RequestWide,
+    Settings,
+)
 from berth.domain.candidates.world_cache import Observer, WorldCache  # noqa: E402
 from berth.server import tune_gc  # noqa: E402
 
@@ -124,14 +128,20 @@ def stages(path: Path, names: list[str], repeat: int) -> None:
                                   freeze)))
 
 
+def _subject(path: Path, name: str, freeze: Observer) -> tuple[
+        Any, Database, WorldCache, str, list[RequestGroup], RequestWide]:
+    """The app, database, cache, query string and parsed query of
+    ``name`` over the SQLite file ``path``."""
+    query = _query(name)
+    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    return (_app(path, [freeze]), Database(create_engine("sqlite:///%s" % path)),
+            WorldCache(observers=[freeze]), query, groups, wide)
+
+
 def _stage(path: Path, name: str, repeat: int, freeze: Observer
            ) -> tuple[float, float, float, float]:
     """Median ms of the search, the body, the JSON and the WSGI call."""
-    app = _app(path, [freeze])
-    db = Database(create_engine("sqlite:///%s" % path))
-    cache = WorldCache(observers=[freeze])
-    query = _query(name)
-    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
         def find() -> engine.Result:
             return engine.find_candidates(conn, cache, groups, wide,
@@ -157,12 +167,8 @@ def explain_fit(path: Path, names: list[str], repeat: int) -> None:
 
 def _explain_fit_row(path: Path, name: str, repeat: int,
                      freeze: Observer) -> None:
-    db_path = _db_for(path, name)
-    app = _app(db_path, [freeze])
-    db = Database(create_engine("sqlite:///%s" % db_path))
-    cache = WorldCache(observers=[freeze])
-    query = _query(name)
-    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    app, db, cache, query, groups, wide = _subject(_db_for(path, name), name,
+                                                   freeze)
     with db.engine.connect() as conn:
         world, specs = engine.resolve(conn, cache, groups, wide)
     report = explain.explain(world, groups, specs, wide)
