@@ -67,8 +67,8 @@ class Server:
     """One Placement server (``kind`` is "berth" or "upstream")."""
 
     def __init__(self, kind: str, workdir: Path, workers: int = 1,
-                 db_url: str | None = None, auth_conf: str | None = None
-                 ) -> None:
+                 db_url: str | None = None, auth_conf: str | None = None,
+                 berth_options: dict[str, object] | None = None) -> None:
         self.kind = kind
         # Configuration text replacing the noauth2 [api] section.
         self.auth_conf = auth_conf or "[api]\nauth_strategy = noauth2\n"
@@ -78,6 +78,8 @@ class Server:
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.db_url = db_url or "sqlite:///%s" % (self.dir / "placement.sqlite")
+        #: more [berth] settings of a Berth server's placement.conf
+        self.berth_options = berth_options or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _conf(self) -> Path:
@@ -86,7 +88,9 @@ class Server:
             "[DEFAULT]\ndebug = False\n%s"
             "[placement_database]\nconnection = %s\n"
             "[oslo_policy]\nenforce_new_defaults = False\n"
-            "[berth]\nrequest_log = False\n" % (self.auth_conf, self.db_url))
+            "[berth]\nrequest_log = False\n%s" % (
+                self.auth_conf, self.db_url,
+                "".join("%s = %s\n" % kv for kv in self.berth_options.items())))
         return conf
 
     def start(self) -> Server:

@@ -27,8 +27,11 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
   ``run.py`` (320 claims), then the workers' memory again: what serving
   copies out of the shared world (CPython writes reference counts into
   every object a request reads) plus each worker's own memo; and the
-  same again at the end, after the new provider (and the gap) made every
-  worker rebuild the world's indexes, each its own copy.
+  same again at the end, after the new provider (and the gap) changed the
+  world's indexes. ``server_mb`` adds the master's PSS to the workers':
+  everything the server holds. ``recycled`` counts the workers replaced
+  so far because their private memory passed ``[berth]
+  worker_private_memory`` (``--private-memory``; 0 replaces none).
 
 Compare two trees by running it with ``PYTHONPATH=<other tree>/src``.
 Results are printed as JSON lines and a Markdown table.
@@ -123,18 +126,34 @@ def _workload(server: Server, count: int, timeout: float) -> None:
                                           claims_seconds=120))
 
 
+def _after_workload(server: Server, out: dict[str, Any], prefix: str) -> None:
+    """The memory now: the largest worker RSS, the workers' PSS, and the
+    whole server's (workers and master: what it holds in all), and how
+    many workers were replaced for their memory so far."""
+    assert server.proc is not None
+    after = scale.workers_memory(server)
+    out[prefix + "rss_mb"] = after["rss_mb"]
+    out[prefix + "pss_total_mb"] = after["pss_total_mb"]
+    out[prefix + "server_mb"] = (after["pss_total_mb"]
+                                 + scale.memory(server.proc.pid)["pss_mb"])
+    log = (server.dir / "server.log").read_text(errors="replace")
+    out[prefix + "recycled"] = log.count("private memory is over the limit")
+
+
 def measure(url: str, workers: int, workdir: Path, timeout: float,
-            gap: int, workload: int = 0) -> dict[str, Any]:
-    server = Server("berth", workdir / ("w%d" % workers), workers, url)
+            gap: int, workload: int = 0,
+            private_memory: int | None = None) -> dict[str, Any]:
+    options = ({} if private_memory is None
+               else {"worker_private_memory": private_memory})
+    server = Server("berth", workdir / ("w%d" % workers), workers, url,
+                    berth_options=options)
     out: dict[str, Any] = {"workers": workers}
     try:
         out.update(scale.start(server, timeout))
         assert server.proc is not None
         if workload:
             _workload(server, workload, timeout)
-            after = scale.workers_memory(server)
-            out["after_workload_rss_mb"] = after["rss_mb"]
-            out["after_workload_pss_total_mb"] = after["pss_total_mb"]
+            _after_workload(server, out, "after_workload_")
         out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         http = httpx.Client(base_url=server.url, headers=run.HEADERS,
                             timeout=timeout)
@@ -149,9 +168,7 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
             # Now every worker has rebuilt the world's indexes (the new
             # provider, and the gap's writes): its own copy of them.
             _workload(server, workload, timeout)
-            after = scale.workers_memory(server)
-            out["after_change_workload_rss_mb"] = after["rss_mb"]
-            out["after_change_workload_pss_total_mb"] = after["pss_total_mb"]
+            _after_workload(server, out, "after_change_workload_")
     finally:
         server.stop()
     return out
@@ -161,8 +178,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     keys = ["workers", "first_answer_s", "worker_start_s",
             "worker_start_after_new_provider_s", "worker_start_after_gap_s", "rss_mb", "shared_mb",
             "pss_total_mb", "master_pss_mb", "after_workload_rss_mb",
-            "after_workload_pss_total_mb", "after_change_workload_rss_mb",
-            "after_change_workload_pss_total_mb"]
+            "after_workload_pss_total_mb", "after_workload_server_mb",
+            "after_workload_recycled", "after_change_workload_rss_mb",
+            "after_change_workload_pss_total_mb",
+            "after_change_workload_server_mb",
+            "after_change_workload_recycled"]
     lines = ["| " + " | ".join(keys) + " |",
              "|" + "---|" * len(keys)]
     for row in rows:
@@ -185,12 +205,15 @@ def main() -> int:
     ap.add_argument("--workload", type=int, default=0,
                     help="scheduler queries of each shape, then claims, "
                          "before measuring memory again (0: none)")
+    ap.add_argument("--private-memory", type=int,
+                    help="[berth] worker_private_memory in MiB (0: workers "
+                         "are never replaced; default: Berth's own)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="berth-startup-") as tmp:
         for workers in args.workers:
             row = measure(args.url, workers, Path(tmp), args.timeout,
-                          args.gap, args.workload)
+                          args.gap, args.workload, args.private_memory)
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(table(rows))

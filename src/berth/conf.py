@@ -120,6 +120,22 @@ berth_opts = [
                     "request of the same shape without searching the "
                     "trees that have not changed since (about 1.5 KB "
                     "each, encoded answer included). 0 keeps none."),
+    cfg.IntOpt("worker_private_memory", min=0,
+               help="MiB of private memory after which a `berth serve` "
+                    "worker finishes its request and exits, and the "
+                    "master, having brought its own copy of the world up "
+                    "to date, forks a replacement that shares that copy. "
+                    "Private memory is what a worker no longer shares "
+                    "with the master: the pages of the world it touched "
+                    "(CPython writes a reference count into every object "
+                    "it reads), the indexes it rebuilt after a structural "
+                    "change, and its own memos. Checked every few seconds "
+                    "on Linux. Unset: a quarter of what the worker shares "
+                    "with the master when it starts, and at least 64 MiB, "
+                    "which keeps eight workers under three times one "
+                    "worker's memory. 0: workers are never replaced for "
+                    "their memory. Only with the candidate cache on (a "
+                    "master that holds the world)."),
 ]
 
 

@@ -82,6 +82,16 @@ class Metrics:
             "berth_world_resource_classes", "Resource classes known to the "
             "candidate cache's world.", registry=r,
             multiprocess_mode="livemax")
+        self.worker_private_bytes = prom.Gauge(
+            "berth_worker_private_memory_bytes", "Resident memory the "
+            "workers do not share with the master or each other (summed "
+            "over the live workers; read every few seconds).", registry=r,
+            multiprocess_mode="livesum")
+        self.worker_recycles = prom.Counter(
+            "berth_worker_recycles", "Workers that exited, to be "
+            "replaced by a fresh fork of the master's world, because "
+            "their private memory passed [berth] worker_private_memory.",
+            registry=r)
         self.world_refresh_seconds = prom.Histogram(
             "berth_world_refresh_duration_seconds",
             "Refreshes of the candidate cache: kind=whole (loaded whole), "

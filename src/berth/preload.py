@@ -14,6 +14,12 @@ processes. Its first request then catches up by the change sequence
 whole load; only a gap in the change rows (the master's world older
 than the rows kept, ``changes.KEEP``) makes that worker load whole.
 
+Before forking each worker (gunicorn's ``pre_fork``), the master calls
+``refresh``: its world catches up by the change sequence, as a worker's
+would, so that a worker started late (one replaced for its memory,
+``berth.serving.Recycler``, or after a crash) shares a world that is up
+to date, rebuilt indexes included, instead of rebuilding its own copy.
+
 With ``[berth] candidate_cache = false`` there is nothing to share:
 ``warm`` does nothing and each request builds its own world.
 """
@@ -53,6 +59,31 @@ def warm(app: Any) -> bool:
              "in %.2f s", len(snap.world.providers),
              time.perf_counter() - start)
     return True
+
+
+def refresh(app: Any) -> None:
+    """In the master, before forking a worker: bring ``app``'s world up
+    to the change sequence and freeze what that made, for the new worker
+    to share. Any failure is logged, and the worker catches up itself."""
+    state = _state(app)
+    if state is None or not state.cache.keep:
+        return
+    before = state.cache.snapshot
+    start = time.perf_counter()
+    try:
+        snap = state.db.read(state.cache.current)
+    except Exception as exc:  # the master must go on forking
+        LOG.warning("candidate cache: the master could not bring its "
+                    "world up to date before forking a worker (%s); the "
+                    "worker catches up itself", exc)
+        return
+    finally:
+        state.db.engine.dispose()
+    if snap is not before:
+        gc.freeze()
+        LOG.info("candidate cache: the master's world caught up before "
+                 "forking a worker in %.2f s",
+                 time.perf_counter() - start)
 
 
 def after_fork(app: Any) -> None:

@@ -119,6 +119,13 @@ def _post_fork(server: Any, worker: Any) -> None:
         preload.after_fork(app)
 
 
+def _pre_fork(server: Any, worker: Any) -> None:
+    from berth import preload
+    app = getattr(server.app, "callable", None)
+    if app is not None:
+        preload.refresh(app)
+
+
 def _both(first: Callable[..., Any], then: Callable[..., Any]
           ) -> Callable[..., Any]:
     """One gunicorn hook of the arbiter (``when_ready``, ``on_exit``: one
@@ -147,5 +154,13 @@ def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
     # worker (berth.preload); nothing to share without the cache.
     options["preload_app"] = conf.berth.candidate_cache
     options["post_fork"] = _post_fork
+    if options["preload_app"]:
+        # A worker replaced (for its memory, or after a crash) forks from
+        # a master whose world is up to date (berth.preload.refresh).
+        from berth.serving import Recycler
+        options["pre_fork"] = _pre_fork
+        limit = conf.berth.worker_private_memory
+        if limit != 0:
+            options["post_request"] = Recycler(limit)
     _Gunicorn(conf, options).run()
     return 0

@@ -5,6 +5,7 @@ connection their parent opened."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -72,11 +73,14 @@ def _answer_from_every_worker(srv: Server, http: httpx.Client,
     raise AssertionError("not every worker answered:\n" + srv.log_text())
 
 
-def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
-                                         db_url: str) -> None:
+def _serve(tmp_path: Path, db: Database, db_url: str, workers: int,
+           berth: str = "") -> tuple[Server, set[str]]:
+    """``berth serve`` with debug logs and ``berth`` as its [berth]
+    section, over twelve providers made first; and their uuids."""
     conf = tmp_path / "placement.conf"
     conf.write_text("[DEFAULT]\ndebug = True\n[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n" % db_url)
+                    "[placement_database]\nconnection = %s\n[berth]\n%s"
+                    % (db_url, berth))
     # Enough providers that a few new ones are a partial refresh (changes
     # to a quarter of the world or more are a whole load anyway).
     with Client(create_app(make_conf(), db)) as client:
@@ -85,11 +89,17 @@ def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [*BERTH, "serve", "--port", str(port), "--workers", "2",
+            [*BERTH, "serve", "--port", str(port), "--workers", str(workers),
              "--config-file", str(conf)],
             stderr=sink, stdout=subprocess.DEVNULL,
             env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""})
-    srv = Server(proc, port, log)
+    return Server(proc, port, log), loaded
+
+
+def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
+                                         db_url: str) -> None:
+    srv, loaded = _serve(tmp_path, db, db_url, 2)
+    proc, port = srv.proc, srv.port
     try:
         srv.wait_log("serving Placement API")
         text = srv.wait_log(r"(?s)Booting worker.*Booting worker")
@@ -222,3 +232,80 @@ def test_no_preload_without_the_cache(db: Database) -> None:
                      world_observers=[lambda done: kinds.append(done.kind)])
     assert not preload.warm(app)
     assert kinds == []
+
+
+def test_the_master_catches_up_before_forking(
+        db: Database, caplog: Any) -> None:
+    """``preload.refresh`` (gunicorn's ``pre_fork``): the master's world
+    catches up by the change sequence, what that made is frozen for the
+    next worker to share, and the master keeps no connection; a failure
+    is logged, never raised."""
+    kinds: list[str] = []
+    app = create_app(make_conf(), db,
+                     world_observers=[lambda done: kinds.append(done.kind)])
+    with Client(app) as client:
+        before = {_provider(client, "before-%d" % i) for i in range(8)}
+        assert preload.warm(app)
+        after = _provider(client, "after")
+        frozen = gc.get_freeze_count()
+        gc.unfreeze()
+        preload.refresh(app)
+        assert kinds == ["whole", "providers"]
+        snap = app.state.cache.snapshot
+        assert {p.uuid for p in snap.world.providers.values()} == before | {after}
+        assert gc.get_freeze_count() >= frozen > 0
+        assert db.engine.pool.checkedin() == 0
+        # Nothing new: nothing is refreshed, the same snapshot stays.
+        preload.refresh(app)
+        assert kinds == ["whole", "providers"]
+        assert app.state.cache.snapshot is snap
+
+        def down(*args: Any, **kwargs: Any) -> Any:
+            raise sa.exc.OperationalError("SELECT 1", {}, Exception("gone"))
+
+        app.state.db.read = down
+        with caplog.at_level("WARNING", logger="berth.server"):
+            preload.refresh(app)
+        assert "could not bring its world up to date" in caplog.text
+        assert app.state.cache.snapshot is snap
+    gc.unfreeze()
+
+
+def test_a_worker_over_its_memory_limit_is_replaced_from_the_master(
+        tmp_path: Path, db: Database, db_url: str) -> None:
+    """With a limit every worker passes, each worker leaves after one
+    request; each replacement forks from a master that caught up first,
+    so it answers with the writes before it without a refresh of its
+    own."""
+    srv, loaded = _serve(tmp_path, db, db_url, 1,
+                         "worker_private_memory = 1\n")
+    proc, port = srv.proc, srv.port
+    try:
+        srv.wait_log("Booting worker")
+        http = httpx.Client(base_url="http://127.0.0.1:%d" % port,
+                            headers=HEADERS, timeout=60)
+        # Two writes, two workers: each leaves after its request.
+        new = _provider(http, "new")
+        text = srv.wait_log(r"(?s)(Booting worker.*){3}")
+        assert text.count("private memory is over the limit of 1 MiB") >= 2
+        resp = http.get("/allocation_candidates",
+                        params={"resources": "VCPU:1"})
+        assert resp.status_code == 200, resp.text
+        assert set(resp.json()["provider_summaries"]) == loaded | {new}
+        text = srv.wait_log("master's world caught up before forking")
+        workers = {int(p) for p in WORKER.findall(text)}
+        refreshes = _refreshes(text)
+        # Every refresh was the master's: its load, then its catching up
+        # before each fork. No worker had to refresh on its own.
+        assert refreshes[0] == (proc.pid, "whole")
+        assert {pid for pid, _ in refreshes} == {proc.pid}, refreshes
+        assert {kind for _, kind in refreshes[1:]} == {"providers"}
+        assert len(workers) >= 3
+        metrics = http.get("/metrics").text
+        [count] = re.findall(r"^berth_worker_recycles_total (\S+)$", metrics,
+                             re.M)
+        assert float(count) >= 3
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, srv.log_text()

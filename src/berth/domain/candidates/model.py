@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from berth.domain.candidates.request import TraitExpr
@@ -46,14 +46,15 @@ class Provider:
     #: checks, worked out once
     room: dict[str, tuple[int, int, int, int]] = field(
         init=False, repr=False, compare=False)
+    #: ``room`` worked out already (``room_of`` these inventories and
+    #: usage): how the world's loader makes every provider object in one
+    #: run, side by side in memory, after all their parts
+    rooms: InitVar[dict[str, tuple[int, int, int, int]] | None] = None
 
-    def __post_init__(self) -> None:
-        used = self.used
-        self.room = {
-            rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio)
-                 - used.get(rc, 0), inv.min_unit, inv.max_unit,
-                 inv.step_size or 1)
-            for rc, inv in self.inventories.items()}
+    def __post_init__(self, rooms: dict[str, tuple[int, int, int, int]]
+                      | None) -> None:
+        self.room = (room_of(self.inventories, self.used) if rooms is None
+                     else rooms)
 
     def ordered_traits(self) -> list[str]:
         return list(self.trait_list or sorted(self.traits))
@@ -69,6 +70,15 @@ class Provider:
         """The most one allocation may take of ``rc`` here now."""
         r = self.room[rc]
         return min(r[0], r[2])
+
+
+def room_of(inventories: dict[str, Inventory], used: dict[str, int]
+            ) -> dict[str, tuple[int, int, int, int]]:
+    """class -> (free, min_unit, max_unit, step_size): ``Provider.room``."""
+    return {rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio)
+                 - used.get(rc, 0), inv.min_unit, inv.max_unit,
+                 inv.step_size or 1)
+            for rc, inv in inventories.items()}
 
 
 def traits_ok(traits: Iterable[str] | frozenset[str], required: TraitExpr,
