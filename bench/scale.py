@@ -255,7 +255,18 @@ def start(server: Server, timeout: float) -> Result:
 def workers_memory(server: Server) -> Result:
     """The workers' memory now: largest RSS, smallest shared part, and
     the sum of their PSS (their true total)."""
-    mems = [memory(pid) for pid in _worker_pids(server)]
+    # A worker may be on its way out (replaced for its memory, [berth]
+    # worker_private_memory): read the ones there, once all are.
+    for _ in range(100):
+        mems = []
+        for pid in _worker_pids(server):
+            try:
+                mems.append(memory(pid))
+            except OSError:
+                continue
+        if len(mems) >= server.workers:
+            break
+        time.sleep(0.1)
     return {"workers": len(mems),
             "rss_mb": max(m["rss_mb"] for m in mems),
             "shared_mb": min(m["shared_mb"] for m in mems),

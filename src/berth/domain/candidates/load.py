@@ -156,8 +156,13 @@ def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
                   rp.c.parent_provider_id), rp.c.id))]
     uuids = {row[0]: row[1] for row in rows}
     rows.sort(key=lambda row: (uuids.get(row[2], row[1]), row[1]))
-    parts = []
-    for pid, uuid, root, parent in rows:
+    # Columns, not a tuple per provider: a hundred thousand small tuples
+    # freed after the load would leave as many holes among the world's
+    # objects, which a forked worker's own allocations then fill, copying
+    # a shared page for each.
+    stocks, useds, rooms = [], [], []
+    trait_sets, agg_sets, trait_lists = [], [], []
+    for pid, _uuid, _root, _parent in rows:
         inventories = {}
         for rc, total, reserved, lo, hi, step, ratio in stock.get(pid, ()):
             rc = one(rc, rc)
@@ -169,12 +174,23 @@ def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
         have = tuple(labels.get(pid, ()))
         traits = frozenset(have)
         aggregates = frozenset(members.get(pid, ()))
-        parts.append((pid, uuid, root, parent, inventories, mine,
-                      one(traits, traits), one(aggregates, aggregates),
-                      one(have, have), room_of(inventories, mine)))
+        stocks.append(inventories)
+        useds.append(mine)
+        rooms.append(room_of(inventories, mine))
+        trait_sets.append(one(traits, traits))
+        agg_sets.append(one(aggregates, aggregates))
+        trait_lists.append(one(have, have))
     # The provider objects last, in one run: the objects every search and
-    # every refresh reads sit together, not among their parts.
-    return [Provider(*p[:9], rooms=p[9]) for p in parts]
+    # every refresh reads sit together, not among their parts. So do their
+    # ids, one int object per provider (``+ 0`` makes a new int, where the
+    # rows' own are scattered among everything read with them), shared by
+    # the root and parent fields and every index the world builds.
+    own = {row[0]: row[0] + 0 for row in rows}
+    return [Provider(own[pid], uuid, own.get(root, root),
+                     None if parent is None else own.get(parent, parent),
+                     stocks[i], useds[i], trait_sets[i], agg_sets[i],
+                     trait_lists[i], rooms=rooms[i])
+            for i, (pid, uuid, root, parent) in enumerate(rows)]
 
 
 def refresh_usage(conn: Connection, world: World,

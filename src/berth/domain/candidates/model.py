@@ -143,10 +143,22 @@ class World:
         #: (root, class) -> providers of that tree with inventory of it
         self.tree_class: dict[tuple[int, str], list[int]] = {}
         for pid in self.ordered:
-            p = self.providers[pid]
+            for rc in self.providers[pid].inventories:
+                self._by_class.setdefault(rc, []).append(pid)
+        # Tree by tree, in the order the search visits them (roots in uuid
+        # order): the lists of neighbouring trees sit on the same memory
+        # pages, which a forked worker then copies few of. A whole load
+        # hands the providers over in that order already.
+        known = self.providers
+
+        def tree_order(p: Provider) -> tuple[str, str]:
+            root = known.get(p.root_id)
+            return (p.uuid if root is None else root.uuid, p.uuid)
+
+        for p in sorted(known.values(), key=tree_order):
+            pid = p.id
             self.trees.setdefault(p.root_id, []).append(pid)
             for rc in p.inventories:
-                self._by_class.setdefault(rc, []).append(pid)
                 self.tree_class.setdefault((p.root_id, rc), []).append(pid)
         #: roots of loaded trees, in uuid order
         self.roots = [pid for pid in self.ordered if pid in self.trees]
