@@ -142,7 +142,8 @@ def _after_workload(server: Server, out: dict[str, Any], prefix: str) -> None:
 
 def measure(url: str, workers: int, workdir: Path, timeout: float,
             gap: int, workload: int = 0,
-            private_memory: int | None = None) -> dict[str, Any]:
+            private_memory: int | None = None,
+            rounds: int = 1) -> dict[str, Any]:
     options = ({} if private_memory is None
                else {"worker_private_memory": private_memory})
     server = Server("berth", workdir / ("w%d" % workers), workers, url,
@@ -151,9 +152,15 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
     try:
         out.update(scale.start(server, timeout))
         assert server.proc is not None
-        if workload:
+        for done in range(1, rounds + 1 if workload else 1):
+            # A longer run: the memory, and the workers replaced, after
+            # each round.
             _workload(server, workload, timeout)
             _after_workload(server, out, "after_workload_")
+            if rounds > 1:
+                print(json.dumps({"workers": workers, "round": done, **{
+                    k: v for k, v in out.items()
+                    if k.startswith("after_workload_")}}), flush=True)
         out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         http = httpx.Client(base_url=server.url, headers=run.HEADERS,
                             timeout=timeout)
@@ -208,12 +215,16 @@ def main() -> int:
     ap.add_argument("--private-memory", type=int,
                     help="[berth] worker_private_memory in MiB (0: workers "
                          "are never replaced; default: Berth's own)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the first workload this many times, "
+                         "printing the memory after each")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="berth-startup-") as tmp:
         for workers in args.workers:
             row = measure(args.url, workers, Path(tmp), args.timeout,
-                          args.gap, args.workload, args.private_memory)
+                          args.gap, args.workload, args.private_memory,
+                          args.rounds)
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(table(rows))

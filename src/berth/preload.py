@@ -86,10 +86,14 @@ def refresh(app: Any) -> None:
                  time.perf_counter() - start)
 
 
-def after_fork(app: Any) -> None:
+def after_fork(app: Any, one_at_a_time: bool = False) -> None:
     """In a new worker: drop the inherited connection pool without
     closing its connections (they belong to the parent), so this worker
-    opens its own."""
+    opens its own. ``one_at_a_time``: the worker answers one request at a
+    time (gunicorn's sync workers), so its candidate cache may update its
+    world in place (``WorldCache.exclusive``) rather than copy what it
+    shares with the master."""
     state = _state(app)
     if state is not None:
         state.db.engine.dispose(close=False)
+        state.cache.exclusive = one_at_a_time

@@ -116,7 +116,8 @@ def _post_fork(server: Any, worker: Any) -> None:
     from berth import preload
     app = getattr(server.app, "callable", None)
     if app is not None:  # preloaded: the app came with the fork
-        preload.after_fork(app)
+        # berth.serving.EdgeWorker is a sync worker: one request at a time.
+        preload.after_fork(app, one_at_a_time=True)
 
 
 def _pre_fork(server: Any, worker: Any) -> None:

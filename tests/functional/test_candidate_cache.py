@@ -189,14 +189,22 @@ def _names(client: Client) -> None:
     assert client.put("/resource_classes/CUSTOM_GPU").status_code == 201
 
 
+@pytest.mark.parametrize("exclusive", [False, True],
+                         ids=["copied", "in-place"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_three_workers_agree_after_every_write(db: Database, seed: int
-                                               ) -> None:
+def test_three_workers_agree_after_every_write(db: Database, seed: int,
+                                               exclusive: bool) -> None:
+    """Two cached apps and one without the cache give the same answers
+    after every kind of write; also when the cached ones update their
+    worlds in place (``WorldCache.exclusive``, as ``berth serve``'s
+    workers do)."""
     conf = make_conf()
     reader_db, reference_db = Database(db.engine), Database(db.engine)
     off = make_conf(berth__candidate_cache=False)
-    with Client(create_app(conf, db)) as writer, \
-            Client(create_app(conf, reader_db)) as reader, \
+    writer_app, reader_app = create_app(conf, db), create_app(conf, reader_db)
+    writer_app.state.cache.exclusive = reader_app.state.cache.exclusive = (
+        exclusive)
+    with Client(writer_app) as writer, Client(reader_app) as reader, \
             Client(create_app(off, reference_db)) as reference:
         _names(writer)
         walk = Walk(writer, seed)
@@ -496,3 +504,34 @@ def test_missing_counter_row_is_recreated(db: Database) -> None:
     assert db.read(changes.current) == _at(db, last + 2)
     assert not db.read(lambda c: changes.since(
         c, _at(db, last), _at(db, last + 2))).everything
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_a_usage_refresh_copies_the_provider_map_unless_exclusive(
+        db: Database, exclusive: bool) -> None:
+    """A claim makes the next request refresh usage. A cache that others
+    may read copies the provider map and leaves the old snapshot as it
+    was; an exclusive one updates the map in place (no copy: in a forked
+    worker, a copy writes to every provider object's page)."""
+    app = create_app(make_conf(), db)
+    app.state.cache.exclusive = exclusive
+    with Client(app) as client:
+        _hosts(client, 4, 2)
+        query = "/allocation_candidates?resources=VCPU:2"
+        assert len(client.get(query).json()["allocation_requests"]) == 4
+        before = app.state.cache.snapshot
+        old = before.world.providers
+        claimed = before.world.by_uuid[_uuid(1)]
+        was = old[claimed]
+        assert client.put("/allocations/%s" % uuidlib.uuid4(), json={
+            "allocations": {_uuid(1): {"resources": {"VCPU": 2}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"}).status_code == 204
+        assert len(client.get(query).json()["allocation_requests"]) == 3
+        after = app.state.cache.snapshot
+        assert after is not before
+        assert after.world.providers[claimed].used == {"VCPU": 2}
+        assert (after.world.providers is old) == exclusive
+        # The old snapshot kept its own provider object, or shares the
+        # updated map.
+        assert (before.world.providers[claimed] is was) != exclusive

@@ -79,7 +79,7 @@ def load_world(conn: Connection
 
 
 def refresh_providers(conn: Connection, world: World,
-                      provider_ids: Iterable[int]
+                      provider_ids: Iterable[int], in_place: bool = False
                       ) -> tuple[World, dict[str, int], dict[str, int]]:
     """``world`` with ``provider_ids`` read again whole (new ones added,
     deleted ones dropped) and its indexes rebuilt, or kept when only
@@ -90,7 +90,7 @@ def refresh_providers(conn: Connection, world: World,
     traits = common.ids_by_name(conn, t.traits)
     fresh = _providers(conn, ids)
     if len(fresh) == len(ids):
-        same_shape = world.with_providers(fresh)
+        same_shape = world.with_providers(fresh, in_place)
         if same_shape is not None:
             return same_shape, classes, traits
     providers = dict(world.providers)
@@ -194,12 +194,14 @@ def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
 
 
 def refresh_usage(conn: Connection, world: World,
-                  provider_ids: Iterable[int]) -> World:
-    """``world`` with the usage of ``provider_ids`` read again."""
+                  provider_ids: Iterable[int], in_place: bool = False
+                  ) -> World:
+    """``world`` with the usage of ``provider_ids`` read again
+    (``in_place``: see ``World.with_usage``)."""
     fresh = usage(conn, provider_ids)
     for pid, amounts in fresh.items():
         p = world.providers.get(pid)
         if p is not None:
             fresh[pid] = {rc: n for rc, n in amounts.items()
                           if rc in p.inventories}
-    return world.with_usage(fresh)
+    return world.with_usage(fresh, in_place)

@@ -237,30 +237,43 @@ class World:
                       for pid in self.by_agg[agg]}
                 for sid in self.sharing}
 
-    def with_usage(self, used: dict[int, dict[str, int]]) -> World:
+    def with_usage(self, used: dict[int, dict[str, int]],
+                   in_place: bool = False) -> World:
         """This world with new usage for some providers (their objects are
-        replaced; everything else, indexes included, is shared)."""
+        replaced; everything else, indexes included, is shared).
+
+        With ``in_place`` this world's provider map itself is updated and
+        shared with the one returned, instead of copied: only for a caller
+        that knows nobody reads this world any more (``WorldCache`` with
+        ``exclusive``). Copying the map writes a reference count into
+        every provider object, which in a forked worker copies every page
+        of them out of the memory it shares with the master."""
         other = copy.copy(self)
-        other.providers = dict(self.providers)
+        providers = self.providers if in_place else dict(self.providers)
         for pid, now in used.items():
-            old = other.providers.get(pid)
+            old = providers.get(pid)
             if old is not None:
-                other.providers[pid] = dataclasses.replace(
-                    old, used=now, memo={})
+                providers[pid] = dataclasses.replace(old, used=now, memo={})
+        other.providers = providers
         return other
 
-    def with_providers(self, fresh: Iterable[Provider]) -> World | None:
+    def with_providers(self, fresh: Iterable[Provider],
+                       in_place: bool = False) -> World | None:
         """This world with ``fresh`` replacing the providers of the same
         ids, sharing every index, when none of them changed what an index
         holds (only inventory amounts or usage changed: the common
-        inventory update); None when the indexes must be rebuilt."""
-        other = copy.copy(self)
-        other.providers = dict(self.providers)
+        inventory update); None when the indexes must be rebuilt.
+        ``in_place`` as for ``with_usage``."""
+        fresh = list(fresh)
         for p in fresh:
             old = self.providers.get(p.id)
             if old is None or _indexed(old) != _indexed(p):
                 return None
-            other.providers[p.id] = p
+        other = copy.copy(self)
+        providers = self.providers if in_place else dict(self.providers)
+        for p in fresh:
+            providers[p.id] = p
+        other.providers = providers
         return other
 
     def roots_of(self, pids: Iterable[int]) -> set[int]:

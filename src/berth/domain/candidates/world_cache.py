@@ -13,7 +13,11 @@ them, when only inventory amounts changed). A class or
 trait deleted, a gap in the change rows, or changes to a quarter of the
 providers or more reload the world whole. A snapshot is never modified
 once published, so requests in other threads keep using the one they
-started with.
+started with; except where the cache is ``exclusive`` (a process that
+serves one request at a time: ``berth serve``'s workers), where a usage or
+amounts refresh updates the provider map in place, since nobody else
+reads the old snapshot (copying the map would copy, in a forked worker,
+every page of provider objects it shares with the master).
 
 The cache is only as fresh as the change sequence: a process that writes
 the database without going through Berth's domain code (a hand-written
@@ -110,6 +114,10 @@ class WorldCache:
     def __init__(self, keep: bool = True,
                  observers: Sequence[Observer] = ()) -> None:
         self.keep = keep
+        #: True where one request at a time reads the cache (set by the
+        #: server after it forks a single-threaded worker): a snapshot is
+        #: then replaced by one sharing its provider map, updated in place
+        self.exclusive = False
         self.observers = list(observers)
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
@@ -153,21 +161,24 @@ class WorldCache:
                 observer(done)
         return fresh
 
-    @staticmethod
-    def _build(conn: Connection, snap: Snapshot | None,
+    def _build(self, conn: Connection, snap: Snapshot | None,
                seq: changes.Position) -> tuple[str, Snapshot]:
         """How the snapshot at ``seq`` was made, and the snapshot."""
         if snap is not None:
             found = changes.since(conn, snap.seq, seq)
+            # Only the kept snapshot, and only where no other request can
+            # be reading it, may be updated in place.
+            in_place = self.exclusive and self.keep
             if not (found.everything or found.structure):
-                world = load.refresh_usage(conn, snap.world, found.usage)
+                world = load.refresh_usage(conn, snap.world, found.usage,
+                                           in_place)
                 return "usage", Snapshot(seq, world, snap.classes,
                                          snap.traits)
             touched = found.structure | found.usage
             if (not found.everything
                     and len(touched) * 4 < len(snap.world.providers)):
                 world, classes, traits = load.refresh_providers(
-                    conn, snap.world, touched)
+                    conn, snap.world, touched, in_place)
                 return "providers", Snapshot(seq, world, classes, traits)
         world, classes, traits = load.load_world(conn)
         return "whole", Snapshot(seq, world, classes, traits)
