@@ -128,14 +128,16 @@ berth_opts = [
                     "Private memory is what a worker no longer shares "
                     "with the master: the pages of the world it touched "
                     "(CPython writes a reference count into every object "
-                    "it reads), the indexes it rebuilt after a structural "
-                    "change, and its own memos. Checked every few seconds "
-                    "on Linux. Unset: a quarter of what the worker shares "
-                    "with the master when it starts, and at least 64 MiB, "
-                    "which keeps eight workers under three times one "
-                    "worker's memory. 0: workers are never replaced for "
-                    "their memory. Only with the candidate cache on (a "
-                    "master that holds the world)."),
+                    "it reads), the index entries it patched or rebuilt "
+                    "after structural changes, a world it loaded whole, "
+                    "and its own memos. Checked every few seconds on "
+                    "Linux. Unset: a third of what the worker shares with "
+                    "the master when it starts, and at least 64 MiB: "
+                    "above what serving copies in steady use, and eight "
+                    "workers at the limit hold less than three times what "
+                    "one does. 0: workers are never replaced for their "
+                    "memory. Only with the candidate cache on (a master "
+                    "that holds the world)."),
 ]
 
 

@@ -22,7 +22,10 @@ from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import allocations
 from berth.domain.candidates import load
+from berth.domain.candidates.model import World
+from berth.domain.candidates.world_cache import Refresh
 from tests.conftest import Client, make_conf
+from tests.unit.test_world_patch import assert_same
 
 AGGS = ["5e9a2b1c-0000-4000-8000-0000000000a1",
         "5e9a2b1c-0000-4000-8000-0000000000a2"]
@@ -217,6 +220,38 @@ def test_three_workers_agree_after_every_write(db: Database, seed: int,
     # The walk did reach every kind of write.
     assert {"inventory", "traits", "aggregates", "claim", "unclaim",
             "delete", "reparent"} <= set(done)
+
+
+def test_refreshed_worlds_equal_loaded_ones(db: Database,
+                                           monkeypatch: Any) -> None:
+    """A worker refreshing its world after each write of the walk (its
+    indexes patched for a structural change) holds, index by index, the
+    world a whole load reads."""
+    patches: list[World | None] = []
+    real = World.with_changes
+
+    def recorded(self: World, fresh: Any, gone: Any = ()) -> World | None:
+        patches.append(real(self, fresh, gone))
+        return patches[-1]
+
+    monkeypatch.setattr(World, "with_changes", recorded)
+    conf = make_conf()
+    seen: list[Refresh] = []
+    with Client(create_app(conf, db)) as writer, \
+            Client(create_app(conf, Database(db.engine),
+                              world_observers=[seen.append])) as reader:
+        _names(writer)
+        # Enough providers that a write re-reads a few, not the world.
+        _hosts(writer, 12, 4)
+        walk = Walk(writer, 3)
+        walk.next = 100
+        for _ in range(40):
+            walk.step()
+            assert reader.get(QUERIES[1]).status_code == 200
+            with db.engine.connect() as conn:
+                built = load.load_world(conn)[0]
+            assert_same(seen[-1].snapshot.world, built, memos=False)
+    assert any(p is not None for p in patches)
 
 
 def test_each_change_reads_only_what_it_must(db: Database,

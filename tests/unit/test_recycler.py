@@ -54,9 +54,9 @@ def test_a_worker_over_the_configured_limit_leaves_after_its_request() -> None:
     assert _sample(metrics, "berth_worker_recycles_total") == 1
 
 
-def test_the_automatic_limit_is_a_quarter_of_the_shared_memory() -> None:
-    # 400 MiB shared at the first reading: the limit is 100 MiB.
-    read = Readings((10 * MIB, 400 * MIB), (100 * MIB, 100 * MIB),
+def test_the_automatic_limit_is_a_third_of_the_shared_memory() -> None:
+    # 300 MiB shared at the first reading: the limit is 100 MiB.
+    read = Readings((10 * MIB, 300 * MIB), (100 * MIB, 100 * MIB),
                     (101 * MIB, 90 * MIB))
     recycle = serving.Recycler(None, every=0, read=read)
     worker = _worker()

@@ -3,8 +3,10 @@
 A whole load is seven set-based queries (classes, traits, providers,
 inventories, usage, provider traits, provider aggregates), never one
 query per provider. Refreshing some providers runs the same queries for
-just those ids and rebuilds the indexes in memory. A usage refresh is one
-grouped query over the providers whose allocations changed.
+just those ids and patches the indexes in memory where those providers
+sit (``World.with_changes``), or rebuilds them when that is wiser. A
+usage refresh is one grouped query over the providers whose allocations
+changed.
 """
 
 from __future__ import annotations
@@ -82,9 +84,10 @@ def refresh_providers(conn: Connection, world: World,
                       provider_ids: Iterable[int], in_place: bool = False
                       ) -> tuple[World, dict[str, int], dict[str, int]]:
     """``world`` with ``provider_ids`` read again whole (new ones added,
-    deleted ones dropped) and its indexes rebuilt, or kept when only
-    inventory amounts changed; and fresh class and trait maps (a class
-    or trait created since may be in use now)."""
+    deleted ones dropped) and its indexes kept when only inventory
+    amounts changed, patched where the changed providers sit
+    (``World.with_changes``), or else rebuilt; and fresh class and trait
+    maps (a class or trait created since may be in use now)."""
     ids = sorted(set(provider_ids))
     classes = common.ids_by_name(conn, t.resource_classes)
     traits = common.ids_by_name(conn, t.traits)
@@ -93,17 +96,25 @@ def refresh_providers(conn: Connection, world: World,
         same_shape = world.with_providers(fresh, in_place)
         if same_shape is not None:
             return same_shape, classes, traits
-    providers = dict(world.providers)
-    for pid in ids:
-        providers.pop(pid, None)
-    for p in fresh:
-        providers[p.id] = p
-    if any(p.root_id not in providers or (
-            p.parent_id is not None and p.parent_id not in providers)
-           for p in fresh):
+    found = {p.id for p in fresh}
+    gone = {pid for pid in ids if pid not in found}
+
+    def known(pid: int | None) -> bool:
+        return pid is None or pid in found or (
+            pid in world.providers and pid not in gone)
+
+    if not all(known(p.root_id) and known(p.parent_id) for p in fresh):
         # Moved under a provider created after the change rows were read
         # (READ COMMITTED): read everything instead.
         return load_world(conn)
+    patched = world.with_changes(fresh, gone)
+    if patched is not None:
+        return patched, classes, traits
+    providers = dict(world.providers)
+    for pid in gone:
+        providers.pop(pid, None)
+    for p in fresh:
+        providers[p.id] = p
     return World(providers.values()), classes, traits
 
 

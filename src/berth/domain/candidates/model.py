@@ -4,13 +4,20 @@ A ``World`` holds every provider with its tree position, inventories,
 usage, traits and aggregates, plus the indexes the search and the planner
 use. Each worker keeps one (``world_cache``), refreshed from the change
 sequence; a usage change swaps only the providers it touched
-(:meth:`World.with_usage`). Matching a provider against a group is defined
+(:meth:`World.with_usage`), and so does a change of inventory amounts
+(:meth:`World.with_providers`). A structural change to a few providers
+(created, deleted, moved, or their classes, traits or aggregates) edits
+copies of just the index entries they leave or join and shares the rest
+(:meth:`World.with_changes`, ``indexes``): at 50,000 hosts a few
+milliseconds and a few MiB, where building the indexes anew takes about
+half a second and 60 MiB. Matching a provider against a group is defined
 once, here, and used by both GET /allocation_candidates and
 GET /resource_providers.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import dataclasses
 import itertools
@@ -18,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+from berth.domain.candidates import indexes
 from berth.domain.candidates.request import TraitExpr
 from berth.domain.capacity import Inventory, capacity
 
@@ -108,6 +116,16 @@ def provider_matches(p: Provider, resources: dict[str, int],
             and aggs_ok(p.aggregates, member_of, forbidden_aggs))
 
 
+def _more(common: dict[frozenset[str], frozenset[str]], union: set[str],
+          mine: frozenset[str]) -> frozenset[str] | None:
+    """``union`` as a frozenset (one per equal set) when it holds more
+    than ``mine``, else None."""
+    if len(union) == len(mine):
+        return None
+    labels = frozenset(union)
+    return common.setdefault(labels, labels)
+
+
 def _indexed(p: Provider) -> tuple[object, ...]:
     """What of ``p`` the world's indexes depend on."""
     return (p.uuid, p.root_id, p.parent_id, p.inventories.keys(), p.traits,
@@ -133,7 +151,7 @@ class World:
                 self.by_agg.setdefault(agg, set()).add(p.id)
         self.sharing: list[int] = sorted(self.by_trait.get(SHARING_TRAIT, ()))
         #: sharing provider id -> roots of the trees it serves (its own too)
-        self.anchors = self._anchors()
+        self.anchors = {sid: self._served(sid) for sid in self.sharing}
         self._ancestors: dict[int, frozenset[int]] = {}
         #: every provider id, in uuid order (the order answers come in)
         self.ordered = [p.id for p in sorted(self.providers.values(),
@@ -188,37 +206,39 @@ class World:
         # One pass over the roots: at 50,000 hosts, touching each root
         # once more is what building these costs.
         common: dict[frozenset[str], frozenset[str]] = {}
-        providers, trees = self.providers, self.trees
+        providers = self.providers
         for root in self.roots:
             own = providers[root]
-            traits, aggs = own.traits, own.aggregates
-            members = trees[root]
-            shared = self.shared_into.get(root, ())
-            if len(members) > 1 or shared:
-                traits, aggs = self._union(
-                    common, root, itertools.chain(members, shared))
+            traits, aggs = self._served_labels(common, root)
+            if traits is None:
+                traits = own.traits
+            else:
+                self.tree_traits[root] = traits
+            if aggs is None:
+                aggs = own.aggregates
+            else:
+                self.tree_aggs[root] = aggs
             self.root_traits.append(traits)
             self.root_aggs.append(aggs)
 
-    def _union(self, common: dict[frozenset[str], frozenset[str]],
-               root: int, serving: Iterable[int]
-               ) -> tuple[frozenset[str], frozenset[str]]:
-        """The labels of ``serving`` providers of ``root``'s tree, kept in
-        the tree indexes where they are more than the root's own."""
+    def _served_labels(self, common: dict[frozenset[str], frozenset[str]],
+                       root: int) -> tuple[frozenset[str] | None,
+                                           frozenset[str] | None]:
+        """The traits and the aggregates of every provider that may serve
+        ``root``'s tree, each only where it is more than the root's own
+        (None where not): what the tree indexes hold for ``root``."""
+        members = self.trees[root]
+        shared = self.shared_into.get(root, ())
+        if len(members) == 1 and not shared:
+            return None, None
         own = self.providers[root]
         traits, aggs = set(own.traits), set(own.aggregates)
-        for pid in serving:
+        for pid in itertools.chain(members, shared):
             p = self.providers[pid]
             traits.update(p.traits)
             aggs.update(p.aggregates)
-        found = []
-        for index, union, mine in ((self.tree_traits, traits, own.traits),
-                                   (self.tree_aggs, aggs, own.aggregates)):
-            if len(union) > len(mine):
-                labels = frozenset(union)
-                mine = index[root] = common.setdefault(labels, labels)
-            found.append(mine)
-        return found[0], found[1]
+        return (_more(common, traits, own.traits),
+                _more(common, aggs, own.aggregates))
 
     def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
         """The traits and the aggregates of every provider that may serve
@@ -228,14 +248,14 @@ class World:
         return (self.tree_traits.get(root, p.traits),
                 self.tree_aggs.get(root, p.aggregates))
 
-    def _anchors(self) -> dict[int, set[int]]:
-        """sharing provider -> roots of every tree with a provider in one
-        of its aggregates (its own root too, when it is in any)."""
+    def _served(self, sid: int) -> set[int]:
+        """The roots of every tree with a provider in one of sharing
+        provider ``sid``'s aggregates (its own root too, when it is in
+        any): ``anchors[sid]``."""
         providers = self.providers
-        return {sid: {providers[pid].root_id
-                      for agg in providers[sid].aggregates
-                      for pid in self.by_agg[agg]}
-                for sid in self.sharing}
+        return {providers[pid].root_id
+                for agg in providers[sid].aggregates
+                for pid in self.by_agg[agg]}
 
     def with_usage(self, used: dict[int, dict[str, int]],
                    in_place: bool = False) -> World:
@@ -276,6 +296,152 @@ class World:
         other.providers = providers
         return other
 
+    def with_changes(self, fresh: Iterable[Provider],
+                     gone: Iterable[int] = ()) -> World | None:
+        """This world with the providers ``gone`` removed and ``fresh``
+        replacing or adding the providers of their ids: equal, index by
+        index, to a ``World`` built of those providers, but made by
+        editing copies of just the index entries the changed providers
+        leave or join, and sharing the rest with this world (which is not
+        modified). Its memo starts empty.
+
+        None when building the world anew is wiser: more than
+        ``PATCH_MOST`` providers changed what an index holds, one of them
+        is or was a sharing provider (the trees it serves are worked out
+        from every provider of its aggregates), or a uuid would be held
+        twice.
+        """
+        providers = dict(self.providers)
+        touched = set()
+        for pid in gone:
+            providers.pop(pid, None)
+            touched.add(pid)
+        for p in fresh:
+            providers[p.id] = p
+            touched.add(p.id)
+        changes: list[Change] = []
+        for pid in touched:
+            old, new = self.providers.get(pid), providers.get(pid)
+            if old is None and new is None or (
+                    old is not None and new is not None
+                    and _indexed(old) == _indexed(new)):
+                continue
+            if any(SHARING_TRAIT in p.traits for p in (old, new)
+                   if p is not None):
+                return None
+            changes.append((old, new))
+        if len(changes) > PATCH_MOST:
+            return None
+        other = copy.copy(self)
+        other.providers, other.memo, other._ancestors = providers, {}, {}
+        try:
+            other._patch(self, changes)
+        except indexes.Unpatchable:
+            return None
+        return other
+
+    def _patch(self, old: World, changes: list[Change]) -> None:
+        """Edit this copy of ``old``'s indexes for ``changes``."""
+        self.by_uuid = indexes.updated(old.by_uuid, _names(old, changes))
+        self.by_trait = indexes.edit_sets(old.by_trait, *indexes.shifts(
+            changes, lambda p: p.traits, False))
+        self.by_agg = indexes.edit_sets(old.by_agg, *indexes.shifts(
+            changes, lambda p: p.aggregates, False))
+        lists = (old.uuid, self.uuid)
+        # ``ordered`` as the one entry of an index every provider is under
+        self.ordered = indexes.edit_lists({0: old.ordered}, *indexes.shifts(
+            changes, lambda p: (0,), True), *lists).get(0, [])
+        self.trees = indexes.edit_lists(old.trees, *indexes.shifts(
+            changes, lambda p: (p.root_id,), True), *lists)
+        self._by_class = indexes.edit_lists(old._by_class, *indexes.shifts(
+            changes, lambda p: p.inventories.keys(), True), *lists)
+        self.tree_class = indexes.edit_lists(old.tree_class, *indexes.shifts(
+            changes, lambda p: [(p.root_id, rc) for rc in p.inventories],
+            True), *lists)
+        self._patch_served(old, changes)
+        # The trees whose providers or sharing providers changed: those
+        # the changed providers are or were in (a sharing provider
+        # serves another tree only through one of its providers).
+        near: set[int] = set()
+        for pair in changes:
+            for p in pair:
+                if p is not None:
+                    near.update((p.id, p.root_id))
+        self._patch_roots(old, near)
+
+    def _patch_served(self, old: World, changes: list[Change]) -> None:
+        """Edit ``anchors`` and ``shared_into`` for the sharing providers
+        of the aggregates the changed providers are or were in."""
+        aggs: set[str] = set()
+        for pair in changes:
+            for p in pair:
+                if p is not None:
+                    aggs |= p.aggregates
+        anchors: dict[int, set[int] | None] = {}
+        into: dict[int, list[int] | None] = {}
+        for sid in self.sharing:
+            sharing = self.providers[sid]
+            if sharing.aggregates.isdisjoint(aggs):
+                continue
+            now, was = self._served(sid), old.anchors[sid]
+            if now == was:
+                continue
+            anchors[sid] = now
+            for anchor in (now ^ was) - {sharing.root_id}:
+                have = (into[anchor] if anchor in into
+                        else old.shared_into.get(anchor))
+                members = [s for s in have or () if s != sid]
+                if anchor in now:
+                    bisect.insort(members, sid, key=self.uuid)
+                into[anchor] = members or None
+        self.anchors = indexes.updated(old.anchors, anchors)
+        self.shared_into = indexes.updated(old.shared_into, into)
+
+    def _patch_roots(self, old: World, near: set[int]) -> None:
+        """Edit ``roots`` and the tree label indexes for the ``near``
+        providers: those that are or were roots of a changed tree."""
+        moved = [pid for pid in near if old._is_root(pid) != self._is_root(pid)
+                 or self._is_root(pid) and old.uuid(pid) != self.uuid(pid)]
+        if moved:
+            roots = list(old.roots)
+            traits, aggs = list(old.root_traits), list(old.root_aggs)
+            for pid in moved:
+                if old._is_root(pid):
+                    i = indexes.position(roots, old.providers[pid], old.uuid)
+                    del roots[i], traits[i], aggs[i]
+            for pid in moved:
+                if self._is_root(pid):
+                    p = self.providers[pid]
+                    i = bisect.bisect_left(roots, p.uuid, key=self.uuid)
+                    roots.insert(i, pid)
+                    traits.insert(i, p.traits)
+                    aggs.insert(i, p.aggregates)
+            self.roots, self.root_traits, self.root_aggs = roots, traits, aggs
+        common: dict[frozenset[str], frozenset[str]] = {}
+        tree_traits: dict[int, frozenset[str] | None] = {}
+        tree_aggs: dict[int, frozenset[str] | None] = {}
+        at: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+        for root in near:
+            if not self._is_root(root):
+                tree_traits[root] = tree_aggs[root] = None
+                continue
+            more_traits, more_aggs = self._served_labels(common, root)
+            tree_traits[root], tree_aggs[root] = more_traits, more_aggs
+            p = self.providers[root]
+            at[indexes.position(self.roots, p, self.uuid)] = (
+                p.traits if more_traits is None else more_traits,
+                p.aggregates if more_aggs is None else more_aggs)
+        self.tree_traits = indexes.updated(old.tree_traits, tree_traits)
+        self.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs)
+        self.root_traits = indexes.edit_at(self.root_traits, {
+            i: labels[0] for i, labels in at.items()}, old.root_traits)
+        self.root_aggs = indexes.edit_at(self.root_aggs, {
+            i: labels[1] for i, labels in at.items()}, old.root_aggs)
+
+    def _is_root(self, pid: int) -> bool:
+        """True when ``pid`` is one of ``roots``."""
+        return pid in self.trees and pid in self.providers
+
     def roots_of(self, pids: Iterable[int]) -> set[int]:
         """The roots of ``pids``' trees and, for sharing providers among
         them, the roots of every tree they serve."""
@@ -308,3 +474,31 @@ class World:
                 parent in self.providers else None
         result = self._ancestors[pid] = frozenset(found)
         return result
+
+
+#: An old and a new version of a provider (None: not there).
+Change = tuple[Provider | None, Provider | None]
+
+#: At most this many providers changing what an index holds are patched
+#: into a world (``World.with_changes``); more are rebuilt. Each costs a
+#: few insertions into lists the length of the world (about 0.1 ms at
+#: 50,000 hosts: 1,000 new trees patch in 0.1 s, where a rebuild takes
+#: 0.4-0.5 s and twice to ten times the new memory).
+PATCH_MOST = 1000
+
+
+def _names(old: World, changes: list[Change]) -> dict[str, int | None]:
+    """uuid -> provider id edits of ``old.by_uuid`` (None: gone). Raises
+    Unpatchable when a new uuid is already another provider's."""
+    names: dict[str, int | None] = {}
+    for before, after in changes:
+        if before is not None and (after is None
+                                   or after.uuid != before.uuid):
+            names[before.uuid] = None
+    for before, after in changes:
+        if after is not None and (before is None
+                                  or after.uuid != before.uuid):
+            if names.get(after.uuid, old.by_uuid.get(after.uuid)) is not None:
+                raise indexes.Unpatchable(after.id)
+            names[after.uuid] = after.id
+    return names
