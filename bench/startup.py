@@ -16,8 +16,8 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
   kill to the first candidates answer of their replacements (gunicorn
   forks them at once): a worker's start;
 - **worker start after a new provider**: the same after one provider is
-  created (a change since the master's load, which a new worker catches
-  up on; a new provider makes it rebuild the world's indexes);
+  created (a change since the master's load, which the master catches
+  up on before it forks the new workers);
 - **worker start after a gap** (``--gap``): as above, after more change
   rows than a worker can catch up on (``changes.KEEP // 2``), so the new
   workers load the world whole;
@@ -27,9 +27,10 @@ For each worker count, a fresh ``berth serve`` (``BERTH_VENV``):
   ``run.py`` (320 claims), then the workers' memory again: what serving
   copies out of the shared world (CPython writes reference counts into
   every object a request reads) plus each worker's own memo; and the
-  same again at the end, after the new provider (and the gap) changed the
-  world's indexes. ``server_mb`` adds the master's PSS to the workers':
-  everything the server holds. ``recycled`` counts the workers replaced
+  same again after a provider is created while the workers run (each
+  patches its world's indexes) and the workload is served again.
+  ``server_mb`` adds the master's PSS to the workers': everything the
+  server holds. ``recycled`` counts the workers replaced
   so far because their private memory passed ``[berth]
   worker_private_memory`` (``--private-memory``; 0 replaces none).
 
@@ -161,9 +162,16 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
                 print(json.dumps({"workers": workers, "round": done, **{
                     k: v for k, v in out.items()
                     if k.startswith("after_workload_")}}), flush=True)
-        out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         http = httpx.Client(base_url=server.url, headers=run.HEADERS,
                             timeout=timeout)
+        if workload:
+            # A structural change the running workers see: each patches
+            # its world's indexes (its own copy of the entries patched),
+            # then serves the workload again.
+            _write(http)
+            _workload(server, workload, timeout)
+            _after_workload(server, out, "after_change_workload_")
+        out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         out["worker_start_s"] = _restart_workers(server, timeout)
         _write(http)
         out["worker_start_after_new_provider_s"] = _restart_workers(
@@ -171,11 +179,6 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
         if gap:
             _gap(http, gap)
             out["worker_start_after_gap_s"] = _restart_workers(server, timeout)
-        if workload:
-            # Now every worker has rebuilt the world's indexes (the new
-            # provider, and the gap's writes): its own copy of them.
-            _workload(server, workload, timeout)
-            _after_workload(server, out, "after_change_workload_")
     finally:
         server.stop()
     return out

@@ -222,24 +222,31 @@ def test_three_workers_agree_after_every_write(db: Database, seed: int,
             "delete", "reparent"} <= set(done)
 
 
-def test_refreshed_worlds_equal_loaded_ones(db: Database,
-                                           monkeypatch: Any) -> None:
+@pytest.mark.parametrize("exclusive", [False, True],
+                         ids=["copied", "in-place"])
+def test_refreshed_worlds_equal_loaded_ones(db: Database, monkeypatch: Any,
+                                            exclusive: bool) -> None:
     """A worker refreshing its world after each write of the walk (its
-    indexes patched for a structural change) holds, index by index, the
-    world a whole load reads."""
+    indexes patched for a structural change, in copies or, in a worker
+    answering one request at a time, in place) holds, index by index,
+    the world a whole load reads."""
     patches: list[World | None] = []
+    modes: set[bool] = set()
     real = World.with_changes
 
-    def recorded(self: World, fresh: Any, gone: Any = ()) -> World | None:
-        patches.append(real(self, fresh, gone))
+    def recorded(self: World, fresh: Any, gone: Any = (),
+                 in_place: bool = False) -> World | None:
+        modes.add(in_place)
+        patches.append(real(self, fresh, gone, in_place))
         return patches[-1]
 
     monkeypatch.setattr(World, "with_changes", recorded)
     conf = make_conf()
     seen: list[Refresh] = []
-    with Client(create_app(conf, db)) as writer, \
-            Client(create_app(conf, Database(db.engine),
-                              world_observers=[seen.append])) as reader:
+    reader_app = create_app(conf, Database(db.engine),
+                            world_observers=[seen.append])
+    reader_app.state.cache.exclusive = exclusive
+    with Client(create_app(conf, db)) as writer, Client(reader_app) as reader:
         _names(writer)
         # Enough providers that a write re-reads a few, not the world.
         _hosts(writer, 12, 4)
@@ -252,6 +259,7 @@ def test_refreshed_worlds_equal_loaded_ones(db: Database,
                 built = load.load_world(conn)[0]
             assert_same(seen[-1].snapshot.world, built, memos=False)
     assert any(p is not None for p in patches)
+    assert exclusive in modes
 
 
 def test_each_change_reads_only_what_it_must(db: Database,

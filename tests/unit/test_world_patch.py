@@ -56,10 +56,19 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
     for pid in gone:
         del providers[pid]
     providers.update((p.id, p) for p in fresh)
-    assert_same(patched, World(providers.values()))
+    built = World(providers.values())
+    assert_same(patched, built)
     assert_same(world, before, memos=False)
     for p in fresh:
         assert patched.providers[p.id] is p
+    # In place, on a world of its own: the same result, nothing copied.
+    victim = World(world.providers.values())
+    mine = victim.providers, victim.trees, victim.by_uuid, victim.ordered
+    edited = victim.with_changes(fresh, gone, in_place=True)
+    assert edited is not None
+    assert_same(edited, built)
+    assert (edited.providers, edited.trees, edited.by_uuid) == mine[:3]
+    assert edited.providers is mine[0] and edited.by_uuid is mine[2]
     return patched
 
 
@@ -333,6 +342,21 @@ class Walk:
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_patched_worlds_equal_built_ones(data: st.DataObject) -> None:
+    patched_chain(data, in_place=False)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_worlds_patched_in_place_equal_built_ones(data: st.DataObject
+                                                 ) -> None:
+    patched_chain(data, in_place=True)
+
+
+def patched_chain(data: st.DataObject, in_place: bool) -> None:
+    """A chain of patches equals a world built anew after every step;
+    copied, the old world stays as it was; in place (the old world is
+    given up), the world's own maps are edited."""
     walk = Walk(data)
     for _ in range(data.draw(st.integers(1, 3))):
         walk.tree()
@@ -347,7 +371,7 @@ def test_patched_worlds_equal_built_ones(data: st.DataObject) -> None:
         fresh = [walk.providers[pid] for pid in sorted(touched)
                  if pid in walk.providers]
         gone = tuple(pid for pid in touched if pid not in walk.providers)
-        patched = world.with_changes(fresh, gone)
+        patched = world.with_changes(fresh, gone, in_place)
         built = World(walk.providers.values())
         sharing = any(SHARING_TRAIT in p.traits for p in
                       [before[pid] for pid in touched if pid in before]
@@ -357,5 +381,8 @@ def test_patched_worlds_equal_built_ones(data: st.DataObject) -> None:
             world = built
             continue
         assert_same(patched, built)
-        assert_same(world, World(before.values()))
+        if in_place:
+            assert patched.providers is world.providers
+        else:
+            assert_same(world, World(before.values()))
         world = patched

@@ -6,6 +6,9 @@ order. When a few providers change, only the entries of the keys they
 leave or join are edited, each in a copy, in a copy of the mapping: the
 old world is being read by other threads and is never modified, and every
 entry no provider left or joined is the same object in both worlds.
+With ``in_place`` (the old world is read by nobody any more: a ``berth
+serve`` worker's own cache) the mappings and entries themselves are
+edited, copying nothing.
 """
 
 from __future__ import annotations
@@ -65,15 +68,18 @@ def shifts(changes: Iterable[tuple[M | None, M | None]],
 
 
 def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
-              join: dict[K, list[M]]) -> dict[K, set[int]]:
+              join: dict[K, list[M]], in_place: bool = False
+              ) -> dict[K, set[int]]:
     """``index`` with the providers of ``leave`` out of, and those of
     ``join`` into, their keys' sets (a key left empty goes); ``index``
     itself when nothing moves."""
     if not leave and not join:
         return index
-    out = dict(index)
+    out = index if in_place else dict(index)
     for key in leave.keys() | join.keys():
-        members = set(out.get(key, ()))
+        have = out.get(key)
+        members = (have if in_place and have is not None
+                   else set(have or ()))
         members.difference_update(m.id for m in leave.get(key, ()))
         members.update(m.id for m in join.get(key, ()))
         if members:
@@ -84,8 +90,8 @@ def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
 
 
 def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
-               join: dict[K, list[M]], before: Uuid, after: Uuid
-               ) -> dict[K, list[int]]:
+               join: dict[K, list[M]], before: Uuid, after: Uuid,
+               in_place: bool = False) -> dict[K, list[int]]:
     """``index`` (lists in uuid order) with the providers of ``leave``
     out of, and those of ``join`` into, their keys' lists (a key left
     empty goes); ``index`` itself when nothing moves. ``before`` gives
@@ -93,10 +99,10 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
     world."""
     if not leave and not join:
         return index
-    out = dict(index)
+    out = index if in_place else dict(index)
     for key in leave.keys() | join.keys():
         members = edit_list(out.get(key, []), leave.get(key, ()),
-                            join.get(key, ()), before, after)
+                            join.get(key, ()), before, after, in_place)
         if members:
             out[key] = members
         else:
@@ -105,11 +111,12 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
 
 
 def edit_list(members: list[int], leave: Iterable[Member],
-              join: Iterable[Member], before: Uuid, after: Uuid
-              ) -> list[int]:
+              join: Iterable[Member], before: Uuid, after: Uuid,
+              in_place: bool = False) -> list[int]:
     """A copy of ``members`` (ids in uuid order) without ``leave`` and
-    with ``join``, in uuid order (see ``edit_lists``)."""
-    out = list(members)
+    with ``join``, in uuid order (see ``edit_lists``); ``members`` itself,
+    so edited, ``in_place``."""
+    out = members if in_place else list(members)
     for m in leave:
         del out[position(out, m, before)]
     for m in join:
@@ -126,14 +133,15 @@ def position(members: list[int], m: Member, uuid: Uuid) -> int:
     return i
 
 
-def updated(index: dict[K, V], changes: Mapping[K, V | None]
-            ) -> dict[K, V]:
-    """A copy of ``index`` with ``changes`` made (None: the key goes);
-    ``index`` itself when each already holds what its change says."""
+def updated(index: dict[K, V], changes: Mapping[K, V | None],
+            in_place: bool = False) -> dict[K, V]:
+    """A copy of ``index`` (``in_place``: ``index`` itself) with
+    ``changes`` made (None: the key goes); ``index`` itself when each
+    already holds what its change says."""
     real = {k: v for k, v in changes.items() if index.get(k) != v}
     if not real:
         return index
-    out = dict(index)
+    out = index if in_place else dict(index)
     for key, value in real.items():
         if value is None:
             del out[key]
@@ -142,12 +150,14 @@ def updated(index: dict[K, V], changes: Mapping[K, V | None]
     return out
 
 
-def edit_at(values: list[V], at: dict[int, V], old: list[V]) -> list[V]:
+def edit_at(values: list[V], at: dict[int, V], old: list[V],
+            in_place: bool = False) -> list[V]:
     """``values`` with the values ``at`` gives at those positions, copied
-    first when it is still the ``old`` world's list and one differs."""
+    first when it is still the ``old`` world's list and one differs
+    (never ``in_place``)."""
     for i, value in at.items():
         if values[i] != value:
-            if values is old:
+            if values is old and not in_place:
                 values = list(old)
             values[i] = value
     return values

@@ -107,7 +107,7 @@ def refresh_providers(conn: Connection, world: World,
         # Moved under a provider created after the change rows were read
         # (READ COMMITTED): read everything instead.
         return load_world(conn)
-    patched = world.with_changes(fresh, gone)
+    patched = world.with_changes(fresh, gone, in_place)
     if patched is not None:
         return patched, classes, traits
     providers = dict(world.providers)

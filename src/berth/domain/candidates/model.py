@@ -21,7 +21,7 @@ import bisect
 import copy
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -297,7 +297,8 @@ class World:
         return other
 
     def with_changes(self, fresh: Iterable[Provider],
-                     gone: Iterable[int] = ()) -> World | None:
+                     gone: Iterable[int] = (), in_place: bool = False
+                     ) -> World | None:
         """This world with the providers ``gone`` removed and ``fresh``
         replacing or adding the providers of their ids: equal, index by
         index, to a ``World`` built of those providers, but made by
@@ -305,23 +306,24 @@ class World:
         leave or join, and sharing the rest with this world (which is not
         modified). Its memo starts empty.
 
+        With ``in_place`` the indexes and the provider map themselves are
+        edited, and this world is left unusable: only for a caller that
+        knows nobody reads it any more (as for ``with_usage``). A copy of
+        a map writes a reference count into every entry, which in a
+        forked worker copies the pages of all of them.
+
         None when building the world anew is wiser: more than
         ``PATCH_MOST`` providers changed what an index holds, one of them
         is or was a sharing provider (the trees it serves are worked out
         from every provider of its aggregates), or a uuid would be held
-        twice.
+        twice. Then, with ``in_place``, the provider map may hold the
+        change already, and the indexes are to be built anew from it.
         """
-        providers = dict(self.providers)
-        touched = set()
-        for pid in gone:
-            providers.pop(pid, None)
-            touched.add(pid)
-        for p in fresh:
-            providers[p.id] = p
-            touched.add(p.id)
+        gone = set(gone)
+        new_of = {p.id: p for p in fresh}
         changes: list[Change] = []
-        for pid in touched:
-            old, new = self.providers.get(pid), providers.get(pid)
+        for pid in gone | new_of.keys():
+            old, new = self.providers.get(pid), new_of.get(pid)
             if old is None and new is None or (
                     old is not None and new is not None
                     and _indexed(old) == _indexed(new)):
@@ -332,48 +334,70 @@ class World:
             changes.append((old, new))
         if len(changes) > PATCH_MOST:
             return None
-        other = copy.copy(self)
-        other.providers, other.memo, other._ancestors = providers, {}, {}
         try:
-            other._patch(self, changes)
+            names = _names(self, changes)
         except indexes.Unpatchable:
             return None
-        return other
-
-    def _patch(self, old: World, changes: list[Change]) -> None:
-        """Edit this copy of ``old``'s indexes for ``changes``."""
-        self.by_uuid = indexes.updated(old.by_uuid, _names(old, changes))
-        self.by_trait = indexes.edit_sets(old.by_trait, *indexes.shifts(
-            changes, lambda p: p.traits, False))
-        self.by_agg = indexes.edit_sets(old.by_agg, *indexes.shifts(
-            changes, lambda p: p.aggregates, False))
-        lists = (old.uuid, self.uuid)
-        # ``ordered`` as the one entry of an index every provider is under
-        self.ordered = indexes.edit_lists({0: old.ordered}, *indexes.shifts(
-            changes, lambda p: (0,), True), *lists).get(0, [])
-        self.trees = indexes.edit_lists(old.trees, *indexes.shifts(
-            changes, lambda p: (p.root_id,), True), *lists)
-        self._by_class = indexes.edit_lists(old._by_class, *indexes.shifts(
-            changes, lambda p: p.inventories.keys(), True), *lists)
-        self.tree_class = indexes.edit_lists(old.tree_class, *indexes.shifts(
-            changes, lambda p: [(p.root_id, rc) for rc in p.inventories],
-            True), *lists)
-        self._patch_served(old, changes)
-        # The trees whose providers or sharing providers changed: those
-        # the changed providers are or were in (a sharing provider
-        # serves another tree only through one of its providers).
+        # What the edits need of this world, read before any is made (in
+        # place, this world's maps are the ones edited). The trees whose
+        # providers or sharing providers changed: those the changed
+        # providers are or were in (a sharing provider serves another
+        # tree only through one of its providers).
         near: set[int] = set()
         for pair in changes:
             for p in pair:
                 if p is not None:
                     near.update((p.id, p.root_id))
-        self._patch_roots(old, near)
+        was_root = {pid for pid in near if self._is_root(pid)}
+        before = {old.id: old for old, _ in changes if old is not None}
+        providers = self.providers if in_place else dict(self.providers)
+        for pid in gone:
+            providers.pop(pid, None)
+        providers.update(new_of)
 
-    def _patch_served(self, old: World, changes: list[Change]) -> None:
+        def uuid_before(pid: int) -> str:
+            """A provider's uuid in this world (as it was)."""
+            old = before.get(pid)
+            return (old if old is not None else providers[pid]).uuid
+
+        other = copy.copy(self)
+        other.providers, other.memo, other._ancestors = providers, {}, {}
+        try:
+            other._patch(self, _Edit(changes, names, near, was_root,
+                                     before, uuid_before, in_place))
+        except indexes.Unpatchable:
+            return None
+        return other
+
+    def _patch(self, old: World, edit: _Edit) -> None:
+        """Edit this copy of ``old``'s indexes for ``edit.changes``."""
+        changes, mine = edit.changes, edit.in_place
+        self.by_uuid = indexes.updated(old.by_uuid, edit.names, mine)
+        self.by_trait = indexes.edit_sets(old.by_trait, *indexes.shifts(
+            changes, lambda p: p.traits, False), mine)
+        self.by_agg = indexes.edit_sets(old.by_agg, *indexes.shifts(
+            changes, lambda p: p.aggregates, False), mine)
+        def lists(index: dict[Any, list[int]],
+                  keys: Callable[[Provider], Iterable[Any]]
+                  ) -> dict[Any, list[int]]:
+            leave, join = indexes.shifts(changes, keys, True)
+            return indexes.edit_lists(index, leave, join, edit.uuid_before,
+                                      self.uuid, mine)
+
+        # ``ordered`` as the one entry of an index every provider is under
+        self.ordered = lists({0: old.ordered}, lambda p: (0,)).get(0, [])
+        self.trees = lists(old.trees, lambda p: (p.root_id,))
+        self._by_class = lists(old._by_class, lambda p: p.inventories.keys())
+        self.tree_class = lists(
+            old.tree_class, lambda p: [(p.root_id, rc) for rc in p.inventories])
+        self._patch_served(old, edit)
+        self._patch_roots(old, edit)
+
+    def _patch_served(self, old: World, edit: _Edit) -> None:
         """Edit ``anchors`` and ``shared_into`` for the sharing providers
         of the aggregates the changed providers are or were in."""
         aggs: set[str] = set()
-        for pair in changes:
+        for pair in edit.changes:
             for p in pair:
                 if p is not None:
                     aggs |= p.aggregates
@@ -394,20 +418,26 @@ class World:
                 if anchor in now:
                     bisect.insort(members, sid, key=self.uuid)
                 into[anchor] = members or None
-        self.anchors = indexes.updated(old.anchors, anchors)
-        self.shared_into = indexes.updated(old.shared_into, into)
+        self.anchors = indexes.updated(old.anchors, anchors, edit.in_place)
+        self.shared_into = indexes.updated(old.shared_into, into,
+                                           edit.in_place)
 
-    def _patch_roots(self, old: World, near: set[int]) -> None:
+    def _patch_roots(self, old: World, edit: _Edit) -> None:
         """Edit ``roots`` and the tree label indexes for the ``near``
         providers: those that are or were roots of a changed tree."""
-        moved = [pid for pid in near if old._is_root(pid) != self._is_root(pid)
-                 or self._is_root(pid) and old.uuid(pid) != self.uuid(pid)]
+        near, was_root, mine = edit.near, edit.was_root, edit.in_place
+        moved = [pid for pid in near if (pid in was_root) != self._is_root(pid)
+                 or self._is_root(pid)
+                 and edit.uuid_before(pid) != self.uuid(pid)]
         if moved:
-            roots = list(old.roots)
-            traits, aggs = list(old.root_traits), list(old.root_aggs)
+            roots = old.roots if mine else list(old.roots)
+            traits = old.root_traits if mine else list(old.root_traits)
+            aggs = old.root_aggs if mine else list(old.root_aggs)
             for pid in moved:
-                if old._is_root(pid):
-                    i = indexes.position(roots, old.providers[pid], old.uuid)
+                if pid in was_root:
+                    i = indexes.position(
+                        roots, edit.before.get(pid) or self.providers[pid],
+                        edit.uuid_before)
                     del roots[i], traits[i], aggs[i]
             for pid in moved:
                 if self._is_root(pid):
@@ -431,12 +461,12 @@ class World:
             at[indexes.position(self.roots, p, self.uuid)] = (
                 p.traits if more_traits is None else more_traits,
                 p.aggregates if more_aggs is None else more_aggs)
-        self.tree_traits = indexes.updated(old.tree_traits, tree_traits)
-        self.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs)
+        self.tree_traits = indexes.updated(old.tree_traits, tree_traits, mine)
+        self.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs, mine)
         self.root_traits = indexes.edit_at(self.root_traits, {
-            i: labels[0] for i, labels in at.items()}, old.root_traits)
+            i: labels[0] for i, labels in at.items()}, old.root_traits, mine)
         self.root_aggs = indexes.edit_at(self.root_aggs, {
-            i: labels[1] for i, labels in at.items()}, old.root_aggs)
+            i: labels[1] for i, labels in at.items()}, old.root_aggs, mine)
 
     def _is_root(self, pid: int) -> bool:
         """True when ``pid`` is one of ``roots``."""
@@ -478,6 +508,24 @@ class World:
 
 #: An old and a new version of a provider (None: not there).
 Change = tuple[Provider | None, Provider | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """What ``World.with_changes`` works out before editing the indexes."""
+
+    changes: list[Change]
+    #: uuid -> provider id edits of ``by_uuid`` (None: gone)
+    names: dict[str, int | None]
+    #: ids of the changed providers and of their old and new roots
+    near: set[int]
+    #: those of ``near`` that were roots
+    was_root: set[int]
+    #: id -> the old version of each changed provider
+    before: dict[int, Provider]
+    #: a provider's uuid in the old world
+    uuid_before: Callable[[int], str]
+    in_place: bool
 
 #: At most this many providers changing what an index holds are patched
 #: into a world (``World.with_changes``); more are rebuilt. Each costs a
