@@ -41,7 +41,9 @@ def ensure_upstream_venv(force: bool = False) -> Path:
 
 def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
     """User+system CPU seconds of every live process for which
-    ``wanted(pid, stat fields after the command name)`` holds."""
+    ``wanted(pid, stat fields after the command name)`` holds, with that
+    of the children each has waited for (a Berth worker replaced for its
+    memory, [berth] worker_private_memory, counts in its master's)."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -53,7 +55,8 @@ def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         if wanted(int(entry), fields):
-            total += int(fields[11]) + int(fields[12])  # utime, stime
+            # utime, stime, cutime, cstime
+            total += sum(int(n) for n in fields[11:15])
     return total / TICKS
 
 
