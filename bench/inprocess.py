@@ -5,9 +5,13 @@
     .venv/bin/python bench/inprocess.py --callgrind --wsgi   # whole requests
     .venv/bin/python bench/inprocess.py --db /tmp/w.sqlite simple traits
     .venv/bin/python bench/inprocess.py --explain-fit   # explain and fit
+    .venv/bin/python bench/inprocess.py --url postgresql+psycopg://... \
+        --callgrind --wsgi member_of sharing   # a world bulk.py wrote
 
 Builds the benchmark deployment (``world.py``) into an SQLite file through
-the WSGI app in-process (no server), or reuses ``--db`` when it exists.
+the WSGI app in-process (no server), or reuses ``--db`` when it exists;
+``--url`` measures instead a database that holds a world already (written
+by ``bulk.py``, for instance on PostgreSQL; not the explosion queries).
 For each query it reports the median time of the search
 (``engine.find_candidates``), of building the response body, of JSON
 encoding, and of the whole WSGI call. Times on a shared machine vary by
@@ -65,11 +69,25 @@ def _query(name: str) -> str:
     return QUERIES[base] + ("&limit=%s" % limit if limit else "")
 
 
-def _app(path: Path, observers: list[Observer] | None = None) -> Any:
+#: What is measured: an SQLite file (``--db``, the explosion world beside
+#: it) or a database URL (``--url``).
+Source = Path | str
+
+
+def _url(db: Source, name: str = "") -> str:
+    """The database URL of query ``name`` over ``db``."""
+    if isinstance(db, str):
+        if name in EXPLOSION:
+            raise SystemExit("%s: the explosion world needs --db" % name)
+        return db
+    return "sqlite:///%s" % _db_for(db, name)
+
+
+def _app(url: str, observers: list[Observer] | None = None) -> Any:
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
     conf.set_override("request_log", False, group="berth")
-    engine_ = create_engine("sqlite:///%s" % path)
+    engine_ = create_engine(url)
     setup.prepare(engine_)
     return create_app(conf, Database(engine_), world_observers=observers or [])
 
@@ -78,9 +96,9 @@ def build(path: Path, hosts: int) -> None:
     """The deployment into a new SQLite file, and the explosion tree into
     another beside it (as ``run.py`` does)."""
     world_mod.build("http://berth.test", hosts=hosts,
-                    transport=httpx.WSGITransport(app=_app(path)))
+                    transport=httpx.WSGITransport(app=_app(_url(path))))
     world_mod.build_explosion("http://berth.test", transport=httpx.WSGITransport(
-        app=_app(_wide(path))))
+        app=_app(_url(_wide(path)))))
 
 
 def _wide(path: Path) -> Path:
@@ -118,27 +136,27 @@ def _wsgi(app: Any, query: str, path: str = "/allocation_candidates"
     return body
 
 
-def stages(path: Path, names: list[str], repeat: int) -> None:
+def stages(path: Source, names: list[str], repeat: int) -> None:
     freeze = tune_gc()
     print("%-26s %9s %9s %9s %9s" % ("query (ms, median)", "search",
                                       "body", "json", "wsgi"))
     for name in names:
         print("%-26s %9.2f %9.2f %9.2f %9.2f"
-              % ((name,) + _stage(_db_for(path, name), name, repeat,
-                                  freeze)))
+              % ((name,) + _stage(path, name, repeat, freeze)))
 
 
-def _subject(path: Path, name: str, freeze: Observer) -> tuple[
+def _subject(path: Source, name: str, freeze: Observer) -> tuple[
         Any, Database, WorldCache, str, list[RequestGroup], RequestWide]:
     """The app, database, cache, query string and parsed query of
-    ``name`` over the SQLite file ``path``."""
+    ``name`` over ``path``."""
     query = _query(name)
     groups, wide = parse.parse_request(parse_qsl(query), VERSION)
-    return (_app(path, [freeze]), Database(create_engine("sqlite:///%s" % path)),
+    url = _url(path, name)
+    return (_app(url, [freeze]), Database(create_engine(url)),
             WorldCache(observers=[freeze]), query, groups, wide)
 
 
-def _stage(path: Path, name: str, repeat: int, freeze: Observer
+def _stage(path: Source, name: str, repeat: int, freeze: Observer
            ) -> tuple[float, float, float, float]:
     """Median ms of the search, the body, the JSON and the WSGI call."""
     app, db, cache, query, groups, wide = _subject(path, name, freeze)
@@ -155,7 +173,7 @@ def _stage(path: Path, name: str, repeat: int, freeze: Observer
     return search_ms, body_ms, json_ms, wsgi_ms
 
 
-def explain_fit(path: Path, names: list[str], repeat: int) -> None:
+def explain_fit(path: Source, names: list[str], repeat: int) -> None:
     """Median ms of explain and fit, in the domain and through WSGI."""
     freeze = tune_gc()
     print("%-26s %9s %9s %11s %9s  %s" % (
@@ -165,10 +183,9 @@ def explain_fit(path: Path, names: list[str], repeat: int) -> None:
         _explain_fit_row(path, name, repeat, freeze)
 
 
-def _explain_fit_row(path: Path, name: str, repeat: int,
+def _explain_fit_row(path: Source, name: str, repeat: int,
                      freeze: Observer) -> None:
-    app, db, cache, query, groups, wide = _subject(_db_for(path, name), name,
-                                                   freeze)
+    app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
         world, specs = engine.resolve(conn, cache, groups, wide)
     report = explain.explain(world, groups, specs, wide)
@@ -186,13 +203,14 @@ def _explain_fit_row(path: Path, name: str, repeat: int,
         else " (bound %d)" % answer.total.bound))
 
 
-def _count(path: Path, name: str, searches: int, wsgi: bool = False) -> int:
+def _count(path: Source, name: str, searches: int, wsgi: bool = False) -> int:
     """Instructions valgrind counts for this script doing ``searches``
     searches (or, with ``wsgi``, whole WSGI requests) of ``name``
     (start-up included)."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, __file__, "--db", str(path), "--searches",
+         sys.executable, __file__,
+         "--url" if isinstance(path, str) else "--db", str(path), "--searches",
          str(searches), name] + (["--wsgi"] if wsgi else []),
         capture_output=True, text=True, check=True)
     for line in out.stderr.splitlines():
@@ -201,7 +219,7 @@ def _count(path: Path, name: str, searches: int, wsgi: bool = False) -> int:
     raise RuntimeError(out.stderr[-500:])
 
 
-def callgrind(path: Path, names: list[str], searches: int = 10,
+def callgrind(path: Source, names: list[str], searches: int = 10,
               wsgi: bool = False) -> None:
     print("%-26s %s" % ("query", "instructions per "
                         + ("request (WSGI)" if wsgi else "search")))
@@ -211,21 +229,32 @@ def callgrind(path: Path, names: list[str], searches: int = 10,
         print("%-26s %.1f M" % (name, per / 1e6))
 
 
-def _searches(path: Path, name: str, count: int, wsgi: bool) -> None:
+def _searches(path: Source, name: str, count: int, wsgi: bool) -> None:
     """Run under valgrind by ``callgrind``: ``count`` searches, or whole
     WSGI requests (search, body, JSON and the app's middleware)."""
     if wsgi:
-        app = _app(_db_for(path, name), [tune_gc()])
+        app = _app(_url(path, name), [tune_gc()])
         for _ in range(count):
             _wsgi(app, _query(name))
         return
-    db = Database(create_engine("sqlite:///%s" % _db_for(path, name)))
+    db = Database(create_engine(_url(path, name)))
     cache = WorldCache()
     groups, wide = parse.parse_request(parse_qsl(_query(name)), VERSION)
     with db.engine.connect() as conn:
         for _ in range(count):
             engine.find_candidates(conn, cache, groups, wide, Settings(),
                                    True)
+
+
+def _measure(path: Source, names: list[str], args: argparse.Namespace
+             ) -> None:
+    if args.callgrind:
+        callgrind(path, names, wsgi=args.wsgi)
+    elif args.explain_fit:
+        explain_fit(path, [n for n in names if "+limit" not in n],
+                    min(args.repeat, 5))
+    else:
+        stages(path, names, args.repeat)
 
 
 def main() -> int:
@@ -235,6 +264,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--db", type=Path,
                     help="SQLite file to reuse (built there if missing)")
+    ap.add_argument("--url", help="a database URL holding a world already "
+                    "(bulk.py), instead of --db")
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--wsgi", action="store_true",
                     help="with --callgrind: count whole WSGI requests")
@@ -243,9 +274,13 @@ def main() -> int:
     ap.add_argument("--searches", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = args.queries or (
-        [n + s for n in QUERIES for s in ("", "+limit50")] + list(EXPLOSION))
+        [n + s for n in QUERIES for s in ("", "+limit50")]
+        + ([] if args.url else list(EXPLOSION)))
     if args.searches is not None:
-        _searches(args.db, names[0], args.searches, args.wsgi)
+        _searches(args.url or args.db, names[0], args.searches, args.wsgi)
+        return 0
+    if args.url:
+        _measure(args.url, names, args)
         return 0
     tmp = None
     path = args.db
@@ -257,13 +292,7 @@ def main() -> int:
             start = time.time()
             build(path, args.hosts)
             print("built %d hosts in %.0fs" % (args.hosts, time.time() - start))
-        if args.callgrind:
-            callgrind(path, names, wsgi=args.wsgi)
-        elif args.explain_fit:
-            explain_fit(path, [n for n in names if "+limit" not in n],
-                        min(args.repeat, 5))
-        else:
-            stages(path, names, args.repeat)
+        _measure(path, names, args)
     finally:
         if tmp:
             shutil.rmtree(tmp)

@@ -111,9 +111,27 @@ def reset(engine: sa.engine.Engine) -> None:
                 list(os_resource_classes.STANDARDS))))
 
 
+#: The first words of the statements a read may send.
+_READS = ("SELECT", "WITH", "SHOW")
+
+
+def _guard_reads(eng: sa.engine.Engine) -> None:
+    """Fail any statement that would write in a PostgreSQL read: reads
+    run in autocommit there (``Database.read``), so a write in one would
+    commit at once, and stay even if the request then failed."""
+    @sa.event.listens_for(eng, "before_cursor_execute")
+    def _check(conn: sa.Connection, cursor: Any, statement: str,
+               parameters: Any, context: Any, executemany: bool) -> None:
+        if (conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+                and not statement.lstrip().upper().startswith(_READS)):
+            raise AssertionError("a read transaction wrote: %s" % statement)
+
+
 @pytest.fixture(scope="session")
 def engine(db_url: str) -> Iterator[sa.engine.Engine]:
     eng = create_engine(db_url)
+    if eng.dialect.name == "postgresql":
+        _guard_reads(eng)
     yield eng
     eng.dispose()
 

@@ -254,3 +254,43 @@ def test_provider_filter(client: Client, db: Database) -> None:
         _ids(db, "resources=NOPE:1")
     with pytest.raises(errors.BadRequest, match="HW_CPU_X86_VMX,CUSTOM_MAGIC"):
         _ids(db, "required=!CUSTOM_GOLD", (1, 21))
+
+
+def test_parsed_queries_are_kept_per_query_and_microversion(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    from berth.api.handlers import allocation_candidate as handler
+    app = create_app(make_conf(), db)
+    client = Client(app, version="1.39")
+    rp = provider(client, 1)
+    inventory(client, rp, VCPU=8, MEMORY_MB=4096)
+    parses: list[str] = []
+    real = handler.parse_query
+
+    def counted(req: Any, pairs: Any) -> Any:
+        parses.append(req.query_string)
+        return real(req, pairs)
+
+    monkeypatch.setattr(handler, "parse_query", counted)
+    query = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512"
+    first = client.get(query)
+    again = client.get(query)
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert len(parses) == 1
+    # Another microversion parses (and answers) on its own.
+    old = client.at("1.12").get(query)
+    assert old.status_code == 200 and "mappings" not in old.text
+    assert len(parses) == 2
+    assert set(app.state.parsed_queries) == {
+        ((1, 39), "resources=VCPU:1,MEMORY_MB:512"),
+        ((1, 12), "resources=VCPU:1,MEMORY_MB:512")}
+    # A query that does not parse is refused every time, and not kept.
+    for _ in range(2):
+        assert client.get("/allocation_candidates?resources=VCPU:x"
+                          ).status_code == 400
+    assert len(parses) == 4 and len(app.state.parsed_queries) == 2
+    # Full: it starts again empty.
+    monkeypatch.setattr(handler, "PARSED_LIMIT", 2)
+    assert client.get(query + "&limit=1").status_code == 200
+    assert list(app.state.parsed_queries) == [
+        ((1, 39), "resources=VCPU:1,MEMORY_MB:512&limit=1")]

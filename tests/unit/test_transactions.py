@@ -154,3 +154,55 @@ def test_unreachable_database_is_503_in_placement_format(scheme):
     assert error["status"] == 503
     assert error["code"] == "placement.undefined_code"
     assert error["request_id"].startswith("req-")
+
+
+def _lost() -> sa.exc.DBAPIError:
+    """What SQLAlchemy raises when a statement finds its connection gone."""
+    return sa.exc.OperationalError("stmt", {}, Exception("server closed the "
+                                                         "connection"),
+                                   connection_invalidated=True)
+
+
+def test_a_lost_connection_runs_the_transaction_again_once(tmp_path):
+    db = Database(create_engine("sqlite:///%s" % (tmp_path / "x.sqlite")))
+    calls = []
+
+    def once_lost(conn):
+        calls.append(1)
+        if len(calls) == 1:
+            raise _lost()
+        return conn.execute(sa.text("SELECT 42")).scalar()
+
+    assert db.run(once_lost) == 42
+    assert db.read(lambda c: 7) == 7
+    assert len(calls) == 2
+    # Not a transient failure of the database: no retry counted.
+    assert db.retries.total == 0
+
+    calls.clear()
+
+    def always_lost(conn):
+        calls.append(1)
+        raise _lost()
+
+    with pytest.raises(sa.exc.OperationalError) as caught:
+        db.read(always_lost)
+    assert caught.value.connection_invalidated
+    assert is_unavailable(caught.value)  # so the client gets a 503
+    assert len(calls) == 2
+
+
+def test_a_connection_lost_while_committing_is_not_run_again(tmp_path):
+    # The commit may have been applied: running it again could apply it
+    # twice, so the error stands (the client gets a 503).
+    engine = create_engine("sqlite:///%s" % (tmp_path / "x.sqlite"))
+    db = Database(engine)
+
+    @sa.event.listens_for(engine, "commit")
+    def _gone(conn):
+        raise _lost()
+
+    calls = []
+    with pytest.raises(sa.exc.OperationalError):
+        db.run(lambda conn: calls.append(conn.execute(sa.text("SELECT 1"))))
+    assert len(calls) == 1

@@ -77,6 +77,9 @@ class State:
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
         self.health = healthcheck.Checks(conf, self)
+        #: Allocation-candidate queries parsed, by microversion and query
+        #: string (``handlers.allocation_candidate.parsed_query``).
+        self.parsed_queries: dict[tuple[object, str], Any] = {}
         #: The OpenAPI document, rendered on first request.
         self.openapi: bytes | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -158,10 +159,21 @@ def validate_pairs(pairs: list[tuple[str, str]],
     return pairs
 
 
+#: The second "now" was last written as an HTTP date, and the text: most
+#: answers say "modified now", and formatting costs more than the rest
+#: of the headers together.
+_now: tuple[int, str] = (-1, "")
+
+
 def _http_date(when: dt.datetime | None) -> str:
+    global _now
     if when is None:
-        when = dt.datetime.now(dt.UTC)
-    elif when.tzinfo is None:
+        second = int(time.time())
+        if _now[0] != second:
+            _now = (second, falcon.dt_to_http(
+                dt.datetime.fromtimestamp(second, dt.UTC)))
+        return _now[1]
+    if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return falcon.dt_to_http(when)
 

@@ -4,6 +4,17 @@ SQLite runs in WAL mode with foreign keys on, and every write transaction
 starts with ``BEGIN IMMEDIATE`` so that two writers never deadlock while
 upgrading a read lock (the cause of upstream's "database is locked" 500s);
 a busy database makes the second writer wait ``busy_timeout`` instead.
+
+On PostgreSQL a read costs one round trip per statement and nothing
+more. Reads run in autocommit: at READ COMMITTED (PostgreSQL's default,
+and Berth's) every statement of a transaction takes its own snapshot, so
+a transaction gives a read nothing but its ``BEGIN`` and ``COMMIT``, two
+round trips. Pooled connections are not pinged on checkout (another round
+trip): a transaction that finds its connection lost before it committed
+runs again, once, on a new connection (``Database.run``), which is how a
+server recovers by itself when its database returns. MariaDB/MySQL keep
+both: PyMySQL's autocommit switch is a round trip of its own, and its
+connections are pinged on checkout.
 """
 
 from __future__ import annotations
@@ -72,7 +83,9 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
     else:
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow,
                       pool_timeout=pool_timeout, pool_recycle=recycle,
-                      pool_pre_ping=True)
+                      # PostgreSQL: a lost connection is retried instead
+                      # (see the module's docstring).
+                      pool_pre_ping=backend != "postgresql")
     if backend == "postgresql":
         kwargs.setdefault("connect_args", {})["connect_timeout"] = CONNECT_TIMEOUT
     if backend == "mysql":
@@ -261,6 +274,16 @@ class Database:
         #: ``create_engine`` report SQL time)
         self.observer: Observer | None = None
         self._in_use = 0
+        #: execution options of a write and of a read transaction
+        self._options: dict[bool, dict[str, Any]] = {True: {}, False: {}}
+        if self.backend == "sqlite":
+            self._options = {True: {"sqlite_begin": "IMMEDIATE"},
+                             False: {"sqlite_begin": "DEFERRED"}}
+        elif (self.backend == "postgresql" and "isolation_level"
+              not in engine.get_execution_options()):
+            # At READ COMMITTED (an engine set to a stricter level keeps
+            # its transactions): see the module's docstring.
+            self._options[False] = {"isolation_level": "AUTOCOMMIT"}
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
@@ -270,14 +293,14 @@ class Database:
             raise Unavailable(str(getattr(exc, "orig", exc))) from exc
         with connection as conn:
             observer = self.observer
+            options = self._options[write]
             if observer is not None:
-                conn = conn.execution_options(berth_observer=observer)
+                options = {**options, _OBSERVER: observer}
                 self._in_use += 1
                 observer.connections_in_use(self._in_use)
             try:
-                if self.backend == "sqlite":
-                    conn = conn.execution_options(
-                        sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                if options:
+                    conn = conn.execution_options(**options)
                 with conn.begin():
                     yield conn
             finally:
@@ -289,20 +312,35 @@ class Database:
         """Run ``fn(conn)`` in one transaction, retrying transient failures.
 
         Deadlocks, serialization failures and lock time-outs are retried
-        with a short jittered back-off; any other error propagates and the
-        transaction is rolled back, so a failed request changes nothing.
-        What a write noted (``berth.db.changes``) is flushed last, in the
-        same transaction.
+        with a short jittered back-off, and a transaction whose connection
+        was lost before it committed runs again at once, once, on a new
+        connection; any other error propagates and the transaction is
+        rolled back, so a failed request changes nothing. What a write
+        noted (``berth.db.changes``) is flushed last, in the same
+        transaction. Raises :class:`Unavailable` when no connection can
+        be had.
         """
+        reconnected = False
         for attempt in range(TX_ATTEMPTS):
+            committing = False
             try:
                 with self._tx(write) as conn:
                     changes.discard(conn)
                     result = fn(conn)
                     if write:
                         changes.flush(conn)
-                    return result
+                    committing = True
+                return result
             except sa.exc.DBAPIError as exc:
+                if (exc.connection_invalidated and not committing
+                        and not reconnected):
+                    # Nothing was committed (the server rolls back what a
+                    # lost connection left open), so running it again
+                    # cannot apply it twice.
+                    reconnected = True
+                    LOG.info("database connection lost; running the "
+                             "transaction again on a new one: %s", exc.orig)
+                    continue
                 code = error_code(exc)
                 if code is None or attempt == TX_ATTEMPTS - 1:
                     raise
@@ -315,7 +353,11 @@ class Database:
         raise AssertionError("unreachable")
 
     def read(self, fn: Callable[[Connection], T]) -> T:
-        """Run a read-only ``fn(conn)`` in one consistent transaction."""
+        """Run a read-only ``fn(conn)`` (it must not write): in one
+        transaction on SQLite (one snapshot) and MariaDB/MySQL; on
+        PostgreSQL in autocommit, each statement seeing what was committed
+        before it began, as each statement of a READ COMMITTED
+        transaction does."""
         return self.run(fn, write=False)
 
     def dispose(self) -> None:

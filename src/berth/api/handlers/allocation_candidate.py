@@ -27,13 +27,38 @@ def parse_query(req: falcon.Request, pairs: list[tuple[str, str]]
     return parse.parse_request(pairs, version)
 
 
+#: Queries whose parse ``State.parsed_queries`` keeps; past it, it starts
+#: again empty.
+PARSED_LIMIT = 512
+
+
+def parsed_query(req: falcon.Request
+                 ) -> tuple[list[RequestGroup], RequestWide]:
+    """``parse_query`` of the request's query string, kept per
+    application by query string and microversion: schedulers ask the same
+    few queries again and again, and validating and parsing one costs
+    more than the search of a small answer. Only queries that parse are
+    kept (a 400 is worked out again each time). Nothing changes a group
+    or the wide parameters once parsed (frozen dataclasses), and each
+    caller gets its own list of the groups."""
+    kept = req.context.state.parsed_queries
+    key = (tuple(req.context.version)[:2], req.query_string)
+    found = kept.get(key)
+    if found is None:
+        groups, wide = parse_query(req, util.query(req))
+        if len(kept) >= PARSED_LIMIT:
+            kept.clear()
+        found = kept[key] = (tuple(groups), wide)
+    return list(found[0]), found[1]
+
+
 def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /allocation_candidates: 200, or 400 (bad query, unknown class
     or trait), 403, 406."""
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
     version = tuple(req.context.version)[:2]
-    groups, wide = parse_query(req, util.query(req))
+    groups, wide = parsed_query(req)
     opts = util.conf(req).placement
     settings = Settings(
         randomize=opts.randomize_allocation_candidates,
