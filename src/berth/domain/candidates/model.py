@@ -268,14 +268,10 @@ class World:
         ``exclusive``). Copying the map writes a reference count into
         every provider object, which in a forked worker copies every page
         of them out of the memory it shares with the master."""
-        other = copy.copy(self)
-        providers = self.providers if in_place else dict(self.providers)
-        for pid, now in used.items():
-            old = providers.get(pid)
-            if old is not None:
-                providers[pid] = dataclasses.replace(old, used=now, memo={})
-        other.providers = providers
-        return other
+        return self._swapped({
+            pid: dataclasses.replace(old, used=now, memo={})
+            for pid, now in used.items()
+            if (old := self.providers.get(pid)) is not None}, in_place)
 
     def with_providers(self, fresh: Iterable[Provider],
                        in_place: bool = False) -> World | None:
@@ -284,16 +280,20 @@ class World:
         holds (only inventory amounts or usage changed: the common
         inventory update); None when the indexes must be rebuilt.
         ``in_place`` as for ``with_usage``."""
-        fresh = list(fresh)
-        for p in fresh:
+        swap = {p.id: p for p in fresh}
+        for p in swap.values():
             old = self.providers.get(p.id)
             if old is None or _indexed(old) != _indexed(p):
                 return None
+        return self._swapped(swap, in_place)
+
+    def _swapped(self, fresh: dict[int, Provider], in_place: bool) -> World:
+        """A world sharing every index with this one, whose provider map
+        holds ``fresh`` in place of the providers of the same ids: a copy
+        of this world's map, or (``in_place``) that map itself."""
         other = copy.copy(self)
-        providers = self.providers if in_place else dict(self.providers)
-        for p in fresh:
-            providers[p.id] = p
-        other.providers = providers
+        other.providers = self.providers if in_place else dict(self.providers)
+        other.providers.update(fresh)
         return other
 
     def with_changes(self, fresh: Iterable[Provider],

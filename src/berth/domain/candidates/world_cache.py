@@ -15,10 +15,10 @@ trait deleted, a gap in the change rows, or changes to a quarter of the
 providers or more reload the world whole. A snapshot is never modified
 once published, so requests in other threads keep using the one they
 started with; except where the cache is ``exclusive`` (a process that
-serves one request at a time: ``berth serve``'s workers), where a usage or
-amounts refresh updates the provider map in place, since nobody else
-reads the old snapshot (copying the map would copy, in a forked worker,
-every page of provider objects it shares with the master).
+serves one request at a time: ``berth serve``'s workers), where a refresh
+edits the provider map and the patched indexes in place, since nobody
+else reads the old snapshot (copying them would copy, in a forked
+worker, every page of their entries that it shares with the master).
 
 The cache is only as fresh as the change sequence: a process that writes
 the database without going through Berth's domain code (a hand-written
@@ -117,7 +117,8 @@ class WorldCache:
         self.keep = keep
         #: True where one request at a time reads the cache (set by the
         #: server after it forks a single-threaded worker): a snapshot is
-        #: then replaced by one sharing its provider map, updated in place
+        #: then replaced by one whose provider map and indexes are the old
+        #: one's, edited in place
         self.exclusive = False
         self.observers = list(observers)
         self._snapshot: Snapshot | None = None
@@ -167,9 +168,10 @@ class WorldCache:
         """How the snapshot at ``seq`` was made, and the snapshot."""
         if snap is not None:
             found = changes.since(conn, snap.seq, seq)
-            # Only the kept snapshot, and only where no other request can
-            # be reading it, may be updated in place.
-            in_place = self.exclusive and self.keep
+            # Only where no other request can be reading the old snapshot
+            # may it be edited in place (a cache that keeps nothing has no
+            # old snapshot: ``snap`` is None).
+            in_place = self.exclusive
             if not (found.everything or found.structure):
                 world = load.refresh_usage(conn, snap.world, found.usage,
                                            in_place)
