@@ -61,16 +61,28 @@ def test_prepare_migrates_then_seeds_in_one_place(tmp_path):
     engine.dispose()
 
 
+def _fresh_engine(kind, tmp_path):
+    """An engine on an empty database of ``kind``, and how to drop it."""
+    if kind == "sqlite":
+        url, drop = "sqlite:///%s" % (tmp_path / "m.sqlite"), None
+    else:
+        url, drop = _server_db(kind, str(tmp_path))
+    return create_engine(url), drop
+
+
+def _downgrade(engine, revision):
+    cfg = migrate._config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
     """0004 replaces the consumers and allocations indexes with covering
     ones on every backend, keeps the rows, and its downgrade restores
     0003's indexes."""
-    if kind == "sqlite":
-        url, drop = "sqlite:///%s" % (tmp_path / "m.sqlite"), None
-    else:
-        url, drop = _server_db(kind, str(tmp_path))
-    engine = create_engine(url)
+    engine, drop = _fresh_engine(kind, tmp_path)
 
     def indexes():
         inspector = sa.inspect(engine)
@@ -78,11 +90,6 @@ def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
                               if i["name"].startswith("ix_"))
                 for table in ("consumers", "allocations")}
 
-    def downgrade(revision):
-        cfg = migrate._config()
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
     try:
         migrate.upgrade(engine, "0003")
         before = indexes()
@@ -104,9 +111,39 @@ def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT uuid FROM consumers")
                                 ).scalars().all() == ["c"]
-        downgrade("0003")
+        _downgrade(engine, "0003")
         assert indexes() == before
         assert "ix_consumers_project_id_user_id" in before["consumers"]
+    finally:
+        engine.dispose()
+        if drop is not None:
+            drop()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_0005_adds_usage_amounts_to_change_rows_and_back(kind, tmp_path):
+    """0005 gives change rows the columns of a project's usage amounts,
+    keeps the rows there are, and its downgrade takes the columns away."""
+    engine, drop = _fresh_engine(kind, tmp_path)
+
+    def columns():
+        return [c["name"] for c in sa.inspect(engine).get_columns("berth_changes")]
+    try:
+        migrate.upgrade(engine, "0004")
+        before = columns()
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO berth_changes (slot, seq, kind, "
+                "resource_provider_id) VALUES (1, 1, 'u', 3)"))
+        migrate.upgrade(engine)
+        assert columns() == before + ["user_id", "consumer_type_id",
+                                      "resource_class_id", "amount"]
+        with engine.connect() as conn:
+            assert conn.execute(sa.text(
+                "SELECT kind, resource_provider_id, amount FROM berth_changes")
+            ).all() == [("u", 3, None)]
+        _downgrade(engine, "0004")
+        assert columns() == before
     finally:
         engine.dispose()
         if drop is not None:

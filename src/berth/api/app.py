@@ -32,6 +32,7 @@ from berth import logs
 from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import Database, is_unavailable
+from berth.domain import usages
 from berth.domain.candidates.world_cache import Observer, WorldCache
 from berth.domain.errors import DomainError
 from berth.domain.memo import Memo
@@ -73,7 +74,9 @@ class State:
             observers=[self.metrics.world_refreshed, *world_observers])
         # Answers kept while the change sequence stands still (off, like
         # the candidate cache, where writers bypass the sequence).
-        self.usage_memo = Memo(keep=conf.berth.candidate_cache, limit=10_000)
+        self.usage_memo = Memo(keep=conf.berth.candidate_cache,
+                               by_project=usages.brought_up_to_date,
+                               limit=10_000)
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
         self.health = healthcheck.Checks(conf, self)

@@ -31,8 +31,9 @@ it, so any snapshot that shows the later one shows both.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -41,6 +42,16 @@ from berth.db import tables as t
 
 #: A provider's usage changed (allocations written or removed).
 USAGE = "u"
+#: A project's usages changed. The row's id column holds the project's
+#: ``projects.id`` (not a provider id: a reader from before this kind takes
+#: it for a provider's usage, a needless refresh, never a wrong answer),
+#: and the row says by how much: of ``resource_class_id`` for ``user_id``'s
+#: consumers of ``consumer_type_id``, ``amount`` more (or less); with no
+#: class, ``amount`` more consumers hold allocations. Every write that
+#: changes usage notes these (:func:`note_usage`); a numbered write with
+#: usage rows and no project rows comes from an older writer, and every
+#: project's usages count as changed in unknown ways.
+PROJECT = "p"
 #: Anything else the engine caches changed: the provider itself, its
 #: inventories, traits or aggregates; with no provider, something global
 #: (resource classes, traits).
@@ -54,6 +65,7 @@ PRUNE_EVERY = 512
 KEEP = 4096
 
 _PENDING = "berth.changes.pending"
+_DELTAS = "berth.changes.deltas"
 _SLOT = "berth.changes.slot"
 #: The slot of every connection outside a Galera cluster.
 ONE_SLOT = 1
@@ -114,17 +126,34 @@ def note(conn: Connection, kind: str,
         pending.update((kind, pid) for pid in provider_ids)
 
 
+#: Whose usage changed: (projects.id, users.id, consumer_types.id or
+#: None, resource_classes.id, or None for the count of consumers).
+UsageKey = tuple[int, int, "int | None", "int | None"]
+
+
+def note_usage(conn: Connection, deltas: Mapping[UsageKey, int]) -> None:
+    """Record, for the running transaction, how the usages of projects
+    changed: ``deltas`` adds to amounts used (a class) or to the number
+    of consumers holding allocations (no class). Zero amounts still name
+    their project as written to."""
+    pending: Counter[UsageKey] = conn.info.setdefault(_DELTAS, Counter())
+    for key, amount in deltas.items():
+        pending[key] += amount
+
+
 def discard(conn: Connection) -> None:
     """Forget notes left over from a transaction that did not commit."""
     conn.info.pop(_PENDING, None)
+    conn.info.pop(_DELTAS, None)
 
 
 def flush(conn: Connection) -> int | None:
     """Write the transaction's notes under a new sequence number of this
     connection's slot (None when nothing was noted). Call last, just
     before the commit."""
-    pending: set[tuple[str, int | None]] | None = conn.info.pop(_PENDING, None)
-    if not pending:
+    pending: set[tuple[str, int | None]] = conn.info.pop(_PENDING, None) or set()
+    deltas: Counter[UsageKey] = conn.info.pop(_DELTAS, None) or Counter()
+    if not pending and not deltas:
         return None
     mine = slot(conn)
     state = t.berth_state
@@ -138,15 +167,29 @@ def flush(conn: Connection) -> int | None:
     if seq is None:
         seq = _first(conn, mine, bump)
     kinds = {kind for kind, _ in pending}
-    rows: list[tuple[str, int | None]]
+    if len(deltas) > MAX_ROWS:
+        # Without its project rows the write counts as one that changed
+        # every project's usages by unknown amounts.
+        deltas = Counter()
+        if not pending:
+            pending = {(USAGE, None)}
+    rows: list[dict[str, object]]
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
-        rows = [(STRUCTURE if STRUCTURE in kinds else USAGE, None)]
+        rows = [{"kind": STRUCTURE if STRUCTURE in kinds else USAGE,
+                 "resource_provider_id": None}]
     else:
-        rows = sorted(pending, key=lambda r: (r[0], r[1] or 0))
+        rows = [{"kind": kind, "resource_provider_id": pid}
+                for kind, pid in sorted(pending, key=lambda r: (r[0], r[1] or 0))]
+        rows += [{"kind": PROJECT, "resource_provider_id": project,
+                  "user_id": user, "consumer_type_id": type_id,
+                  "resource_class_id": rc, "amount": amount}
+                 for (project, user, type_id, rc), amount
+                 in sorted(deltas.items(), key=lambda d: repr(d[0]))]
     ch = t.berth_changes
-    conn.execute(ch.insert(), [
-        {"slot": mine, "seq": seq, "kind": kind, "resource_provider_id": pid}
-        for kind, pid in rows])
+    empty = {"user_id": None, "consumer_type_id": None,
+             "resource_class_id": None, "amount": None}
+    conn.execute(ch.insert(), [{**empty, **row, "slot": mine, "seq": seq}
+                               for row in rows])
     if seq % PRUNE_EVERY == 0:
         conn.execute(ch.delete().where(ch.c.slot == mine,
                                        ch.c.seq <= seq - KEEP))
@@ -199,6 +242,15 @@ class Changes:
     everything: bool
     structure: frozenset[int]
     usage: frozenset[int]
+    #: The projects whose usages changed (``projects.id``); None when a
+    #: write changed usage without naming its projects.
+    projects: frozenset[int] | None = frozenset()
+    #: By how much, summed over the writes (see :data:`PROJECT`).
+    deltas: Mapping[UsageKey, int] = field(default_factory=dict)
+
+
+#: What :func:`since` answers when the cache must be rebuilt whole.
+EVERYTHING = Changes(True, frozenset(), frozenset(), None)
 
 
 def since(conn: Connection, after: Position, upto: Position) -> Changes:
@@ -209,7 +261,7 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
     for mine, last in upto.seqs:
         first = after.get(mine)
         if last - first > KEEP // 2:
-            return Changes(True, frozenset(), frozenset())
+            return EVERYTHING
         if last > first:
             wanted += last - first
             ranges.append(sa.and_(ch.c.slot == mine, ch.c.seq > first,
@@ -217,16 +269,37 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
     if not ranges:
         return Changes(False, frozenset(), frozenset())
     rows = conn.execute(
-        sa.select(ch.c.slot, ch.c.seq, ch.c.kind, ch.c.resource_provider_id)
+        sa.select(ch.c.slot, ch.c.seq, ch.c.kind, ch.c.resource_provider_id,
+                  ch.c.user_id, ch.c.consumer_type_id, ch.c.resource_class_id,
+                  ch.c.amount)
         .where(sa.or_(*ranges))).all()
     # Every number in the ranges wrote at least one row; a gap means the
     # rows were pruned.
     if len({(r[0], r[1]) for r in rows}) != wanted:
-        return Changes(True, frozenset(), frozenset())
+        return EVERYTHING
     structure: set[int] = set()
     usage: set[int] = set()
-    for _slot, _seq, kind, pid in rows:
+    projects: set[int] = set()
+    # Numbered writes that changed usage, and those that named projects.
+    used: set[tuple[int, int]] = set()
+    named: set[tuple[int, int]] = set()
+    deltas: Counter[UsageKey] = Counter()
+    unknown = False
+    for mine, seq, kind, pid, user, type_id, rc, amount in rows:
         if pid is None:
-            return Changes(True, frozenset(), frozenset())
-        (structure if kind == STRUCTURE else usage).add(pid)
-    return Changes(False, frozenset(structure), frozenset(usage))
+            return EVERYTHING
+        if kind == STRUCTURE:
+            structure.add(pid)
+        elif kind == PROJECT:
+            projects.add(pid)
+            named.add((mine, seq))
+            if user is None or amount is None:
+                unknown = True  # a project row without amounts
+            else:
+                deltas[(pid, user, type_id, rc)] += int(amount)
+        else:
+            usage.add(pid)
+            used.add((mine, seq))
+    known = not unknown and used <= named
+    return Changes(False, frozenset(structure), frozenset(usage),
+                   frozenset(projects) if known else None, deltas)

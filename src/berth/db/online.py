@@ -71,6 +71,15 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
     for uuid in missing:
         consumers.create(conn, uuid, project, user, None)
     # Their allocations now count in the placeholder project's usages.
+    owner = (project, user, None)
+    rows = conn.execute(
+        sa.select(a.c.resource_class_id, sa.func.sum(a.c.used))
+        .where(a.c.consumer_id.in_(missing))
+        .group_by(a.c.resource_class_id))
+    deltas: dict[changes.UsageKey, int] = {(*owner, rc): int(amount)
+                                           for rc, amount in rows}
+    deltas[(*owner, None)] = len(missing)
+    changes.note_usage(conn, deltas)
     changes.note(conn, changes.USAGE, conn.scalars(
         sa.select(a.c.resource_provider_id).distinct()
         .where(a.c.consumer_id.in_(missing))))

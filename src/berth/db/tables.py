@@ -200,7 +200,15 @@ berth_changes = sa.Table(
     sa.Column("seq", sa.BigInteger, nullable=False),
     sa.Column("kind", sa.String(1), nullable=False),
     # No foreign key: the provider may be gone by the time this is read.
+    # For kind "p" (berth.db.changes.PROJECT) it holds a projects.id.
     sa.Column("resource_provider_id", sa.Integer, nullable=True),
+    # Kind "p" only: whose usage (users.id, consumer_types.id), of which
+    # class, changed by how much; with no class, ``amount`` is the change
+    # in the number of consumers holding allocations.
+    sa.Column("user_id", sa.Integer, nullable=True),
+    sa.Column("consumer_type_id", sa.Integer, nullable=True),
+    sa.Column("resource_class_id", sa.Integer, nullable=True),
+    sa.Column("amount", sa.BigInteger, nullable=True),
     sa.Index(None, "slot", "seq"),
     **MYSQL,
 )

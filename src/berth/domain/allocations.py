@@ -27,8 +27,8 @@ A lost race on a provider generation raises ``ProviderGenerationRace``;
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -107,8 +107,9 @@ def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
 
 
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations
-                     ) -> Consumer | None:
-    """Check the generation and take the consumer for writing.
+                     ) -> tuple[Consumer, Owner | None] | None:
+    """Check the generation and take the consumer for writing; with the
+    owner it had before (None: created here).
 
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
@@ -124,15 +125,62 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
         if not req.allocations:
             return None
         return consumers.create(conn, req.consumer_uuid, project, user,
-                                type_id, generation=1)
+                                type_id, generation=1), None
     if req.check_generation and current.generation != req.generation:
         raise consumers.generation_conflict(current.generation,
                                             req.generation)
     consumers.bump_generation(conn, current)
+    before = _owner(current)
     if type_id is None:
         type_id = current.consumer_type_id
     consumers.update_owner(conn, current, project, user, type_id)
-    return current
+    return current, before
+
+
+#: Whose usages a consumer's allocations count in: (projects.id,
+#: users.id, consumer_types.id or None).
+Owner = tuple[int, int, "int | None"]
+
+
+def _owner(consumer: Consumer) -> Owner:
+    return consumer.project_id, consumer.user_id, consumer.consumer_type_id
+
+
+def _held_amounts(conn: Connection, consumer_uuids: list[str]
+                  ) -> dict[str, dict[int, int]]:
+    """Per consumer, class id -> amount it holds now."""
+    if not consumer_uuids:
+        return {}
+    a = t.allocations
+    rows = conn.execute(
+        sa.select(a.c.consumer_id, a.c.resource_class_id, sa.func.sum(a.c.used))
+        .where(a.c.consumer_id.in_(consumer_uuids))
+        .group_by(a.c.consumer_id, a.c.resource_class_id))
+    held: dict[str, dict[int, int]] = {}
+    for uuid, rc, amount in rows:
+        held.setdefault(uuid, {})[rc] = int(amount)
+    return held
+
+
+def _usage_deltas(moves: Iterable[tuple[Owner | None, dict[int, int],
+                                        Owner, dict[int, int]]]
+                  ) -> Counter[changes.UsageKey]:
+    """How project usages change when each consumer goes from holding
+    the first amounts under the first owner (None: counted nowhere) to the
+    second amounts under the second."""
+    deltas: Counter[changes.UsageKey] = Counter()
+    for before, old, after, new in moves:
+        if before is not None:
+            for rc, amount in old.items():
+                deltas[(*before, rc)] -= amount
+            if old:
+                deltas[(*before, None)] -= 1
+        for rc, amount in new.items():
+            deltas[(*after, rc)] += amount
+        if new:
+            deltas[(*after, None)] += 1
+    # Amounts that cancel out stay, at 0: the project is still named.
+    return deltas
 
 
 def _class_ids(conn: Connection, claims: list[_Claim]) -> None:
@@ -291,12 +339,16 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     # One that did not exist and gets nothing is left alone: removing
     # allocations a concurrent request gave it meanwhile would undo a
     # write that committed after this one read the consumer missing.
-    taken = sorted(req.consumer_uuid for req in ordered
-                   if _ensure_consumer(conn, req) is not None)
+    owners: dict[str, tuple[Owner | None, Owner]] = {}
+    for req in ordered:
+        got = _ensure_consumer(conn, req)
+        if got is not None:
+            owners[req.consumer_uuid] = (got[1], _owner(got[0]))
+    taken = sorted(owners)
     claims = _claims(requests, providers)
     _class_ids(conn, claims)
     emptied = [r.consumer_uuid for r in requests
-               if not r.allocations and r.consumer_uuid in taken]
+               if not r.allocations and r.consumer_uuid in owners]
     to_lock = {c.provider_id for c in claims}
     held = _held_provider_ids(conn, taken)
     if len(emptied) == len(taken):
@@ -306,6 +358,10 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     lock_providers(conn, to_lock)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, held)
+    # What the consumers held counted in their owners' usages (those
+    # created here had none: allocations without a consumer count nowhere).
+    old = _held_amounts(conn, [u for u in taken if owners[u][0] is not None]
+                        ) if held else {}
     if held:  # else they hold nothing (a new consumer): nothing to delete
         a = t.allocations
         conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
@@ -313,6 +369,12 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
         _check_claims(conn, claims)
     _insert(conn, claims)
     consumers.delete_if_unused(conn, emptied)
+    new: dict[str, Counter[int]] = {u: Counter() for u in taken}
+    for c in claims:
+        new[c.consumer_uuid][c.class_id] += c.amount
+    changes.note_usage(conn, _usage_deltas(
+        (before, old.get(u, {}), after, new[u])
+        for u, (before, after) in owners.items()))
 
 
 def check_capacity(conn: Connection, provider_ids: set[int]) -> None:
@@ -363,9 +425,15 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     generations do not move (as upstream). NotFound (404) when the
     consumer holds nothing.
     """
-    consumers.get(conn, consumer_uuid, lock=True)
+    owner = consumers.get(conn, consumer_uuid, lock=True)
     changes.note(conn, changes.USAGE,
                  _held_provider_ids(conn, [consumer_uuid]))
+    # Allocations without a consumer row count in no project; their
+    # usage rows alone then make every project's kept answers go.
+    if owner is not None:
+        old = _held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
+        changes.note_usage(conn, _usage_deltas(
+            [(_owner(owner), old, _owner(owner), {})]))
     a, c = t.allocations, t.consumers
     result = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid))
     if result.rowcount == 0:

@@ -6,7 +6,8 @@ from notes a change (see ``berth.db.changes``), so while the database's
 position stays where the values were kept, they are exactly what reading
 the database again would give. When the position moves, a whole memo
 forgets everything; a memo keyed by provider id forgets only the
-providers the change rows name (everything on a global change or a gap).
+providers the change rows name, and one keyed by project only the
+projects they name (everything on a global change or a gap).
 
 Values are only ever kept in the dict of the position the caller's own
 transaction read (:meth:`Memo.values`), so a request that started before
@@ -19,28 +20,42 @@ keeps anything.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import changes
+from berth.db import tables as t
 
 T = TypeVar("T")
+#: How a ``by_project`` memo brings a value up to date: (connection,
+#: key, value, the project's usage deltas) -> the new value, or None.
+Updater = Callable[[Connection, Any, Any, Mapping[changes.UsageKey, int]],
+                   Any]
 
 
 class Memo:
     """Values valid at one change-sequence position.
 
     ``by_provider``: keys are provider ids, and a change forgets only the
-    providers it names. ``limit``: past this many values the memo starts
-    again empty (a bound on memory, not a cache policy worth tuning).
+    providers it names. ``by_project``: keys are tuples whose first item
+    is a project's external id, values are computed from that project's
+    usages only, and a change touches only the projects whose usages it
+    changed: each of their values becomes ``by_project(conn, key, value,
+    deltas)`` (the project's share of ``changes.Changes.deltas``), or is
+    forgotten where that gives None. ``limit``: past this many values the
+    memo starts again empty (a bound on memory, not a cache policy worth
+    tuning).
     """
 
     def __init__(self, keep: bool = True, by_provider: bool = False,
+                 by_project: Updater | None = None,
                  limit: int = 100_000) -> None:
         self.keep = keep
         self.by_provider = by_provider
+        self.by_project = by_project
         self.limit = limit
         # One attribute, swapped whole: a reader never pairs one
         # position with another position's values.
@@ -75,11 +90,13 @@ class Memo:
                    ) -> dict[Hashable, Any]:
         """What stays valid from ``old`` to ``new`` (a new dict: a thread
         still filling the old one fills a dict nobody reads again)."""
-        if not self.by_provider or len(kept) >= self.limit:
+        if not (self.by_provider or self.by_project) or len(kept) >= self.limit:
             return {}
         found = changes.since(conn, old, new)
         if found.everything:
             return {}
+        if self.by_project:
+            return _per_project(conn, found, kept, self.by_project)
         gone = found.structure | found.usage
         return {k: v for k, v in kept.items() if k not in gone}
 
@@ -93,3 +110,28 @@ class Memo:
         except KeyError:
             value = values[key] = compute(conn)
             return value
+
+
+def _per_project(conn: Connection, found: changes.Changes,
+                 kept: dict[Hashable, Any], update: Updater
+                 ) -> dict[Hashable, Any]:
+    """``kept`` (keyed ``(project external id, ...)``) after ``found``:
+    values of projects it did not change as they were, the others
+    brought up to date by ``update`` (or gone where it says None)."""
+    if found.projects is None:
+        return {}
+    if not found.projects or not kept:
+        return dict(kept)
+    p = t.projects
+    changed = {external: pid for pid, external in conn.execute(
+        sa.select(p.c.id, p.c.external_id)
+        .where(p.c.id.in_(sorted(found.projects))))}
+    result: dict[Hashable, Any] = {}
+    for key, value in kept.items():
+        pid = changed.get(key[0])  # type: ignore[index]
+        if pid is not None:
+            value = update(conn, key, value, {
+                k: n for k, n in found.deltas.items() if k[0] == pid})
+        if value is not None:
+            result[key] = value
+    return result

@@ -7,17 +7,22 @@ by one column and selects another, which PostgreSQL refuses).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
 from berth.domain.consumers import UNKNOWN_TYPE, names_of_types
 
 #: The ``consumer_type`` filter value that means every type, summed.
 ALL_TYPES = "all"
+
+V = TypeVar("V")
 
 
 def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
@@ -70,7 +75,7 @@ def project_usages(conn: Connection, project_id: str,
                    .select_from(a), project_id, user_id)
     rows = conn.execute(query.group_by(a.c.resource_class_id))
     names = common.resource_class_names(conn)
-    return {names[rc]: int(amount) for rc, amount in rows}
+    return _sorted({names[rc]: int(amount) for rc, amount in rows})
 
 
 def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
@@ -107,7 +112,7 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
         name = type_names.get(type_id, UNKNOWN_TYPE)
         result[name][class_names[rc]] = int(amount)
         result[name]["consumer_count"] = int(per_type[type_id])
-    return dict(result)
+    return _sorted({name: _sorted(entry) for name, entry in result.items()})
 
 
 def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
@@ -124,4 +129,77 @@ def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
     class_names = common.resource_class_names(conn)
     entry: dict[str, int] = {class_names[rc]: int(n) for rc, n in sums}
     entry["consumer_count"] = int(total)
-    return {ALL_TYPES: entry}
+    return {ALL_TYPES: _sorted(entry)}
+
+
+def _sorted(answer: dict[str, V]) -> dict[str, V]:
+    """By name: the same bytes however the database ordered its groups,
+    and whether computed or brought up to date."""
+    return dict(sorted(answer.items()))
+
+
+#: What ``GET /usages`` is asked: (project, by consumer type (1.38),
+#: user or None, consumer_type or None), all as the query gave them.
+Key = tuple[str, bool, "str | None", "str | None"]
+
+
+def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
+                       deltas: Mapping[changes.UsageKey, int]
+                       ) -> dict[str, Any] | None:
+    """The answer to ``key`` (:func:`project_usages`, or with types
+    :func:`usages_by_type`) after the project's usages changed by
+    ``deltas`` (``berth.db.changes``: project, user, type, class or None
+    for the consumer count -> amount); None when it must be computed
+    again (amounts that do not add up)."""
+    _project, by_type, user, consumer_type = key
+    if user:
+        u = t.users
+        user_row = conn.scalar(sa.select(u.c.id).where(u.c.external_id == user))
+        deltas = {k: n for k, n in deltas.items() if k[1] == user_row}
+    if not any(deltas.values()):
+        return answer
+    class_names = common.resource_class_names(conn)
+    if not by_type:
+        sums: Counter[str] = Counter(answer)
+        for (_p, _u, _type, rc), amount in deltas.items():
+            if rc is not None:
+                sums[class_names[rc]] += amount
+        return _checked(sums, counted=False)
+    type_names = names_of_types(conn, {k[2] for k in deltas})
+    entries: dict[str, Counter[str]] = {
+        name: Counter(entry) for name, entry in answer.items()}
+    for (_p, _u, type_id, rc), amount in deltas.items():
+        label = (UNKNOWN_TYPE if type_id is None
+                 else type_names.get(type_id, UNKNOWN_TYPE))
+        if consumer_type == UNKNOWN_TYPE and type_id is not None:
+            continue
+        if consumer_type not in (None, ALL_TYPES, UNKNOWN_TYPE) and (
+                type_id is None or label != consumer_type):
+            continue
+        entry = entries.setdefault(
+            ALL_TYPES if consumer_type == ALL_TYPES else label, Counter())
+        entry["consumer_count" if rc is None else class_names[rc]] += amount
+    result: dict[str, Any] = {}
+    for name, entry in entries.items():
+        checked = _checked(entry, counted=True)
+        if checked is None:
+            return None
+        if checked:
+            result[name] = checked
+    return _sorted(result)
+
+
+def _checked(sums: Counter[str], counted: bool) -> dict[str, int] | None:
+    """The non-zero amounts, by name; {} for an entry nobody holds
+    anything in; None when they cannot be right (a negative amount, or
+    consumers counted without amounts or the other way round)."""
+    if any(n < 0 for n in sums.values()):
+        return None
+    kept = {k: n for k, n in sums.items() if n}
+    if counted:
+        count = kept.pop("consumer_count", 0)
+        if bool(count) != bool(kept):
+            return None
+        if count:
+            kept["consumer_count"] = count
+    return _sorted(kept)

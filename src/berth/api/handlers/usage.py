@@ -47,8 +47,8 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
                                          consumer_type)
         return usages.project_usages(conn, project, user_id)
 
-    # Kept until the next write that changes any usage (the memo's rule).
-    key = (by_type, project, user_id, consumer_type)
+    # Kept until a write changes this project's usages (the memo's rule).
+    key = (project, by_type, user_id, consumer_type)
     found = util.db(req).read(
         lambda conn: util.memo(req, "usage").kept(conn, key, compute))
     util.send(req, resp, {"usages": found})
