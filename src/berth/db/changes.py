@@ -247,16 +247,34 @@ class Changes:
     projects: frozenset[int] | None = frozenset()
     #: By how much, summed over the writes (see :data:`PROJECT`).
     deltas: Mapping[UsageKey, int] = field(default_factory=dict)
+    #: The external id of each project in ``projects``.
+    project_names: Mapping[int, str] = field(default_factory=dict)
 
 
 #: What :func:`since` answers when the cache must be rebuilt whole.
 EVERYTHING = Changes(True, frozenset(), frozenset(), None)
 
 
+#: :func:`since`'s statement for one range per slot, as the driver takes
+#: it (a placeholder for each of slot, first and last number): run after
+#: every write by each cache and memo that reads on, so, like
+#: :data:`_CURRENT`, it skips SQLAlchemy's statement building. A project
+#: row brings its project's external id along.
+_SINCE = ("SELECT c.slot, c.seq, c.kind, c.resource_provider_id, c.user_id, "
+          "c.consumer_type_id, c.resource_class_id, c.amount, p.external_id "
+          f"FROM {t.berth_changes.name} c LEFT OUTER JOIN {t.projects.name} p "
+          f"ON c.kind = '{PROJECT}' AND p.id = c.resource_provider_id "
+          "WHERE ")
+
+
+def placeholder(conn: Connection) -> str:
+    """The driver's positional parameter marker."""
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
 def since(conn: Connection, after: Position, upto: Position) -> Changes:
     """The changes after ``after``, up to ``upto``, in every slot."""
-    ch = t.berth_changes
-    ranges = []
+    ranges: list[int] = []
     wanted = 0
     for mine, last in upto.seqs:
         first = after.get(mine)
@@ -264,15 +282,13 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
             return EVERYTHING
         if last > first:
             wanted += last - first
-            ranges.append(sa.and_(ch.c.slot == mine, ch.c.seq > first,
-                                  ch.c.seq <= last))
+            ranges += (mine, first, last)
     if not ranges:
         return Changes(False, frozenset(), frozenset())
-    rows = conn.execute(
-        sa.select(ch.c.slot, ch.c.seq, ch.c.kind, ch.c.resource_provider_id,
-                  ch.c.user_id, ch.c.consumer_type_id, ch.c.resource_class_id,
-                  ch.c.amount)
-        .where(sa.or_(*ranges))).all()
+    mark = placeholder(conn)
+    one = f"(c.slot = {mark} AND c.seq > {mark} AND c.seq <= {mark})"
+    rows = conn.exec_driver_sql(
+        _SINCE + " OR ".join([one] * (len(ranges) // 3)), tuple(ranges)).all()
     # Every number in the ranges wrote at least one row; a gap means the
     # rows were pruned.
     if len({(r[0], r[1]) for r in rows}) != wanted:
@@ -284,14 +300,16 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
     used: set[tuple[int, int]] = set()
     named: set[tuple[int, int]] = set()
     deltas: Counter[UsageKey] = Counter()
+    names: dict[int, str] = {}
     unknown = False
-    for mine, seq, kind, pid, user, type_id, rc, amount in rows:
+    for mine, seq, kind, pid, user, type_id, rc, amount, name in rows:
         if pid is None:
             return EVERYTHING
         if kind == STRUCTURE:
             structure.add(pid)
         elif kind == PROJECT:
             projects.add(pid)
+            names[pid] = name
             named.add((mine, seq))
             if user is None or amount is None:
                 unknown = True  # a project row without amounts
@@ -302,4 +320,4 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
             used.add((mine, seq))
     known = not unknown and used <= named
     return Changes(False, frozenset(structure), frozenset(usage),
-                   frozenset(projects) if known else None, deltas)
+                   frozenset(projects) if known else None, deltas, names)

@@ -23,11 +23,9 @@ import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import changes
-from berth.db import tables as t
 
 T = TypeVar("T")
 #: How a ``by_project`` memo brings a value up to date: (connection,
@@ -122,10 +120,7 @@ def _per_project(conn: Connection, found: changes.Changes,
         return {}
     if not found.projects or not kept:
         return dict(kept)
-    p = t.projects
-    changed = {external: pid for pid, external in conn.execute(
-        sa.select(p.c.id, p.c.external_id)
-        .where(p.c.id.in_(sorted(found.projects))))}
+    changed = {name: pid for pid, name in found.project_names.items()}
     result: dict[Hashable, Any] = {}
     for key, value in kept.items():
         pid = changed.get(key[0])  # type: ignore[index]

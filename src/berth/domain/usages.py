@@ -158,14 +158,17 @@ def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
         deltas = {k: n for k, n in deltas.items() if k[1] == user_row}
     if not any(deltas.values()):
         return answer
-    class_names = common.resource_class_names(conn)
+    class_names, type_names = _names(
+        conn, {k[3] for k in deltas if k[3] is not None},
+        {k[2] for k in deltas if k[2] is not None} if by_type else set())
+    if not class_names.keys() >= {k[3] for k in deltas if k[3] is not None}:
+        return None  # a class gone meanwhile: compute it again
     if not by_type:
         sums: Counter[str] = Counter(answer)
         for (_p, _u, _type, rc), amount in deltas.items():
             if rc is not None:
                 sums[class_names[rc]] += amount
         return _checked(sums, counted=False)
-    type_names = names_of_types(conn, {k[2] for k in deltas})
     entries: dict[str, Counter[str]] = {
         name: Counter(entry) for name, entry in answer.items()}
     for (_p, _u, type_id, rc), amount in deltas.items():
@@ -187,6 +190,28 @@ def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
         if checked:
             result[name] = checked
     return _sorted(result)
+
+
+def _names(conn: Connection, class_ids: set[int], type_ids: set[int]
+           ) -> tuple[dict[int, str], dict[int, str]]:
+    """Names of resource classes and consumer types by id, in one
+    statement as the driver takes it (every first ``GET /usages`` after a
+    write runs it, and building it through SQLAlchemy cost as much as
+    running it)."""
+    mark = changes.placeholder(conn)
+    parts, params = [], []
+    for kind, table, ids in (("c", t.resource_classes, class_ids),
+                             ("t", t.consumer_types, type_ids)):
+        if ids:
+            parts.append("SELECT '%s', id, name FROM %s WHERE id IN (%s)" % (
+                kind, table.name, ", ".join([mark] * len(ids))))
+            params += sorted(ids)
+    found: dict[str, dict[int, str]] = {"c": {}, "t": {}}
+    if parts:
+        for kind, id_, name in conn.exec_driver_sql(" UNION ALL ".join(parts),
+                                                    tuple(params)):
+            found[kind][int(id_)] = name
+    return found["c"], found["t"]
 
 
 def _checked(sums: Counter[str], counted: bool) -> dict[str, int] | None:
