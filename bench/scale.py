@@ -17,7 +17,8 @@ Then, for each implementation and worker count:
   ``--query-workers``; upstream beyond ``--upstream-query-max-hosts``
   hosts with the first only): server CPU per request and p50/p99 latency of each candidate
   query with and without ``limit=50``, provider listings filtered by
-  ``resources`` and by ``required``, and ``/usages``;
+  ``resources`` and by ``required``, and ``/usages`` (steady, and the
+  first after a claim by another project and after one by its own);
 - **claims**, at every worker count: claims per second with 16
   concurrent schedulers (candidates with ``limit=5``, then a claim, again
   on a 409; each scheduler its own process, see ``run.claims``), and the
@@ -74,6 +75,13 @@ LISTINGS = {
     "rp_resources": ("/resource_providers", run.BASE),
     "rp_required": ("/resource_providers", "required=HW_CPU_X86_AVX2"),
     "usages": ("/usages", "project_id=" + world_mod.uid("project-1")),
+}
+
+#: ``/usages`` for project-1 just after a claim: by another project (the
+#: kept answer stays), and by project-1 itself (it is computed again).
+AFTER_WRITE = {
+    "usages_after_other_claim": world_mod.uid("project-2"),
+    "usages_after_own_claim": world_mod.uid("project-1"),
 }
 
 
@@ -282,16 +290,24 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
         print("    %s %d workers: %s" % (kind, workers, out["start"]), flush=True)
         if "error" in out["start"]:
             return out
-        if with_queries and not args.claims_only:
+        if with_queries and not (args.claims_only or args.listings_only):
             for name, query in run.QUERIES.items():
                 for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
                     out[label] = run.measure(server, q, args.repeat, args.timeout,
                                              max_seconds=args.max_seconds)
                     print("    %s %-22s %s" % (kind, label, out[label]), flush=True)
+        if with_queries and not args.claims_only:
             for name, (path, query) in LISTINGS.items():
                 out[name] = run.measure(server, query, args.repeat, args.timeout,
                                         path=path, max_seconds=args.max_seconds)
                 print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
+            path, query = LISTINGS["usages"]
+            for name, project in AFTER_WRITE.items():
+                out[name] = run.measure_after_write(
+                    server, path, query, project, args.write_rounds, args.timeout)
+                print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
+        if args.listings_only:
+            return out
         claims = argparse.Namespace(claims=args.claims, clients=16,
                                     claims_seconds=args.claims_seconds)
         out["claims"] = run.claims(server, claims)
@@ -318,7 +334,7 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
         else:
             out["build"] = build(berth_url, hosts)
         print("  %s %d hosts: built %s" % (db_kind, hosts, out["build"]), flush=True)
-        if not args.claims_only:
+        if not (args.claims_only or args.listings_only):
             out["inprocess"] = inprocess(berth_url)
             print("  in-process: %s" % out["inprocess"], flush=True)
         urls = {"berth": berth_url}
@@ -495,6 +511,12 @@ def main() -> int:
                     help="no new claim after this long (a slow server)")
     ap.add_argument("--claims-only", action="store_true",
                     help="only start-up and claims (no queries, no in-process)")
+    ap.add_argument("--listings-only", action="store_true",
+                    help="only start-up, the listings and /usages (also "
+                    "just after claims); no candidates, claims or in-process")
+    ap.add_argument("--write-rounds", type=int, default=40,
+                    help="claims, each followed by one /usages, per kind "
+                    "of write")
     ap.add_argument("--worlds", type=Path,
                     help="a folder of prebuilt SQLite worlds (bulk.py), "
                     "w<hosts>.sqlite, copied instead of building")
