@@ -206,3 +206,36 @@ def test_a_connection_lost_while_committing_is_not_run_again(tmp_path):
     with pytest.raises(sa.exc.OperationalError):
         db.run(lambda conn: calls.append(conn.execute(sa.text("SELECT 1"))))
     assert len(calls) == 1
+
+
+def test_races_past_the_last_attempt_are_409_concurrent_update(
+        tmp_path, monkeypatch):
+    """When every attempt deadlocks (or, on Galera, loses certification),
+    the client gets the 409 of a concurrent update, not a 500: nothing was
+    written and trying again is what resolves it."""
+    from berth.db import engine as engine_mod
+    from berth.db import setup
+    from berth.domain import allocations
+    engine = create_engine("sqlite:///%s" % (tmp_path / "r.sqlite"))
+    setup.prepare(engine)
+    db = Database(engine)
+    attempts = []
+
+    def always_deadlocks(conn, requests, **kw):
+        attempts.append(1)
+        raise _wrap(Exception(1213, "Deadlock found"))
+    monkeypatch.setattr(allocations, "replace_allocations", always_deadlocks)
+    monkeypatch.setattr(engine_mod.time, "sleep", lambda s: None)
+    consumer = "7f1c1e9a-1b2c-4d3e-8f4a-5b6c7d8e9f00"
+    with Client(create_app(make_conf(), db)) as client:
+        resp = client.put("/allocations/" + consumer, json={
+            "allocations": {"0b7a2f4e-3f7e-4a61-9a55-d1d6b0b7a0aa": {
+                "resources": {"VCPU": 1}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
+        assert resp.status_code == 409, resp.text
+        error = resp.json()["errors"][0]
+        assert error["code"] == "placement.concurrent_update"
+        assert "Try the request again" in error["detail"]
+        assert len(attempts) == engine_mod.TX_ATTEMPTS
+        assert client.get("/allocations/" + consumer).json()["allocations"] == {}

@@ -31,10 +31,10 @@ from oslo_context import context as oslo_context
 from berth import logs
 from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
-from berth.db.engine import Database, is_unavailable
+from berth.db.engine import TX_ATTEMPTS, Database, is_retryable, is_unavailable
 from berth.domain import usages
 from berth.domain.candidates.world_cache import Observer, WorldCache
-from berth.domain.errors import DomainError
+from berth.domain.errors import ConcurrentUpdate, DomainError
 from berth.domain.memo import Memo
 from berth.metrics import Metrics
 from berth.policy import Policy
@@ -136,6 +136,17 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
         LOG.warning("database unavailable serving %s %s: %s", req.method,
                     req.path, getattr(exc, "orig", exc))
         problem = errors.HTTPProblem(503, "The database is not reachable.")
+    elif is_retryable(exc):
+        # Database.run's own retries ran out (every attempt deadlocked or,
+        # on Galera, lost certification): nothing was written, and the
+        # client resolves it as any other concurrent update, by retrying.
+        LOG.warning("transaction still losing races after %d attempts "
+                    "serving %s %s: %s", TX_ATTEMPTS, req.method, req.path,
+                    getattr(exc, "orig", exc))
+        problem = errors.from_domain(ConcurrentUpdate(
+            "The database refused the transaction %d times as conflicting "
+            "with concurrent ones; nothing was changed. Try the request "
+            "again." % TX_ATTEMPTS))
     elif isinstance(exc, falcon.HTTPError):
         problem = errors.HTTPProblem(exc.status_code,
                                      exc.description or "",
