@@ -46,8 +46,8 @@ done
 
 step "public modules import"
 "$BIN/python" -c '
-import berth.client, berth.direct, berth.agent, berth.status, berth.upstream_cli
-import berth.api.app, berth.db.online, berth.db.urls, berth.examples.vgpu
+import berth.client, berth.direct, berth.client.agent, berth.cli.status, berth.cli.upstream
+import berth.api.app, berth.domain.online, berth.db.urls, berth.examples.vgpu
 from berth.client import ProviderTree, ReportClient
 from berth.direct import PlacementDirect
 print("imported", berth.client.__name__, berth.direct.__name__)

@@ -4,7 +4,7 @@ per agent-minute, idle and at a 1% change rate.
     .venv/bin/python bench/agents.py                      # 10,000 agents
     .venv/bin/python bench/agents.py --agents 1000 --minutes 5
 
-Every agent is what ``berth.agent`` runs on a compute host: a driver (a
+Every agent is what ``berth.client.agent`` runs on a compute host: a driver (a
 root with VCPU, MEMORY_MB and DISK_GB; on 30% of hosts two NUMA children
 with HW_NUMA_ROOT) and its own ``ReportClient`` with its own cache. They
 all talk to one Berth app in-process (``PlacementDirect`` over an SQLite
@@ -39,8 +39,8 @@ from typing import Any
 import httpx
 
 from berth import conf as berth_conf
-from berth.agent import ResourceUpdater
 from berth.client import ProviderTree, ReportClient
+from berth.client.agent import ResourceUpdater
 from berth.db import setup
 from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect

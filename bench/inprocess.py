@@ -50,14 +50,14 @@ from berth.api.app import create_app  # noqa: E402
 from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
-from berth.domain.candidates import engine, explain, fit, parse  # noqa: E402
-from berth.domain.candidates.request import (  # noqa: E402
+from berth.domain.allocation_candidate import engine, explain, fit, parse  # noqa: E402
+from berth.domain.allocation_candidate.request import (  # noqa: E402
     RequestGroup,
     RequestWide,
     Settings,
 )
-from berth.domain.candidates.world_cache import Observer, WorldCache  # noqa: E402
-from berth.server import tune_gc  # noqa: E402
+from berth.domain.allocation_candidate.world_cache import Observer, WorldCache  # noqa: E402
+from berth.serve.memory import tune_gc  # noqa: E402
 
 VERSION = (1, 39)
 

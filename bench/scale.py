@@ -64,8 +64,8 @@ from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
-from berth.domain.candidates import engine, load, parse  # noqa: E402
-from berth.domain.candidates.model import World  # noqa: E402
+from berth.domain.allocation_candidate import engine, load, parse  # noqa: E402
+from berth.domain.allocation_candidate.model import World  # noqa: E402
 
 PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
                           "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

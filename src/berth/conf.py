@@ -141,6 +141,10 @@ berth_opts = [
 ]
 
 
+#: The entry point name of the /healthcheck database backend.
+HEALTHCHECK_BACKEND = "berth_database"
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every option Berth reads on ``conf`` (idempotent)."""
     conf.register_opts(database_opts, group="placement_database")
@@ -164,8 +168,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
-    from berth.api import healthcheck
-    healthcheck.register_opts(conf)
+    # oslo.middleware's [healthcheck], with Berth's database check on by
+    # default (the ``oslo.middleware.healthcheck`` entry point named
+    # HEALTHCHECK_BACKEND in pyproject.toml, berth.api.healthcheck).
+    from oslo_middleware.healthcheck import opts as healthcheck_opts
+    conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
+    conf.set_default("backends", [HEALTHCHECK_BACKEND], group="healthcheck")
     # [keystone_authtoken] is keystonemiddleware's; registering it here
     # lets it be read (and validated) before the middleware is built.
     from keystonemiddleware import opts as ks_opts

@@ -8,15 +8,12 @@ go to stderr (oslo.log would pick stdout), as they always have. Every
 line written while a request is served carries its request id, user and
 project (oslo.log's context formatter reads the request's oslo.context,
 which the ``Edge`` and ``Context`` middlewares set). gunicorn's own lines
-go through the same handlers (``GunicornLogger``), so ``berth serve``
-writes one format.
+go through the same handlers (``berth.serve.master.GunicornLogger``), so
+``berth serve`` writes one format.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from gunicorn import glogging
 from oslo_config import cfg
 from oslo_context import context as oslo_context_module
 from oslo_log import log as oslo_log
@@ -49,19 +46,3 @@ def request_done() -> None:
     between requests (a worker exiting) carry no stale request id.
     oslo.context offers no public way; its thread-local is the store."""
     oslo_context_module._request_store.__dict__.pop("context", None)
-
-
-class GunicornLogger(glogging.Logger):  # type: ignore[misc]
-    """gunicorn's logger, writing through the root logger's handlers
-    (oslo.log's) instead of its own, so its lines share their format and
-    destination. Its access log stays off: Berth logs each request."""
-
-    def setup(self, cfg: Any) -> None:
-        # The level oslo.log gave it (default_log_levels), not gunicorn's.
-        level = self.error_log.level
-        super().setup(cfg)
-        for log in (self.error_log, self.access_log):
-            for handler in list(log.handlers):
-                log.removeHandler(handler)
-            log.propagate = True
-        self.error_log.setLevel(level)

@@ -18,7 +18,7 @@ from typing import Any
 import prometheus_client as prom
 from prometheus_client import multiprocess
 
-from berth.domain.candidates.world_cache import Refresh
+from berth.domain.allocation_candidate.world_cache import Refresh
 
 #: Routes whose writes are claims (allocations made, moved or dropped).
 CLAIM_ROUTES = {("PUT", "/allocations/{consumer_uuid}"),

@@ -5,7 +5,7 @@ Configuration comes from ``OS_PLACEMENT_CONFIG_DIR`` (its placement.conf),
 else oslo.config's usual search for placement.conf.
 
 The candidate cache's world is loaded when this module is imported
-(``berth.preload``). A server that imports it once and then forks its
+(``berth.serve.preload``). A server that imports it once and then forks its
 workers (uwsgi without ``--lazy-apps``, its default) so shares one world
 between them; under uwsgi each worker also forgets the connections it
 inherited. A server that imports it in every process (uwsgi
@@ -19,10 +19,11 @@ import importlib
 from typing import Any
 
 from berth import conf as berth_conf
-from berth import logs, preload
+from berth import logs
 from berth.api.app import create_app
 from berth.db import setup
-from berth.server import tune_gc
+from berth.serve import preload
+from berth.serve.memory import tune_gc
 
 _conf = berth_conf.load([])
 logs.setup(_conf)

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from berth.agent import ResourceUpdater
 from berth.client import ReportClient, ResourceProviderUpdateFailed
+from berth.client.agent import ResourceUpdater
 from berth.db import setup
 from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect

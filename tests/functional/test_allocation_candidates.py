@@ -11,8 +11,8 @@ import pytest
 from berth.api.app import create_app
 from berth.db.engine import Database
 from berth.domain import errors
-from berth.domain.candidates.provider_filter import filter_provider_ids
-from berth.domain.candidates.world_cache import WorldCache
+from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
+from berth.domain.allocation_candidate.world_cache import WorldCache
 from tests.conftest import Client, make_conf
 
 AGG = "5e9a2b1c-0000-4000-8000-00000000000a"

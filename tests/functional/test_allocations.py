@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import allocations, errors
-from berth.domain.allocations import ConsumerAllocations
+from berth.domain import allocation, errors
+from berth.domain.allocation import ConsumerAllocations
 from tests.conftest import Client
 from tests.functional.ledger_helpers import PROJECT, USER, body, generation, make_provider
 
@@ -155,7 +155,7 @@ def _empty(db: Database, consumer: str, gen: int,
            written: threading.Event | None = None,
            hold: threading.Event | None = None) -> None:
     def work(conn: Any) -> None:
-        allocations.replace_allocations(conn, [ConsumerAllocations(
+        allocation.replace_allocations(conn, [ConsumerAllocations(
             consumer, {}, PROJECT, USER, gen, check_generation=True)])
         if written is not None and hold is not None:
             written.set()  # written but not committed: the race window
@@ -268,10 +268,10 @@ def test_replace_without_capacity_then_check(db: Database) -> None:
     request = ConsumerAllocations(new(), {rp: {"VCPU": 5}}, PROJECT, USER)
 
     def work(conn: Any) -> None:
-        allocations.replace_allocations(conn, [request], check_capacity=False)
+        allocation.replace_allocations(conn, [request], check_capacity=False)
         from berth.domain import common
         row = common.require_provider(conn, rp)
-        allocations.check_capacity(conn, {row.id})
+        allocation.check_capacity(conn, {row.id})
 
     with pytest.raises(errors.CapacityExceeded, match="exceed the capacity"):
         db.run(work)
@@ -287,7 +287,7 @@ def test_run_claim_retries_then_gives_up(db: Database) -> None:
             raise errors.ProviderGenerationRace("race")
         return "done"
 
-    assert allocations.run_claim(db, flaky, 5) == "done"
+    assert allocation.run_claim(db, flaky, 5) == "done"
     assert len(calls) == 3
 
     def always(conn: Any) -> None:
@@ -295,7 +295,7 @@ def test_run_claim_retries_then_gives_up(db: Database) -> None:
 
     with pytest.raises(errors.ProviderGenerationRace,
                        match="resource provider data"):
-        allocations.run_claim(db, always, 2)
+        allocation.run_claim(db, always, 2)
 
 
 def test_claim_replaces_allocations_of_a_consumer_without_a_record(

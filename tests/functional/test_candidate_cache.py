@@ -20,10 +20,10 @@ from berth.api.app import create_app
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import allocations
-from berth.domain.candidates import load
-from berth.domain.candidates.model import World
-from berth.domain.candidates.world_cache import Refresh
+from berth.domain import allocation
+from berth.domain.allocation_candidate import load
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.world_cache import Refresh
 from tests.conftest import Client, make_conf
 from tests.unit.test_world_patch import assert_same
 
@@ -480,17 +480,17 @@ def test_emptying_a_consumer_created_meanwhile_keeps_its_claim(
         query = "/allocation_candidates?resources=VCPU:1"
         assert len(reader.get(query).json()["allocation_requests"]) == 1
         consumer = str(uuidlib.uuid4())
-        real = allocations.lock_providers
+        real = allocation.lock_providers
 
         def racing(conn: Any, ids: set[int]) -> None:
-            monkeypatch.setattr(allocations, "lock_providers", real)
+            monkeypatch.setattr(allocation, "lock_providers", real)
             resp = writer.put("/allocations/%s" % consumer, json={
                 **body, "consumer_generation": None,
                 "allocations": {rp: {"resources": {"VCPU": 1}}}})
             assert resp.status_code == 204, resp.text
             real(conn, ids)
 
-        monkeypatch.setattr(allocations, "lock_providers", racing)
+        monkeypatch.setattr(allocation, "lock_providers", racing)
         resp = writer.post("/allocations", json={consumer: {
             **body, "consumer_generation": None, "allocations": {}}})
         assert resp.status_code == 204, resp.text

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from berth.db.engine import Database
-from berth.domain import errors, inventories
+from berth.domain import errors, inventory
 from berth.domain.capacity import Inventory
 from tests.functional.inventory_helpers import allocate, generation, make_provider
 
@@ -197,7 +197,7 @@ def test_shrinking_below_usage_is_allowed(db: Database, client: Any) -> None:
     resp = client.put(_url(uuid, "VCPU"), json={
         "resource_provider_generation": 1, "total": 4})
     assert resp.status_code == 200
-    assert db.read(lambda c: inventories.exceeded_classes(c, rp_id)) == [
+    assert db.read(lambda c: inventory.exceeded_classes(c, rp_id)) == [
         "VCPU"]
 
 
@@ -205,21 +205,21 @@ def test_domain_set_and_check_in_use(db: Database) -> None:
     rp_id, _ = make_provider(db)
     invs = {"VCPU": Inventory(total=4), "DISK_GB": Inventory(total=100,
                                                              reserved=5)}
-    db.run(lambda c: inventories.set_inventories(c, rp_id, invs))
-    assert db.read(lambda c: inventories.get_inventories(c, rp_id)) == invs
+    db.run(lambda c: inventory.set_inventories(c, rp_id, invs))
+    assert db.read(lambda c: inventory.get_inventories(c, rp_id)) == invs
     allocate(db, rp_id, "DISK_GB", 10)
     with pytest.raises(errors.InventoryInUse):
-        db.run(lambda c: inventories.set_inventories(c, rp_id, {}))
+        db.run(lambda c: inventory.set_inventories(c, rp_id, {}))
     # Skipping the check lets a reshaper pass through an intermediate
     # state; the end-state check then catches what is still stranded.
     def reshape(conn: Any) -> None:
-        inventories.set_inventories(conn, rp_id, {}, check_in_use=False)
-        inventories.check_in_use(conn, rp_id)
+        inventory.set_inventories(conn, rp_id, {}, check_in_use=False)
+        inventory.check_in_use(conn, rp_id)
     with pytest.raises(errors.InventoryInUse):
         db.run(reshape)
-    assert db.read(lambda c: inventories.get_inventories(c, rp_id)) == invs
+    assert db.read(lambda c: inventory.get_inventories(c, rp_id)) == invs
     with pytest.raises(errors.NotFound):
-        db.run(lambda c: inventories.set_inventories(
+        db.run(lambda c: inventory.set_inventories(
             c, rp_id, {"NOPE": Inventory(total=1)}))
 
 

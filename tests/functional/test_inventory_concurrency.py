@@ -11,7 +11,7 @@ import multiprocessing
 import pytest
 
 from berth.db.engine import Database, create_engine
-from berth.domain import errors, inventories
+from berth.domain import errors, inventory
 from berth.domain.capacity import Inventory
 from tests.functional.inventory_helpers import generation, make_provider
 
@@ -25,12 +25,12 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
     landed = refused = 0
     try:
         for attempt in range(ATTEMPTS):
-            listing = db.read(lambda conn: inventories.list_inventories(
+            listing = db.read(lambda conn: inventory.list_inventories(
                 conn, uuid))
             inv = Inventory(total=100 + seed * ATTEMPTS + attempt)
             try:
                 db.run(lambda conn, inv=inv, gen=listing.generation:
-                       inventories.update_inventory(
+                       inventory.update_inventory(
                            conn, uuid, "VCPU", inv, gen,
                            reserved_can_be_total=True))
                 landed += 1
@@ -44,7 +44,7 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
 @pytest.mark.stress
 def test_concurrent_inventory_updates(db: Database, db_url: str) -> None:
     rp_id, uuid = make_provider(db)
-    db.run(lambda conn: inventories.set_inventories(
+    db.run(lambda conn: inventory.set_inventories(
         conn, rp_id, {"VCPU": Inventory(total=1)}))
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(WORKERS) as pool:

@@ -16,7 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from berth.api.app import create_app
-from berth.db import changes, online
+from berth.db import changes
+from berth.domain import online
 from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import common
@@ -164,8 +165,8 @@ def test_incomplete_consumers_count_once_migrated(
 
 
 def _project_ids(db: Database, *names: str) -> list[int]:
-    from berth.domain import consumers
-    return db.run(lambda conn: [consumers.project_id(conn, n) for n in names])
+    from berth.domain import consumer
+    return db.run(lambda conn: [consumer.project_id(conn, n) for n in names])
 
 
 def test_usages_are_updated_per_project(db: Database) -> None:

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from berth.api.app import create_app
 from berth.db.engine import Database
-from berth.metrics_server import parse_listen
+from berth.serve.metrics import parse_listen
 from tests.conftest import Client, make_conf
 from tests.functional.test_cli import BERTH, _free_port, _wait_ready, run
 

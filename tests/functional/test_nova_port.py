@@ -1,5 +1,5 @@
 """Proof by porting: a driver written against Nova's surface runs
-unchanged through ``berth.agent`` and ``berth migrate-inventory``."""
+unchanged through ``berth.client.agent`` and ``berth migrate-inventory``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from berth.agent import ResourceUpdater
 from berth.client import ReportClient
+from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
 from tests.conftest import make_conf

@@ -1,5 +1,5 @@
 """The world loaded once in the master and shared by forked workers
-(``berth.preload``): workers answer without a whole load of their own,
+(``berth.serve.preload``): workers answer without a whole load of their own,
 catch up on writes made after the master's load, and never use a
 connection their parent opened."""
 
@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from berth import preload
+from berth.serve import preload
 from berth.api.app import create_app
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
-from berth.domain.candidates.world_cache import Refresh
+from berth.domain.allocation_candidate.world_cache import Refresh
 from tests.conftest import Client, make_conf
 from tests.functional.test_cli import BERTH, _free_port
 from tests.functional.test_serving import Server

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.domain import errors, providers
+from berth.domain import errors, resource_provider
 
 ROOT = "/resource_providers"
 
@@ -158,37 +158,37 @@ def test_cannot_delete_parent(client: Any, tree: dict[str, str]) -> None:
 
 def test_domain_tree_helpers(db: Any) -> None:
     def build(conn: Any) -> dict[str, Any]:
-        root = providers.create_provider(conn, "r", str(uuidlib.uuid4()))
-        kid = providers.create_provider(conn, "k", str(uuidlib.uuid4()),
+        root = resource_provider.create_provider(conn, "r", str(uuidlib.uuid4()))
+        kid = resource_provider.create_provider(conn, "k", str(uuidlib.uuid4()),
                                         root.uuid)
-        grandkid = providers.create_provider(conn, "g", str(uuidlib.uuid4()),
+        grandkid = resource_provider.create_provider(conn, "g", str(uuidlib.uuid4()),
                                              kid.uuid)
         return {"root": root, "kid": kid, "grandkid": grandkid}
 
     rows = db.run(build)
     ids = {k: int(v.id) for k, v in rows.items()}
-    assert db.read(lambda c: providers.tree_ids(c, ids["root"])) == sorted(
+    assert db.read(lambda c: resource_provider.tree_ids(c, ids["root"])) == sorted(
         ids.values())
-    assert db.read(lambda c: providers.descendant_ids(c, ids["root"])) == {
+    assert db.read(lambda c: resource_provider.descendant_ids(c, ids["root"])) == {
         ids["kid"], ids["grandkid"]}
-    loaded = db.read(lambda c: providers.load_provider(c, rows["grandkid"].uuid))
+    loaded = db.read(lambda c: resource_provider.load_provider(c, rows["grandkid"].uuid))
     assert loaded.root_provider_uuid == rows["root"].uuid
     assert loaded.parent_provider_uuid == rows["kid"].uuid
     with pytest.raises(errors.NotFound):
-        db.read(lambda c: providers.load_provider(c, str(uuidlib.uuid4())))
+        db.read(lambda c: resource_provider.load_provider(c, str(uuidlib.uuid4())))
 
 
 def test_rejected_move_changes_nothing(db: Any) -> None:
     def build(conn: Any) -> tuple[str, str]:
-        a = providers.create_provider(conn, "a", str(uuidlib.uuid4()))
-        b = providers.create_provider(conn, "b", str(uuidlib.uuid4()), a.uuid)
+        a = resource_provider.create_provider(conn, "a", str(uuidlib.uuid4()))
+        b = resource_provider.create_provider(conn, "b", str(uuidlib.uuid4()), a.uuid)
         return a.uuid, b.uuid
 
     a, b = db.run(build)
     with pytest.raises(errors.BadRequest):
-        db.run(lambda c: providers.update_provider(c, a, "renamed", b,
+        db.run(lambda c: resource_provider.update_provider(c, a, "renamed", b,
                                                    allow_reparenting=True))
-    row = db.read(lambda c: providers.load_provider(c, a))
+    row = db.read(lambda c: resource_provider.load_provider(c, a))
     assert (row.name, row.parent_provider_uuid) == ("a", None)
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from berth.agent import ResourceUpdater
 from berth.client import ProviderTree, ReportClient
+from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
 from tests.conftest import make_conf

@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from berth.agent import ResourceUpdater
 from berth.client import (
     AllocationUpdateFailed,
     ProviderTree,
@@ -19,6 +18,7 @@ from berth.client import (
     ReshapeFailed,
     move_allocations,
 )
+from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
 from tests.conftest import make_conf

@@ -8,7 +8,7 @@ import os_resource_classes
 import pytest
 
 from berth.db.engine import Database
-from berth.domain import errors, resource_classes
+from berth.domain import errors, resource_class
 from tests.functional.inventory_helpers import allocate, make_provider
 
 
@@ -102,18 +102,18 @@ def test_delete_rules(db: Database, client: Any) -> None:
 
 
 def test_allocations_alone_block_delete(db: Database) -> None:
-    db.run(lambda c: resource_classes.create_class(c, "CUSTOM_ORPHAN"))
+    db.run(lambda c: resource_class.create_class(c, "CUSTOM_ORPHAN"))
     rp_id, _ = make_provider(db)
     allocate(db, rp_id, "CUSTOM_ORPHAN", 1)
     with pytest.raises(errors.Conflict):
-        db.run(lambda c: resource_classes.delete_class(c, "CUSTOM_ORPHAN"))
-    assert db.read(lambda c: resource_classes.get_class(
+        db.run(lambda c: resource_class.delete_class(c, "CUSTOM_ORPHAN"))
+    assert db.read(lambda c: resource_class.get_class(
         c, "CUSTOM_ORPHAN")).name == "CUSTOM_ORPHAN"
 
 
 def test_names_compare_exactly(db: Database) -> None:
-    assert db.run(lambda c: resource_classes.ensure_class(c, "CUSTOM_CASE"))
+    assert db.run(lambda c: resource_class.ensure_class(c, "CUSTOM_CASE"))
     with pytest.raises(errors.NotFound):
-        db.read(lambda c: resource_classes.get_class(c, "custom_case"))
-    assert not db.run(lambda c: resource_classes.ensure_class(
+        db.read(lambda c: resource_class.get_class(c, "custom_case"))
+    assert not db.run(lambda c: resource_class.ensure_class(
         c, "CUSTOM_CASE"))

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import consumers
+from berth.domain import consumer
 
 ANCHOR = "anchor-project"
 CONTESTED = "contested-project"
@@ -93,7 +93,7 @@ def test_deadlock_inside_get_or_create_savepoint_is_retried(mysql_db: Database) 
             _wait_until_blocked(db, thread_id[0])
         # Inside the savepoint: the INSERT waits for the other's
         # uncommitted row while the other waits for our anchor lock.
-        return consumers.project_id(conn, CONTESTED)
+        return consumer.project_id(conn, CONTESTED)
 
     got = db.run(ours)
     other.join(30)

@@ -157,7 +157,7 @@ def test_an_unparsable_request_is_a_json_400(server: Server) -> None:
 def test_refusals_map_only_the_clients_faults() -> None:
     from gunicorn.http import errors as http_errors
 
-    from berth.serving import refusal
+    from berth.serve.edge import refusal
     assert refusal(http_errors.LimitRequestLine(9000, 8209)).status == 414
     assert refusal(http_errors.LimitRequestHeaders("x")).status == 431
     bad = refusal(http_errors.InvalidRequestLine("GARBAGE"))

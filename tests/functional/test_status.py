@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from berth import status
+from berth.cli import status
+from berth.cli.status import Code
 from berth.db import migrate, setup
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
-from berth.status import Code
 from tests.conftest import make_conf
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from berth.db.engine import Database
-from berth.domain import traits
+from berth.domain import trait
 from tests.functional.inventory_helpers import generation, make_provider
 
 
@@ -119,6 +119,6 @@ def test_bad_provider_trait_bodies(db: Database, client: Any) -> None:
 
 
 def test_domain_ensure_is_idempotent(db: Database) -> None:
-    created, first = db.run(lambda c: traits.ensure_trait(c, "CUSTOM_Q"))
-    again, second = db.run(lambda c: traits.ensure_trait(c, "CUSTOM_Q"))
+    created, first = db.run(lambda c: trait.ensure_trait(c, "CUSTOM_Q"))
+    again, second = db.run(lambda c: trait.ensure_trait(c, "CUSTOM_Q"))
     assert created and not again and first.name == second.name

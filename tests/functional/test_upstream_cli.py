@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from berth.db import migrate, online
+from berth.cli.upstream import manage_main, status_main
+from berth.db import migrate
+from berth.domain import online
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.upstream_cli import manage_main, status_main
 
 BIN = Path(sys.executable).parent
 
@@ -80,7 +81,7 @@ def test_placement_status_exit_codes(tmp_path: Path) -> None:
 
 def test_placement_status_crash_is_255(tmp_path: Path, monkeypatch: Any,
                                        capsys: Any) -> None:
-    from berth import status
+    from berth.cli import status
 
     def boom(*args: Any) -> None:
         raise RuntimeError("checks exploded")

@@ -9,8 +9,8 @@ from typing import Any
 from berth.api import util
 from berth.api.app import State, create_app
 from berth.db.engine import Database
-from berth.domain.candidates import load
-from berth.domain.candidates.world_cache import Refresh
+from berth.domain.allocation_candidate import load
+from berth.domain.allocation_candidate.world_cache import Refresh
 from tests.conftest import Client, make_conf
 
 QUERY = "/allocation_candidates?resources=VCPU:1"

@@ -21,8 +21,8 @@ import pytest
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from berth.agent import ResourceUpdater
 from berth.client import ReportClient
+from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.examples.vgpu import VGPUDriver
 from tests.functional import test_agent

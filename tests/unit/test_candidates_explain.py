@@ -12,18 +12,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.candidates.engine import group_specs
-from berth.domain.candidates.explain import explain
-from berth.domain.candidates.faults import (
+from berth.domain.allocation_candidate.engine import group_specs
+from berth.domain.allocation_candidate.explain import explain
+from berth.domain.allocation_candidate.faults import (
     Fault,
     granular_faults,
     room_faults,
     serving,
     spread_faults,
 )
-from berth.domain.candidates.model import Provider, World
-from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec, Offers
+from berth.domain.allocation_candidate.model import Provider, World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.search import GroupSpec, Offers
 from berth.domain.capacity import Inventory
 from tests.unit.candidate_worlds import CLASSES, oracle_at, queries, worlds
 from tests.unit.test_candidates_search import group, prov

@@ -13,11 +13,11 @@ from functools import cache
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from berth.domain.candidates.engine import group_specs, search
-from berth.domain.candidates.fit import fit
-from berth.domain.candidates.model import World
-from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec
+from berth.domain.allocation_candidate.engine import group_specs, search
+from berth.domain.allocation_candidate.fit import fit
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.search import GroupSpec
 from berth.domain.capacity import Inventory
 from tests.unit.candidate_worlds import oracle, queries, worlds
 from tests.unit.test_candidates_search import group, prov

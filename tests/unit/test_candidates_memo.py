@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.candidates.engine import search
-from berth.domain.candidates.model import World
-from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
-from berth.domain.candidates.search import AnchorMemo, GroupSpec
+from berth.domain.allocation_candidate.engine import search
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.search import AnchorMemo, GroupSpec
 from berth.domain.capacity import Inventory
 from tests.unit.candidate_worlds import oracle, queries, worlds
 from tests.unit.test_candidates_search import prov

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.candidates.engine import group_specs, plan, search
-from berth.domain.candidates.model import World
-from berth.domain.candidates.planner import Plan
-from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec
+from berth.domain.allocation_candidate.engine import group_specs, plan, search
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.planner import Plan
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.search import GroupSpec
 from tests.unit.candidate_worlds import oracle, queries, worlds
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.domain import common, errors
-from berth.domain.candidates import parse
+from berth.domain.allocation_candidate import parse
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
 AGG2 = "22222222-2222-2222-2222-222222222222"

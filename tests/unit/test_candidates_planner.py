@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.candidates.model import SHARING_TRAIT, World
-from berth.domain.candidates.planner import Plan, Sets
+from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.planner import Plan, Sets
 from tests.unit.candidate_worlds import AGGS, TRAITS, worlds
 from tests.unit.test_candidates_search import prov
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from berth.domain.candidates.engine import search
-from berth.domain.candidates.model import SHARING_TRAIT, Provider, World
-from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
-from berth.domain.candidates.search import Candidate, GroupSpec
+from berth.domain.allocation_candidate.engine import search
+from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.search import Candidate, GroupSpec
 from berth.domain.capacity import Inventory
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from berth import docgen
+from berth.cli import docgen
 from berth.api import errors, microversion
 from berth.api.routes import ROUTES
 
@@ -15,12 +15,12 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def test_config_reference_is_current():
     assert (DOCS / "config-reference.md").read_text() == docgen.config_reference(), (
-        "run: python -m berth.docgen config > docs/config-reference.md")
+        "run: python -m berth.cli.docgen config > docs/config-reference.md")
 
 
 def test_cli_reference_is_current():
     assert (DOCS / "cli.md").read_text() == docgen.cli_reference(), (
-        "run: python -m berth.docgen cli > docs/cli.md")
+        "run: python -m berth.cli.docgen cli > docs/cli.md")
 
 
 def test_every_microversion_is_in_the_history():
@@ -44,4 +44,4 @@ def test_every_error_code_is_documented():
 
 def test_api_reference_is_current():
     assert (DOCS / "api-reference.md").read_text() == docgen.api_reference(), (
-        "run: python -m berth.docgen api > docs/api-reference.md")
+        "run: python -m berth.cli.docgen api > docs/api-reference.md")

@@ -8,7 +8,7 @@ from berth.api.errors import HTTPProblem
 from berth.api.schemas import inventory as inv_schema
 from berth.api.schemas import resource_class as rc_schema
 from berth.api.schemas import trait as trait_schema
-from berth.domain import inventories
+from berth.domain import inventory
 from berth.domain.capacity import Inventory
 
 
@@ -24,8 +24,8 @@ from berth.domain.capacity import Inventory
 def test_capacity_problem(total: int, reserved: int, ratio: float,
                           old: str | None, new: str | None) -> None:
     inv = Inventory(total=total, reserved=reserved, allocation_ratio=ratio)
-    got_old = inventories.capacity_problem(inv, reserved_can_be_total=False)
-    got_new = inventories.capacity_problem(inv, reserved_can_be_total=True)
+    got_old = inventory.capacity_problem(inv, reserved_can_be_total=False)
+    got_new = inventory.capacity_problem(inv, reserved_can_be_total=True)
     assert (got_old is None) == (old is None)
     assert (got_new is None) == (new is None)
     if old:
@@ -35,7 +35,7 @@ def test_capacity_problem(total: int, reserved: int, ratio: float,
 
 
 def test_make_inventory_fills_defaults_and_ignores_extras() -> None:
-    inv = inventories.make_inventory({"total": 5, "resource_provider_generation": 3})
+    inv = inventory.make_inventory({"total": 5, "resource_provider_generation": 3})
     assert inv == Inventory(total=5, reserved=0, min_unit=1,
                             max_unit=2147483647, step_size=1,
                             allocation_ratio=1.0)

@@ -8,7 +8,7 @@ import pytest
 from berth.api import util
 from berth.api.schemas import aggregate as agg_schema
 from berth.api.schemas import resource_provider as rp_schema
-from berth.domain.aggregates import storable
+from berth.domain.aggregate import storable
 
 U = "2290d4af-9e6e-400b-9d65-1ee01376f71a"
 

@@ -1,4 +1,4 @@
-"""Workers replaced for their private memory (``berth.serving.Recycler``,
+"""Workers replaced for their private memory (``berth.serve.edge.Recycler``,
 gunicorn's ``post_request`` hook), decided from readings of the worker's
 memory that the tests supply."""
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from berth import serving
+from berth.serve import memory
 from berth.metrics import Metrics
 
 MIB = 1024 * 1024
 
 
 class Readings:
-    """A fake ``serving.memory``: the readings given, in turn."""
+    """A fake ``memory.memory``: the readings given, in turn."""
 
     def __init__(self, *found: tuple[int, int] | None) -> None:
         self.found = list(found)
@@ -42,7 +42,7 @@ def _sample(metrics: Metrics, name: str) -> float:
 
 def test_a_worker_over_the_configured_limit_leaves_after_its_request() -> None:
     read = Readings((99 * MIB, 400 * MIB), (101 * MIB, 400 * MIB))
-    recycle = serving.Recycler(100, every=0, read=read)
+    recycle = memory.Recycler(100, every=0, read=read)
     metrics = Metrics()
     worker = _worker(metrics)
     recycle(worker, None, None, None)
@@ -58,7 +58,7 @@ def test_the_automatic_limit_is_a_third_of_the_shared_memory() -> None:
     # 300 MiB shared at the first reading: the limit is 100 MiB.
     read = Readings((10 * MIB, 300 * MIB), (100 * MIB, 100 * MIB),
                     (101 * MIB, 90 * MIB))
-    recycle = serving.Recycler(None, every=0, read=read)
+    recycle = memory.Recycler(None, every=0, read=read)
     worker = _worker()
     recycle(worker)
     assert recycle.limit == 100 * MIB
@@ -70,10 +70,10 @@ def test_the_automatic_limit_is_a_third_of_the_shared_memory() -> None:
 
 def test_the_automatic_limit_has_a_floor() -> None:
     read = Readings((60 * MIB, 40 * MIB), (65 * MIB, 40 * MIB))
-    recycle = serving.Recycler(None, every=0, read=read)
+    recycle = memory.Recycler(None, every=0, read=read)
     worker = _worker()
     recycle(worker)
-    assert recycle.limit == serving.MIN_PRIVATE_MEMORY * MIB
+    assert recycle.limit == memory.MIN_PRIVATE_MEMORY * MIB
     assert worker.alive
     recycle(worker)
     assert not worker.alive
@@ -81,7 +81,7 @@ def test_the_automatic_limit_has_a_floor() -> None:
 
 def test_memory_is_read_at_most_once_an_interval() -> None:
     read = Readings((500 * MIB, 400 * MIB))
-    recycle = serving.Recycler(1000, every=3600, read=read)
+    recycle = memory.Recycler(1000, every=3600, read=read)
     worker = _worker()
     for _ in range(5):
         recycle(worker)
@@ -91,7 +91,7 @@ def test_memory_is_read_at_most_once_an_interval() -> None:
 
 def test_without_smaps_the_worker_is_never_checked_again() -> None:
     read = Readings(None)
-    recycle = serving.Recycler(1, every=0, read=read)
+    recycle = memory.Recycler(1, every=0, read=read)
     worker = _worker()
     recycle(worker)
     recycle(worker)
@@ -101,13 +101,13 @@ def test_without_smaps_the_worker_is_never_checked_again() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"),
                     reason="reads /proc/self/smaps_rollup")
 def test_memory_reads_this_process() -> None:
-    found = serving.memory()
+    found = memory.memory()
     assert found is not None
     private, shared = found
     before = private
     block = bytearray(64 * MIB)  # touched: resident and this process's own
     block[::4096] = b"x" * len(block[::4096])
-    found = serving.memory()
+    found = memory.memory()
     assert found is not None
     assert found[0] - before >= 60 * MIB
     assert shared >= 0

@@ -215,7 +215,7 @@ def test_races_past_the_last_attempt_are_409_concurrent_update(
     written and trying again is what resolves it."""
     from berth.db import engine as engine_mod
     from berth.db import setup
-    from berth.domain import allocations
+    from berth.domain import allocation
     engine = create_engine("sqlite:///%s" % (tmp_path / "r.sqlite"))
     setup.prepare(engine)
     db = Database(engine)
@@ -224,7 +224,7 @@ def test_races_past_the_last_attempt_are_409_concurrent_update(
     def always_deadlocks(conn, requests, **kw):
         attempts.append(1)
         raise _wrap(Exception(1213, "Deadlock found"))
-    monkeypatch.setattr(allocations, "replace_allocations", always_deadlocks)
+    monkeypatch.setattr(allocation, "replace_allocations", always_deadlocks)
     monkeypatch.setattr(engine_mod.time, "sleep", lambda s: None)
     consumer = "7f1c1e9a-1b2c-4d3e-8f4a-5b6c7d8e9f00"
     with Client(create_app(make_conf(), db)) as client:

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.candidates import model
-from berth.domain.candidates.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate import model
+from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
 from berth.domain.capacity import Inventory
 
 

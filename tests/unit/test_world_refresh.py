@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from berth.domain.candidates.model import Provider, World
+from berth.domain.allocation_candidate.model import Provider, World
 from berth.domain.capacity import Inventory
 
 

@@ -32,8 +32,8 @@ from berth import logs
 from berth.api import errors, healthcheck, microversion, render
 from berth.api.routes import install_routes
 from berth.db.engine import TX_ATTEMPTS, Database, is_retryable, is_unavailable
-from berth.domain import usages
-from berth.domain.candidates.world_cache import Observer, WorldCache
+from berth.domain import usage
+from berth.domain.allocation_candidate.world_cache import Observer, WorldCache
 from berth.domain.errors import ConcurrentUpdate, DomainError
 from berth.domain.memo import Memo
 from berth.metrics import Metrics
@@ -47,7 +47,7 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 #: Longest URL (path, "?" and query) accepted.
 MAX_URL = 8192
 #: Longest header line ("Name: value") and most headers accepted, as
-#: upstream deployments accept them (``berth.serving`` sets gunicorn's own
+#: upstream deployments accept them (``berth.serve.edge`` sets gunicorn's own
 #: limits to match; other servers may refuse earlier).
 HEADER_LINE_LIMIT = 8190
 HEADER_FIELDS = 100
@@ -75,7 +75,7 @@ class State:
         # Answers kept while the change sequence stands still (off, like
         # the candidate cache, where writers bypass the sequence).
         self.usage_memo = Memo(keep=conf.berth.candidate_cache,
-                               by_project=usages.brought_up_to_date,
+                               by_project=usage.brought_up_to_date,
                                limit=10_000)
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
@@ -247,7 +247,7 @@ class Edge:
         self.log_requests = conf.berth.request_log
         self.metrics = metrics
         #: the application state (``create_app`` sets it), for the
-        #: serving layer (``berth.preload``)
+        #: serving layer (``berth.serve.preload``)
         self.state: State | None = None
 
     def __call__(self, environ: dict[str, Any],

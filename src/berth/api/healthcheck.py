@@ -26,23 +26,16 @@ from typing import Any
 import webob
 from oslo_config import cfg
 from oslo_middleware import healthcheck
-from oslo_middleware.healthcheck import opts as hc_opts
 from oslo_middleware.healthcheck import pluginbase
 
+from berth import conf as berth_conf
 from berth.db import changes
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: The entry point name of the database backend (see pyproject.toml).
-DATABASE_BACKEND = "berth_database"
+DATABASE_BACKEND = berth_conf.HEALTHCHECK_BACKEND
 PATH = "/healthcheck"
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    """oslo.middleware's ``[healthcheck]`` options, with the database
-    check on by default."""
-    conf.register_opts(hc_opts.HEALTHCHECK_OPTS, group="healthcheck")
-    conf.set_default("backends", [DATABASE_BACKEND], group="healthcheck")
 
 
 class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):

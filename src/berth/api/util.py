@@ -16,7 +16,7 @@ from berth.api import render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
 from berth.domain import common
-from berth.domain.candidates.world_cache import WorldCache
+from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.memo import Memo
 
 FORMATS = jsonschema.FormatChecker()

@@ -77,7 +77,7 @@ class ReshapeNeeded(PlacementError):
 
     Raised by ``update_provider_tree(tree, nodename)`` when called without
     ``allocations``; the agent then fetches the allocations and calls the
-    driver again (only at start-up; see :mod:`berth.agent`).
+    driver again (only at start-up; see :mod:`berth.client.agent`).
     """
 
 

@@ -52,7 +52,7 @@ class ReportClient(AllocationCalls):
     client of :class:`berth.direct.PlacementDirect` works) or a
     keystoneauth1 Session/Adapter. ``retries`` bounds the attempts on
     generation conflicts, of the allocation calls here and of each agent
-    pass (:mod:`berth.agent`). Safe to share between threads: writes to
+    pass (:mod:`berth.client.agent`). Safe to share between threads: writes to
     the service are serialized by one lock.
 
     Trees stay cached between passes. For ``association_refresh`` seconds

@@ -13,7 +13,7 @@ from typing import NamedTuple
 #: integer up to 2**53 is exact in a double, so Python, SQL and JSON
 #: clients all see the same number (and it fits the 64 bits orjson writes).
 #: Writes whose capacity would exceed it are refused (see
-#: ``berth.domain.inventories.make_inventory``); a stored row beyond it,
+#: ``berth.domain.inventory.make_inventory``); a stored row beyond it,
 #: which only a database written by something else can hold, is read as
 #: this bound so that it cannot break a read.
 MAX_CAPACITY = 2 ** 53

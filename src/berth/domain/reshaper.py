@@ -28,8 +28,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
-from berth.domain import allocations, common, errors, inventories
-from berth.domain.allocations import ConsumerAllocations
+from berth.domain import allocation, common, errors, inventory
+from berth.domain.allocation import ConsumerAllocations
 from berth.domain.capacity import Inventory
 
 LOG = logging.getLogger(__name__)
@@ -106,16 +106,16 @@ def _interim(conn: Connection, targets: list[_Target]) -> None:
         # rewrite the current one unchanged) -- and so its generation bump.
         if not tg.wanted.inventories:
             continue
-        union = dict(inventories.get_inventories(conn, tg.id))
+        union = dict(inventory.get_inventories(conn, tg.id))
         union.update(tg.wanted.inventories)
-        inventories.set_inventories(conn, tg.id, union, check_in_use=False)
+        inventory.set_inventories(conn, tg.id, union, check_in_use=False)
         _bump(conn, tg.id)
 
 
 def _final(conn: Connection, targets: list[_Target]) -> None:
     for tg in targets:
         try:
-            inventories.set_inventories(conn, tg.id, tg.wanted.inventories)
+            inventory.set_inventories(conn, tg.id, tg.wanted.inventories)
         except errors.InventoryInUse as exc:
             raise errors.InventoryInUse("update conflict: "
                                         + exc.message) from None
@@ -139,7 +139,7 @@ def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
               len(requests))
     _interim(conn, targets)
     try:
-        allocations.replace_allocations(conn, requests)
+        allocation.replace_allocations(conn, requests)
     except errors.UnknownResourceClass as exc:
         raise errors.UnknownResourceClass(
             "malformed reshaper data: " + exc.message) from None

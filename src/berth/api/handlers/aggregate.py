@@ -8,7 +8,7 @@ import falcon
 
 from berth.api import util
 from berth.api.schemas import aggregate as schema
-from berth.domain import aggregates, providers
+from berth.domain import aggregate, resource_provider
 
 RULE = "placement:resource_providers:aggregates:%s"
 
@@ -29,8 +29,8 @@ def get_aggregates(req: falcon.Request, resp: falcon.Response,
     util.authorize(req, RULE % "list")
 
     def work(conn: Any) -> tuple[list[str], int]:
-        row = providers.load_provider(conn, uuid)
-        return (aggregates.provider_aggregates(conn, row.id),
+        row = resource_provider.load_provider(conn, uuid)
+        return (aggregate.provider_aggregates(conn, row.id),
                 int(row.generation))
 
     uuids, generation = util.db(req).read(work)
@@ -41,7 +41,7 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response,
                    uuid: str) -> None:
     util.authorize(req, RULE % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
-    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
     with_generation = util.want(req, "1.19")
     if with_generation:
         data = util.json_body(req, schema.PUT_AGGREGATES_1_19)
@@ -51,6 +51,6 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response,
         wanted = util.json_body(req, schema.PUT_AGGREGATES_1_1)
         generation = None
     stored, new_generation = util.db(req).run(
-        lambda conn: aggregates.set_aggregates(conn, uuid, wanted,
+        lambda conn: aggregate.set_aggregates(conn, uuid, wanted,
                                                generation))
     _send(req, resp, stored, new_generation)

@@ -11,14 +11,14 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import allocation as schema
-from berth.domain import allocations, common, errors
-from berth.domain.allocations import ConsumerAllocations
+from berth.domain import allocation, common, errors
+from berth.domain.allocation import ConsumerAllocations
 
 RULE = "placement:allocations:%s"
 
 
 def _consumer_body(req: falcon.Request,
-                   view: allocations.ConsumerView) -> dict[str, Any]:
+                   view: allocation.ConsumerView) -> dict[str, Any]:
     body: dict[str, Any] = {"allocations": view.allocations}
     if not view.allocations or not util.want(req, "1.12"):
         return body
@@ -38,7 +38,7 @@ def get_allocations(req: falcon.Request, resp: falcon.Response,
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     view = util.db(req).read(
-        lambda conn: allocations.for_consumer(conn, consumer_uuid))
+        lambda conn: allocation.for_consumer(conn, consumer_uuid))
     util.send(req, resp, _consumer_body(req, view),
               last_modified=view.last_modified)
 
@@ -52,7 +52,7 @@ def list_for_provider(req: falcon.Request, resp: falcon.Response,
         row = common.require_provider(
             conn, uuid, "Resource provider '%s' not found: No resource "
             "provider with uuid %s found" % (uuid, uuid))
-        found, newest = allocations.for_provider(conn, row.id)
+        found, newest = allocation.for_provider(conn, row.id)
         return row.generation, found, newest
 
     generation, found, newest = util.db(req).read(work)
@@ -96,11 +96,11 @@ def _claim(req: falcon.Request, requests: list[ConsumerAllocations],
     """Write ``requests`` in one transaction (retried on provider races),
     wording failures as upstream words them for this endpoint."""
     def work(conn: Connection) -> None:
-        allocations.replace_allocations(conn, requests)
+        allocation.replace_allocations(conn, requests)
 
     retries = util.conf(req).placement.allocation_conflict_retry_count
     try:
-        allocations.run_claim(util.db(req), work, retries)
+        allocation.run_claim(util.db(req), work, retries)
     except errors.UnknownResourceClass as exc:
         raise errors.UnknownResourceClass(
             unknown_class_prefix + exc.message) from None
@@ -136,6 +136,6 @@ def delete_allocations(req: falcon.Request, resp: falcon.Response,
                        consumer_uuid: str) -> None:
     util.authorize(req, RULE % "delete")
     def run(conn: Connection) -> None:
-        allocations.delete_for_consumer(conn, consumer_uuid)
+        allocation.delete_for_consumer(conn, consumer_uuid)
     util.db(req).run(run)
     util.no_content(resp)

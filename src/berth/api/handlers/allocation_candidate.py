@@ -11,9 +11,9 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.schemas import allocation_candidate as schema
-from berth.domain.candidates import engine, explain, parse
-from berth.domain.candidates.engine import Result, Summary
-from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate import engine, explain, parse
+from berth.domain.allocation_candidate.engine import Result, Summary
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
 
 LOG = logging.getLogger(__name__)
 

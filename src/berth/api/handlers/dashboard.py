@@ -26,7 +26,7 @@ from berth.api.handlers import fit as fit_api
 from berth.api.handlers.allocation_candidate import parse_query
 from berth.db import changes
 from berth.domain import dashboard
-from berth.domain.candidates import engine, explain, fit
+from berth.domain.allocation_candidate import engine, explain, fit
 from berth.domain.errors import DomainError
 
 RULE = "berth:dashboard"

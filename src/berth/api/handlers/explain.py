@@ -13,10 +13,10 @@ from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.handlers.allocation_candidate import parse_query
 from berth.domain import common, errors
-from berth.domain.candidates import engine, explain
-from berth.domain.candidates.explain import Explanation, TreeVerdict
-from berth.domain.candidates.faults import KINDS, Fault
-from berth.domain.candidates.model import World
+from berth.domain.allocation_candidate import engine, explain
+from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
+from berth.domain.allocation_candidate.faults import KINDS, Fault
+from berth.domain.allocation_candidate.model import World
 
 #: Examples listed per reason.
 EXAMPLES = 3

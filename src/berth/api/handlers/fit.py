@@ -11,9 +11,9 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.handlers.allocation_candidate import parse_query
-from berth.domain.candidates import engine, fit
-from berth.domain.candidates.fit import Count, Fit
-from berth.domain.candidates.model import World
+from berth.domain.allocation_candidate import engine, fit
+from berth.domain.allocation_candidate.fit import Count, Fit
+from berth.domain.allocation_candidate.model import World
 
 
 def fit_request(req: falcon.Request, resp: falcon.Response) -> None:

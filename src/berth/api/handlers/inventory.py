@@ -9,14 +9,14 @@ import falcon
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import inventory as schema
-from berth.domain import common, inventories
+from berth.domain import common, inventory
 from berth.domain.capacity import Inventory
 
 POLICY = "placement:resource_providers:inventories:%s"
 
 
 def _one(inv: Inventory, generation: int) -> dict[str, Any]:
-    data: dict[str, Any] = {f: getattr(inv, f) for f in inventories.FIELDS}
+    data: dict[str, Any] = {f: getattr(inv, f) for f in inventory.FIELDS}
     # Upstream leaves out a generation of 0 (a falsy value).
     if generation:
         data["resource_provider_generation"] = generation
@@ -37,7 +37,7 @@ def list_inventories(req: falcon.Request, resp: falcon.Response,
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
     found = util.db(req).read(
-        lambda conn: inventories.list_inventories(conn, uuid))
+        lambda conn: inventory.list_inventories(conn, uuid))
     util.send(req, resp, _many(found.inventories, found.generation),
               last_modified=found.last_modified)
 
@@ -47,7 +47,7 @@ def get_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
     util.check_accept(req)
     util.authorize(req, POLICY % "show")
     inv, generation, modified = util.db(req).read(
-        lambda conn: inventories.get_inventory(conn, uuid, resource_class))
+        lambda conn: inventory.get_inventory(conn, uuid, resource_class))
     util.send(req, resp, _one(inv, generation), last_modified=modified)
 
 
@@ -66,8 +66,8 @@ def create_inventory(req: falcon.Request, resp: falcon.Response,
                      uuid: str) -> None:
     data = _write_body(req, uuid, "create", schema.POST_V)
     rc = data.pop("resource_class")
-    inv = inventories.make_inventory(data)
-    generation = util.db(req).run(lambda conn: inventories.add_inventory(
+    inv = inventory.make_inventory(data)
+    generation = util.db(req).run(lambda conn: inventory.add_inventory(
         conn, uuid, rc, inv, reserved_can_be_total=_reserved_can_be_total(req)))
     resp.location = "%s/resource_providers/%s/inventories/%s" % (
         req.prefix, uuid, rc)
@@ -77,8 +77,8 @@ def create_inventory(req: falcon.Request, resp: falcon.Response,
 def update_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
                      resource_class: str) -> None:
     data = _write_body(req, uuid, "update", schema.PUT_ONE_V)
-    inv = inventories.make_inventory(data)
-    generation = util.db(req).run(lambda conn: inventories.update_inventory(
+    inv = inventory.make_inventory(data)
+    generation = util.db(req).run(lambda conn: inventory.update_inventory(
         conn, uuid, resource_class, inv, data["resource_provider_generation"],
         reserved_can_be_total=_reserved_can_be_total(req)))
     util.send(req, resp, _one(inv, generation))
@@ -88,7 +88,7 @@ def replace_inventories(req: falcon.Request, resp: falcon.Response,
                         uuid: str) -> None:
     data = _write_body(req, uuid, "update", schema.PUT_ALL_V)
     invs = _parse_all(uuid, data["inventories"])
-    generation = util.db(req).run(lambda conn: inventories.replace_inventories(
+    generation = util.db(req).run(lambda conn: inventory.replace_inventories(
         conn, uuid, invs, data["resource_provider_generation"],
         reserved_can_be_total=_reserved_can_be_total(req)))
     util.send(req, resp, _many(invs, generation))
@@ -103,14 +103,14 @@ def _parse_all(uuid: str, raw: dict[str, Any]) -> dict[str, Inventory]:
             raise HTTPProblem(400, "Unknown resource class in inventory for "
                               "resource provider %s: No such resource class "
                               "%s." % (uuid, rc))
-        invs[rc] = inventories.make_inventory(data)
+        invs[rc] = inventory.make_inventory(data)
     return invs
 
 
 def delete_inventories(req: falcon.Request, resp: falcon.Response,
                        uuid: str) -> None:
     util.authorize(req, POLICY % "delete")
-    util.db(req).run(lambda conn: inventories.delete_inventories(conn, uuid))
+    util.db(req).run(lambda conn: inventory.delete_inventories(conn, uuid))
     util.no_content(resp)
 
 
@@ -118,5 +118,5 @@ def delete_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
                      resource_class: str) -> None:
     util.authorize(req, POLICY % "delete")
     util.db(req).run(
-        lambda conn: inventories.delete_inventory(conn, uuid, resource_class))
+        lambda conn: inventory.delete_inventory(conn, uuid, resource_class))
     util.no_content(resp)

@@ -8,8 +8,8 @@ import falcon
 
 from berth.api import util
 from berth.api.schemas import reshaper as schema
-from berth.domain import common, inventories, reshaper
-from berth.domain.allocations import ConsumerAllocations
+from berth.domain import common, inventory, reshaper
+from berth.domain.allocation import ConsumerAllocations
 
 POLICY = "placement:reshaper:reshape"
 
@@ -21,7 +21,7 @@ def _uuid(value: str) -> str:
 def _inventories(data: dict[str, Any]) -> dict[str, reshaper.ProviderInventory]:
     return {_uuid(uuid): reshaper.ProviderInventory(
         body["resource_provider_generation"],
-        {rc: inventories.make_inventory(rec)
+        {rc: inventory.make_inventory(rec)
          for rc, rec in body["inventories"].items()})
         for uuid, body in data.items()}
 

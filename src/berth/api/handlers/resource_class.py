@@ -10,7 +10,7 @@ import jsonschema
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import resource_class as schema
-from berth.domain import resource_classes as classes
+from berth.domain import resource_class as classes
 
 POLICY = "placement:resource_classes:%s"
 

@@ -12,8 +12,8 @@ from sqlalchemy.engine import Row
 
 from berth.api import util
 from berth.api.schemas import resource_provider as schema
-from berth.domain import providers
-from berth.domain.candidates.provider_filter import filter_provider_ids
+from berth.domain import resource_provider
+from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
 
 RULE = "placement:resource_providers:%s"
 #: Query parameters matched by the allocation-candidate engine.
@@ -43,7 +43,7 @@ def _link_rels(req: falcon.Request) -> list[str]:
 
 def provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
     """One provider as GET, POST (1.20+) and PUT show it; ``row`` is a
-    :func:`berth.domain.providers.get_provider` row."""
+    :func:`berth.domain.resource_provider.get_provider` row."""
     return _body_maker(req)(row)
 
 
@@ -99,11 +99,11 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
 
     if (ENGINE_FILTERS.intersection(params)
             and not SQL_FILTERS.intersection(params)):
-        kept = util.db(req).read(lambda conn: providers.kept_providers(
+        kept = util.db(req).read(lambda conn: resource_provider.kept_providers(
             conn, util.memo(req, "provider"), engine_ids(conn) or ()))
         _send_kept(req, resp, kept)
         return
-    rows = util.db(req).read(lambda conn: providers.list_providers(
+    rows = util.db(req).read(lambda conn: resource_provider.list_providers(
         conn, name=params.get("name"), uuid=params.get("uuid"),
         in_tree=params.get("in_tree"), ids=engine_ids(conn)))
     make = _body_maker(req)
@@ -113,7 +113,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 def _send_kept(req: falcon.Request, resp: falcon.Response,
-               kept: list[providers.Kept]) -> None:
+               kept: list[resource_provider.Kept]) -> None:
     """A listing of kept providers, each body encoded once per shape (the
     same bytes as encoding it within the listing)."""
     shape = (req.root_path, util.want(req, "1.14"), *_link_rels(req))
@@ -135,7 +135,7 @@ def get_provider(req: falcon.Request, resp: falcon.Response,
                  uuid: str) -> None:
     util.check_accept(req)
     util.authorize(req, RULE % "show")
-    row = util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    row = util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
     util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
 
 
@@ -147,7 +147,7 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     # Stored dashed and lower-case whatever spelling the client used.
     uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
             else str(uuidlib.uuid4()))
-    row = util.db(req).run(lambda conn: providers.create_provider(
+    row = util.db(req).run(lambda conn: resource_provider.create_provider(
         conn, data["name"], uuid, data.get("parent_provider_uuid")))
     # Absolute, as upstream (webob) sends it; req.prefix has the mount.
     resp.set_header("location", "%s/resource_providers/%s"
@@ -167,12 +167,12 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     # then the body (400).
     util.require_json(req)
     util.authorize(req, RULE % "update")
-    util.db(req).read(lambda conn: providers.load_provider(conn, uuid))
+    util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
     nested = util.want(req, "1.14")
     data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
                           else schema.PUT_PROVIDER)
-    parent = data.get("parent_provider_uuid", providers.KEEP)
-    row = util.db(req).run(lambda conn: providers.update_provider(
+    parent = data.get("parent_provider_uuid", resource_provider.KEEP)
+    row = util.db(req).run(lambda conn: resource_provider.update_provider(
         conn, uuid, data["name"], parent,
         allow_reparenting=util.want(req, "1.37")))
     util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
@@ -181,5 +181,5 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
 def delete_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
     util.authorize(req, RULE % "delete")
-    util.db(req).run(lambda conn: providers.delete_provider(conn, uuid))
+    util.db(req).run(lambda conn: resource_provider.delete_provider(conn, uuid))
     util.no_content(resp)

@@ -11,7 +11,7 @@ import falcon
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import trait as schema
-from berth.domain import traits
+from berth.domain import trait
 
 POLICY = "placement:traits:%s"
 RP_POLICY = "placement:resource_providers:traits:%s"
@@ -22,7 +22,7 @@ INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than '
 _CUSTOM_RE = re.compile("CUSTOM_[A-Z0-9_]+")
 
 
-def _listing(found: list[traits.Trait]) -> tuple[dict[str, Any], Any]:
+def _listing(found: list[trait.Trait]) -> tuple[dict[str, Any], Any]:
     return ({"traits": [tr.name for tr in found]},
             util.newest(tr.modified for tr in found))
 
@@ -57,16 +57,16 @@ def list_traits(req: falcon.Request, resp: falcon.Response) -> None:
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
     filters = _filters(util.validate_query(req, schema.LIST_QUERY_V))
-    found = util.db(req).read(lambda conn: traits.list_traits(conn, **filters))
+    found = util.db(req).read(lambda conn: trait.list_traits(conn, **filters))
     body, when = _listing(found)
     util.send(req, resp, body, last_modified=when)
 
 
 def get_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     util.authorize(req, POLICY % "show")
-    trait = util.db(req).read(lambda conn: traits.get_trait(conn, name))
+    found = util.db(req).read(lambda conn: trait.get_trait(conn, name))
     util.no_content(resp)
-    util.cache_headers(req, resp, trait.modified)
+    util.cache_headers(req, resp, found.modified)
 
 
 def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
@@ -75,18 +75,18 @@ def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     if (not schema.CUSTOM_TRAIT_V.is_valid(name)
             or _CUSTOM_RE.fullmatch(name) is None):
         raise HTTPProblem(400, INVALID_TRAIT)
-    created, trait = util.db(req).run(
-        lambda conn: traits.ensure_trait(conn, name))
+    created, found = util.db(req).run(
+        lambda conn: trait.ensure_trait(conn, name))
     util.no_content(resp)
     resp.status = 201 if created else 204
     resp.location = req.prefix + "/traits/" + name
-    util.cache_headers(req, resp, trait.modified)
+    util.cache_headers(req, resp, found.modified)
 
 
 def delete_trait(req: falcon.Request, resp: falcon.Response,
                  name: str) -> None:
     util.authorize(req, POLICY % "delete")
-    util.db(req).run(lambda conn: traits.delete_trait(conn, name))
+    util.db(req).run(lambda conn: trait.delete_trait(conn, name))
     util.no_content(resp)
 
 
@@ -95,7 +95,7 @@ def list_provider_traits(req: falcon.Request, resp: falcon.Response,
     util.check_accept(req)
     util.authorize(req, RP_POLICY % "list")
     generation, found = util.db(req).read(
-        lambda conn: traits.provider_traits(conn, uuid))
+        lambda conn: trait.provider_traits(conn, uuid))
     body, when = _listing(found)
     body["resource_provider_generation"] = generation
     util.send(req, resp, body, last_modified=when)
@@ -107,7 +107,7 @@ def set_provider_traits(req: falcon.Request, resp: falcon.Response,
     util.authorize(req, RP_POLICY % "update")
     data = util.json_body(req, schema.SET_PROVIDER_TRAITS_V)
     generation, found = util.db(req).run(
-        lambda conn: traits.set_provider_traits(
+        lambda conn: trait.set_provider_traits(
             conn, uuid, data["resource_provider_generation"], data["traits"]))
     body, when = _listing(found)
     body["resource_provider_generation"] = generation
@@ -117,5 +117,5 @@ def set_provider_traits(req: falcon.Request, resp: falcon.Response,
 def delete_provider_traits(req: falcon.Request, resp: falcon.Response,
                            uuid: str) -> None:
     util.authorize(req, RP_POLICY % "delete")
-    util.db(req).run(lambda conn: traits.delete_provider_traits(conn, uuid))
+    util.db(req).run(lambda conn: trait.delete_provider_traits(conn, uuid))
     util.no_content(resp)

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.schemas import usage as schema
-from berth.domain import common, usages
+from berth.domain import common, usage
 
 
 def provider_usages(req: falcon.Request, resp: falcon.Response,
@@ -22,7 +22,7 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
             conn, uuid, "No resource provider with uuid %s found: No "
             "resource provider with uuid %s found" % (uuid, uuid))
         return {"resource_provider_generation": row.generation,
-                "usages": usages.provider_usages(conn, row.id)}
+                "usages": usage.provider_usages(conn, row.id)}
 
     # Usage is a "now" question: last-modified is the time of the answer.
     util.send(req, resp, util.db(req).read(work))
@@ -43,9 +43,9 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
 
     def compute(conn: Connection) -> dict[str, Any]:
         if by_type:
-            return usages.usages_by_type(conn, project, user_id,
+            return usage.usages_by_type(conn, project, user_id,
                                          consumer_type)
-        return usages.project_usages(conn, project, user_id)
+        return usage.project_usages(conn, project, user_id)
 
     # Kept until a write changes this project's usages (the memo's rule).
     key = (project, by_type, user_id, consumer_type)

@@ -30,15 +30,15 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.candidates.engine import (
+from berth.domain.allocation_candidate.engine import (
     anchor_filter,
     group_specs,
     has_candidate,
 )
-from berth.domain.candidates.faults import KINDS, PLENTY, Fault, group_faults
-from berth.domain.candidates.model import Provider, World
-from berth.domain.candidates.request import RequestGroup, RequestWide
-from berth.domain.candidates.search import GroupSpec, Offers
+from berth.domain.allocation_candidate.faults import KINDS, PLENTY, Fault, group_faults
+from berth.domain.allocation_candidate.model import Provider, World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.search import GroupSpec, Offers
 from berth.domain.capacity import Inventory
 
 Causes = dict[Fault, list[int]]

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.consumers import UNKNOWN_TYPE, names_of_types
+from berth.domain.consumer import UNKNOWN_TYPE, names_of_types
 
 #: The ``consumer_type`` filter value that means every type, summed.
 ALL_TYPES = "all"

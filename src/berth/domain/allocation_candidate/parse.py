@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable
 
 from berth.domain import common, errors
-from berth.domain.candidates.request import RequestGroup, RequestWide, TraitExpr
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, TraitExpr
 
 Version = tuple[int, int]
 Pairs = list[tuple[str, str]]

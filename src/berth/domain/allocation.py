@@ -38,8 +38,8 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import capacity, common, consumers, errors
-from berth.domain.consumers import Consumer
+from berth.domain import capacity, common, consumer, errors
+from berth.domain.consumer import Consumer
 
 T = TypeVar("T")
 
@@ -114,26 +114,26 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
     """
-    project = consumers.project_id(conn, req.project_id)
-    user = consumers.user_id(conn, req.user_id)
-    type_id = (consumers.consumer_type_id(conn, req.consumer_type)
+    project = consumer.project_id(conn, req.project_id)
+    user = consumer.user_id(conn, req.user_id)
+    type_id = (consumer.consumer_type_id(conn, req.consumer_type)
                if req.consumer_type is not None else None)
-    current = consumers.get(conn, req.consumer_uuid)
+    current = consumer.get(conn, req.consumer_uuid)
     if current is None:
         if req.check_generation and req.generation is not None:
-            raise consumers.generation_conflict(None, req.generation)
+            raise consumer.generation_conflict(None, req.generation)
         if not req.allocations:
             return None
-        return consumers.create(conn, req.consumer_uuid, project, user,
+        return consumer.create(conn, req.consumer_uuid, project, user,
                                 type_id, generation=1), None
     if req.check_generation and current.generation != req.generation:
-        raise consumers.generation_conflict(current.generation,
+        raise consumer.generation_conflict(current.generation,
                                             req.generation)
-    consumers.bump_generation(conn, current)
+    consumer.bump_generation(conn, current)
     before = _owner(current)
     if type_id is None:
         type_id = current.consumer_type_id
-    consumers.update_owner(conn, current, project, user, type_id)
+    consumer.update_owner(conn, current, project, user, type_id)
     return current, before
 
 
@@ -368,7 +368,7 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     if check_capacity and claims:
         _check_claims(conn, claims)
     _insert(conn, claims)
-    consumers.delete_if_unused(conn, emptied)
+    consumer.delete_if_unused(conn, emptied)
     new: dict[str, Counter[int]] = {u: Counter() for u in taken}
     for c in claims:
         new[c.consumer_uuid][c.class_id] += c.amount
@@ -425,7 +425,7 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     generations do not move (as upstream). NotFound (404) when the
     consumer holds nothing.
     """
-    owner = consumers.get(conn, consumer_uuid, lock=True)
+    owner = consumer.get(conn, consumer_uuid, lock=True)
     changes.note(conn, changes.USAGE,
                  _held_provider_ids(conn, [consumer_uuid]))
     # Allocations without a consumer row count in no project; their
@@ -450,7 +450,7 @@ class ConsumerView:
     project_id: str | None = None
     user_id: str | None = None
     generation: int | None = None
-    consumer_type: str = consumers.UNKNOWN_TYPE
+    consumer_type: str = consumer.UNKNOWN_TYPE
     last_modified: dt.datetime | None = None
 
 
@@ -482,7 +482,7 @@ def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
         entry["resources"][row[2]] = row[3]
         view.last_modified = _later(view.last_modified, row[5] or row[4])
         view.project_id, view.user_id, view.generation = row[6], row[7], row[8]
-        view.consumer_type = row[9] or consumers.UNKNOWN_TYPE
+        view.consumer_type = row[9] or consumer.UNKNOWN_TYPE
     return view
 
 

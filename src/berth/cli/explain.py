@@ -10,7 +10,30 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl
 
-from berth.cli import load_conf
+from berth.cli import common
+
+
+def register(sub: common.Subparsers) -> None:
+    explain = _query_command(sub, "explain", "why an allocation-candidates "
+                                             "query leaves trees out",
+                             cmd_explain)
+    explain.add_argument("--tree", metavar="UUID",
+                         help="also list every reason for this provider's "
+                              "tree")
+    _query_command(sub, "fit", "how many more copies of an "
+                               "allocation-candidates query fit", cmd_fit)
+
+
+def _query_command(sub: common.Subparsers, name: str, help: str,
+                   func: common.Command) -> argparse.ArgumentParser:
+    parser = common.add_command(sub, name, help, func)
+    parser.add_argument("query", metavar="QUERY",
+                        help="an allocation-candidates query string, e.g. "
+                             "'resources=VCPU:2,MEMORY_MB:4096"
+                             "&required=HW_CPU_X86_AVX2'")
+    parser.add_argument("--json", action="store_true",
+                        help="print the JSON answer instead of a summary")
+    return parser
 
 
 def _get(args: argparse.Namespace, path: str,
@@ -23,7 +46,7 @@ def _get(args: argparse.Namespace, path: str,
                           strict_parsing=True)
     except ValueError as exc:
         raise SystemExit("berth: error: bad query: %s" % exc) from None
-    with PlacementDirect(load_conf(args), microversion="latest") as http:
+    with PlacementDirect(common.load_conf(args), microversion="latest") as http:
         resp = http.get(path, params=pairs + extra)
     body = resp.json()
     if resp.status_code != 200:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.candidates.model import Provider, World, aggs_ok
-from berth.domain.candidates.search import GroupSpec
+from berth.domain.allocation_candidate.model import Provider, World, aggs_ok
+from berth.domain.allocation_candidate.search import GroupSpec
 
 #: The reasons explain reports, in the order reports list them.
 KINDS = ("root_required", "in_tree", "no_inventory", "capacity", "min_unit",

@@ -40,11 +40,11 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.candidates import faults
-from berth.domain.candidates.engine import anchor_filter, has_candidate
-from berth.domain.candidates.model import World
-from berth.domain.candidates.request import RequestWide
-from berth.domain.candidates.search import Candidate, GroupSpec, world_candidates
+from berth.domain.allocation_candidate import faults
+from berth.domain.allocation_candidate.engine import anchor_filter, has_candidate
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.request import RequestWide
+from berth.domain.allocation_candidate.search import Candidate, GroupSpec, world_candidates
 
 #: The greedy placement stops after this many searches (each claims one
 #: candidate as many times in a row as it can); ``complete`` is then False

@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from berth.domain.candidates.model import Provider, World, aggs_ok, traits_ok
-from berth.domain.candidates.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.model import Provider, World, aggs_ok, traits_ok
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 
 Alloc = tuple[int, str, int]
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
 from berth.domain import common, errors
-from berth.domain.candidates.model import Provider, World, room_of
+from berth.domain.allocation_candidate.model import Provider, World, room_of
 from berth.domain.capacity import Inventory
 
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.engine import Connection
 
-from berth.domain.candidates import load
-from berth.domain.candidates.model import World, traits_ok
-from berth.domain.candidates.planner import Plan
-from berth.domain.candidates.request import RequestGroup, RequestWide, Settings
-from berth.domain.candidates.search import (
+from berth.domain.allocation_candidate import load
+from berth.domain.allocation_candidate.model import World, traits_ok
+from berth.domain.allocation_candidate.planner import Plan
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.search import (
     AnchorFilter,
     AnchorMemo,
     Candidate,
@@ -28,7 +28,7 @@ from berth.domain.candidates.search import (
     distinct,
     world_candidates,
 )
-from berth.domain.candidates.world_cache import WorldCache
+from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.capacity import capacity
 
 

@@ -57,7 +57,7 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
                                 count: int) -> tuple[int, int]:
     """Give up to ``count`` consumers that only allocations name a
     ``consumers`` row owned by the placeholder project and user."""
-    from berth.domain import consumers
+    from berth.domain import consumer
     a, c = t.allocations, t.consumers
     missing = [uuid for (uuid,) in conn.execute(
         sa.select(a.c.consumer_id).distinct()
@@ -65,11 +65,11 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
         .order_by(a.c.consumer_id).limit(count))]
     if not missing:
         return 0, 0
-    project = consumers.project_id(
+    project = consumer.project_id(
         conn, conf.placement.incomplete_consumer_project_id)
-    user = consumers.user_id(conn, conf.placement.incomplete_consumer_user_id)
+    user = consumer.user_id(conn, conf.placement.incomplete_consumer_user_id)
     for uuid in missing:
-        consumers.create(conn, uuid, project, user, None)
+        consumer.create(conn, uuid, project, user, None)
     # Their allocations now count in the placeholder project's usages.
     owner = (project, user, None)
     rows = conn.execute(

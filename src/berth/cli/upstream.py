@@ -101,7 +101,7 @@ def _one_batch(conf: cfg.ConfigOpts, db: Any, limit: int
     """Each migration once, sharing ``limit`` rows between them; every
     migration in its own transaction. Returns (name -> (found, done),
     whether any raised)."""
-    from berth.db import online
+    from berth.domain import online
     results: dict[str, tuple[int, int]] = {}
     failed, moved = False, 0
     for name, migration in online.MIGRATIONS:
@@ -209,7 +209,7 @@ def _status_parsers(subparsers: Any) -> None:
 
 def status_main(argv: Sequence[str] | None = None) -> int:
     """``placement-status``."""
-    from berth import status
+    from berth.cli import status
     prog = "placement-status"
     conf = _conf(prog, sys.argv[1:] if argv is None else argv,
                  _status_parsers, "command")

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 import yaml
 from oslo_config import cfg
 
+from berth.cli import common
 from berth.db import tables as t
 
 __all__ = ["Code", "Result", "CHECKS", "run_checks", "render", "report",
@@ -232,6 +233,18 @@ def report(conf: cfg.ConfigOpts, as_json: bool = False) -> int:
     return int(max((r.code for _, r in results), default=Code.SUCCESS))
 
 
+def register(sub: common.Subparsers) -> None:
+    group = common.add_group(sub, "status", "operator checks")
+    upgrade = common.add_group(group, "upgrade", "upgrade readiness")
+    check = common.add_command(upgrade, "check", "report migrations, "
+                                                  "incomplete consumers, "
+                                                  "orphans and policy "
+                                                  "problems; exit 0, 1 or 2",
+                               cmd_upgrade_check)
+    check.add_argument("--json", action="store_true",
+                       help="print the results as JSON, as "
+                            "oslo.upgradecheck does")
+
+
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
-    from berth.cli import load_conf
-    return report(load_conf(args), bool(getattr(args, "json", False)))
+    return report(common.load_conf(args), bool(getattr(args, "json", False)))

@@ -17,7 +17,7 @@ than the rows kept, ``changes.KEEP``) makes that worker load whole.
 Before forking each worker (gunicorn's ``pre_fork``), the master calls
 ``refresh``: its world catches up by the change sequence, as a worker's
 would, so that a worker started late (one replaced for its memory,
-``berth.serving.Recycler``, or after a crash) shares a world that is up
+``berth.serve.edge.Recycler``, or after a crash) shares a world that is up
 to date, rebuilt indexes included, instead of rebuilding its own copy.
 
 With ``[berth] candidate_cache = false`` there is nothing to share:

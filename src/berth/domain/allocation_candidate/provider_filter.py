@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from berth.domain.candidates import load, parse
-from berth.domain.candidates.request import TraitExpr
-from berth.domain.candidates.world_cache import WorldCache
+from berth.domain.allocation_candidate import load, parse
+from berth.domain.allocation_candidate.request import TraitExpr
+from berth.domain.allocation_candidate.world_cache import WorldCache
 
 FILTER_KEYS = ("resources", "required", "member_of")
 

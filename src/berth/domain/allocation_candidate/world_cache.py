@@ -41,8 +41,8 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.candidates import load
-from berth.domain.candidates.model import World
+from berth.domain.allocation_candidate import load
+from berth.domain.allocation_candidate.model import World
 
 LOG = logging.getLogger(__name__)
 

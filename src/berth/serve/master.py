@@ -1,8 +1,11 @@
-"""Running the WSGI app under gunicorn (``berth serve``).
+"""The gunicorn master of ``berth serve``: its options, hooks and life cycle.
 
-gunicorn was measured against granian for this workload: see
-docs/deploy.md. With the candidate cache on, the master builds the app and
-loads the world before forking (``preload_app``, ``berth.preload``): the
+The life cycle. "serving ..." is logged once the port is bound
+(``when_ready``); SIGTERM is logged, and gunicorn's graceful stop lets
+in-flight requests finish for up to ``GRACEFUL_TIMEOUT`` seconds.
+
+The world. With the candidate cache on, the master builds the app and
+loads the world before forking (``preload_app``, ``berth.serve.preload``): the
 workers share it copy-on-write and each opens its own connections after
 the fork, so no database connection is ever shared between processes.
 With ``[berth] candidate_cache = false`` each worker builds its own app.
@@ -10,41 +13,45 @@ With ``[berth] candidate_cache = false`` each worker builds its own app.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 from oslo_config import cfg
 
 from berth import conf as berth_conf
-from berth.domain.candidates.world_cache import Observer, Refresh
+
+# The application's modules load once, in the master: forked workers inherit
+# them and start serving at once (no database state is shared; each worker
+# still builds its own engine and pool in load()).
+from berth.api.app import HEADER_FIELDS, HEADER_LINE_LIMIT, create_app
+from berth.db import setup
+from berth.db.engine import Database
+from berth.serve import metrics, preload
+from berth.serve.edge import REQUEST_LINE_LIMIT
+from berth.serve.memory import Recycler, tune_gc
 
 LOG = logging.getLogger("berth.server")
 
 
-def tune_gc() -> Observer:
-    """Garbage-collector settings for a process that serves requests:
-    rarer young collections now, and the returned cache observer, which
-    after each whole load of the candidate cache collects once and moves
-    every live object out of the collector's view (``gc.freeze``), so that
-    requests that build thousands of objects do not make the collector
-    walk the world again and again. Halves the CPU of large candidate
-    answers at 1,000 hosts. (Freezing never stops reference counting from
-    freeing an old world.)"""
-    gc.set_threshold(5000, 20, 20)
-    return _freeze_after_whole_load
+class GunicornLogger(glogging.Logger):  # type: ignore[misc]
+    """gunicorn's logger, writing through the root logger's handlers
+    (oslo.log's) instead of its own, so its lines share their format and
+    destination. Its access log stays off: Berth logs each request."""
 
-
-def _freeze_after_whole_load(done: Refresh) -> None:
-    if done.kind == "whole" and done.kept:
-        # Unfreeze first: whatever was frozen last time and has since
-        # become cyclic garbage is collected now, not kept for ever.
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+    def setup(self, cfg: Any) -> None:
+        # The level oslo.log gave it (default_log_levels), not gunicorn's.
+        level = self.error_log.level
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in list(log.handlers):
+                log.removeHandler(handler)
+            log.propagate = True
+        self.error_log.setLevel(level)
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
@@ -58,7 +65,6 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def run(self) -> None:
-        from berth.serving import BerthArbiter
         try:
             BerthArbiter(self).run()
         except RuntimeError as exc:
@@ -72,23 +78,64 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         self.callable = None
 
     def load(self) -> Any:
-        from berth.api.app import create_app
-        from berth.db.engine import Database
-        from berth.db.setup import engine_from_conf
         # The master prepared the database (run); workers only connect.
-        app = create_app(self.conf, Database(engine_from_conf(self.conf)),
+        app = create_app(self.conf, Database(setup.engine_from_conf(self.conf)),
                          world_observers=[tune_gc()])
         if self.cfg.preload_app:
             # In the master: every worker forks from this loaded world.
-            from berth import preload
             preload.warm(app)
         return app
+
+
+#: Seconds in-flight requests get to finish after SIGTERM.
+GRACEFUL_TIMEOUT = 30
+
+
+def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
+    """gunicorn settings for ``berth serve``."""
+    return {
+        "bind": "%s:%d" % (host, port),
+        "workers": workers,
+        "worker_class": "berth.serve.edge.EdgeWorker",
+        "timeout": 120,
+        "graceful_timeout": GRACEFUL_TIMEOUT,
+        "keepalive": 5,
+        "limit_request_line": REQUEST_LINE_LIMIT,
+        # gunicorn counts the line's CRLF; Berth's limit is the line itself.
+        "limit_request_field_size": HEADER_LINE_LIMIT + 2,
+        "limit_request_fields": HEADER_FIELDS,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "warning",
+        "proc_name": "berth",
+        "when_ready": _when_ready,
+        "on_exit": _on_exit,
+    }
+
+
+def _when_ready(arbiter: Arbiter) -> None:
+    addresses = ", ".join(str(listener)
+                          for listener in arbiter.LISTENERS)
+    LOG.info("serving Placement API on %s with %d worker(s)", addresses,
+             arbiter.num_workers)
+
+
+def _on_exit(arbiter: Arbiter) -> None:
+    LOG.info("stopped")
+
+
+class BerthArbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master, saying when it was asked to stop."""
+
+    def handle_term(self) -> None:
+        LOG.info("SIGTERM received: no new connections; in-flight requests "
+                 "get up to %ds to finish", self.cfg.graceful_timeout)
+        super().handle_term()
 
 
 def prepare_database(conf: cfg.ConfigOpts) -> None:
     """Wait for the database and prepare it (migrate if asked, seed),
     once, in the master process before any worker starts."""
-    from berth.db import setup
     setup.announce(conf)
     engine = setup.engine_from_conf(conf)
     setup.prepare_from_conf(conf, engine, wait=True)
@@ -103,25 +150,22 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
                     "mode is for local use only.", berth_conf.data_dir(conf))
         conf.set_override("auth_strategy", "noauth2", group="api")
     prepare_database(conf)
-    from berth import metrics_server
     listen = conf.berth.metrics_listen
     if listen:
-        metrics_server.parse_listen(listen)  # fail before forking
-    with metrics_server.multiprocess_dir() as folder:
+        metrics.parse_listen(listen)  # fail before forking
+    with metrics.multiprocess_dir() as folder:
         return _serve(conf, host, port, workers,
-                      metrics_server.gunicorn_hooks(listen, folder))
+                      metrics.gunicorn_hooks(listen, folder))
 
 
 def _post_fork(server: Any, worker: Any) -> None:
-    from berth import preload
     app = getattr(server.app, "callable", None)
     if app is not None:  # preloaded: the app came with the fork
-        # berth.serving.EdgeWorker is a sync worker: one request at a time.
+        # berth.serve.edge.EdgeWorker is a sync worker: one request at a time.
         preload.after_fork(app, one_at_a_time=True)
 
 
 def _pre_fork(server: Any, worker: Any) -> None:
-    from berth import preload
     app = getattr(server.app, "callable", None)
     if app is not None:
         preload.refresh(app)
@@ -139,26 +183,20 @@ def _both(first: Callable[..., Any], then: Callable[..., Any]
 
 def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
            hooks: dict[str, Any]) -> int:
-    # Import the application's modules once in the master: forked workers
-    # inherit them and start serving at once (no database state is shared;
-    # each worker still builds its own engine and pool in load()).
-    import berth.api.app  # noqa: F401
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
-    from berth.serving import gunicorn_options
     options = gunicorn_options(host, port, workers)
     # gunicorn's lines go through oslo.log's handlers (berth.logs).
-    options["logger_class"] = "berth.logs.GunicornLogger"
+    options["logger_class"] = GunicornLogger
     for name, hook in hooks.items():
         options[name] = _both(options[name], hook) if name in options else hook
     # Load the world once in the master, shared copy-on-write by every
-    # worker (berth.preload); nothing to share without the cache.
+    # worker (berth.serve.preload); nothing to share without the cache.
     options["preload_app"] = conf.berth.candidate_cache
     options["post_fork"] = _post_fork
     if options["preload_app"]:
         # A worker replaced (for its memory, or after a crash) forks from
-        # a master whose world is up to date (berth.preload.refresh).
-        from berth.serving import Recycler
+        # a master whose world is up to date (berth.serve.preload.refresh).
         options["pre_fork"] = _pre_fork
         limit = conf.berth.worker_private_memory
         if limit != 0:

@@ -16,13 +16,12 @@ its cache by then) starts the pass again from step 1, up to the client's
 loop carries on -- at start-up too -- except a failed reshape, which is
 fatal at start-up (the service must not run on a half-migrated tree), as
 is a driver raising ``ReshapeNeeded`` again when it was given the
-allocations. ``berth migrate-inventory`` runs the start-up pass offline
-through direct database access.
+allocations. ``berth migrate-inventory`` (``berth.cli.migrate_inventory``) runs the
+start-up pass offline through direct database access.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import threading
@@ -40,8 +39,7 @@ from berth.client.provider_tree import AllocationsDict
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["Driver", "NodeResult", "ResourceUpdater", "load_driver",
-           "cmd_migrate_inventory"]
+__all__ = ["Driver", "NodeResult", "ResourceUpdater", "load_driver"]
 
 
 class Driver(Protocol):
@@ -173,53 +171,3 @@ def load_driver(spec: str) -> Driver:
         raise ValueError("cannot load driver %s: %s" % (spec, exc)) from None
     driver: Driver = cls()
     return driver
-
-
-def cmd_migrate_inventory(args: argparse.Namespace) -> int:
-    """``berth migrate-inventory``: the start-up pass, offline.
-
-    Exit 0 when every node is in its final shape (printing what was done,
-    or that nothing needed doing), 1 when a node failed.
-    """
-    from berth.cli import load_conf
-    from berth.direct import PlacementDirect
-    conf = load_conf(args)
-    logging.basicConfig(level=logging.WARNING)
-    driver = load_driver(args.driver)
-    known = list(driver.get_available_nodes())
-    nodes = args.nodename or known
-    failed = 0
-    with PlacementDirect(conf) as http:
-        client = ReportClient(http, retries=args.retries)
-        updater = ResourceUpdater(driver, client)
-        for node in nodes:
-            if node not in known:
-                failed += 1
-                print("%s: failed: the driver has no node %s (its nodes: %s)"
-                      % (node, node, ", ".join(known) or "none"))
-                continue
-            try:
-                result = updater.sync_node(node, startup=True)
-            except Exception as exc:  # noqa: BLE001 - report, next node
-                failed += 1
-                print("%s: failed: %s" % (node, _reason(exc)))
-                continue
-            print(_describe(result))
-    return 1 if failed else 0
-
-
-def _reason(exc: Exception) -> str:
-    """One line for an error: its message, named by type when the message
-    alone (a KeyError's bare key) would not say what went wrong."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, (KeyError, IndexError, AttributeError)) or not text:
-        return "%s: %s" % (type(exc).__name__, text or "(no message)")
-    return text
-
-
-def _describe(result: NodeResult) -> str:
-    if result.status == "unchanged":
-        return "%s: nothing to migrate; no changes made" % result.nodename
-    return "%s: %s (%d write%s)" % (result.nodename, result.status,
-                                     result.writes,
-                                     "" if result.writes == 1 else "s")

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from berth.domain.candidates import indexes
-from berth.domain.candidates.request import TraitExpr
+from berth.domain.allocation_candidate import indexes
+from berth.domain.allocation_candidate.request import TraitExpr
 from berth.domain.capacity import Inventory, capacity
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"

@@ -1,0 +1,71 @@
+"""The ``berth`` command line.
+
+    berth serve [--config-file F ...] [--config-dir D] [--host H] [--port P]
+                [--workers N]
+    berth db sync | berth db version
+    berth db import --from URL [--replace] [--json]
+    berth db export --to URL [--json]
+    berth db verify --against URL [--json]
+    berth policy list
+    berth status upgrade check
+    berth migrate-inventory --driver module:Class [--nodename N ...]
+    berth explain QUERY [--tree UUID] [--json]
+    berth fit QUERY [--json]
+
+One module per command group (``serve``, ``db``, ``policy``, ``status``,
+``migrate_inventory``, ``explain``), each with a ``register`` that adds its
+parsers; what they share is in ``common``. A command imports what it runs
+when it runs, so ``berth --help`` loads no database driver.
+``placement-manage`` and ``placement-status`` are in ``upstream``.
+
+Errors print one line (``berth: error: ...``) and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from berth import __version__
+from berth.cli import db, explain, migrate_inventory, policy, serve, status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole ``berth`` parser, its commands in the order ``--help``
+    lists them."""
+    parser = argparse.ArgumentParser(
+        prog="berth", description="Berth: a fast OpenStack Placement service.")
+    parser.add_argument("--version", action="version",
+                        version="berth %s" % __version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in (serve, db, policy, status, migrate_inventory, explain):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: Any = args.func(args)
+        sys.stdout.flush()
+        return int(result or 0)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`berth policy list | head -1`): what it
+        # read is what it wanted. Point stdout at /dev/null so the flush
+        # at exit cannot raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one clear line, no traceback
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print("berth: error: %s" % message, file=sys.stderr)
+        return 1

@@ -1,0 +1,106 @@
+"""The HTTP edge of ``berth serve``: gunicorn's sync worker, answering what
+gunicorn refuses as Berth does.
+
+gunicorn parses the request line and headers before Berth sees a request,
+and answers what it refuses with its own HTML page, no request id and no
+request-log line. Berth raises gunicorn's limits to what upstream
+deployments accept (a URL of ``MAX_URL`` characters, header lines of
+``HEADER_LINE_LIMIT`` bytes, ``HEADER_FIELDS`` headers), so ``Edge`` in
+``berth.api.app`` judges everything within them; and ``EdgeWorker`` turns
+what gunicorn still refuses (longer lines, more headers, a request it
+cannot parse) into a Placement-format JSON error with a request id,
+rendered and logged by that same ``Edge``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gunicorn.http import errors as http_errors
+from gunicorn.http import message as http_message
+from gunicorn.workers.sync import SyncWorker
+
+from berth.api import errors
+from berth.api.app import HEADER_FIELDS, HEADER_LINE_LIMIT, MAX_URL
+
+LOG = logging.getLogger("berth.server")
+
+#: The longest request line gunicorn reads: a URL of ``MAX_URL``
+#: characters with the longest method and the version around it.
+REQUEST_LINE_LIMIT = MAX_URL + len("OPTIONS ") + len(" HTTP/1.1")
+
+# gunicorn caps limit_request_line at its MAX_REQUEST_LINE (8190 bytes),
+# short of an 8 KiB URL; the cap is read when each request is parsed, so
+# raising it here (imported in the master, before the fork) lifts it.
+if getattr(http_message, "MAX_REQUEST_LINE", REQUEST_LINE_LIMIT) < REQUEST_LINE_LIMIT:
+    http_message.MAX_REQUEST_LINE = REQUEST_LINE_LIMIT
+
+
+#: gunicorn's parse errors that are the client's fault, as Berth answers
+#: them; the rest (a response header the app got wrong, proxy-protocol and
+#: configuration problems) keep gunicorn's own answer.
+_REFUSALS: list[tuple[tuple[type[Exception], ...], int, str]] = [
+    (tuple(getattr(http_errors, name) for name in (
+        "InvalidResponseHeader", "InvalidResponseHeaderName")
+        if hasattr(http_errors, name)), 0, ""),
+    ((http_errors.LimitRequestLine,), 414,
+     "The request line is longer than %d bytes." % REQUEST_LINE_LIMIT),
+    ((http_errors.LimitRequestHeaders,), 431,
+     "The request headers exceed %d bytes a line or %d lines."
+     % (HEADER_LINE_LIMIT, HEADER_FIELDS)),
+    # Some of these are only in newer gunicorn releases.
+    (tuple(getattr(http_errors, name) for name in (
+        "InvalidRequestLine", "InvalidRequestMethod", "InvalidHTTPVersion",
+        "InvalidHeader", "InvalidHeaderName", "ObsoleteFolding",
+        "InvalidChunkSize", "ChunkMissingTerminator", "InvalidChunkExtension")
+        if hasattr(http_errors, name)), 400,
+     "The request could not be parsed: %s"),
+]
+
+
+def refusal(exc: BaseException) -> errors.HTTPProblem | None:
+    """The Placement error for a request gunicorn could not read, or None
+    for anything that is not the client's fault."""
+    for kinds, status, detail in _REFUSALS:
+        if isinstance(exc, kinds):
+            if not status:
+                return None
+            if "%s" in detail:
+                detail = detail % str(exc).splitlines()[0][:200]
+            return errors.HTTPProblem(status, detail)
+    return None
+
+
+class EdgeWorker(SyncWorker):  # type: ignore[misc]
+    """gunicorn's sync worker, answering unreadable requests through
+    Berth's ``Edge`` (JSON body, request id, request-log line)."""
+
+    def handle_error(self, req: Any, client: Any, addr: Any,
+                     exc: BaseException) -> None:
+        problem = refusal(exc)
+        if problem is None or not callable(getattr(self, "wsgi", None)):
+            super().handle_error(req, client, addr, exc)
+            return
+        environ = {
+            "REQUEST_METHOD": getattr(req, "method", None) or "-",
+            "PATH_INFO": getattr(req, "path", None) or "-",
+            "QUERY_STRING": "",
+            "REMOTE_ADDR": (addr or ("-",))[0] or "-",
+            "berth.refused": problem,
+        }
+        sent: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]],
+                           exc_info: Any = None) -> None:
+            sent.update(status=status, headers=headers)
+
+        body = b"".join(self.wsgi(environ, start_response))
+        head = ["HTTP/1.1 %s" % sent["status"], "Connection: close"]
+        head += ["%s: %s" % (k, v) for k, v in sent["headers"]
+                 if k.lower() != "connection"]
+        try:
+            client.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                           + body)
+        except OSError:
+            self.log.debug("could not send the refusal to %s", addr)
