@@ -44,7 +44,18 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = prom.CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._add_request_metrics(self.registry)
+        self._add_database_metrics(self.registry)
+        self._add_world_metrics(self.registry)
+        self._add_worker_metrics(self.registry)
+        self.db = _DatabaseMetrics(self)
+        # labels() builds and locks on every call; requests repeat a few
+        # hundred label sets, so their children are kept here.
+        self._request_children: dict[tuple[str, str, str, str],
+                                     tuple[Any, Any]] = {}
+
+    def _add_request_metrics(self, r: prom.CollectorRegistry) -> None:
+        """Requests, conflicts and claims, by route."""
         self.requests = prom.Counter(
             "berth_requests", "HTTP requests answered.",
             ["route", "method", "status", "microversion"], registry=r)
@@ -58,6 +69,9 @@ class Metrics:
         self.claims = prom.Counter(
             "berth_claims", "Allocation writes (PUT/POST/DELETE on "
             "/allocations), by outcome.", ["method", "outcome"], registry=r)
+
+    def _add_database_metrics(self, r: prom.CollectorRegistry) -> None:
+        """Connections, retried transactions and SQL statements."""
         self.db_connections = prom.Gauge(
             "berth_db_connections_in_use",
             "Database connections checked out now.", registry=r,
@@ -74,6 +88,9 @@ class Metrics:
         self.sql_statements = prom.Counter(
             "berth_db_sql_statements", "SQL statements executed.",
             registry=r)
+
+    def _add_world_metrics(self, r: prom.CollectorRegistry) -> None:
+        """The candidate cache's world and the searches over it."""
         self.world_providers = prom.Gauge(
             "berth_world_providers", "Providers in the candidate cache's "
             "world (largest across workers).", registry=r,
@@ -82,16 +99,6 @@ class Metrics:
             "berth_world_resource_classes", "Resource classes known to the "
             "candidate cache's world.", registry=r,
             multiprocess_mode="livemax")
-        self.worker_private_bytes = prom.Gauge(
-            "berth_worker_private_memory_bytes", "Resident memory the "
-            "workers do not share with the master or each other (summed "
-            "over the live workers; read every few seconds).", registry=r,
-            multiprocess_mode="livesum")
-        self.worker_recycles = prom.Counter(
-            "berth_worker_recycles", "Workers that exited, to be "
-            "replaced by a fresh fork of the master's world, because "
-            "their private memory passed [berth] worker_private_memory.",
-            registry=r)
         self.world_refresh_seconds = prom.Histogram(
             "berth_world_refresh_duration_seconds",
             "Refreshes of the candidate cache: kind=whole (loaded whole), "
@@ -113,11 +120,19 @@ class Metrics:
             "berth_candidates_cut_by_limit",
             "Allocation-candidates answers that `limit` cut short.",
             registry=r)
-        self.db = _DatabaseMetrics(self)
-        # labels() builds and locks on every call; requests repeat a few
-        # hundred label sets, so their children are kept here.
-        self._request_children: dict[tuple[str, str, str, str],
-                                     tuple[Any, Any]] = {}
+
+    def _add_worker_metrics(self, r: prom.CollectorRegistry) -> None:
+        """Workers' private memory and their replacement."""
+        self.worker_private_bytes = prom.Gauge(
+            "berth_worker_private_memory_bytes", "Resident memory the "
+            "workers do not share with the master or each other (summed "
+            "over the live workers; read every few seconds).", registry=r,
+            multiprocess_mode="livesum")
+        self.worker_recycles = prom.Counter(
+            "berth_worker_recycles", "Workers that exited, to be "
+            "replaced by a fresh fork of the master's world, because "
+            "their private memory passed [berth] worker_private_memory.",
+            registry=r)
 
     def request(self, route: str, method: str, status: str,
                 microversion: str, seconds: float) -> None:
