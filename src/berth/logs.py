@@ -24,12 +24,17 @@ PRODUCT = "berth"
 EXTRA_LEVELS = ["alembic=WARN", "stevedore=WARN", "gunicorn.error=INFO"]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    """oslo.log's options, with Berth's extra default log levels."""
+def set_defaults() -> None:
+    """Berth's extra default log levels, on oslo.log's options."""
     levels = oslo_log.get_default_log_levels()
     missing = [pair for pair in EXTRA_LEVELS if pair not in levels]
     if missing:
         oslo_log.set_defaults(default_log_levels=levels + missing)
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """oslo.log's options, with Berth's extra default log levels."""
+    set_defaults()
     oslo_log.register_options(conf)
 
 

@@ -160,6 +160,25 @@ def rule_defaults(enforce_scope: bool = True) -> list[policy.RuleDefault]:
     return rules
 
 
+def list_rules() -> list[policy.RuleDefault]:
+    """Every rule and its default: oslo.policy's ``oslo.policy.policies``
+    entry point (``oslopolicy-sample-generator --namespace placement``)."""
+    return rule_defaults()
+
+
+def get_enforcer() -> policy.Enforcer:
+    """An enforcer set up as Berth's is, from the placement.conf that
+    ``berth`` would read (``OS_PLACEMENT_CONFIG_DIR``, then oslo.config's
+    search): oslo.policy's ``oslo.policy.enforcer`` entry point, for
+    ``oslopolicy-policy-generator``, ``-list-redundant``, ``-checker``
+    and ``-policy-upgrade``."""
+    from berth import conf as berth_conf
+    conf = berth_conf.load([])
+    enforcer = policy.Enforcer(conf)
+    enforcer.register_defaults(rule_defaults(conf.oslo_policy.enforce_scope))
+    return enforcer
+
+
 #: How often (seconds) the policy file is checked for changes.
 RELOAD_INTERVAL = 1.0
 

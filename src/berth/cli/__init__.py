@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from berth import __version__
-from berth.cli import db, explain, migrate_inventory, policy, serve, status
+from berth.cli import common, db, explain, migrate_inventory, policy, serve, status
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``berth`` parser, its commands in the order ``--help``
     lists them."""
-    parser = argparse.ArgumentParser(
+    parser = common.Parser(
         prog="berth", description="Berth: a fast OpenStack Placement service.")
     parser.add_argument("--version", action="version",
                         version="berth %s" % __version__)

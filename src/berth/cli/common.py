@@ -7,9 +7,12 @@ Errors are one line (``berth: error: ...``) and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
-from collections.abc import Callable
-from typing import Any
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from oslo_config import cfg
 
@@ -22,6 +25,45 @@ DEFAULT_PORT = 8778
 Subparsers = Any
 #: A command: the parsed arguments in, the exit status out.
 Command = Callable[[argparse.Namespace], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors come from the (sub-)command they
+    concern, with its usage, and name the nearest known word."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        super().error(message + _did_you_mean(self, message))
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None
+                   ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # argparse hands a sub-command's leftovers to the top parser,
+            # whose usage is not the one the user needs.
+            owner: Parser = getattr(parsed, "_parser", self)
+            owner.error("unrecognized arguments: %s" % " ".join(extras))
+        return parsed
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """`` (did you mean X?)`` for an unknown option or command word."""
+    if message.startswith("unrecognized arguments: "):
+        words = message.split(": ", 1)[1].split()
+        known = [o for o in parser._option_string_actions if o.startswith("--")]
+        for word in words:
+            if word.startswith("-"):
+                near = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+                if near:
+                    return " (did you mean %s?)" % near[0]
+        return ""
+    match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if match:
+        choices = re.findall(r"'([^']*)'", match.group(2))
+        near = difflib.get_close_matches(match.group(1), choices, n=1)
+        if near:
+            return " (did you mean %s?)" % near[0]
+    return ""
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +83,7 @@ def add_command(sub: Subparsers, name: str, help: str, func: Command,
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help)
     if config:
         add_config_args(parser)
-    parser.set_defaults(func=func)
+    parser.set_defaults(func=func, _parser=parser)
     return parser
 
 
@@ -66,14 +108,36 @@ def config_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """Configuration from the command's --config-file/--config-dir."""
-    argv = config_argv(args)
+def load_conf(args: argparse.Namespace, prog: str = "berth") -> cfg.ConfigOpts:
+    """Configuration from the command's --config-file/--config-dir, with
+    each unknown section or option reported on stderr (and fatal with
+    ``[berth] strict_config``)."""
+    return checked_conf(config_argv(args), prog)
+
+
+def checked_conf(argv: list[str], prog: str = "berth") -> cfg.ConfigOpts:
+    """``berth.conf.load(argv)``, its errors one line, and the unknown
+    sections and options of its files reported (``berth.conf.check``)."""
     try:
-        return berth_conf.load(argv)
+        conf = berth_conf.load(argv)
     except (cfg.Error, ValueError) as exc:
-        raise SystemExit("berth: error: bad configuration: %s"
-                         % str(exc).splitlines()[0]) from None
+        raise SystemExit("%s: error: bad configuration: %s"
+                         % (prog, str(exc).splitlines()[0])) from None
+    report_unknown(conf, prog)
+    return conf
+
+
+def report_unknown(conf: cfg.ConfigOpts, prog: str) -> None:
+    """Print a line for each unknown section or option of the files read;
+    exit 1 after them when ``[berth] strict_config`` is set."""
+    from berth.conf import check
+    unknown = check.unknown_names(conf)
+    fatal = conf.berth.strict_config
+    for line in unknown:
+        print("%s: %s: %s" % (prog, "error" if fatal else "warning", line),
+              file=sys.stderr)
+    if unknown and fatal:
+        raise SystemExit(1)
 
 
 def at_least_one(text: str) -> int:

@@ -29,6 +29,7 @@ from oslo_config import cfg
 
 from berth import __version__
 from berth import conf as berth_conf
+from berth.cli import common
 
 LOG = logging.getLogger("berth.manage")
 
@@ -40,7 +41,9 @@ def _conf(prog: str, argv: Sequence[str],
           handler: Callable[[Any], None], name: str) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     berth_conf.register_opts(conf)
+    # A title, or argparse prints an empty section header above {db}.
     conf.register_cli_opt(cfg.SubCommandOpt(name, dest="command",
+                                            title="commands",
                                             handler=handler))
     try:
         conf(list(argv), project=berth_conf.PROJECT, prog=prog,
@@ -50,6 +53,7 @@ def _conf(prog: str, argv: Sequence[str],
     except (cfg.Error, ValueError) as exc:
         raise SystemExit("%s: error: bad configuration: %s"
                          % (prog, str(exc).splitlines()[0])) from None
+    common.report_unknown(conf, prog)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s %(message)s")
     return conf

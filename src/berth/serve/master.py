@@ -13,8 +13,10 @@ With ``[berth] candidate_cache = false`` each worker builds its own app.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +31,7 @@ from berth import conf as berth_conf
 # them and start serving at once (no database state is shared; each worker
 # still builds its own engine and pool in load()).
 from berth.api.app import HEADER_FIELDS, HEADER_LINE_LIMIT, create_app
+from berth.conf import check
 from berth.db import setup
 from berth.db.engine import Database
 from berth.serve import metrics, preload
@@ -133,6 +136,27 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
         super().handle_term()
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Exit with one line when ``host:port`` cannot be bound (in use,
+    not this machine's address, a privileged port), before the world is
+    loaded and before gunicorn would retry for seconds."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise SystemExit("berth: error: cannot listen on %s:%d: %s"
+                         % (host, port, exc.strerror or exc)) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            hint = (" (is another berth serve running? choose another "
+                    "--port)" if exc.errno == errno.EADDRINUSE else "")
+            raise SystemExit("berth: error: cannot listen on %s:%d: %s%s"
+                             % (host, port, exc.strerror or exc, hint)) from None
+
+
 def prepare_database(conf: cfg.ConfigOpts) -> None:
     """Wait for the database and prepare it (migrate if asked, seed),
     once, in the master process before any worker starts."""
@@ -144,11 +168,17 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
 
 def run(conf: cfg.ConfigOpts, host: str, port: int,
         workers: int | None) -> int:
+    """Serve until stopped; exit status. Refuses, with one line and before
+    anything is loaded, an address it may not or cannot bind
+    (``ConfigProblem``, ``SystemExit``)."""
     if berth_conf.is_embedded(conf):
-        LOG.warning("no [placement_database] connection configured: serving "
-                    "an embedded SQLite database in %s with noauth2. This "
-                    "mode is for local use only.", berth_conf.data_dir(conf))
         conf.set_override("auth_strategy", "noauth2", group="api")
+    check.check_bind(conf, host)
+    check_port_free(host, port)
+    if berth_conf.is_embedded(conf):
+        LOG.warning("no configuration file: serving an embedded SQLite "
+                    "database in %s with noauth2. This mode is for local "
+                    "use only.", berth_conf.data_dir(conf))
     prepare_database(conf)
     listen = conf.berth.metrics_listen
     if listen:

@@ -98,6 +98,12 @@ berth_opts = [
                help="Deepest JSON nesting accepted in a request body."),
     cfg.BoolOpt("request_log", default=True,
                 help="Log one line per request."),
+    cfg.BoolOpt("strict_config", default=False,
+                help="Refuse to start when a configuration file has a "
+                     "section or option Berth does not read (a misspelled "
+                     "name, say). Off: each is logged as a warning, with "
+                     "the nearest known name, and the rest of the file "
+                     "applies."),
     cfg.StrOpt("metrics_listen",
                help="host:port on which `berth serve` also serves the "
                     "Prometheus metrics (GET /metrics), without "
@@ -141,6 +147,12 @@ berth_opts = [
 ]
 
 
+#: oslo.policy 6 dropped ``enforce_scope`` (scope is always checked);
+#: upstream's files still set it, so Berth keeps honouring it.
+ENFORCE_SCOPE = cfg.BoolOpt(
+    "enforce_scope", default=True,
+    help="Reject tokens whose scope a rule does not allow.")
+
 #: The entry point name of the /healthcheck database backend.
 HEALTHCHECK_BACKEND = "berth_database"
 
@@ -159,13 +171,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     # before any enforcer exists.
     from oslo_policy import opts as policy_opts
     policy_opts._register(conf)
-    # oslo.policy 6 dropped ``enforce_scope`` (scope is always checked);
-    # upstream's files still set it, so Berth keeps honouring it.
     if "enforce_scope" not in conf.oslo_policy:
-        conf.register_opt(cfg.BoolOpt(
-            "enforce_scope", default=True,
-            help="Reject tokens whose scope a rule does not allow."),
-            group="oslo_policy")
+        conf.register_opt(ENFORCE_SCOPE, group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
     # oslo.middleware's [healthcheck], with Berth's database check on by
@@ -239,9 +246,29 @@ def data_dir(conf: cfg.ConfigOpts) -> Path:
     return Path(base) / "berth"
 
 
+def config_files(conf: cfg.ConfigOpts) -> list[str]:
+    """The configuration files ``conf`` read, in order (``--config-file``,
+    oslo.config's search, and the ``*.conf`` of each ``--config-dir``)."""
+    files = list(conf.config_file or [])
+    for folder in conf.config_dir or []:
+        files += sorted(str(p) for p in Path(folder).glob("*.conf"))
+    return files
+
+
 def database_url(conf: cfg.ConfigOpts) -> str:
-    """The SQLAlchemy URL to use, falling back to the embedded SQLite file."""
+    """The SQLAlchemy URL to use: the configured connection, or the
+    embedded SQLite file when no configuration file was read at all.
+
+    Raises ValueError (one line naming the files) when configuration
+    files were read and none sets ``[placement_database] connection``:
+    a typo must never turn into an empty, open database.
+    """
     url: str = conf.placement_database.connection or ""
+    if not url and config_files(conf):
+        raise ValueError(
+            "%s: [placement_database] connection is not set (Berth uses its "
+            "embedded SQLite database only when no configuration file is "
+            "read)" % ", ".join(config_files(conf)))
     if not url:
         folder = data_dir(conf)
         folder.mkdir(parents=True, exist_ok=True)
@@ -253,5 +280,6 @@ def database_url(conf: cfg.ConfigOpts) -> str:
 
 
 def is_embedded(conf: cfg.ConfigOpts) -> bool:
-    """True when no database was configured (local, single-user mode)."""
-    return not conf.placement_database.connection
+    """True in local, single-user mode: no configuration file was read,
+    so no database was configured."""
+    return not conf.placement_database.connection and not config_files(conf)
