@@ -45,3 +45,11 @@ def test_every_error_code_is_documented():
 def test_api_reference_is_current():
     assert (DOCS / "api-reference.md").read_text() == docgen.api_reference(), (
         "run: python -m berth.cli.docgen api > docs/api-reference.md")
+
+
+def test_every_metric_is_documented():
+    from berth.metrics import Metrics
+    operations = (DOCS / "operations.md").read_text()
+    for family in Metrics().registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        assert "`%s" % name in operations, name
