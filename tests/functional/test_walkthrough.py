@@ -20,17 +20,21 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "walkthrough.md"
 
 @pytest.mark.skipif(not shutil.which("curl"), reason="needs curl")
 def test_walkthrough_runs_as_written(tmp_path):
-    blocks = re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.S)
+    text = DOC.read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    # Every block says the shell it needs, and runs in it unchanged.
+    assert len(blocks) == text.count("```") // 2
     port = _free_port()
-    script = "set -euo pipefail\n" + "\n".join(blocks).replace(
-        "127.0.0.1:8778", "127.0.0.1:%d" % port)
+    script = "set -euo pipefail\n" + "\n".join(blocks)
     env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path), "OS_PLACEMENT_CONFIG_DIR": ""}
     cmd = [sys.executable, "-m", "berth.cli", "serve", "--port", str(port)]
     with subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=env) as server:
         try:
             _wait_ready("http://127.0.0.1:%d/" % port, server)
-            result = subprocess.run(["bash", "-c", script], capture_output=True,
-                                    text=True, timeout=120)
+            result = subprocess.run(
+                ["bash", "-c", script], capture_output=True, text=True,
+                timeout=120,
+                env={**os.environ, "P": "http://127.0.0.1:%d" % port})
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=20)
