@@ -66,6 +66,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print("berth: error: %s" % message, file=sys.stderr)
+        print("berth: error: %s" % common.one_line(exc), file=sys.stderr)
         return 1

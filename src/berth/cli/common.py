@@ -140,6 +140,16 @@ def report_unknown(conf: cfg.ConfigOpts, prog: str) -> None:
         raise SystemExit(1)
 
 
+def one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: a database error as its driver said
+    it (without SQLAlchemy's wrapping), anything else its first line."""
+    orig = getattr(exc, "orig", None)
+    if orig is not None:
+        return "database: %s" % one_line(orig)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def at_least_one(text: str) -> int:
     """An ``argparse`` type: a whole number of at least 1."""
     try:

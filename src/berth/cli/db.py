@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from berth import conf as berth_conf
 from berth.cli import common
 
 if TYPE_CHECKING:
@@ -56,8 +55,8 @@ def register(sub: common.Subparsers) -> None:
 def cmd_db_sync(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
     conf = common.load_conf(args)
-    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
+    print("database: %s" % urls.masked(engine.url))
     setup.prepare(engine)
     print("database at revision %s" % migrate.current_revision(engine))
     return 0
@@ -66,8 +65,8 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
 def cmd_db_version(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
     conf = common.load_conf(args)
-    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     engine = setup.engine_from_conf(conf)
+    print("database: %s" % urls.masked(engine.url))
     current = migrate.current_revision(engine)
     print("current: %s\nhead: %s" % (current or "none (empty database)",
                                        migrate.head_revision()))

@@ -16,9 +16,18 @@ LOG = logging.getLogger(__name__)
 
 
 def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
+    """The engine of ``[placement_database] connection``.
+
+    Raises ValueError, one line naming the option, for a URL Berth cannot
+    serve (``urls.BadURL``) or a file without a connection."""
     db = conf.placement_database
+    url = berth_conf.database_url(conf)
+    try:
+        urls.resolve(url)
+    except urls.BadURL as exc:
+        raise ValueError("[placement_database] connection: %s" % exc) from None
     return create_engine(
-        berth_conf.database_url(conf), pool_size=db.max_pool_size,
+        url, pool_size=db.max_pool_size,
         max_overflow=db.max_overflow, pool_timeout=db.pool_timeout,
         recycle=db.connection_recycle_time, echo=db.connection_debug >= 50,
         sqlite_synchronous=db.sqlite_synchronous,
@@ -36,22 +45,53 @@ def announce(conf: cfg.ConfigOpts) -> str:
     return shown
 
 
+#: While waiting for the database, a reminder at INFO this often (seconds);
+#: each attempt is logged at DEBUG.
+WAITING_REMINDER = 60.0
+
+
 def wait_for_database(engine: sa.engine.Engine, retries: int,
                       interval: int) -> None:
-    """Connect once, retrying as ``[placement_database]`` asks."""
+    """Connect once, retrying as ``[placement_database]`` asks
+    (``max_retries``, -1 for ever; ``retry_interval``): one WARNING when
+    the wait begins, then a reminder every ``WAITING_REMINDER`` seconds.
+    Raises the last ``OperationalError`` when the retries run out."""
     attempt = 0
+    where = engine.url.host or engine.url.database or str(engine.url)
+    reminded = time.monotonic()
     while True:
         try:
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
+            if attempt:
+                LOG.info("the database at %s answered after %d attempts",
+                         where, attempt + 1)
             return
         except sa.exc.OperationalError as exc:
             attempt += 1
             if retries >= 0 and attempt > retries:
                 raise
-            LOG.warning("database not reachable (%s); retrying in %ss",
-                        exc.orig, interval)
+            reason = first_line(exc)
+            if attempt == 1:
+                LOG.warning("waiting for the database at %s (retrying every "
+                            "%ss, %s): %s", where, interval,
+                            "for ever" if retries < 0 else
+                            "up to %d times" % retries, reason)
+            elif time.monotonic() - reminded >= WAITING_REMINDER:
+                reminded = time.monotonic()
+                LOG.info("still waiting for the database at %s (%d "
+                         "attempts): %s", where, attempt, reason)
+            else:
+                LOG.debug("database at %s: attempt %d: %s", where, attempt,
+                          reason)
             time.sleep(interval)
+
+
+def first_line(exc: BaseException) -> str:
+    """The driver's own message, once and on one line."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
 
 
 class NotMigrated(RuntimeError):

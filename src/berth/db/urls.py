@@ -10,12 +10,27 @@ and :func:`resolve` says so in a note that start-up logs once.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import re
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
-__all__ = ["resolve", "masked"]
+__all__ = ["resolve", "masked", "BadURL", "SUPPORTED"]
+
+#: The backends Berth serves (``mariadb://`` is SQLAlchemy's MySQL dialect
+#: under MariaDB's name).
+SUPPORTED = ("postgresql", "mysql", "mariadb", "sqlite")
+#: Names people write for a supported backend.
+_ALIASES = {"postgres": "postgresql", "pgsql": "postgresql", "pg": "postgresql",
+            "psql": "postgresql", "maria": "mariadb", "sqlite3": "sqlite"}
+
+
+class BadURL(ValueError):
+    """A connection URL Berth cannot serve; the message is one line
+    saying why, and what was probably meant."""
 
 #: The driver Berth ships for each backend, and the module that proves a
 #: named driver is installed.
@@ -66,9 +81,10 @@ def resolve(url: str | URL) -> tuple[URL, list[str]]:
     A bare ``postgresql://`` or ``mysql://`` gets Berth's driver; a named
     driver that is not installed is replaced by Berth's. Query arguments
     are kept, except for SQLite those its driver does not accept.
-    Raises ``sqlalchemy.exc.ArgumentError`` for a URL that does not parse.
+    Raises :class:`BadURL` for a URL that does not parse, names a backend
+    Berth does not serve, or an SQLite file in a folder that does not exist.
     """
-    parsed = sa.engine.make_url(url)
+    parsed = _parse(url)
     backend = parsed.get_backend_name()
     notes: list[str] = []
     if backend in _SHIPPED:
@@ -90,6 +106,40 @@ def resolve(url: str | URL) -> tuple[URL, list[str]]:
     return parsed, notes + plugin_notes
 
 
+def _parse(url: str | URL) -> URL:
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        raise BadURL("%r is not a database URL (for example postgresql://"
+                     "user:password@host/placement, mysql+pymysql://user:"
+                     "password@host/placement or sqlite:////var/lib/"
+                     "placement/placement.sqlite)" % _shown(url)) from None
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        near = _ALIASES.get(backend) or next(
+            iter(difflib.get_close_matches(backend, SUPPORTED, n=1)), "")
+        raise BadURL("unknown database %r: Berth serves %s%s" % (
+            backend, ", ".join(SUPPORTED),
+            " (did you mean %s://?)" % near if near else ""))
+    if backend == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and parsed.query.get("uri") != "true":
+        folder = Path(parsed.database or "").resolve().parent
+        if not folder.is_dir():
+            raise BadURL("the folder of the SQLite file, %s, does not exist"
+                         % folder)
+    return parsed
+
+
+def _shown(url: str | URL) -> str:
+    """A URL that did not parse, its password (if it looks like one) out."""
+    text = str(url)
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
+
+
 def masked(url: str | URL) -> str:
-    """``url`` with its password replaced by ``***``, for printing."""
-    return sa.engine.make_url(url).render_as_string(hide_password=True)
+    """``url`` with its password replaced by ``***``, for printing (a URL
+    that does not parse too)."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return _shown(url)
