@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,49 +20,15 @@ from berth.db import setup
 from berth.db.engine import Database, create_engine
 from berth.direct import PlacementDirect
 from berth.examples.vgpu import VGPUDriver
+from support.api_setup import ok, state, usage_totals
+from support.vgpu_reshape import LAYOUT, check_new_layout, old_layout
 from tests.conftest import make_conf
-from tests.functional.reshaper_helpers import allocate, ok, state, usage_totals
-
-LAYOUT = {"cn1": {"vcpus": 8, "memory_mb": 4096,
-                  "gpus": {"gpu0": 4, "gpu1": 4}}}
-# Each consumer's VGPU (and one VCPU); 3 + 2 + 2 needs both GPUs.
-CONSUMERS = {str(uuid.UUID(int=i + 1)): n for i, n in enumerate([3, 2, 2])}
 
 
 @pytest.fixture
 def direct(db: Database) -> Iterator[httpx.Client]:
     with PlacementDirect(make_conf(), db, "latest") as http:
         yield http
-
-
-def old_layout(http: httpx.Client) -> str:
-    """The driver's old layout with the CONSUMERS holding VGPU on it."""
-    client = ReportClient(http)
-    updater = ResourceUpdater(VGPUDriver(LAYOUT, nested=False), client)
-    assert updater.sync_node("cn1", startup=True).status == "updated"
-    root = client.get_provider_tree_and_ensure_root("cn1").data("cn1").uuid
-    for consumer, vgpu in CONSUMERS.items():
-        ok(allocate(http, consumer, {root: {"VGPU": vgpu, "VCPU": 1}}), 204)
-    return root
-
-
-def check_new_layout(http: httpx.Client, root: str,
-                     usages_before: dict[str, int]) -> None:
-    after = state(http)
-    children = {u: s for u, s in after.items() if u != root}
-    assert len(children) == 2
-    assert set(after[root]["inventories"]) == {"VCPU", "MEMORY_MB"}
-    assert sorted(s["inventories"]["VGPU"]["total"]
-                  for s in children.values()) == [4, 4]
-    for consumer, vgpu in CONSUMERS.items():
-        got = ok(http.get("/allocations/" + consumer))["allocations"]
-        assert got[root]["resources"] == {"VCPU": 1}
-        [(gpu, entry)] = [(u, e) for u, e in got.items() if u != root]
-        assert gpu in children and entry["resources"] == {"VGPU": vgpu}
-    assert usage_totals(http) == usages_before
-    for child in children:
-        traits = ok(http.get("/resource_providers/%s/traits" % child))
-        assert traits["traits"] == ["CUSTOM_PGPU"]
 
 
 def test_startup_reshapes_then_nothing_to_do(direct: httpx.Client) -> None:

@@ -13,8 +13,8 @@ from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import allocation, errors
 from berth.domain.allocation import ConsumerAllocations
+from support.allocation_setup import PROJECT, USER, body, generation, make_provider
 from tests.conftest import Client
-from tests.functional.ledger_helpers import PROJECT, USER, body, generation, make_provider
 
 V = "1.37"  # newest version without the required consumer_type
 

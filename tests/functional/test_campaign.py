@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from berth.api import openapi
 from berth.api.routes import ROUTES
-from tests.functional import campaign as cm
+from support import campaign as cm
 
 CONSUMER = str(uuid.uuid4())
 

@@ -24,8 +24,8 @@ from berth.domain import allocation
 from berth.domain.allocation_candidate import load
 from berth.domain.allocation_candidate.model import World
 from berth.domain.allocation_candidate.world_cache import Refresh
+from support.candidate_worlds import assert_same
 from tests.conftest import Client, make_conf
-from tests.unit.test_world_patch import assert_same
 
 AGGS = ["5e9a2b1c-0000-4000-8000-0000000000a1",
         "5e9a2b1c-0000-4000-8000-0000000000a2"]

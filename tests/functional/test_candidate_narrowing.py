@@ -5,7 +5,7 @@ sharing provider) and copes with nothing qualifying at all."""
 
 from __future__ import annotations
 
-from tests.functional.test_allocation_candidates import (
+from support.numbered_providers import (
     aggregates,
     inventory,
     provider,

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from berth.db import urls
 from berth.db.engine import create_engine
+from support.processes import run
 from tests.conftest import BACKENDS, _server_db
-from tests.functional.test_cli import run
 
 FORMS = [
     ("sqlite", "sqlite"),

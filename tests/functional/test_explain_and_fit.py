@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Client
-from tests.functional.test_allocation_candidates import (
+from support.numbered_providers import (
     AGG,
     allocate,
     candidates,
@@ -25,6 +24,7 @@ from tests.functional.test_allocation_candidates import (
     traits,
     uuid,
 )
+from tests.conftest import Client
 
 EXPLAIN = "/berth/explain/allocation_candidates"
 

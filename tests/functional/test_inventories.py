@@ -10,7 +10,7 @@ import pytest
 from berth.db.engine import Database
 from berth.domain import errors, inventory
 from berth.domain.capacity import Inventory
-from tests.functional.inventory_helpers import allocate, generation, make_provider
+from support.provider_rows import allocate, generation, make_provider
 
 JSON = {"content-type": "application/json"}
 

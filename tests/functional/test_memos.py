@@ -17,13 +17,12 @@ import sqlalchemy as sa
 
 from berth.api.app import create_app
 from berth.db import changes
-from berth.domain import online
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import common
+from berth.domain import common, online
 from berth.domain.memo import Memo
+from support.allocation_setup import PROJECT, USER, body
 from tests.conftest import Client, make_conf
-from tests.functional.ledger_helpers import PROJECT, USER, body
 
 OTHER = "0b7a2f4e-3f7e-4a61-9a55-d1d6b0b7a0ff"
 LISTINGS = ["/resource_providers?required=HW_CPU_X86_AVX2",

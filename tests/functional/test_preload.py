@@ -20,14 +20,13 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from berth.serve import preload
 from berth.api.app import create_app
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 from berth.domain.allocation_candidate.world_cache import Refresh
+from berth.serve import preload
+from support.processes import BERTH, Server, free_port
 from tests.conftest import Client, make_conf
-from tests.functional.test_cli import BERTH, _free_port
-from tests.functional.test_serving import Server
 
 HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "openstack-api-version": "placement latest"}
@@ -85,7 +84,7 @@ def _serve(tmp_path: Path, db: Database, db_url: str, workers: int,
     # to a quarter of the world or more are a whole load anyway).
     with Client(create_app(make_conf(), db)) as client:
         loaded = {_provider(client, "old-%d" % i) for i in range(12)}
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(

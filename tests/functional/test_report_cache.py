@@ -15,9 +15,9 @@ from berth.client import ProviderTree, ReportClient
 from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
+from support.api_setup import ok
+from support.injecting import Injecting, injecting_client
 from tests.conftest import make_conf
-from tests.functional.client_helpers import Injecting, injecting_client
-from tests.functional.reshaper_helpers import ok
 
 
 class Clock:

@@ -21,9 +21,9 @@ from berth.client import (
 from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
+from support.api_setup import PROJECT, USER, allocate, ok
+from support.injecting import Rule, injecting_client
 from tests.conftest import make_conf
-from tests.functional.client_helpers import Rule, injecting_client
-from tests.functional.reshaper_helpers import PROJECT, USER, allocate, ok
 
 C1, C2, C3 = (str(uuid.UUID(int=i)) for i in (101, 102, 103))
 

@@ -9,7 +9,7 @@ import pytest
 
 from berth.db.engine import Database
 from berth.domain import errors, resource_class
-from tests.functional.inventory_helpers import allocate, make_provider
+from support.provider_rows import allocate, make_provider
 
 
 def test_list_has_standards_in_order_then_customs(db: Database,

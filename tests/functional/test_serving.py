@@ -11,54 +11,19 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.functional.test_cli import BERTH, _free_port
+from support.processes import BERTH, Server, free_port
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
 
-class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int,
-                 log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
-
-    def log_text(self) -> str:
-        return self.log.read_text()
-
-    def wait_log(self, pattern: str, timeout: float = 60) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_text()
-            if re.search(pattern, text):
-                return text
-            if self.proc.poll() is not None:
-                raise AssertionError("server exited:\n" + text)
-            time.sleep(0.05)
-        raise AssertionError("no %r in the log:\n%s" % (pattern, self.log_text()))
-
-    def raw(self, data: bytes) -> tuple[str, dict[str, str], bytes]:
-        """Send ``data`` on a fresh connection; the status line, headers
-        and body of the answer."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(data)
-            reply = b""
-            while chunk := s.recv(65536):
-                reply += chunk
-        head, _, body = reply.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in
-                   (line.partition(":") for line in lines[1:])}
-        return lines[0], headers, body
-
-
 def start(tmp_path: Path, *extra: str) -> Server:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
            "OS_PLACEMENT_CONFIG_DIR": ""}

@@ -8,7 +8,7 @@ import pytest
 
 from berth.db.engine import Database
 from berth.domain import trait
-from tests.functional.inventory_helpers import generation, make_provider
+from support.provider_rows import generation, make_provider
 
 
 def _rp_traits(uuid: str) -> str:

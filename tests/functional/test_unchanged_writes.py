@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.db.engine import Database
-from tests.functional.inventory_helpers import generation, make_provider
+from support.provider_rows import generation, make_provider
 
 
 def test_trait_put_with_the_same_traits_keeps_the_generation(

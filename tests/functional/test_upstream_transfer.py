@@ -1,7 +1,7 @@
 """Import from, and export back to, a database built by real upstream
 Placement 16.0.0, on SQLite, PostgreSQL and MariaDB.
 
-Upstream runs from its own venv (``bench/servers.py`` builds it on first
+Upstream runs from its own venv (``support/servers.py`` builds it on first
 use). It builds a world through its HTTP API; Berth imports the database
 and must then answer every query as upstream does on the original; the
 same write made on both keeps them equal; Berth exports into a fresh
@@ -11,7 +11,6 @@ serving the export answers as upstream on the original.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -24,15 +23,10 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from support import servers
 from tests.conftest import BACKENDS, _server_db
 
 pytestmark = pytest.mark.stress
-
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_servers", ROOT / "bench" / "servers.py")
-assert _spec and _spec.loader
-servers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(servers)
 
 # No keep-alive: a server stops at once when no connection is open.
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39",

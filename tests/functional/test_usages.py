@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from berth.db.engine import Database
+from support.allocation_setup import PROJECT, USER, body, make_provider
 from tests.conftest import Client
-from tests.functional.ledger_helpers import PROJECT, USER, body, make_provider
 
 OTHER_USER = "f00dfeed-0000-4000-8000-000000000002"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.test_cli import _free_port, _wait_ready
+from support.processes import free_port, wait_ready
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "walkthrough.md"
 
@@ -21,14 +21,14 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "walkthrough.md"
 @pytest.mark.skipif(not shutil.which("curl"), reason="needs curl")
 def test_walkthrough_runs_as_written(tmp_path):
     blocks = re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.S)
-    port = _free_port()
+    port = free_port()
     script = "set -euo pipefail\n" + "\n".join(blocks).replace(
         "127.0.0.1:8778", "127.0.0.1:%d" % port)
     env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path), "OS_PLACEMENT_CONFIG_DIR": ""}
     cmd = [sys.executable, "-m", "berth.cli", "serve", "--port", str(port)]
     with subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=env) as server:
         try:
-            _wait_ready("http://127.0.0.1:%d/" % port, server)
+            wait_ready("http://127.0.0.1:%d/" % port, server)
             result = subprocess.run(["bash", "-c", script], capture_output=True,
                                     text=True, timeout=120)
         finally:

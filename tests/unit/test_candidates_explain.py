@@ -25,8 +25,7 @@ from berth.domain.allocation_candidate.model import Provider, World
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.allocation_candidate.search import GroupSpec, Offers
 from berth.domain.capacity import Inventory
-from tests.unit.candidate_worlds import CLASSES, oracle_at, queries, worlds
-from tests.unit.test_candidates_search import group, prov
+from support.candidate_worlds import CLASSES, group, oracle_at, prov, queries, worlds
 
 Query = tuple[list[RequestGroup], RequestWide]
 

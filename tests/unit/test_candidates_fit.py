@@ -19,8 +19,7 @@ from berth.domain.allocation_candidate.model import World
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.allocation_candidate.search import GroupSpec
 from berth.domain.capacity import Inventory
-from tests.unit.candidate_worlds import oracle, queries, worlds
-from tests.unit.test_candidates_search import group, prov
+from support.candidate_worlds import group, oracle, prov, queries, worlds
 
 Query = tuple[list[RequestGroup], RequestWide]
 Alloc = tuple[tuple[int, str, int], ...]

@@ -20,8 +20,7 @@ from berth.domain.allocation_candidate.model import World
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.search import AnchorMemo, GroupSpec
 from berth.domain.capacity import Inventory
-from tests.unit.candidate_worlds import oracle, queries, worlds
-from tests.unit.test_candidates_search import prov
+from support.candidate_worlds import oracle, prov, queries, worlds
 
 
 def keys(world: World, groups: list[RequestGroup], wide: RequestWide

@@ -17,7 +17,7 @@ from berth.domain.allocation_candidate.model import World
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.allocation_candidate.search import GroupSpec
-from tests.unit.candidate_worlds import oracle, queries, worlds
+from support.candidate_worlds import oracle, queries, worlds
 
 
 def check(world: World, query: tuple[list[RequestGroup], RequestWide]) -> None:

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
 from berth.domain.allocation_candidate.planner import Plan, Sets
-from tests.unit.candidate_worlds import AGGS, TRAITS, worlds
-from tests.unit.test_candidates_search import prov
+from support.candidate_worlds import AGGS, TRAITS, prov, worlds
 
 
 def serving(world: World, root: int) -> list[int]:

@@ -6,29 +6,11 @@ import itertools
 from typing import Any
 
 from berth.domain.allocation_candidate.engine import search
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.search import Candidate, GroupSpec
 from berth.domain.capacity import Inventory
-
-
-def uid(pid: int) -> str:
-    return "%08d-0000-0000-0000-000000000000" % pid
-
-
-def prov(pid: int, root: int | None = None, parent: int | None = None,
-         inv: dict[str, Any] | None = None, used: dict[str, int] | None = None,
-         traits: tuple[str, ...] = (), aggs: tuple[str, ...] = ()) -> Provider:
-    """A provider; ``inv`` maps a class to a total or an Inventory."""
-    invs = {rc: v if isinstance(v, Inventory) else Inventory(total=v)
-            for rc, v in (inv or {}).items()}
-    return Provider(id=pid, uuid=uid(pid), root_id=root or pid,
-                    parent_id=parent, inventories=invs, used=dict(used or {}),
-                    traits=frozenset(traits), aggregates=frozenset(aggs))
-
-
-def group(suffix: str = "", **kw: Any) -> RequestGroup:
-    return RequestGroup(suffix=suffix, **kw)
+from support.candidate_worlds import group, prov
 
 
 def run(world: World, groups: list[RequestGroup], **wide: Any

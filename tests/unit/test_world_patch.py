@@ -20,29 +20,7 @@ from hypothesis import strategies as st
 from berth.domain.allocation_candidate import model
 from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
 from berth.domain.capacity import Inventory
-
-
-def assert_same(patched: World, built: World, memos: bool = True
-                ) -> None:
-    """Every attribute of ``patched`` equals ``built``'s (as the same
-    type: a list as a list, a dict as a dict), except the memos, which
-    are empty in both (or, without ``memos``, not compared)."""
-    assert vars(patched).keys() == vars(built).keys()
-    for name, want in vars(built).items():
-        have = getattr(patched, name)
-        if name in ("memo", "_ancestors"):
-            assert not memos or (have == {} and type(have) is dict), name
-            continue
-        assert type(have) is type(want), name
-        assert have == want, name
-    # The values too: a set where __init__ makes a set, a list for a list.
-    for name in ("by_trait", "by_agg", "anchors", "trees", "_by_class",
-                 "tree_class", "shared_into", "tree_traits", "tree_aggs"):
-        for key, value in getattr(built, name).items():
-            assert type(getattr(patched, name)[key]) is type(value), name
-    for name in ("root_traits", "root_aggs"):
-        assert all(type(a) is frozenset
-                   for a in getattr(patched, name)), name
+from support.candidate_worlds import assert_same
 
 
 def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()

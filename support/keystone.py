@@ -17,7 +17,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,9 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
+from support.processes import free_port
+
+REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("BERTH_KEYSTONE_VENV", REPO / ".keystone-venv")).resolve()
 ADMIN_PASSWORD = "admin-secret"
 PASSWORD = "secret"
@@ -50,12 +51,6 @@ PROJECTS = ["service", "tenant-a", "tenant-b"]
 
 class KeystoneUnavailable(RuntimeError):
     """The keystone venv is missing or Keystone did not start."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _conf_text(root: Path, expiration: int, keys: Path) -> str:

@@ -1,5 +1,6 @@
-"""Set-up shared by the ledger tests: providers and inventories by SQL,
-so these tests do not depend on the provider and inventory endpoints."""
+"""Set-up for the allocation, usage, claim-race and memo tests:
+providers and inventories written by SQL (so these tests do not depend on
+the provider and inventory endpoints) and the body of an allocation PUT."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ import sqlalchemy as sa
 
 from berth.db import setup
 from berth.db.engine import create_engine
-from tests.functional.test_claim_concurrency import _free_port, _stop, _wait_ready
-from tests.galera import Cluster
+from support.galera import Cluster
+from support.processes import free_port, stop_group, wait_ready
 
 HEADERS = {"x-auth-token": "admin", "x-roles": "admin,service",
            "accept": "application/json",
@@ -81,7 +81,7 @@ def servers(db_urls: list[str], tmp: Path, *, workers: int = 2,
                 "[placement_database]\nconnection = %s\n"
                 "[berth]\nrequest_log = false\ncandidate_cache = %s\n"
                 % (debug, db_url, cache))
-            port = _free_port()
+            port = free_port()
             with open(tmp / ("server%d.log" % n), "wb") as log:
                 procs.append(subprocess.Popen(
                     [str(berth), "serve", "--config-file", str(conf),
@@ -91,11 +91,11 @@ def servers(db_urls: list[str], tmp: Path, *, workers: int = 2,
                     start_new_session=True))
             urls.append("http://127.0.0.1:%d" % port)
         for url, proc in zip(urls, procs, strict=True):
-            _wait_ready(url, proc)
+            wait_ready(url, proc)
         yield urls
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_group(proc)
 
 
 def make_providers(url: str, count: int) -> list[str]:

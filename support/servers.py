@@ -1,4 +1,5 @@
-"""Start and measure Berth and upstream Placement servers for benchmarks.
+"""Start and measure Berth and upstream Placement servers, for the
+benchmarks and the import/export tests against upstream.
 
 Both run under gunicorn on a fresh SQLite file (or a given database URL),
 each in its own process group, so the CPU of the whole server process tree
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from support.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BERTH_VENV = Path(os.environ.get("BERTH_VENV", ROOT / ".venv"))
@@ -58,12 +60,6 @@ def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
             # utime, stime, cutime, cstime
             total += sum(int(n) for n in fields[11:15])
     return total / TICKS
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

@@ -1,4 +1,6 @@
-"""Shared set-up for the reshaper, direct-access and agent tests."""
+"""Set-up through the HTTP API (any ``httpx.Client``: in-process, direct
+or live), for the reshaper, agent and client tests: providers,
+inventories, allocations, and snapshots to compare before and after."""
 
 from __future__ import annotations
 

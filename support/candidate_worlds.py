@@ -1,5 +1,7 @@
-"""Random small worlds and queries for the candidate engine's property
-tests, and the brute-force oracle they are checked against.
+"""Worlds for the candidate engine's tests: hand-made providers
+(``prov``) and groups, random small worlds and queries for its property
+tests, the brute-force oracle they are checked against, and
+``assert_same`` to compare two worlds index by index.
 
 The oracle tries every assignment of providers to groups under every
 anchor and keeps those that obey the rules, written out plainly here:
@@ -19,13 +21,54 @@ from hypothesis import strategies as st
 from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.capacity import Inventory, fits
-from tests.unit.test_candidates_search import prov, uid
 
 CLASSES = ["VCPU", "DISK_GB", "VF"]
 TRAITS = ["T1", "T2"]
 AGGS = ["A1", "A2"]
 
 Key = tuple[Any, ...]
+
+
+def uid(pid: int) -> str:
+    return "%08d-0000-0000-0000-000000000000" % pid
+
+
+def prov(pid: int, root: int | None = None, parent: int | None = None,
+         inv: dict[str, Any] | None = None, used: dict[str, int] | None = None,
+         traits: tuple[str, ...] = (), aggs: tuple[str, ...] = ()) -> Provider:
+    """A provider; ``inv`` maps a class to a total or an Inventory."""
+    invs = {rc: v if isinstance(v, Inventory) else Inventory(total=v)
+            for rc, v in (inv or {}).items()}
+    return Provider(id=pid, uuid=uid(pid), root_id=root or pid,
+                    parent_id=parent, inventories=invs, used=dict(used or {}),
+                    traits=frozenset(traits), aggregates=frozenset(aggs))
+
+
+def group(suffix: str = "", **kw: Any) -> RequestGroup:
+    return RequestGroup(suffix=suffix, **kw)
+
+
+def assert_same(patched: World, built: World, memos: bool = True
+                ) -> None:
+    """Every attribute of ``patched`` equals ``built``'s (as the same
+    type: a list as a list, a dict as a dict), except the memos, which
+    are empty in both (or, without ``memos``, not compared)."""
+    assert vars(patched).keys() == vars(built).keys()
+    for name, want in vars(built).items():
+        have = getattr(patched, name)
+        if name in ("memo", "_ancestors"):
+            assert not memos or (have == {} and type(have) is dict), name
+            continue
+        assert type(have) is type(want), name
+        assert have == want, name
+    # The values too: a set where __init__ makes a set, a list for a list.
+    for name in ("by_trait", "by_agg", "anchors", "trees", "_by_class",
+                 "tree_class", "shared_into", "tree_traits", "tree_aggs"):
+        for key, value in getattr(built, name).items():
+            assert type(getattr(patched, name)[key]) is type(value), name
+    for name in ("root_traits", "root_aggs"):
+        assert all(type(a) is frozenset
+                   for a in getattr(patched, name)), name
 
 
 @st.composite

@@ -12,13 +12,10 @@ state transfer 45681-45683, full state transfer 45691-45693.
 
 Use it as::
 
-    python -m tests.galera start   # or: stop, status
-    # in tests: the session-scoped ``galera_cluster`` fixture
+    python -m support.galera start   # or: stop, status
 
-The fixture (import it into the test module) reuses a running cluster
-(started by ``.ci/galera.sh``) and leaves it running; one it started
-itself it stops at the end. When the cluster cannot start it skips, or
-fails under ``BERTH_REQUIRE_DBS=1``.
+In tests, the ``galera_cluster`` fixture of tests/functional/test_galera.py
+starts it (or reuses the one ``.ci/galera.sh`` started).
 """
 
 from __future__ import annotations
@@ -30,12 +27,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pymysql
-import pytest
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 BASE = Path(os.environ.get("BERTH_GALERA_DIR", "/tmp/berth-galera"))
@@ -352,28 +347,8 @@ def _mark_safe_to_bootstrap(node: Node) -> None:
         grastate.write_text(text)
 
 
-@pytest.fixture(scope="session")
-def galera_cluster() -> Iterator[Cluster]:
-    """The running cluster (see the module docstring)."""
-    require = os.environ.get("BERTH_REQUIRE_DBS") == "1"
-    cluster = Cluster()
-    started_here = not cluster.running()
-    try:
-        cluster.start()
-    except (GaleraError, OSError, subprocess.SubprocessError) as exc:
-        msg = "Galera cluster could not start: %s" % exc
-        if require:
-            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
-        pytest.skip(msg)
-    try:
-        yield cluster
-    finally:
-        if started_here:
-            cluster.stop()
-
-
 def main(argv: list[str]) -> int:
-    usage = "usage: python -m tests.galera start|stop|status"
+    usage = "usage: python -m support.galera start|stop|status"
     if len(argv) != 1 or argv[0] not in ("start", "stop", "status"):
         print(usage, file=sys.stderr)
         return 2
