@@ -7,6 +7,9 @@ candidates in its provider's tree. Whatever the other threads are writing
 meanwhile, the answer must show exactly the usage and capacity the thread
 itself just committed: a cache that missed a change shows up as a
 mismatch.
+
+Covers ``berth.domain.allocation_candidate.world_cache`` and
+``berth.db.changes`` across worker processes.
 """
 
 from __future__ import annotations

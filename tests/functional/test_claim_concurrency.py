@@ -3,6 +3,9 @@
 Proves through the API that no provider ends over capacity, that usages
 equal the sum of the claims that succeeded, and that every loser got a
 409 with a Placement error code -- never a 5xx.
+
+Covers ``berth.domain.allocation`` (claims) and the retries of
+``berth.db.engine`` under ``berth serve`` with several workers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """GET /berth/explain/allocation_candidates and GET /berth/fit over HTTP,
 on every database: the reports, their 400s (the same as
 /allocation_candidates), policy, the DEBUG summary of an empty answer,
-and fit's count checked by real claims."""
+and fit's count checked by real claims.
+
+Covers ``berth.api.handlers.explain``, ``berth.api.handlers.fit`` and
+``berth.cli.explain``, over ``berth.domain.allocation_candidate.explain``
+and ``.fit``."""
 
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ consumer generation accepted twice. Then one node is killed mid-load and
 restarted: the other servers keep serving, the orphaned server answers
 503 (fast, in the Placement format) and recovers, nothing acknowledged is
 lost and the node catches up.
+
+Covers the retries of ``berth.db.engine`` (certification failures) and
+the domain writes on Galera; the cluster is ``support/galera.py``.
 """
 
 from __future__ import annotations

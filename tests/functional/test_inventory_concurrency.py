@@ -2,6 +2,8 @@
 
 Every write either lands or is refused with ConcurrentUpdate; the final
 generation counts exactly the writes that landed.
+
+Covers ``berth.domain.inventory`` (generation checks) across processes.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Proof by porting: a driver written against Nova's surface runs
-unchanged through ``berth.client.agent`` and ``berth migrate-inventory``."""
+unchanged through ``berth.client.agent`` and ``berth migrate-inventory``.
+
+Covers ``berth.client`` (ProviderTree, ReportClient), ``berth.client.agent``
+and ``berth.cli.migrate_inventory``; the driver is ``support/nova_style_driver.py``."""
 
 from __future__ import annotations
 

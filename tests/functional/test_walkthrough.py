@@ -1,5 +1,7 @@
 """docs/walkthrough.md works as written: its shell blocks run, in order,
-against a real `berth serve` on an embedded database."""
+against a real `berth serve` on an embedded database.
+
+Covers docs/walkthrough.md (the CLI and the API as a reader meets them)."""
 
 from __future__ import annotations
 

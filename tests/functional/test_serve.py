@@ -1,6 +1,8 @@
 """``berth serve`` as a real process: the HTTP edge (what gunicorn reads
 and what it refuses) and the life cycle (start-up validation, "serving"
-once bound, SIGTERM with a request in flight)."""
+once bound, SIGTERM with a request in flight).
+
+Covers ``berth.serve.edge`` and ``berth.serve.master``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure rules of the ledger: consumer uuid spelling and schema choice."""
+"""Pure rules of allocations: consumer uuid spelling and schema choice."""
 
 from __future__ import annotations
 

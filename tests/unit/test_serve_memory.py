@@ -1,4 +1,4 @@
-"""Workers replaced for their private memory (``berth.serve.edge.Recycler``,
+"""Workers replaced for their private memory (``berth.serve.memory.Recycler``,
 gunicorn's ``post_request`` hook), decided from readings of the worker's
 memory that the tests supply."""
 

@@ -1,4 +1,6 @@
-"""Authentication strategies, CORS and the request log line."""
+"""Authentication strategies, CORS and the request log line.
+
+Covers the middleware ``berth.api.app`` stacks and ``berth.api.auth``."""
 
 from __future__ import annotations
 
