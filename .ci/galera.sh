@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The three-node MariaDB Galera cluster the stress suite's Galera tests use
-# (tests/galera.py: SQL on 127.0.0.1:33071-33073, group communication and
+# (support/galera.py: SQL on 127.0.0.1:33071-33073, group communication and
 # state transfer on 45671-45693). The system MariaDB on 3306 is left alone.
 #
 #   .ci/galera.sh start   install the packages if missing, start the cluster
@@ -22,12 +22,12 @@ case "${1:-start}" in
     fi
     PY=python3
     [ -x .venv/bin/python ] && PY=.venv/bin/python
-    "$PY" -m tests.galera start
+    "$PY" -m support.galera start
     ;;
   stop)
     PY=python3
     [ -x .venv/bin/python ] && PY=.venv/bin/python
-    "$PY" -m tests.galera stop
+    "$PY" -m support.galera stop
     ;;
   *)
     echo "usage: $0 start|stop" >&2

@@ -24,4 +24,4 @@ fi
 
 # db_sync, keys, bootstrap and the test users, once per venv.
 BERTH_KEYSTONE_VENV="$VENV" .venv/bin/python -c \
-  'from tests.keystone import harness; print("keystone template:", harness._template())'
+  'from support import keystone; print("keystone template:", keystone._template())'

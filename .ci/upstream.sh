@@ -5,9 +5,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 .venv/bin/python - <<'PY'
-import importlib.util
-spec = importlib.util.spec_from_file_location("servers", "bench/servers.py")
-servers = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(servers)
-print("upstream venv:", servers.ensure_upstream_venv())
+from support.servers import ensure_upstream_venv
+print("upstream venv:", ensure_upstream_venv())
 PY

@@ -7,7 +7,7 @@ hosts with 100,000 allocations in seconds. The result is what the API
 would have built, generations included (each provider's generation counts
 the writes the API would have made to it: its inventory, traits and
 aggregates, and each allocation against it; each consumer is at 1), which
-``tests/functional/test_bench_world.py`` checks by comparing every read
+``tests/functional/test_bench_bulk.py`` checks by comparing every read
 endpoint's answers with a world built through the API.
 
     .venv/bin/python bench/bulk.py --hosts 10000 --allocations 100000 \\

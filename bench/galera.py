@@ -1,6 +1,6 @@
 """What Berth's writes cost on a three-node Galera cluster.
 
-Runs the racing write mix of ``tests/galera_load.py`` (claims, guarded
+Runs the racing write mix of ``support/galera_load.py`` (claims, guarded
 updates, moves, multi-consumer claims, frees, reshapes, fights over
 shared consumers) for a fixed time against Berth servers attached to one
 node or to all three, with the candidate cache on or off, and prints per
@@ -10,7 +10,7 @@ certification failure), per acknowledged write.
 
     .venv/bin/python -m bench.galera [--seconds 30] [--threads 12]
 
-Starts the cluster (``tests/galera.py``) if it is not running, and leaves
+Starts the cluster (``support/galera.py``) if it is not running, and leaves
 it as it found it.
 """
 
@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests import galera_load as load
-from tests.galera import Cluster
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # support/
+
+from support import galera_load as load  # noqa: E402
+from support.galera import Cluster  # noqa: E402
 
 # The second form is what Berth logged before retries were counted (for
 # runs of older code through PYTHONPATH).

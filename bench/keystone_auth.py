@@ -1,6 +1,6 @@
 """What Keystone token validation costs Berth, per request.
 
-Starts a real Keystone (``tests/keystone/harness.py``; build its venv with
+Starts a real Keystone (``support/keystone.py``; build its venv with
 ``.ci/keystone.sh``) and a memcached on free loopback ports, then serves
 the same small database with one gunicorn worker four ways:
 
@@ -29,12 +29,11 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # support/
 
-from servers import Server, free_port, process_cpu  # noqa: E402
-
-from tests.keystone import harness  # noqa: E402
+from support import keystone as harness  # noqa: E402
+from support.processes import free_port  # noqa: E402
+from support.servers import Server, process_cpu  # noqa: E402
 
 
 def tree_cpu(pid: int) -> float:

@@ -28,9 +28,12 @@ from typing import Any
 
 import httpx
 
+# bench/ for its sibling scripts, the repository root for support/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import world as world_mod  # noqa: E402
-from servers import ROOT, Server, ensure_upstream_venv  # noqa: E402
+
+from support.servers import ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 AGG = world_mod.uid("agg-3")
 SHARE = world_mod.uid("share-1")

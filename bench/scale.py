@@ -55,17 +55,19 @@ from urllib.parse import parse_qsl
 import httpx
 import sqlalchemy as sa
 
+# bench/ for its sibling scripts, the repository root for support/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk  # noqa: E402
 import run  # noqa: E402
 import world as world_mod  # noqa: E402
-from servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.allocation_candidate import engine, load, parse  # noqa: E402
 from berth.domain.allocation_candidate.model import World  # noqa: E402
+from support.servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
                           "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

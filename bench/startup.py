@@ -54,10 +54,13 @@ from typing import Any
 
 import httpx
 
+# bench/ for its sibling scripts, the repository root for support/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402
 import scale  # noqa: E402
-from servers import Server  # noqa: E402
+
+from support.servers import Server  # noqa: E402
 
 QUERY = "/allocation_candidates?%s&limit=1" % run.BASE
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import dashboard_world
+from support import dashboard_world
+from support.processes import free_port
 
 CHROMIUM = os.environ.get("BERTH_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -42,12 +42,6 @@ def _missing(why: str) -> None:
     pytest.skip(why)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a live Berth holding ``dashboard_world``."""
@@ -56,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     conf.write_text("[api]\nauth_strategy = noauth2\n"
                     "[placement_database]\nconnection = sqlite:///%s\n"
                     "sync_on_startup = True\n" % (root / "p.sqlite"))
-    port = _free_port()
+    port = free_port()
     berth = shutil.which("berth", path=str(Path(sys.executable).parent))
     assert berth, "the berth command is not installed beside python"
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests import dashboard_world as w
+from support import dashboard_world as w
 from tests.browser.conftest import Page, api_client
 
 

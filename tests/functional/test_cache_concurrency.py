@@ -7,6 +7,9 @@ candidates in its provider's tree. Whatever the other threads are writing
 meanwhile, the answer must show exactly the usage and capacity the thread
 itself just committed: a cache that missed a change shows up as a
 mismatch.
+
+Covers ``berth.domain.allocation_candidate.world_cache`` and
+``berth.db.changes`` across worker processes.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import httpx
 import pytest
 
 from berth.db.engine import create_engine
+from support.processes import free_port, stop_group, wait_ready
 from tests.conftest import reset
-from tests.functional.test_claim_concurrency import _free_port, _stop, _wait_ready
 
 pytestmark = pytest.mark.stress
 
@@ -48,7 +51,7 @@ def servers(db_url: str, tmp_path: Path, request: pytest.FixtureRequest
     procs, urls = [], []
     try:
         for n in range(2):
-            port = _free_port()
+            port = free_port()
             with open(tmp_path / ("server%d.log" % n), "wb") as log:
                 procs.append(subprocess.Popen(
                     [str(berth), "serve", "--config-file", str(conf),
@@ -57,11 +60,11 @@ def servers(db_url: str, tmp_path: Path, request: pytest.FixtureRequest
                     stdout=subprocess.DEVNULL, stderr=log,
                     start_new_session=True))
             urls.append("http://127.0.0.1:%d" % port)
-            _wait_ready(urls[-1], procs[-1])
+            wait_ready(urls[-1], procs[-1])
         yield urls
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_group(proc)
 
 
 def _owner(urls: list[str], n: int, failures: list[str]) -> None:

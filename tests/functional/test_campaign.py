@@ -7,6 +7,9 @@ still answers 2xx.
 
 Runs on SQLite and PostgreSQL in the default run and on MariaDB in the
 stress run (``-m stress``), each in well under a minute.
+
+Covers every route of ``berth.api.routes`` and the schemas of
+``berth.api.schemas``; the requests and mutations are ``support/campaign.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from hypothesis import strategies as st
 
 from berth.api import openapi
 from berth.api.routes import ROUTES
-from tests.functional import campaign as cm
+from support import campaign as cm
 
 CONSUMER = str(uuid.uuid4())
 

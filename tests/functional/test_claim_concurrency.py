@@ -3,18 +3,17 @@
 Proves through the API that no provider ends over capacity, that usages
 equal the sum of the claims that succeeded, and that every loser got a
 409 with a Placement error code -- never a 5xx.
+
+Covers ``berth.domain.allocation`` (claims) and the retries of
+``berth.db.engine`` under ``berth serve`` with several workers.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid as uuidlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,34 +23,15 @@ import httpx
 import pytest
 
 from berth.db.engine import Database, create_engine
+from support.allocation_setup import PROJECT, USER, make_provider
+from support.processes import free_port, stop_group, wait_ready
 from tests.conftest import reset
-from tests.functional.ledger_helpers import PROJECT, USER, make_provider
 
 pytestmark = pytest.mark.stress
 
 THREADS = 10
 ROUNDS = 12
 TOTAL = 12  # VCPU per provider: scarce, so many claims must lose
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("berth serve exited with %s" % proc.returncode)
-        try:
-            if httpx.get(url + "/", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("berth serve did not become ready")
 
 
 @pytest.fixture
@@ -63,7 +43,7 @@ def server(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Database]]:
     conf.write_text("[api]\nauth_strategy = noauth2\n"
                     "[placement_database]\nconnection = %s\n"
                     "[berth]\nrequest_log = false\n" % db_url)
-    port = _free_port()
+    port = free_port()
     berth = Path(sys.executable).with_name("berth")
     with open(tmp_path / "server.log", "wb") as log:
         proc = subprocess.Popen(
@@ -72,21 +52,11 @@ def server(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Database]]:
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     url = "http://127.0.0.1:%d" % port
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, proc)
         yield url, Database(engine)
     finally:
-        _stop(proc)
+        stop_group(proc)
         engine.dispose()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a ``berth serve`` and its workers (killed if slow)."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 class Ledger:

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-BERTH = [sys.executable, "-m", "berth.cli"]
+from support.processes import BERTH, free_port, run, wait_ready
+
 COMMANDS = [[], ["serve"], ["db"], ["db", "sync"], ["db", "version"],
             ["policy"], ["policy", "list"], ["status", "upgrade", "check"],
             ["migrate-inventory"], ["explain"], ["fit"]]
-
-
-def run(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*BERTH, *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def write_conf(folder: Path, db: str = "placement.sqlite") -> Path:
@@ -83,27 +75,9 @@ def test_policy_list_prints_upstream_rules():
     assert '"placement:reshaper:reshape": "rule:service_api"' in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bytes:
-    for _ in range(150):
-        if proc.poll() is not None:
-            raise AssertionError("server exited: %s" % proc.stderr.read())
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                return resp.read()
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError("server did not start")
-
-
 @pytest.mark.parametrize("embedded", [True, False], ids=["embedded", "conf"])
 def test_serve_answers_and_stops_on_sigterm(tmp_path, embedded):
-    port = _free_port()
+    port = free_port()
     args = [*BERTH, "serve", "--port", str(port), "--workers", "1"]
     env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
            "OS_PLACEMENT_CONFIG_DIR": ""}
@@ -113,7 +87,7 @@ def test_serve_answers_and_stops_on_sigterm(tmp_path, embedded):
         args += ["--config-file", str(conf)]
     with subprocess.Popen(args, stderr=subprocess.PIPE, env=env) as proc:
         try:
-            body = _wait_ready("http://127.0.0.1:%d/" % port, proc)
+            body = wait_ready("http://127.0.0.1:%d/" % port, proc)
             assert b'"max_version":"1.39"' in body
         finally:
             proc.send_signal(signal.SIGTERM)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import dashboard_world as w
+from support import dashboard_world as w
 from tests.conftest import Client
 
 

@@ -1,7 +1,7 @@
 """``berth db import`` and ``berth db export`` on hand-built upstream
 databases (SQLite files written with ``upstream.head_metadata``), into a
 Berth database of each backend. The comparison with a real upstream server
-is in test_upstream_transfer.py (stress)."""
+is in test_db_transfer_upstream.py (stress)."""
 
 from __future__ import annotations
 

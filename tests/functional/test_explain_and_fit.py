@@ -1,7 +1,11 @@
 """GET /berth/explain/allocation_candidates and GET /berth/fit over HTTP,
 on every database: the reports, their 400s (the same as
 /allocation_candidates), policy, the DEBUG summary of an empty answer,
-and fit's count checked by real claims."""
+and fit's count checked by real claims.
+
+Covers ``berth.api.handlers.explain``, ``berth.api.handlers.fit`` and
+``berth.cli.explain``, over ``berth.domain.allocation_candidate.explain``
+and ``.fit``."""
 
 from __future__ import annotations
 
@@ -14,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Client
-from tests.functional.test_allocation_candidates import (
+from support.numbered_providers import (
     AGG,
     allocate,
     candidates,
@@ -25,6 +28,7 @@ from tests.functional.test_allocation_candidates import (
     traits,
     uuid,
 )
+from tests.conftest import Client
 
 EXPLAIN = "/berth/explain/allocation_candidates"
 

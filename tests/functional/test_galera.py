@@ -1,7 +1,7 @@
 """Berth on a three-node MariaDB Galera cluster, writes on every node.
 
 One ``berth serve`` per node; client threads write through all three at
-once (see ``tests/galera_load.py`` for the mix). Galera certifies
+once (see ``support/galera_load.py`` for the mix). Galera certifies
 writes at commit, so two nodes changing the same rows conflict only
 then, as error 1213, which Berth retries. Checked: no 5xx, no
 over-allocation in any sample of any node, every acknowledged write on
@@ -10,11 +10,15 @@ consumer generation accepted twice. Then one node is killed mid-load and
 restarted: the other servers keep serving, the orphaned server answers
 503 (fast, in the Placement format) and recovers, nothing acknowledged is
 lost and the node catches up.
+
+Covers the retries of ``berth.db.engine`` (certification failures) and
+the domain writes on Galera; the cluster is ``support/galera.py``.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +27,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests import galera_load as load
-from tests.galera import Cluster, galera_cluster  # noqa: F401 - a fixture
+from support import galera_load as load
+from support.galera import Cluster, GaleraError
 
 pytestmark = pytest.mark.stress
 
@@ -39,8 +43,31 @@ PROBE_TIMEOUT = 30
 SECONDS = int(os.environ.get("BERTH_GALERA_SECONDS", "30"))
 
 
+@pytest.fixture(scope="session")
+def galera_cluster() -> Iterator[Cluster]:
+    """The running cluster. One already running (started by
+    ``.ci/galera.sh``) is reused and left running; one started here is
+    stopped at the end. When it cannot start the tests skip, or fail
+    under ``BERTH_REQUIRE_DBS=1``."""
+    require = os.environ.get("BERTH_REQUIRE_DBS") == "1"
+    cluster = Cluster()
+    started_here = not cluster.running()
+    try:
+        cluster.start()
+    except (GaleraError, OSError, subprocess.SubprocessError) as exc:
+        msg = "Galera cluster could not start: %s" % exc
+        if require:
+            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
+        pytest.skip(msg)
+    try:
+        yield cluster
+    finally:
+        if started_here:
+            cluster.stop()
+
+
 @pytest.fixture
-def galera_db(galera_cluster: Cluster) -> Iterator[list[str]]:  # noqa: F811
+def galera_db(galera_cluster: Cluster) -> Iterator[list[str]]:
     """A fresh migrated database on the cluster: one URL per node."""
     with load.fresh_database(galera_cluster) as urls:
         yield urls
@@ -128,7 +155,7 @@ class Probe(threading.Thread):
         self.join(PROBE_TIMEOUT + 5)
 
 
-def test_a_node_dies_under_load_and_rejoins(galera_cluster: Cluster,  # noqa: F811
+def test_a_node_dies_under_load_and_rejoins(galera_cluster: Cluster,
                                             galera_db: list[str],
                                             tmp_path: Path) -> None:
     victim = galera_cluster.nodes[2]

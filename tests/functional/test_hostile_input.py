@@ -1,6 +1,9 @@
 """Hostile input never gets a 500, always gets a Placement-format 4xx, and
 changes nothing. Runs on every backend (upstream answers several of these
-with a 500, some only on PostgreSQL)."""
+with a 500, some only on PostgreSQL).
+
+Covers the request checks of ``berth.api.util`` and ``berth.api.schemas``,
+``berth.api.errors``, and the domain writes behind them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The HTTP core: versions, errors, methods, media types, auth."""
+"""The HTTP core: versions, errors, methods, media types, auth.
+
+Covers ``berth.api.app``, ``berth.api.routes``, ``berth.api.microversion``
+and ``berth.api.errors``."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Every write either lands or is refused with ConcurrentUpdate; the final
 generation counts exactly the writes that landed.
+
+Covers ``berth.domain.inventory`` (generation checks) across processes.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 from berth.db.engine import Database, create_engine
 from berth.domain import errors, inventory
 from berth.domain.capacity import Inventory
-from tests.functional.inventory_helpers import generation, make_provider
+from support.provider_rows import generation, make_provider
 
 WORKERS = 6
 ATTEMPTS = 15

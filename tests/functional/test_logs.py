@@ -14,7 +14,7 @@ import pytest
 
 from berth import conf as berth_conf
 from berth import logs
-from tests.functional.test_cli import BERTH, _free_port, _wait_ready, run
+from support.processes import BERTH, free_port, run, wait_ready
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_no_file_means_stderr(tmp_path: Path, root_logging: None) -> None:
 def _serve_once(tmp_path: Path, extra: str) -> list[str]:
     """``berth serve`` (two workers) with ``extra`` in [DEFAULT], one
     request from user alice of project p1; the log file's lines."""
-    port = _free_port()
+    port = free_port()
     log_file = tmp_path / "berth.log"
     conf = tmp_path / "placement.conf"
     conf.write_text(
@@ -115,7 +115,7 @@ def _serve_once(tmp_path: Path, extra: str) -> list[str]:
             "--config-file", str(conf)]
     with subprocess.Popen(args, stderr=subprocess.PIPE, env=env) as proc:
         try:
-            _wait_ready("http://127.0.0.1:%d/" % port, proc)
+            wait_ready("http://127.0.0.1:%d/" % port, proc)
             import urllib.request
             req = urllib.request.Request(
                 "http://127.0.0.1:%d/resource_providers" % port,

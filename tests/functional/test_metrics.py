@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from berth.api.app import create_app
 from berth.db.engine import Database
 from berth.serve.metrics import parse_listen
+from support.processes import BERTH, free_port, run, wait_ready
 from tests.conftest import Client, make_conf
-from tests.functional.test_cli import BERTH, _free_port, _wait_ready, run
 
 RP = "00000000-0000-4000-8000-00000000000%d"
 
@@ -170,7 +170,7 @@ def _get(url: str, token: str | None = None) -> tuple[int, str]:
 def test_serve_adds_up_every_worker(tmp_path: Path) -> None:
     """Two workers, one listener without Keystone in the master; the
     multiprocess directory `berth serve` made is gone after it stops."""
-    port, mport = _free_port(), _free_port()
+    port, mport = free_port(), free_port()
     conf = tmp_path / "placement.conf"
     conf.write_text(
         "[api]\nauth_strategy = noauth2\n[placement_database]\n"
@@ -186,7 +186,7 @@ def test_serve_adds_up_every_worker(tmp_path: Path) -> None:
     with subprocess.Popen(args, stderr=subprocess.PIPE, env=env) as proc:
         try:
             api = "http://127.0.0.1:%d" % port
-            _wait_ready(api + "/", proc)
+            wait_ready(api + "/", proc)
             assert [p.name for p in scratch.iterdir()][0].startswith(
                 "berth-metrics-")
             for _ in range(40):

@@ -1,5 +1,8 @@
 """Proof by porting: a driver written against Nova's surface runs
-unchanged through ``berth.client.agent`` and ``berth migrate-inventory``."""
+unchanged through ``berth.client.agent`` and ``berth migrate-inventory``.
+
+Covers ``berth.client`` (ProviderTree, ReportClient), ``berth.client.agent``
+and ``berth.cli.migrate_inventory``; the driver is ``support/nova_style_driver.py``."""
 
 from __future__ import annotations
 
@@ -19,9 +22,9 @@ from berth.client import ReportClient
 from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.direct import PlacementDirect
+from support.api_setup import PROJECT, USER, ok
+from support.nova_style_driver import NovaStyleDriver
 from tests.conftest import make_conf
-from tests.functional.nova_style_driver import NovaStyleDriver
-from tests.functional.reshaper_helpers import PROJECT, USER, ok
 
 REPO = Path(__file__).resolve().parents[2]
 AGG = "7f1a0e9c-0000-4000-8000-000000000001"
@@ -122,7 +125,7 @@ def test_nova_style_driver_through_migrate_inventory(
         return subprocess.run(
             [sys.executable, "-m", "berth.cli", "migrate-inventory",
              "--config-file", str(conf_file), "--driver",
-             "tests.functional.nova_style_driver:NovaStyleDriver", *extra],
+             "support.nova_style_driver:NovaStyleDriver", *extra],
             capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
     bad = run("--retries", "0")

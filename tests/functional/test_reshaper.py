@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.functional.reshaper_helpers import (
+from support.api_setup import (
     PROJECT,
     SERVICE,
     USER,

@@ -5,6 +5,9 @@ the traits DELETE) leaves the set as it was. Aggregate PUTs (1.19 on) and
 inventory PUTs bump it whether or not anything changed; these tests pin
 both halves so that a client caching the generation sees exactly what it
 would see from upstream.
+
+Covers the generation bumps of ``berth.domain.trait``,
+``berth.domain.aggregate`` and ``berth.domain.inventory``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.db.engine import Database
-from tests.functional.inventory_helpers import generation, make_provider
+from support.provider_rows import generation, make_provider
 
 
 def test_trait_put_with_the_same_traits_keeps_the_generation(

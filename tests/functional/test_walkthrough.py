@@ -1,5 +1,7 @@
 """docs/walkthrough.md works as written: its shell blocks run, in order,
-against a real `berth serve` on an embedded database."""
+against a real `berth serve` on an embedded database.
+
+Covers docs/walkthrough.md (the CLI and the API as a reader meets them)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.test_cli import _free_port, _wait_ready
+from support.processes import free_port, wait_ready
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "walkthrough.md"
 
@@ -26,13 +28,13 @@ def test_walkthrough_runs_as_written(tmp_path):
     # unchanged.
     fences = re.findall(r"^```(\w*)$", text, re.M)
     assert set(fences[0::2]) == {"bash", "text"}, fences
-    port = _free_port()
+    port = free_port()
     script = "set -euo pipefail\n" + "\n".join(blocks)
     env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path), "OS_PLACEMENT_CONFIG_DIR": ""}
     cmd = [sys.executable, "-m", "berth.cli", "serve", "--port", str(port)]
     with subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=env) as server:
         try:
-            _wait_ready("http://127.0.0.1:%d/" % port, server)
+            wait_ready("http://127.0.0.1:%d/" % port, server)
             result = subprocess.run(
                 ["bash", "-c", script], capture_output=True, text=True,
                 timeout=120,

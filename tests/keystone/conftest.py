@@ -1,4 +1,4 @@
-"""Fixtures for the tests against a real Keystone (see ``harness.py``).
+"""Fixtures for the tests against a real Keystone (see ``support/keystone.py``).
 
 One Keystone serves the whole session. Without its venv these tests skip,
 saying why; with ``BERTH_REQUIRE_DBS=1`` (CI) they fail instead.
@@ -21,9 +21,10 @@ from berth import conf as berth_conf
 from berth.api.app import create_app
 from berth.db import migrate
 from berth.db.engine import Database, create_engine
+from support import keystone as harness
+from support.keystone import Keystone
+from support.processes import free_port
 from tests.conftest import REQUIRE, Client, reset
-from tests.keystone import harness
-from tests.keystone.harness import Keystone
 
 #: [oslo_policy] settings of the two policy modes.
 MODES = {
@@ -43,7 +44,7 @@ def _unavailable(exc: Exception) -> None:
 def keystone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keystone]:
     """The session's Keystone, populated; ``placement_port`` is the port
     its catalog names for Placement (free for a test's Berth server)."""
-    placement_port = harness.free_port()
+    placement_port = free_port()
     try:
         ks = Keystone.create(tmp_path_factory.mktemp("keystone"))
     except harness.KeystoneUnavailable as exc:
@@ -80,7 +81,7 @@ def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not Path(binary).exists():
         _unavailable(RuntimeError("no memcached binary (apt-get install "
                                   "memcached; .ci/keystone.sh does)"))
-    port = harness.free_port()
+    port = free_port()
     proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
                              "-U", "0", "-m", "16", "-u", "root"],
                             stdout=subprocess.DEVNULL,

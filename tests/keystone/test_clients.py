@@ -25,11 +25,11 @@ from berth.client import ReportClient
 from berth.client.agent import ResourceUpdater
 from berth.db.engine import Database
 from berth.examples.vgpu import VGPUDriver
-from tests.functional import test_agent
-from tests.functional.reshaper_helpers import usage_totals
-from tests.keystone import harness
+from support import keystone as harness
+from support import vgpu_reshape
+from support.api_setup import usage_totals
+from support.keystone import Keystone
 from tests.keystone.conftest import write_conf
-from tests.keystone.harness import Keystone
 
 pytestmark = pytest.mark.stress
 
@@ -129,14 +129,14 @@ def test_report_client_startup_reshape_as_nova(keystone, berth_server):
     with httpx.Client(base_url=berth_server, headers={
             "x-auth-token": token,
             "openstack-api-version": "placement latest"}) as http:
-        root = test_agent.old_layout(http)
+        root = vgpu_reshape.old_layout(http)
         before = usage_totals(http)
         # The start-up sync finds Placement through the catalog.
-        updater = ResourceUpdater(VGPUDriver(test_agent.LAYOUT),
+        updater = ResourceUpdater(VGPUDriver(vgpu_reshape.LAYOUT),
                                   ReportClient(sess))
         [result] = updater.update_all(startup=True)
         assert result.status == "reshaped", result.error
-        test_agent.check_new_layout(http, root, before)
+        vgpu_reshape.check_new_layout(http, root, before)
         [again] = updater.update_all(startup=True)
         assert (again.status, again.writes) == ("unchanged", 0)
     sess.session.close()

@@ -15,7 +15,7 @@ from berth import conf as berth_conf
 from berth.api.app import create_app
 from berth.db import migrate
 from berth.db.engine import Database, create_engine
-from tests.keystone import harness
+from support import keystone as harness
 from tests.keystone.conftest import client, memcached_stats
 
 pytestmark = pytest.mark.stress

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.keystone import harness
+from support import keystone as harness
 from tests.keystone.conftest import client
 
 

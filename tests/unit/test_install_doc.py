@@ -31,6 +31,6 @@ def test_every_berth_command_in_the_switch_over_parses():
 
 
 def test_the_stress_test_runs_each_step():
-    test = (DOC.parents[1] / "tests" / "functional" / "test_upstream_transfer.py").read_text()
+    test = (DOC.parents[1] / "tests" / "functional" / "test_db_transfer_upstream.py").read_text()
     for step in ('"import", "--from"', '"verify", "--against"', '"export", "--to"'):
         assert step in test

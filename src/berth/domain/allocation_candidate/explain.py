@@ -20,7 +20,7 @@ the causes are found in three steps:
    is reported with ``other`` rather than with a wrong cause.
 
 So a tree reported with one cause gives a candidate once that cause is
-removed (``tests/unit/test_candidates_explain.py`` checks this against
+removed (``tests/unit/test_allocation_candidate_explain.py`` checks this against
 the brute-force oracle).
 """
 

@@ -10,7 +10,7 @@ of ``in_tree`` and the unsuffixed group's root-aggregate rule of
 ``search._options``. A provider has no fault for a suffixed group exactly
 when the search offers it that group, and every provider the search uses
 for a class of the unsuffixed group has no fault for that class
-(``tests/unit/test_candidates_explain.py`` checks both on random worlds).
+(``tests/unit/test_allocation_candidate_explain.py`` checks both on random worlds).
 
 A ``Fault`` also says how to remove it (``Fix``): explain uses fixes to
 check that the causes it reports are the whole story, on a copy of the

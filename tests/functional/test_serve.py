@@ -1,0 +1,196 @@
+"""``berth serve`` as a real process: the HTTP edge (what gunicorn reads
+and what it refuses) and the life cycle (start-up validation, "serving"
+once bound, SIGTERM with a request in flight).
+
+Covers ``berth.serve.edge`` and ``berth.serve.master``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.processes import BERTH, Server, free_port
+
+UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
+
+
+def start(tmp_path: Path, *extra: str) -> Server:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
+           "OS_PLACEMENT_CONFIG_DIR": ""}
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([*BERTH, "serve", "--port", str(port), *extra],
+                                stderr=sink, stdout=subprocess.DEVNULL, env=env)
+    return Server(proc, port, log)
+
+
+def stop(server: Server) -> int:
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGTERM)
+    return server.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = start(tmp_path_factory.mktemp("serve"), "--workers", "1")
+    srv.wait_log("serving Placement API")
+    yield srv
+    stop(srv)
+
+
+def get(path: str, headers: list[tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
+    lines = ["GET %s HTTP/1.1" % path, "Host: 127.0.0.1",
+             "x-auth-token: admin", "openstack-api-version: placement 1.39"]
+    lines += ["%s: %s" % h for h in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def assert_placement_error(status_line: str, headers: dict[str, str],
+                           body: bytes, status: int) -> str:
+    assert status_line.split(" ")[1] == str(status), status_line
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["errors"][0]
+    assert error["status"] == status
+    rid = headers["x-openstack-request-id"]
+    assert rid.startswith("req-") and error["request_id"] == rid
+    return rid
+
+
+def _member_of_url(length: int) -> str:
+    """A provider listing filtered by as many aggregates as fit in a URL
+    of exactly ``length`` characters."""
+    base = "/resource_providers?member_of=in:"
+    ids = UUIDS[:(length - len(base)) // 37 + 1]
+    url = base + ",".join(ids)
+    while len(url) > length:
+        ids.pop()
+        url = base + ",".join(ids)
+    return url + "&name=" + "x" * (length - len(url) - len("&name="))
+
+
+def test_an_8_kib_url_is_served(server: Server) -> None:
+    url = _member_of_url(8192)
+    assert len(url) == 8192 and url.count(",") > 200
+    status, _, body = server.raw(get(url))
+    assert status.startswith("HTTP/1.1 200"), (status, body[:300])
+    assert json.loads(body) == {"resource_providers": []}
+
+
+def test_a_longer_url_is_a_json_414(server: Server) -> None:
+    rid = assert_placement_error(*server.raw(get(_member_of_url(8193))), 414)
+    rid2 = assert_placement_error(*server.raw(get("/?" + "a" * 70000)), 414)
+    log = server.wait_log(r'"GET /resource_providers\?member_of=.*status: 414')
+    # Refused by gunicorn itself (a request line beyond what it reads), it
+    # is still logged by the same request-log line.
+    assert re.search(r'"- -" status: 414 len: \d+', log), log
+    assert rid != rid2
+
+
+def test_upstream_header_sizes_are_served(server: Server) -> None:
+    # 100 header lines, all but get()'s three of 8,190 bytes each.
+    filler = [("x-f%02d" % i, "v" * (8190 - len("x-f00: ")))
+              for i in range(97)]
+    status, _, body = server.raw(get("/", filler))
+    assert status.startswith("HTTP/1.1 200"), (status, body[:300])
+
+
+@pytest.mark.parametrize("headers", [
+    [("x-long", "v" * (8191 - len("x-long: ")))],
+    [("x-f%03d" % i, "v") for i in range(98)],
+], ids=["line-of-8191-bytes", "101-headers"])
+def test_beyond_the_header_limits_is_a_json_431(
+        server: Server, headers: list[tuple[str, str]]) -> None:
+    assert_placement_error(*server.raw(get("/", headers)), 431)
+    assert re.search(r'"- -" status: 431', server.log_text())
+
+
+def test_an_unparsable_request_is_a_json_400(server: Server) -> None:
+    status, headers, body = server.raw(b"NOT A REQUEST\r\n\r\n")
+    assert_placement_error(status, headers, body, 400)
+    assert b"could not be parsed" in body
+
+
+def test_refusals_map_only_the_clients_faults() -> None:
+    from gunicorn.http import errors as http_errors
+
+    from berth.serve.edge import refusal
+    assert refusal(http_errors.LimitRequestLine(9000, 8209)).status == 414
+    assert refusal(http_errors.LimitRequestHeaders("x")).status == 431
+    bad = refusal(http_errors.InvalidRequestLine("GARBAGE"))
+    assert bad is not None and bad.status == 400 and "GARBAGE" in bad.detail
+    # The application's own bad response header stays a 500 from gunicorn.
+    assert refusal(http_errors.InvalidResponseHeader("x")) is None
+    assert refusal(RuntimeError("boom")) is None
+
+
+def test_bad_configuration_is_one_line_before_any_worker(tmp_path: Path) -> None:
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = bogus\n")
+    result = subprocess.run([*BERTH, "serve", "--config-file", str(conf)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "berth: error: bad configuration: [api] auth_strategy: Valid values "
+        "are [keystone, noauth2], but found 'bogus'"]
+
+
+@pytest.mark.parametrize("workers", ["0", "-2", "many"])
+def test_workers_must_be_at_least_one(workers: str) -> None:
+    result = subprocess.run([*BERTH, "serve", "--workers", workers],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "argument --workers:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
+        tmp_path: Path) -> None:
+    srv = start(tmp_path, "--workers", "1")
+    try:
+        log = srv.wait_log("serving Placement API")
+        assert log.count("serving Placement API") == 1
+        assert "serving Placement API on http://127.0.0.1:%d with 1 " \
+               "worker(s)" % srv.port in log
+        # Logged once bound: the first connection right after the line
+        # is answered (no retry).
+        assert srv.raw(get("/"))[0].startswith("HTTP/1.1 200")
+        # A request in flight: the worker has read its headers (it sent
+        # "100 Continue") and waits for the body when SIGTERM arrives.
+        body = json.dumps({"name": "CUSTOM_IN_FLIGHT"}).encode()
+        conn = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        conn.sendall(("POST /resource_classes HTTP/1.1\r\nHost: x\r\n"
+                      "x-auth-token: admin\r\ncontent-type: application/json\r\n"
+                      "openstack-api-version: placement 1.7\r\n"
+                      "Expect: 100-continue\r\ncontent-length: %d\r\n\r\n"
+                      % len(body)).encode())
+        assert conn.recv(100).startswith(b"HTTP/1.1 100 Continue")
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.wait_log("SIGTERM received")
+        conn.sendall(body)
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+        conn.close()
+        assert reply.startswith(b"HTTP/1.1 201"), reply
+        assert srv.proc.wait(timeout=60) == 0
+        assert re.search(r"berth\.server( \[[^]]*\])? stopped", srv.log_text())
+        # New connections are no longer accepted.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    finally:
+        stop(srv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))

@@ -1,0 +1,166 @@
+"""The search's memo of each anchor's candidates (``AnchorMemo``).
+
+A world keeps, per request shape, the candidates each anchor gave, and
+gives them again while every provider they came from is the same object.
+These tests check that a memo never answers differently from a world
+searched afresh: after usage and inventory refreshes, after a search that
+``limit`` cut short, and when the budget forces entries out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from berth.domain.allocation_candidate.engine import search
+from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.search import AnchorMemo, GroupSpec
+from berth.domain.capacity import Inventory
+from support.candidate_worlds import oracle, prov, queries, worlds
+
+
+def keys(world: World, groups: list[RequestGroup], wide: RequestWide
+         ) -> list[Any]:
+    return [c.key() for c in search(world, [GroupSpec(g) for g in groups],
+                                    wide)]
+
+
+def memo_of(world: World) -> AnchorMemo:
+    found = world.memo[AnchorMemo]
+    assert isinstance(found, AnchorMemo)
+    return found
+
+
+def hosts(n: int, vcpus: int = 4) -> World:
+    return World([prov(i, inv={"VCPU": vcpus, "MEMORY_MB": 1024})
+                  for i in range(1, n + 1)])
+
+
+VCPU2 = [RequestGroup(resources={"VCPU": 2})]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), queries(), st.data())
+def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
+        world: World, query: Any, data: Any) -> None:
+    """Search (warming the memo, maybe cut short by a limit), change some
+    providers' usage or inventory, search again: the same answer, in the
+    same order, as a world built from scratch, and as the oracle."""
+    groups, wide = query
+    first = data.draw(st.sampled_from([None, 1, 2]))
+    keys(world, groups, dataclasses.replace(wide, limit=first))
+    keys(world, groups, wide)
+    changed: dict[int, dict[str, int]] = {}
+    for pid in data.draw(st.sets(st.sampled_from(sorted(world.providers)))):
+        p = world.providers[pid]
+        changed[pid] = {rc: data.draw(st.integers(0, 6))
+                        for rc in p.inventories}
+    refreshed = world.with_usage(changed)
+    # Amount-only inventory changes keep the indexes (and so the memo).
+    grown = [dataclasses.replace(
+        p, memo={}, inventories={rc: inv._replace(total=inv.total + 1)
+                                 for rc, inv in p.inventories.items()})
+        for pid, p in refreshed.providers.items()
+        if data.draw(st.booleans(), label="grow %d" % pid)]
+    amended = refreshed.with_providers(grown)
+    assert amended is not None
+    assert amended.memo is world.memo
+    fresh = World([dataclasses.replace(p, memo={})
+                   for p in amended.providers.values()])
+    expected = keys(fresh, groups, wide)
+    assert keys(amended, groups, wide) == expected
+    # Twice: the second answer comes from the memo the first one filled.
+    assert keys(amended, groups, wide) == expected
+    if all(g.in_tree is None for g in groups):
+        assert set(expected) == oracle(fresh, groups, wide)
+
+
+def test_a_claim_makes_only_its_tree_be_searched_again() -> None:
+    world = hosts(3)
+    assert len(keys(world, VCPU2, RequestWide())) == 3
+    memo = memo_of(world)
+    assert memo.held == 3
+    entries = next(iter(memo._shapes.values()))
+    before = {a: e[1] for a, e in entries.items()}
+    full = world.with_usage({2: {"VCPU": 4}})
+    found = search(full, [GroupSpec(VCPU2[0])], RequestWide())
+    assert [c.anchor for c in found] == [1, 3]
+    # Hosts 1 and 3 came from the memo (the very candidate objects kept).
+    assert found[0] is before[1][0] and found[1] is before[3][0]
+    assert entries[2][1] == [] and memo.held == 2
+    # The world searched before the claim still answers as it did.
+    assert [c.anchor for c in search(world, [GroupSpec(VCPU2[0])],
+                                     RequestWide())] == [1, 2, 3]
+
+
+def test_an_anchor_cut_short_by_limit_is_not_kept() -> None:
+    # Host 1 gives three candidates (VCPU from any of its three children).
+    world = World([prov(1, inv={"MEMORY_MB": 1024}),
+                   prov(2, root=1, parent=1, inv={"VCPU": 4}),
+                   prov(3, root=1, parent=1, inv={"VCPU": 4}),
+                   prov(4, root=1, parent=1, inv={"VCPU": 4}),
+                   prov(5, inv={"VCPU": 4, "MEMORY_MB": 1024})])
+    groups = [RequestGroup(resources={"VCPU": 1, "MEMORY_MB": 1})]
+    assert len(keys(world, groups, RequestWide(limit=2))) == 2
+    assert memo_of(world).held == 0
+    assert len(keys(world, groups, RequestWide())) == 4
+    assert memo_of(world).held == 4
+    assert len(keys(world, groups, RequestWide(limit=2))) == 2
+
+
+def test_the_budget_is_kept_and_the_oldest_shape_goes_first() -> None:
+    world = hosts(10)
+    memo = world.memo[AnchorMemo] = AnchorMemo(budget=15, shapes=3)
+    one = [RequestGroup(resources={"VCPU": 1})]
+    two = [RequestGroup(resources={"VCPU": 2})]
+    assert len(keys(world, one, RequestWide())) == 10
+    assert memo.held == 10
+    # The second shape needs the room the first one holds.
+    assert len(keys(world, two, RequestWide())) == 10
+    assert memo.held == 10
+    assert len(memo._shapes) == 1
+    for n in (1, 2, 3):
+        keys(world, [RequestGroup(resources={"MEMORY_MB": n})],
+             RequestWide(limit=1))
+    assert len(memo._shapes) == 3
+    assert memo.held <= 15
+    # Whatever was dropped, answers stay right.
+    assert len(keys(world, one, RequestWide())) == 10
+
+
+def test_an_exploding_anchor_is_searched_lazily_and_not_kept() -> None:
+    # 20 children with one VF each, three groups of one VF: 6,840 ways.
+    children = [prov(i, root=1, parent=1, inv={"VF": 1}) for i in range(2, 22)]
+    world = World([prov(1, inv={"VCPU": 4}), *children])
+    groups = [RequestGroup(suffix=s, resources={"VF": 1}) for s in "123"]
+    wide = RequestWide(limit=5, group_policy="none")
+    assert len(keys(world, groups, wide)) == 5
+    found = keys(world, groups, RequestWide(group_policy="none"))
+    assert len(found) == 20 * 19 * 18
+    assert memo_of(world).held == 0
+    assert AnchorMemo.PER_ANCHOR < len(found)
+
+
+def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
+    world = hosts(2)
+    keys(world, VCPU2, RequestWide())
+    moved = dataclasses.replace(world.providers[2], memo={}, inventories={
+        "VCPU": Inventory(4), "DISK_GB": Inventory(10)})
+    assert world.with_providers([moved]) is None  # indexes must be rebuilt
+    rebuilt = World([world.providers[1], moved])
+    assert AnchorMemo not in rebuilt.memo
+    assert len(keys(rebuilt, VCPU2, RequestWide())) == 2
+
+
+def test_a_memo_of_zero_keeps_nothing() -> None:
+    world = hosts(3)
+    found = search(world, [GroupSpec(VCPU2[0])], RequestWide(),
+                   Settings(memo=0))
+    assert len(found) == 3
+    assert AnchorMemo not in world.memo
+    assert all(c.memo is None for c in found)
