@@ -4,10 +4,13 @@
 # with Keystone, gunicorn and the operator CLI (osc-placement), and the
 # bootstrapped Keystone template the test fixture copies. Idempotent: a
 # second run only checks. Run after `make install-test`.
+#   --venv-only   only what the package index gives (`make test` uses it):
+#                 no apt-get; without memcached its tests skip, saying so.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v memcached >/dev/null 2>&1 && [ ! -x /usr/bin/memcached ]; then
+if [ "${1:-}" != "--venv-only" ] && ! command -v memcached >/dev/null 2>&1 \
+    && [ ! -x /usr/bin/memcached ]; then
   apt-get update -q
   apt-get install -y -q memcached
 fi

@@ -150,7 +150,8 @@ class Keystone:
         another issuer), or one on ``share_with``'s database and keys."""
         if not (VENV / "bin" / "keystone-manage").exists():
             raise KeystoneUnavailable(
-                "no keystone venv at %s (run .ci/keystone.sh)" % VENV)
+                "no keystone venv at %s: make test builds it (or run: bash "
+                ".ci/keystone.sh --venv-only)" % VENV)
         root.mkdir(parents=True, exist_ok=True)
         db_root = keys = root
         if share_with is None:

@@ -52,7 +52,11 @@ def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
                 conn.execute(sa.text("CREATE DATABASE `%s` CHARACTER SET "
                                      "utf8mb4 COLLATE utf8mb4_bin" % name))
     except sa.exc.OperationalError as exc:
-        msg = "%s server not reachable (%s)" % (kind, str(exc.orig).splitlines()[0])
+        msg = "%s server not reachable (%s): start one on %s (apt-get install " \
+            "%s), or limit the run with BERTH_TEST_DBS=sqlite" % (
+                kind, str(exc.orig).splitlines()[0],
+                sa.engine.make_url(admin_url).render_as_string(hide_password=True),
+                "postgresql" if kind == "postgresql" else "mariadb-server")
         if REQUIRE:
             pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
         pytest.skip(msg)

@@ -93,11 +93,13 @@ def api_client(url: str) -> httpx.Client:
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
-        _missing("no chromium at %s (apt-get install chromium)" % CHROMIUM)
+        _missing("no chromium at %s: install it with apt-get install "
+                 "chromium" % CHROMIUM)
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("the playwright package is not installed")
+        _missing("the playwright package is not installed: make "
+                 "install-test installs it")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield browser

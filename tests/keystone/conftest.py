@@ -79,8 +79,8 @@ def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A memcached of our own on a free loopback port: ``host:port``."""
     binary = shutil.which("memcached") or "/usr/bin/memcached"
     if not Path(binary).exists():
-        _unavailable(RuntimeError("no memcached binary (apt-get install "
-                                  "memcached; .ci/keystone.sh does)"))
+        _unavailable(RuntimeError("no memcached binary: install it with "
+                                  "apt-get install memcached"))
     port = free_port()
     proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
                              "-U", "0", "-m", "16", "-u", "root"],
