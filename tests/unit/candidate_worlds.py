@@ -16,8 +16,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory, fits
 from tests.unit.test_candidates_search import prov, uid
 

@@ -4,7 +4,7 @@ A whole load is seven set-based queries (classes, traits, providers,
 inventories, usage, provider traits, provider aggregates), never one
 query per provider. Refreshing some providers runs the same queries for
 just those ids and patches the indexes in memory where those providers
-sit (``World.with_changes``), or rebuilds them when that is wiser. A
+sit (``world_patch.with_changes``), or rebuilds them when that is wiser. A
 usage refresh is one grouped query over the providers whose allocations
 changed.
 """
@@ -19,7 +19,9 @@ from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
 from berth.domain import common, errors
-from berth.domain.allocation_candidate.model import Provider, World, room_of
+from berth.domain.allocation_candidate import world_patch
+from berth.domain.allocation_candidate.provider import Provider, room_of
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 
 
@@ -86,14 +88,14 @@ def refresh_providers(conn: Connection, world: World,
     """``world`` with ``provider_ids`` read again whole (new ones added,
     deleted ones dropped) and its indexes kept when only inventory
     amounts changed, patched where the changed providers sit
-    (``World.with_changes``), or else rebuilt; and fresh class and trait
+    (``world_patch.with_changes``), or else rebuilt; and fresh class and trait
     maps (a class or trait created since may be in use now)."""
     ids = sorted(set(provider_ids))
     classes = common.ids_by_name(conn, t.resource_classes)
     traits = common.ids_by_name(conn, t.traits)
     fresh = _providers(conn, ids)
     if len(fresh) == len(ids):
-        same_shape = world.with_providers(fresh, in_place)
+        same_shape = world_patch.with_providers(world, fresh, in_place)
         if same_shape is not None:
             return same_shape, classes, traits
     found = {p.id for p in fresh}
@@ -107,7 +109,7 @@ def refresh_providers(conn: Connection, world: World,
         # Moved under a provider created after the change rows were read
         # (READ COMMITTED): read everything instead.
         return load_world(conn)
-    patched = world.with_changes(fresh, gone, in_place)
+    patched = world_patch.with_changes(world, fresh, gone, in_place)
     if patched is not None:
         return patched, classes, traits
     providers = dict(world.providers)
@@ -208,11 +210,11 @@ def refresh_usage(conn: Connection, world: World,
                   provider_ids: Iterable[int], in_place: bool = False
                   ) -> World:
     """``world`` with the usage of ``provider_ids`` read again
-    (``in_place``: see ``World.with_usage``)."""
+    (``in_place``: see ``world_patch``)."""
     fresh = usage(conn, provider_ids)
     for pid, amounts in fresh.items():
         p = world.providers.get(pid)
         if p is not None:
             fresh[pid] = {rc: n for rc, n in amounts.items()
                           if rc in p.inventories}
-    return world.with_usage(fresh, in_place)
+    return world_patch.with_usage(world, fresh, in_place)

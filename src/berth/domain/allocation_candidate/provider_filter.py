@@ -53,7 +53,7 @@ def filter_provider_ids(conn: Connection, cache: WorldCache,
             found = set().union(*(index.get(n, ()) for n in any_of))
             ids = found if ids is None else ids & found
     if resources:
-        first = world.by_class(next(iter(resources)))
+        first = world.by_class.get(next(iter(resources)), [])
         ids = set(first) if ids is None else ids.intersection(first)
     if ids is None:
         ids = set(world.providers)
