@@ -147,26 +147,36 @@ def group_faults(world: World, spec: GroupSpec, anchor: int
     """Why ``spec`` has no offer under ``anchor``: each fault with the
     providers it stopped (an empty list for a fault of the tree as a
     whole). Called only when the search found no offer."""
+    if not spec.group.same_provider:
+        return _spread_group_faults(world, spec, anchor)
+    out: dict[Fault, list[int]] = {}
+    for pid in serving(world, anchor, spec):
+        _note(out, granular_faults(world, spec, pid), pid)
+    return out
+
+
+def _note(out: dict[Fault, list[int]], faults: Iterable[Fault],
+          pid: int | None) -> None:
+    """Add ``faults`` to ``out``, each with ``pid`` among the providers
+    it stopped (None: a fault of the tree as a whole)."""
+    for fault in faults:
+        pids = out.setdefault(fault, [])
+        if pid is not None and pid not in pids:
+            pids.append(pid)
+
+
+def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
+                         ) -> dict[Fault, list[int]]:
+    """``group_faults`` for the unsuffixed group."""
     g = spec.group
     out: dict[Fault, list[int]] = {}
-
-    def note(faults: Iterable[Fault], pid: int | None) -> None:
-        for fault in faults:
-            pids = out.setdefault(fault, [])
-            if pid is not None and pid not in pids:
-                pids.append(pid)
-
-    if g.same_provider:
-        for pid in serving(world, anchor, spec):
-            note(granular_faults(world, spec, pid), pid)
-        return out
     root = world.providers[anchor]
     if spec.tree_root is not None and spec.tree_root != anchor:
-        note([Fault("in_tree", g.suffix, (g.in_tree or "",))], None)
+        _note(out, [Fault("in_tree", g.suffix, (g.in_tree or "",))], None)
         return out
     barred = aggregate_faults(root.aggregates, spec, member=False)
     if barred:
-        note(barred, anchor)
+        _note(out, barred, anchor)
         return out
     providers = serving(world, anchor, spec)
     chosen: set[int] = set()
@@ -178,7 +188,7 @@ def group_faults(world: World, spec: GroupSpec, anchor: int
             chosen.update(options)
             continue
         for pid, found in faults.items():
-            note(found, pid)
+            _note(out, found, pid)
     if out or not g.required:
         return out
     # Every class has a provider: the combination lacks a required trait.
