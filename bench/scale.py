@@ -65,8 +65,8 @@ import world as world_mod  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
-from berth.domain.allocation_candidate import engine, load, parse  # noqa: E402
-from berth.domain.allocation_candidate.model import World  # noqa: E402
+from berth.domain.allocation_candidate import engine, load, parse, world_patch  # noqa: E402
+from berth.domain.allocation_candidate.world import World  # noqa: E402
 from support.servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
 PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
@@ -209,7 +209,7 @@ def memo_effect(world: World, host: int) -> Result:
         out[name + "_search_warm_ms"] = cpu_ms(lambda: world)
         # Each round claims on the world the last round left warm.
         out[name + "_search_after_claim_ms"] = cpu_ms(
-            lambda: world.with_usage(claimed))
+            lambda: world_patch.with_usage(world, claimed))
     world.memo.clear()
     return out
 

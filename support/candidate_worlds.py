@@ -18,8 +18,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory, fits
 
 CLASSES = ["VCPU", "DISK_GB", "VF"]
@@ -56,13 +57,13 @@ def assert_same(patched: World, built: World, memos: bool = True
     assert vars(patched).keys() == vars(built).keys()
     for name, want in vars(built).items():
         have = getattr(patched, name)
-        if name in ("memo", "_ancestors"):
+        if name in ("memo", "ancestry"):
             assert not memos or (have == {} and type(have) is dict), name
             continue
         assert type(have) is type(want), name
         assert have == want, name
     # The values too: a set where __init__ makes a set, a list for a list.
-    for name in ("by_trait", "by_agg", "anchors", "trees", "_by_class",
+    for name in ("by_trait", "by_agg", "anchors", "trees", "by_class",
                  "tree_class", "shared_into", "tree_traits", "tree_aggs"):
         for key, value in getattr(built, name).items():
             assert type(getattr(patched, name)[key]) is type(value), name

@@ -21,8 +21,8 @@ from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import allocation
-from berth.domain.allocation_candidate import load
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate import load, world_patch
+from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import Refresh
 from support.candidate_worlds import assert_same
 from tests.conftest import Client, make_conf
@@ -232,15 +232,15 @@ def test_refreshed_worlds_equal_loaded_ones(db: Database, monkeypatch: Any,
     the world a whole load reads."""
     patches: list[World | None] = []
     modes: set[bool] = set()
-    real = World.with_changes
+    real = world_patch.with_changes
 
-    def recorded(self: World, fresh: Any, gone: Any = (),
+    def recorded(world: World, fresh: Any, gone: Any = (),
                  in_place: bool = False) -> World | None:
         modes.add(in_place)
-        patches.append(real(self, fresh, gone, in_place))
+        patches.append(real(world, fresh, gone, in_place))
         return patches[-1]
 
-    monkeypatch.setattr(World, "with_changes", recorded)
+    monkeypatch.setattr(world_patch, "with_changes", recorded)
     conf = make_conf()
     seen: list[Refresh] = []
     reader_app = create_app(conf, Database(db.engine),

@@ -21,9 +21,10 @@ from berth.domain.allocation_candidate.faults import (
     serving,
     spread_faults,
 )
-from berth.domain.allocation_candidate.model import Provider, World
+from berth.domain.allocation_candidate.offers import GroupSpec, Offers
+from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
-from berth.domain.allocation_candidate.search import GroupSpec, Offers
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import CLASSES, group, oracle_at, prov, queries, worlds
 

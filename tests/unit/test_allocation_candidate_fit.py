@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from berth.domain.allocation_candidate.engine import group_specs, search
 from berth.domain.allocation_candidate.fit import fit
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
-from berth.domain.allocation_candidate.search import GroupSpec
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import group, oracle, prov, queries, worlds
 

@@ -1,6 +1,6 @@
 """A structural change to a few providers patches the world's indexes.
 
-``World.with_changes`` must give, index by index, what ``World`` builds
+``world_patch.with_changes`` must give, index by index, what ``World`` builds
 from the same providers, while copying only the entries the changed
 providers leave or join and never modifying the old world. Each common
 change is checked by example, and random sequences of changes (trees
@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate import model
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, Provider, World
+from berth.domain.allocation_candidate import world_patch
+from berth.domain.allocation_candidate.provider import Provider
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import assert_same
 
@@ -28,7 +29,7 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
     """``world`` patched, checked against a world built anew, and the old
     world checked unchanged."""
     before = World(world.providers.values())
-    patched = world.with_changes(fresh, gone)
+    patched = world_patch.with_changes(world, fresh, gone)
     assert patched is not None
     providers = dict(world.providers)
     for pid in gone:
@@ -42,7 +43,7 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
     # In place, on a world of its own: the same result, nothing copied.
     victim = World(world.providers.values())
     mine = victim.providers, victim.trees, victim.by_uuid, victim.ordered
-    edited = victim.with_changes(fresh, gone, in_place=True)
+    edited = world_patch.with_changes(victim, fresh, gone, in_place=True)
     assert edited is not None
     assert_same(edited, built)
     assert (edited.providers, edited.trees, edited.by_uuid) == mine[:3]
@@ -89,7 +90,7 @@ def test_a_new_compute_node_tree() -> None:
     assert patched.trees[20] == [22, 20, 21]
     assert patched.tree_traits[20] == {"AVX", "HT"}
     # What no new provider is under is the old world's own object.
-    assert patched._by_class["DISK_GB"] is world._by_class["DISK_GB"]
+    assert patched.by_class["DISK_GB"] is world.by_class["DISK_GB"]
     assert patched.anchors is world.anchors
     assert patched.shared_into is world.shared_into
 
@@ -98,7 +99,7 @@ def test_a_provider_deleted() -> None:
     world = base()
     patched = patch(world, [], (4,))
     assert "NIC" not in patched.tree_traits[1]
-    assert "VF" not in patched._by_class
+    assert "VF" not in patched.by_class
 
 
 def test_a_whole_tree_deleted() -> None:
@@ -114,7 +115,7 @@ def test_a_child_s_traits_changed() -> None:
     assert "FAST" in patched.tree_traits[1]
     assert patched.root_traits[patched.roots.index(1)] == \
         patched.tree_traits[1]
-    for name in ("ordered", "trees", "_by_class", "tree_class", "by_agg",
+    for name in ("ordered", "trees", "by_class", "tree_class", "by_agg",
                  "by_uuid", "roots", "anchors"):
         assert getattr(patched, name) is getattr(world, name), name
 
@@ -160,7 +161,7 @@ def test_moved_within_its_tree_shares_every_index() -> None:
     world = base()
     patched = patch(world, [change(world, 4, parent_id=3)])
     for name, index in vars(world).items():
-        if name not in ("providers", "memo", "_ancestors"):
+        if name not in ("providers", "memo", "ancestry"):
             assert getattr(patched, name) is index, name
 
 
@@ -184,7 +185,7 @@ def test_memos_start_empty() -> None:
     world.memo["x"] = 1
     world.ancestors(4)
     patched = patch(world, [change(world, 6, traits=frozenset())])
-    assert patched.memo == {} and patched._ancestors == {}
+    assert patched.memo == {} and patched.ancestry == {}
     assert world.memo == {"x": 1}
 
 
@@ -204,15 +205,15 @@ def test_nothing_indexed_changed_shares_every_index() -> None:
     lambda w: [rp(30, "f-host2")],
     # Too many.
     lambda w: [rp(100 + i, "n-%03d" % i)
-               for i in range(model.PATCH_MOST + 1)],
+               for i in range(world_patch.PATCH_MOST + 1)],
 ])
 def test_rebuilt_instead(fresh: Any) -> None:
     world = base()
-    assert world.with_changes(fresh(world)) is None
+    assert world_patch.with_changes(world, fresh(world)) is None
 
 
 def test_a_sharing_provider_deleted_is_rebuilt() -> None:
-    assert base().with_changes([], (9,)) is None
+    assert world_patch.with_changes(base(), [], (9,)) is None
 
 
 # The property: random worlds, random changes, patch equals build.
@@ -349,7 +350,7 @@ def patched_chain(data: st.DataObject, in_place: bool) -> None:
         fresh = [walk.providers[pid] for pid in sorted(touched)
                  if pid in walk.providers]
         gone = tuple(pid for pid in touched if pid not in walk.providers)
-        patched = world.with_changes(fresh, gone, in_place)
+        patched = world_patch.with_changes(world, fresh, gone, in_place)
         built = World(walk.providers.values())
         sharing = any(SHARING_TRAIT in p.traits for p in
                       [before[pid] for pid in touched if pid in before]

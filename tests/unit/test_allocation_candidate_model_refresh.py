@@ -3,7 +3,7 @@
 Rebuilding the indexes costs about 0.1 s per 10,000 hosts, and each
 worker would pay it after every inventory update an agent sends. When the
 providers read again differ only in what no index holds (inventory
-amounts, usage), ``World.with_providers`` swaps them in and shares every
+amounts, usage), ``world_patch.with_providers`` swaps them in and shares every
 index; anything an index holds forces the rebuild.
 """
 
@@ -13,7 +13,9 @@ import dataclasses
 
 import pytest
 
-from berth.domain.allocation_candidate.model import Provider, World
+from berth.domain.allocation_candidate import world_patch
+from berth.domain.allocation_candidate.provider import Provider
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 
 
@@ -32,7 +34,7 @@ def test_amounts_only_share_every_index() -> None:
     fresh = dataclasses.replace(world.providers[1], memo={},
                                 inventories={"VCPU": Inventory(32, reserved=4)},
                                 used={"VCPU": 5})
-    other = world.with_providers([fresh])
+    other = world_patch.with_providers(world, [fresh])
     assert other is not None
     assert other.providers[1].room["VCPU"] == (23, 1, 2147483647, 1)
     assert world.providers[1].room["VCPU"][0] == 6  # the old world is intact
@@ -57,8 +59,8 @@ def test_anything_an_index_holds_forces_a_rebuild(change: dict[str, object]
                                                   ) -> None:
     world = _world()
     fresh = dataclasses.replace(world.providers[1], memo={}, **change)
-    assert world.with_providers([fresh]) is None
+    assert world_patch.with_providers(world, [fresh]) is None
 
 
 def test_a_provider_the_world_never_had_forces_a_rebuild() -> None:
-    assert _world().with_providers([Provider(9, "n", 9)]) is None
+    assert world_patch.with_providers(_world(), [Provider(9, "n", 9)]) is None

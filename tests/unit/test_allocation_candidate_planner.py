@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
+from berth.domain.allocation_candidate import world_patch
 from berth.domain.allocation_candidate.planner import Plan, Sets
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from support.candidate_worlds import AGGS, TRAITS, prov, worlds
 
 
@@ -110,8 +111,8 @@ def test_refreshes_keep_the_tree_labels() -> None:
                         traits=(SHARING_TRAIT,), aggs=("A1",))])
     assert world.tree_labels(1) == (frozenset(["NIC", SHARING_TRAIT]),
                                     frozenset(["A1"]))
-    used = world.with_usage({1: {"VCPU": 1}})
-    moved = world.with_providers([dataclasses.replace(
+    used = world_patch.with_usage(world, {1: {"VCPU": 1}})
+    moved = world_patch.with_providers(world, [dataclasses.replace(
         world.providers[2], used={"VF": 1})])
     assert moved is not None
     for other in (used, moved):

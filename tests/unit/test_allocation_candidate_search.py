@@ -6,9 +6,10 @@ import itertools
 from typing import Any
 
 from berth.domain.allocation_candidate.engine import search
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.merge import Candidate
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
-from berth.domain.allocation_candidate.search import Candidate, GroupSpec
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import group, prov
 

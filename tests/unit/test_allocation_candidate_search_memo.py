@@ -15,10 +15,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.domain.allocation_candidate import world_patch
+from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
 from berth.domain.allocation_candidate.engine import search
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
-from berth.domain.allocation_candidate.search import AnchorMemo, GroupSpec
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import oracle, prov, queries, worlds
 
@@ -60,14 +62,14 @@ def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
         p = world.providers[pid]
         changed[pid] = {rc: data.draw(st.integers(0, 6))
                         for rc in p.inventories}
-    refreshed = world.with_usage(changed)
+    refreshed = world_patch.with_usage(world, changed)
     # Amount-only inventory changes keep the indexes (and so the memo).
     grown = [dataclasses.replace(
         p, memo={}, inventories={rc: inv._replace(total=inv.total + 1)
                                  for rc, inv in p.inventories.items()})
         for pid, p in refreshed.providers.items()
         if data.draw(st.booleans(), label="grow %d" % pid)]
-    amended = refreshed.with_providers(grown)
+    amended = world_patch.with_providers(refreshed, grown)
     assert amended is not None
     assert amended.memo is world.memo
     fresh = World([dataclasses.replace(p, memo={})
@@ -87,7 +89,7 @@ def test_a_claim_makes_only_its_tree_be_searched_again() -> None:
     assert memo.held == 3
     entries = next(iter(memo._shapes.values()))
     before = {a: e[1] for a, e in entries.items()}
-    full = world.with_usage({2: {"VCPU": 4}})
+    full = world_patch.with_usage(world, {2: {"VCPU": 4}})
     found = search(full, [GroupSpec(VCPU2[0])], RequestWide())
     assert [c.anchor for c in found] == [1, 3]
     # Hosts 1 and 3 came from the memo (the very candidate objects kept).
@@ -151,7 +153,7 @@ def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
     keys(world, VCPU2, RequestWide())
     moved = dataclasses.replace(world.providers[2], memo={}, inventories={
         "VCPU": Inventory(4), "DISK_GB": Inventory(10)})
-    assert world.with_providers([moved]) is None  # indexes must be rebuilt
+    assert world_patch.with_providers(world, [moved]) is None  # indexes must be rebuilt
     rebuilt = World([world.providers[1], moved])
     assert AnchorMemo not in rebuilt.memo
     assert len(keys(rebuilt, VCPU2, RequestWide())) == 2

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.domain.allocation_candidate import world_patch
 from berth.domain.allocation_candidate.engine import group_specs, plan, search
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
-from berth.domain.allocation_candidate.search import GroupSpec
+from berth.domain.allocation_candidate.world import World
 from support.candidate_worlds import oracle, queries, worlds
 
 
@@ -63,7 +64,7 @@ def test_usage_refresh_equals_a_fresh_world(world: World, query: Any,
                                        memo={})
                    for p in world.providers.values()])
     specs = [GroupSpec(g) for g in groups]
-    refreshed = world.with_usage(changed)
+    refreshed = world_patch.with_usage(world, changed)
     assert ([c.key() for c in search(refreshed, specs, wide)]
             == [c.key() for c in search(fresh, specs, wide)])
     # The original world is untouched (requests still using it see no

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.allocation_candidate.model import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import capacity
 
 #: Rows per page of every list.

@@ -16,7 +16,7 @@ from berth.domain import common, errors
 from berth.domain.allocation_candidate import engine, explain
 from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
 from berth.domain.allocation_candidate.faults import KINDS, Fault
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.world import World
 
 #: Examples listed per reason.
 EXAMPLES = 3

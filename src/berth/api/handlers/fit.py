@@ -13,7 +13,7 @@ from berth.api import util
 from berth.api.handlers.allocation_candidate import parse_query
 from berth.domain.allocation_candidate import engine, fit
 from berth.domain.allocation_candidate.fit import Count, Fit
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.world import World
 
 
 def fit_request(req: falcon.Request, resp: falcon.Response) -> None:

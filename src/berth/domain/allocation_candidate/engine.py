@@ -17,17 +17,14 @@ from dataclasses import dataclass, field, replace
 from sqlalchemy.engine import Connection
 
 from berth.domain.allocation_candidate import load
-from berth.domain.allocation_candidate.model import World, traits_ok
+from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
+from berth.domain.allocation_candidate.merge import Candidate
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.planner import Plan
+from berth.domain.allocation_candidate.provider import traits_ok
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
-from berth.domain.allocation_candidate.search import (
-    AnchorFilter,
-    AnchorMemo,
-    Candidate,
-    GroupSpec,
-    distinct,
-    world_candidates,
-)
+from berth.domain.allocation_candidate.search import AnchorFilter, distinct, world_candidates
+from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.capacity import capacity
 

@@ -36,9 +36,10 @@ from berth.domain.allocation_candidate.engine import (
     has_candidate,
 )
 from berth.domain.allocation_candidate.faults import KINDS, PLENTY, Fault, group_faults
-from berth.domain.allocation_candidate.model import Provider, World
+from berth.domain.allocation_candidate.offers import GroupSpec, Offers
+from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
-from berth.domain.allocation_candidate.search import GroupSpec, Offers
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 
 Causes = dict[Fault, list[int]]

@@ -1,13 +1,13 @@
 """Why one provider cannot serve one request group: the engine's matching
 rules, spelled out one failure at a time.
 
-The search (``search.py``) asks yes-or-no questions on its hot path and
+The search (``offers``) asks yes-or-no questions on its hot path and
 stops at the first "no". Explaining an empty answer needs every "no"
 instead, so this module decomposes the same rules: ``can_take``
 (inventory, ``capacity.unit_problem``'s min_unit/max_unit/step_size, free
-room), ``traits_ok`` and ``aggs_ok`` (``model.py``), the tree restriction
+room), ``traits_ok`` and ``aggs_ok`` (``provider``), the tree restriction
 of ``in_tree`` and the unsuffixed group's root-aggregate rule of
-``search._options``. A provider has no fault for a suffixed group exactly
+``offers._options``. A provider has no fault for a suffixed group exactly
 when the search offers it that group, and every provider the search uses
 for a class of the unsuffixed group has no fault for that class
 (``tests/unit/test_allocation_candidate_explain.py`` checks both on random worlds).
@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.allocation_candidate.model import Provider, World, aggs_ok
-from berth.domain.allocation_candidate.search import GroupSpec
+from berth.domain.allocation_candidate.offers import GroupSpec
+from berth.domain.allocation_candidate.provider import Provider, aggs_ok
+from berth.domain.allocation_candidate.world import World
 
 #: The reasons explain reports, in the order reports list them.
 KINDS = ("root_required", "in_tree", "no_inventory", "capacity", "min_unit",
@@ -73,7 +74,7 @@ def room_faults(p: Provider, rc: str, n: int, suffix: str) -> list[Fault]:
 def trait_faults(have: frozenset[str], spec: GroupSpec,
                  required: bool = True) -> list[Fault]:
     """Required any-of sets ``have`` misses (when ``required``) and the
-    forbidden traits it carries (``model.traits_ok``, one by one)."""
+    forbidden traits it carries (``provider.traits_ok``, one by one)."""
     g = spec.group
     return _label_faults("trait", g.suffix, have, g.required, g.forbidden,
                          required)
@@ -82,7 +83,7 @@ def trait_faults(have: frozenset[str], spec: GroupSpec,
 def aggregate_faults(aggs: frozenset[str], spec: GroupSpec,
                      member: bool = True) -> list[Fault]:
     """member_of sets ``aggs`` misses (when ``member``) and forbidden
-    aggregates it is in (``model.aggs_ok``, one by one)."""
+    aggregates it is in (``provider.aggs_ok``, one by one)."""
     g = spec.group
     return _label_faults("aggregate", g.suffix, aggs, g.member_of,
                          g.forbidden_aggs, member)
@@ -102,7 +103,7 @@ def _label_faults(label: str, suffix: str, have: frozenset[str],
 
 def granular_faults(world: World, spec: GroupSpec, pid: int) -> list[Fault]:
     """Why provider ``pid`` cannot serve a suffixed group alone (the
-    rules of ``search.granular_pieces``)."""
+    rules of ``offers.granular_pieces``)."""
     p = world.providers[pid]
     g = spec.group
     found: list[Fault] = []
@@ -118,7 +119,7 @@ def granular_faults(world: World, spec: GroupSpec, pid: int) -> list[Fault]:
 def spread_faults(world: World, spec: GroupSpec, anchor: int, pid: int,
                   rc: str) -> list[Fault]:
     """Why provider ``pid`` cannot give the unsuffixed group its ``rc``
-    under ``anchor`` (the rules of ``search._options``: an aggregate on
+    under ``anchor`` (the rules of ``offers._options``: an aggregate on
     the root spans its tree; a forbidden trait bars a provider, required
     ones are checked on the combination)."""
     p = world.providers[pid]
@@ -146,26 +147,36 @@ def group_faults(world: World, spec: GroupSpec, anchor: int
     """Why ``spec`` has no offer under ``anchor``: each fault with the
     providers it stopped (an empty list for a fault of the tree as a
     whole). Called only when the search found no offer."""
+    if not spec.group.same_provider:
+        return _spread_group_faults(world, spec, anchor)
+    out: dict[Fault, list[int]] = {}
+    for pid in serving(world, anchor, spec):
+        _note(out, granular_faults(world, spec, pid), pid)
+    return out
+
+
+def _note(out: dict[Fault, list[int]], faults: Iterable[Fault],
+          pid: int | None) -> None:
+    """Add ``faults`` to ``out``, each with ``pid`` among the providers
+    it stopped (None: a fault of the tree as a whole)."""
+    for fault in faults:
+        pids = out.setdefault(fault, [])
+        if pid is not None and pid not in pids:
+            pids.append(pid)
+
+
+def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
+                         ) -> dict[Fault, list[int]]:
+    """``group_faults`` for the unsuffixed group."""
     g = spec.group
     out: dict[Fault, list[int]] = {}
-
-    def note(faults: Iterable[Fault], pid: int | None) -> None:
-        for fault in faults:
-            pids = out.setdefault(fault, [])
-            if pid is not None and pid not in pids:
-                pids.append(pid)
-
-    if g.same_provider:
-        for pid in serving(world, anchor, spec):
-            note(granular_faults(world, spec, pid), pid)
-        return out
     root = world.providers[anchor]
     if spec.tree_root is not None and spec.tree_root != anchor:
-        note([Fault("in_tree", g.suffix, (g.in_tree or "",))], None)
+        _note(out, [Fault("in_tree", g.suffix, (g.in_tree or "",))], None)
         return out
     barred = aggregate_faults(root.aggregates, spec, member=False)
     if barred:
-        note(barred, anchor)
+        _note(out, barred, anchor)
         return out
     providers = serving(world, anchor, spec)
     chosen: set[int] = set()
@@ -177,7 +188,7 @@ def group_faults(world: World, spec: GroupSpec, anchor: int
             chosen.update(options)
             continue
         for pid, found in faults.items():
-            note(found, pid)
+            _note(out, found, pid)
     if out or not g.required:
         return out
     # Every class has a provider: the combination lacks a required trait.

@@ -40,11 +40,13 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from berth.domain.allocation_candidate import faults
+from berth.domain.allocation_candidate import faults, world_patch
 from berth.domain.allocation_candidate.engine import anchor_filter, has_candidate
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.merge import Candidate
+from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.request import RequestWide
-from berth.domain.allocation_candidate.search import Candidate, GroupSpec, world_candidates
+from berth.domain.allocation_candidate.search import world_candidates
+from berth.domain.allocation_candidate.world import World
 
 #: The greedy placement stops after this many searches (each claims one
 #: candidate as many times in a row as it can); ``complete`` is then False
@@ -159,7 +161,7 @@ def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
     later)."""
     # A private copy of the provider table, changed in place claim by
     # claim (the world's indexes stay valid: only usage changes).
-    mine = world.with_usage({})
+    mine = world_patch.with_usage(world, {})
     accept = anchor_filter(world, wide)
     placed: dict[int, int] = {}
     by_agg: dict[str, int] = {}

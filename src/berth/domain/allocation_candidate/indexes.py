@@ -1,4 +1,4 @@
-"""Copy-on-write edits of the world's indexes (``World.with_changes``).
+"""Copy-on-write edits of the world's indexes (``world_patch.with_changes``).
 
 Most of the world's indexes map a key (a trait, an aggregate, a root, a
 class) to the providers under it: a set of ids, or a list of ids in uuid

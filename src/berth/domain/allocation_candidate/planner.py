@@ -23,7 +23,7 @@ import itertools
 import operator
 from collections.abc import Iterator
 
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
 #: before the planner switches to the index (reading a member, checking

@@ -7,7 +7,8 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from berth.domain.allocation_candidate import load, parse
-from berth.domain.allocation_candidate.request import TraitExpr
+from berth.domain.allocation_candidate.request import RequestGroup, TraitExpr
+from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import WorldCache
 
 FILTER_KEYS = ("resources", "required", "member_of")
@@ -24,7 +25,23 @@ def filter_provider_ids(conn: Connection, cache: WorldCache,
     keys = {k for k, _ in pairs}
     if not keys.intersection(FILTER_KEYS):
         return None
-    # Checked in upstream's order: member_of, resources, required.
+    wanted = _filters(pairs, keys, version)
+    snap = cache.current(conn)
+    load.class_ids(wanted.resources, snap.class_ids(conn, wanted.resources))
+    names = wanted.trait_names
+    load.trait_ids(names, snap.trait_ids(conn, names),
+                   'Invalid trait(s) in "required" parameter: ')
+    ids = _labelled(snap.world, wanted)
+    if not wanted.resources:
+        return ids
+    return _with_room(snap.world, ids, wanted.resources)
+
+
+def _filters(pairs: list[tuple[str, str]], keys: set[str],
+             version: tuple[int, int]) -> RequestGroup:
+    """The filters in ``pairs`` (whose parameter names are ``keys``) as
+    one request group. Raises BadRequest for a malformed value, checked
+    in upstream's order: member_of, resources, required."""
     member_of: tuple[frozenset[str], ...] = ()
     forbidden_aggs: frozenset[str] = frozenset()
     if "member_of" in keys:
@@ -38,31 +55,36 @@ def filter_provider_ids(conn: Connection, cache: WorldCache,
     if "required" in keys:
         required, forbidden = parse.parse_required(
             parse.getall(pairs, "required"), version)
-    snap = cache.current(conn)
-    load.class_ids(resources, snap.class_ids(conn, resources))
-    names = set(forbidden).union(*required)
-    load.trait_ids(names, snap.trait_ids(conn, names),
-                   'Invalid trait(s) in "required" parameter: ')
-    world = snap.world
+    return RequestGroup("", resources, required, forbidden, member_of,
+                        forbidden_aggs)
+
+
+def _labelled(world: World, wanted: RequestGroup) -> set[int]:
+    """The providers with the traits and aggregates ``wanted`` asks for,
+    and inventory of its first class (if it asks for any)."""
     # Traits and aggregates are set algebra on the world's indexes; only
     # amounts need each provider looked at.
     ids: set[int] | None = None
-    for index, any_ofs in ((world.by_trait, required),
-                           (world.by_agg, member_of)):
+    for index, any_ofs in ((world.by_trait, wanted.required),
+                           (world.by_agg, wanted.member_of)):
         for any_of in any_ofs:
             found = set().union(*(index.get(n, ()) for n in any_of))
             ids = found if ids is None else ids & found
-    if resources:
-        first = world.by_class(next(iter(resources)))
+    if wanted.resources:
+        first = world.by_class.get(next(iter(wanted.resources)), [])
         ids = set(first) if ids is None else ids.intersection(first)
     if ids is None:
         ids = set(world.providers)
-    for name in forbidden:
+    for name in wanted.forbidden:
         ids -= world.by_trait.get(name, set())
-    for agg in forbidden_aggs:
+    for agg in wanted.forbidden_aggs:
         ids -= world.by_agg.get(agg, set())
-    if not resources:
-        return ids
+    return ids
+
+
+def _with_room(world: World, ids: set[int], resources: dict[str, int]
+               ) -> set[int]:
+    """Those of ``ids`` with room for every amount of ``resources``."""
     providers = world.providers
     amounts = list(resources.items())
     fit = set()

@@ -42,7 +42,7 @@ from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
 from berth.domain.allocation_candidate import load
-from berth.domain.allocation_candidate.model import World
+from berth.domain.allocation_candidate.world import World
 
 LOG = logging.getLogger(__name__)
 
