@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import IntegrityError
 
 from berth.db import changes
 from berth.db import tables as t
@@ -76,6 +77,25 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     return expected + 1
 
 
+def insert_unique(conn: Connection, key: sa.Column[str], value: str,
+                  stamp: dt.datetime | None = None) -> int | None:
+    """Insert a row whose unique ``key`` column is ``value`` (created at
+    ``stamp``, default now); its id, or None when the value is taken.
+
+    The insert runs in a savepoint, so when a concurrent insert of the
+    same value wins the race the caller's transaction stays usable (on
+    PostgreSQL an error otherwise aborts all of it) and the caller reads
+    the winner's row, as it sees fit.
+    """
+    try:
+        with conn.begin_nested():
+            result = conn.execute(key.table.insert().values(
+                {key.name: value, "created_at": stamp or now()}))
+    except IntegrityError:
+        return None
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
 def ids_by_name(conn: Connection, table: sa.Table,
                 names: Iterable[str] | None = None) -> dict[str, int]:
     """name -> id in ``table`` (resource classes or traits) of ``names``
@@ -86,7 +106,7 @@ def ids_by_name(conn: Connection, table: sa.Table,
         if not wanted:
             return {}
         query = query.where(table.c.name.in_(wanted))
-    return {name: id_ for name, id_ in conn.execute(query)}
+    return {row.name: row.id for row in conn.execute(query)}
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
@@ -115,4 +135,13 @@ def row_by_name(conn: Connection, table: sa.Table,
     row = conn.execute(sa.select(table).where(table.c.name == name)).first()
     if row is not None and row.name != name:
         return None
+    return row
+
+
+def require_by_name(conn: Connection, table: sa.Table, name: str,
+                    message: str) -> Row:  # type: ignore[type-arg]
+    """The row of :func:`row_by_name`, or NotFound saying ``message``."""
+    row = row_by_name(conn, table, name)
+    if row is None:
+        raise errors.NotFound(message)
     return row
