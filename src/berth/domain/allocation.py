@@ -153,12 +153,13 @@ def _held_amounts(conn: Connection, consumer_uuids: list[str]
         return {}
     a = t.allocations
     rows = conn.execute(
-        sa.select(a.c.consumer_id, a.c.resource_class_id, sa.func.sum(a.c.used))
+        sa.select(a.c.consumer_id, a.c.resource_class_id, common.sum_used(a))
         .where(a.c.consumer_id.in_(consumer_uuids))
         .group_by(a.c.consumer_id, a.c.resource_class_id))
     held: dict[str, dict[int, int]] = {}
-    for uuid, rc, amount in rows:
-        held.setdefault(uuid, {})[rc] = int(amount)
+    for row in rows:
+        held.setdefault(row.consumer_id, {})[row.resource_class_id] = int(
+            row.used)
     return held
 
 
@@ -245,11 +246,12 @@ def _usages(conn: Connection, provider_ids: set[int], class_ids: set[int]
     a = t.allocations
     rows = conn.execute(
         sa.select(a.c.resource_provider_id, a.c.resource_class_id,
-                  sa.func.sum(a.c.used))
+                  common.sum_used(a))
         .where(a.c.resource_provider_id.in_(sorted(provider_ids)),
                a.c.resource_class_id.in_(sorted(class_ids)))
         .group_by(a.c.resource_provider_id, a.c.resource_class_id))
-    return {(r[0], r[1]): int(r[2] or 0) for r in rows}
+    return {(row.resource_provider_id, row.resource_class_id):
+            int(row.used or 0) for row in rows}
 
 
 def _invalid(class_name: str, provider: str) -> errors.CapacityExceeded:

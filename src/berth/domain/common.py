@@ -77,6 +77,13 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     return expected + 1
 
 
+def sum_used(allocations: sa.FromClause) -> sa.Label[int]:
+    """``SUM(allocations.used) AS used`` over ``allocations`` (the table or
+    an alias of it): every usage sum, so each reads ``row.used`` and the
+    covering indexes of ``berth.db.tables.allocations`` serve them all."""
+    return sa.func.sum(allocations.c.used).label("used")
+
+
 def insert_unique(conn: Connection, key: sa.Column[str], value: str,
                   stamp: dt.datetime | None = None) -> int | None:
     """Insert a row whose unique ``key`` column is ``value`` (created at

@@ -29,14 +29,14 @@ def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
     """Class name -> amount used, for every class the provider has
     inventory of (0 when nothing is allocated)."""
     inv, a = t.inventories, t.allocations
-    used = (sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
+    used = (sa.select(sa.func.coalesce(common.sum_used(a), 0))
             .where(a.c.resource_provider_id == inv.c.resource_provider_id,
                    a.c.resource_class_id == inv.c.resource_class_id)
             .scalar_subquery())
-    rows = conn.execute(sa.select(inv.c.resource_class_id, used)
+    rows = conn.execute(sa.select(inv.c.resource_class_id, used.label("used"))
                         .where(inv.c.resource_provider_id == provider_id))
     names = common.resource_class_names(conn)
-    return {names[rc]: int(amount) for rc, amount in rows}
+    return {names[row.resource_class_id]: int(row.used) for row in rows}
 
 
 def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]
@@ -71,11 +71,12 @@ def project_usages(conn: Connection, project_id: str,
                    user_id: str | None = None) -> dict[str, int]:
     """Class name -> amount used by the project's (and user's) consumers."""
     a = t.allocations
-    query = _owned(sa.select(a.c.resource_class_id, sa.func.sum(a.c.used))
+    query = _owned(sa.select(a.c.resource_class_id, common.sum_used(a))
                    .select_from(a), project_id, user_id)
     rows = conn.execute(query.group_by(a.c.resource_class_id))
     names = common.resource_class_names(conn)
-    return _sorted({names[rc]: int(amount) for rc, amount in rows})
+    return _sorted({names[row.resource_class_id]: int(row.used)
+                    for row in rows})
 
 
 def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
@@ -88,10 +89,10 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
     """
     a, c, ct = t.allocations, t.consumers, t.consumer_types
     base = _owned(sa.select(c.c.consumer_type_id, a.c.resource_class_id,
-                            sa.func.sum(a.c.used))
+                            common.sum_used(a))
                   .select_from(a), project_id, user_id)
     counts = _owned_consumers(sa.select(c.c.consumer_type_id,
-                                        sa.func.count())
+                                        sa.func.count().label("consumers"))
                               .select_from(c), project_id, user_id)
     if consumer_type == UNKNOWN_TYPE:
         base = base.where(c.c.consumer_type_id.is_(None))
@@ -104,14 +105,15 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
         return _all_types(conn, base, counts)
     sums = conn.execute(base.group_by(c.c.consumer_type_id,
                                       a.c.resource_class_id)).all()
-    per_type = dict(conn.execute(counts.group_by(c.c.consumer_type_id)).all())
+    per_type = {row.consumer_type_id: row.consumers for row in
+                conn.execute(counts.group_by(c.c.consumer_type_id))}
     type_names = names_of_types(conn, per_type)
     class_names = common.resource_class_names(conn)
     result: dict[str, dict[str, int]] = defaultdict(dict)
-    for type_id, rc, amount in sums:
-        name = type_names.get(type_id, UNKNOWN_TYPE)
-        result[name][class_names[rc]] = int(amount)
-        result[name]["consumer_count"] = int(per_type[type_id])
+    for row in sums:
+        name = type_names.get(row.consumer_type_id, UNKNOWN_TYPE)
+        result[name][class_names[row.resource_class_id]] = int(row.used)
+        result[name]["consumer_count"] = int(per_type[row.consumer_type_id])
     return _sorted({name: _sorted(entry) for name, entry in result.items()})
 
 
@@ -120,14 +122,15 @@ def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
     """Every type summed together under ``all``."""
     a = t.allocations
     sums = conn.execute(
-        base.with_only_columns(a.c.resource_class_id, sa.func.sum(a.c.used))
+        base.with_only_columns(a.c.resource_class_id, common.sum_used(a))
         .group_by(a.c.resource_class_id)).all()
     if not sums:
         return {}
     total = conn.execute(counts.with_only_columns(
         sa.func.count())).scalar_one()
     class_names = common.resource_class_names(conn)
-    entry: dict[str, int] = {class_names[rc]: int(n) for rc, n in sums}
+    entry: dict[str, int] = {class_names[row.resource_class_id]: int(row.used)
+                             for row in sums}
     entry["consumer_count"] = int(total)
     return {ALL_TYPES: _sorted(entry)}
 
