@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import changes
 from berth.db import tables as t
+from berth.domain import consumer, usage
 
 __all__ = ["MIGRATIONS", "set_root_provider_ids", "create_incomplete_consumers"]
 
@@ -58,7 +59,6 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
                                 count: int) -> tuple[int, int]:
     """Give up to ``count`` consumers that only allocations name a
     ``consumers`` row owned by the placeholder project and user."""
-    from berth.domain import common, consumer
     a, c = t.allocations, t.consumers
     missing = list(conn.scalars(
         sa.select(a.c.consumer_id).distinct()
@@ -73,14 +73,9 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
         consumer.create(conn, uuid, project, user, None)
     # Their allocations now count in the placeholder project's usages.
     owner = (project, user, None)
-    rows = conn.execute(
-        sa.select(a.c.resource_class_id, common.sum_used(a))
-        .where(a.c.consumer_id.in_(missing))
-        .group_by(a.c.resource_class_id))
-    deltas: dict[changes.UsageKey, int] = {
-        (*owner, row.resource_class_id): int(row.used) for row in rows}
-    deltas[(*owner, None)] = len(missing)
-    changes.note_usage(conn, deltas)
+    held = usage.held_amounts(conn, missing)
+    changes.note_usage(conn, usage.deltas(
+        (None, {}, owner, held.get(uuid, {})) for uuid in missing))
     changes.note(conn, changes.USAGE, conn.scalars(
         sa.select(a.c.resource_provider_id).distinct()
         .where(a.c.consumer_id.in_(missing))))

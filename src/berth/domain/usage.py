@@ -1,14 +1,20 @@
-"""Usages: sums of allocations per provider, project, user and type.
+"""Usages: sums of allocations per provider, project, user and type, and
+how a write changes a project's usages.
 
 Every aggregate is grouped by ids and turned into names in Python, so the
 answers are the same on SQLite, PostgreSQL and MariaDB (upstream groups
 by one column and selects another, which PostgreSQL refuses).
+
+Every write of allocations notes by how much it changed each owner's
+usages (:func:`deltas`, into ``berth.db.changes.note_usage``), so that an
+answer kept per worker (``berth.domain.memo``) is brought up to date
+(:func:`brought_up_to_date`) rather than computed again.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -17,7 +23,7 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.consumer import UNKNOWN_TYPE, names_of_types
+from berth.domain.consumer import UNKNOWN_TYPE, Consumer, names_of_types
 
 #: The ``consumer_type`` filter value that means every type, summed.
 ALL_TYPES = "all"
@@ -139,6 +145,58 @@ def _sorted(answer: dict[str, V]) -> dict[str, V]:
     """By name: the same bytes however the database ordered its groups,
     and whether computed or brought up to date."""
     return dict(sorted(answer.items()))
+
+
+#: Whose usages a consumer's allocations count in: (projects.id,
+#: users.id, consumer_types.id or None).
+Owner = tuple[int, int, "int | None"]
+
+
+def owner_of(consumer: Consumer) -> Owner:
+    """The owner ``consumer``'s allocations count for."""
+    return consumer.project_id, consumer.user_id, consumer.consumer_type_id
+
+
+def held_amounts(conn: Connection, consumer_uuids: list[str]
+                 ) -> dict[str, dict[int, int]]:
+    """Per consumer, class id -> amount it holds now (consumers holding
+    nothing are left out)."""
+    if not consumer_uuids:
+        return {}
+    a = t.allocations
+    rows = conn.execute(
+        sa.select(a.c.consumer_id, a.c.resource_class_id, common.sum_used(a))
+        .where(a.c.consumer_id.in_(consumer_uuids))
+        .group_by(a.c.consumer_id, a.c.resource_class_id))
+    held: dict[str, dict[int, int]] = {}
+    for row in rows:
+        held.setdefault(row.consumer_id, {})[row.resource_class_id] = int(
+            row.used)
+    return held
+
+
+#: One consumer's change: the owner and amounts (class id -> amount) it
+#: counted for before (None: nowhere), then the owner and amounts after.
+Move = tuple["Owner | None", dict[int, int], Owner, dict[int, int]]
+
+
+def deltas(moves: Iterable[Move]) -> Counter[changes.UsageKey]:
+    """How project usages change when each consumer moves as ``moves``
+    say: amounts of each class, and (no class) the number of consumers
+    holding anything."""
+    found: Counter[changes.UsageKey] = Counter()
+    for before, old, after, new in moves:
+        if before is not None:
+            for rc, amount in old.items():
+                found[(*before, rc)] -= amount
+            if old:
+                found[(*before, None)] -= 1
+        for rc, amount in new.items():
+            found[(*after, rc)] += amount
+        if new:
+            found[(*after, None)] += 1
+    # Amounts that cancel out stay, at 0: the project is still named.
+    return found
 
 
 #: What ``GET /usages`` is asked: (project, by consumer type (1.38),
