@@ -113,7 +113,7 @@ def ids_by_name(conn: Connection, table: sa.Table,
         if not wanted:
             return {}
         query = query.where(table.c.name.in_(wanted))
-    return {row.name: row.id for row in conn.execute(query)}
+    return {name: id_ for name, id_ in conn.execute(query)}
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:

@@ -164,4 +164,4 @@ def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str
     ct = t.consumer_types
     rows = conn.execute(sa.select(ct.c.id, ct.c.name)
                         .where(ct.c.id.in_(wanted)))
-    return {row.id: row.name for row in rows}
+    return {id_: name for id_, name in rows}

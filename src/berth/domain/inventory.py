@@ -98,8 +98,7 @@ def _rows(conn: Connection, provider_id: int) -> list[Row]:  # type: ignore[type
         .order_by(rc.c.id)))
 
 
-def from_row(row: Row) -> Inventory:  # type: ignore[type-arg]
-    """The Inventory of a row that has every column of ``FIELDS``."""
+def _from_row(row: Row) -> Inventory:  # type: ignore[type-arg]
     values = row._mapping
     return Inventory(**{f: values[f] for f in FIELDS[:-1]},
                      allocation_ratio=float(values["allocation_ratio"]))
@@ -107,7 +106,7 @@ def from_row(row: Row) -> Inventory:  # type: ignore[type-arg]
 
 def get_inventories(conn: Connection, provider_id: int) -> dict[str, Inventory]:
     """The provider's inventories by class name, in class id order."""
-    return {row.name: from_row(row) for row in _rows(conn, provider_id)}
+    return {row.name: _from_row(row) for row in _rows(conn, provider_id)}
 
 
 def list_inventories(conn: Connection, uuid: str) -> Listing:
@@ -117,7 +116,7 @@ def list_inventories(conn: Connection, uuid: str) -> Listing:
     newest = max((r.updated_at or r.created_at for r in rows
                   if r.updated_at or r.created_at), default=None)
     return Listing(provider.generation,
-                   {r.name: from_row(r) for r in rows}, newest)
+                   {r.name: _from_row(r) for r in rows}, newest)
 
 
 def get_inventory(conn: Connection, uuid: str, rc: str
@@ -126,7 +125,7 @@ def get_inventory(conn: Connection, uuid: str, rc: str
     provider = common.require_provider(conn, uuid)
     for row in _rows(conn, provider.id):
         if row.name == rc:
-            return (from_row(row), provider.generation,
+            return (_from_row(row), provider.generation,
                     row.updated_at or row.created_at)
     raise errors.NotFound("No inventory of class %s for %s" % (rc, uuid))
 

@@ -46,8 +46,8 @@ def list_classes(conn: Connection) -> list[ResourceClass]:
     rc = t.resource_classes
     rows = conn.execute(sa.select(rc.c.name, rc.c.created_at, rc.c.updated_at)
                         .order_by(rc.c.id))
-    return [_from_row(row.name, row.created_at, row.updated_at)
-            for row in rows]
+    return [_from_row(name, created, updated)
+            for name, created, updated in rows]
 
 
 def _find(conn: Connection, name: str) -> sa.Row | None:  # type: ignore[type-arg]

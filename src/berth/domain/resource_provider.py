@@ -130,11 +130,11 @@ def descendant_ids(conn: Connection, provider_id: int) -> set[int]:
     root = conn.scalar(sa.select(RP.c.root_provider_id)
                        .where(RP.c.id == provider_id))
     children: dict[int, list[int]] = {}
-    for row in conn.execute(sa.select(RP.c.id, RP.c.parent_provider_id)
-                            .where(RP.c.root_provider_id == root)):
-        if row.parent_provider_id is not None:
-            children.setdefault(int(row.parent_provider_id), []).append(
-                int(row.id))
+    for id_, parent in conn.execute(
+            sa.select(RP.c.id, RP.c.parent_provider_id)
+            .where(RP.c.root_provider_id == root)):
+        if parent is not None:
+            children.setdefault(int(parent), []).append(int(id_))
     found: set[int] = set()
     stack = list(children.get(provider_id, []))
     while stack:

@@ -28,8 +28,8 @@ def _traits(conn: Connection, where: Iterable[sa.ColumnElement[bool]] = ()
     tr = t.traits
     rows = conn.execute(sa.select(tr.c.name, tr.c.created_at, tr.c.updated_at)
                         .where(*where))
-    return sorted((Trait(row.name, row.updated_at or row.created_at)
-                   for row in rows),
+    return sorted((Trait(name, updated or created)
+                   for name, created, updated in rows),
                   key=lambda trait: trait.name)
 
 
