@@ -9,6 +9,7 @@ that one request is one transaction.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid as uuidlib
 from collections.abc import Iterable
 
@@ -77,6 +78,9 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     return expected + 1
 
 
+# Built once per table: every claim sums usage, and an expression, which
+# never changes once built, serves any number of statements and threads.
+@functools.lru_cache(maxsize=8)
 def sum_used(allocations: sa.FromClause) -> sa.Label[int]:
     """``SUM(allocations.used) AS used`` over ``allocations`` (the table or
     an alias of it): every usage sum, so each reads ``row.used`` and the
