@@ -263,21 +263,6 @@ def test_consumer_type_shown(client: Client, db: Database) -> None:
         "/allocations/" + consumer).json()
 
 
-def test_replace_without_capacity_then_check(db: Database) -> None:
-    rp = make_provider(db, "cn", VCPU={"total": 2, "max_unit": 8})
-    request = ConsumerAllocations(new(), {rp: {"VCPU": 5}}, PROJECT, USER)
-
-    def work(conn: Any) -> None:
-        allocation.replace_allocations(conn, [request], check_capacity=False)
-        from berth.domain import common
-        row = common.require_provider(conn, rp)
-        allocation.check_capacity(conn, {row.id})
-
-    with pytest.raises(errors.CapacityExceeded, match="exceed the capacity"):
-        db.run(work)
-    assert generation(db, rp) == 0  # rolled back
-
-
 def test_run_claim_retries_then_gives_up(db: Database) -> None:
     calls: list[int] = []
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -105,7 +106,7 @@ def slot(conn: Connection) -> int:
         if conn.dialect.name == "mysql":
             row = conn.execute(sa.text(
                 "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
-            if row is not None and str(row[1]).upper() == "ON":
+            if row is not None and str(row.Value).upper() == "ON":
                 name = conn.execute(sa.text(
                     "SELECT @@wsrep_node_name")).scalar_one()
                 # Slot 1 stays for single servers; a collision of two
@@ -156,6 +157,21 @@ def flush(conn: Connection) -> int | None:
     if not pending and not deltas:
         return None
     mine = slot(conn)
+    seq = _next(conn, mine)
+    ch = t.berth_changes
+    empty = {"user_id": None, "consumer_type_id": None,
+             "resource_class_id": None, "amount": None}
+    conn.execute(ch.insert(), [{**empty, **row, "slot": mine, "seq": seq}
+                               for row in _rows(pending, deltas)])
+    if seq % PRUNE_EVERY == 0:
+        conn.execute(ch.delete().where(ch.c.slot == mine,
+                                       ch.c.seq <= seq - KEEP))
+    return seq
+
+
+def _next(conn: Connection, mine: int) -> int:
+    """Bump the slot's counter row (taking its lock until the commit)
+    and return the new number."""
     state = t.berth_state
     bump = state.update().where(state.c.id == mine).values(seq=state.c.seq + 1)
     seq: int | None
@@ -166,6 +182,13 @@ def flush(conn: Connection) -> int | None:
         seq = _seq_of(conn, mine) if bumped.rowcount == 1 else None
     if seq is None:
         seq = _first(conn, mine, bump)
+    return seq
+
+
+def _rows(pending: set[tuple[str, int | None]],
+          deltas: Counter[UsageKey]) -> list[dict[str, object]]:
+    """The change rows for the notes: one per (kind, provider) and one
+    per project delta, or one global row when there are too many."""
     kinds = {kind for kind, _ in pending}
     if len(deltas) > MAX_ROWS:
         # Without its project rows the write counts as one that changed
@@ -173,27 +196,23 @@ def flush(conn: Connection) -> int | None:
         deltas = Counter()
         if not pending:
             pending = {(USAGE, None)}
-    rows: list[dict[str, object]]
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
-        rows = [{"kind": STRUCTURE if STRUCTURE in kinds else USAGE,
+        return [{"kind": STRUCTURE if STRUCTURE in kinds else USAGE,
                  "resource_provider_id": None}]
-    else:
-        rows = [{"kind": kind, "resource_provider_id": pid}
-                for kind, pid in sorted(pending, key=lambda r: (r[0], r[1] or 0))]
-        rows += [{"kind": PROJECT, "resource_provider_id": project,
-                  "user_id": user, "consumer_type_id": type_id,
-                  "resource_class_id": rc, "amount": amount}
-                 for (project, user, type_id, rc), amount
-                 in sorted(deltas.items(), key=lambda d: repr(d[0]))]
-    ch = t.berth_changes
-    empty = {"user_id": None, "consumer_type_id": None,
-             "resource_class_id": None, "amount": None}
-    conn.execute(ch.insert(), [{**empty, **row, "slot": mine, "seq": seq}
-                               for row in rows])
-    if seq % PRUNE_EVERY == 0:
-        conn.execute(ch.delete().where(ch.c.slot == mine,
-                                       ch.c.seq <= seq - KEEP))
-    return seq
+    rows: list[dict[str, object]] = [
+        {"kind": kind, "resource_provider_id": pid}
+        for kind, pid in sorted(pending, key=_by_kind_and_provider)]
+    for key in sorted(deltas, key=repr):
+        project, user, type_id, rc = key
+        rows.append({"kind": PROJECT, "resource_provider_id": project,
+                     "user_id": user, "consumer_type_id": type_id,
+                     "resource_class_id": rc, "amount": deltas[key]})
+    return rows
+
+
+def _by_kind_and_provider(note: tuple[str, int | None]) -> tuple[str, int]:
+    kind, pid = note
+    return kind, pid or 0
 
 
 def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
@@ -229,8 +248,8 @@ _CURRENT = "SELECT id, seq FROM %s ORDER BY id" % t.berth_state.name
 
 def current(conn: Connection) -> Position:
     """The newest committed position (every slot, one statement)."""
-    return Position(tuple((int(a), int(b))
-                          for a, b in conn.exec_driver_sql(_CURRENT)))
+    return Position(tuple((int(mine), int(seq))
+                          for mine, seq in conn.exec_driver_sql(_CURRENT)))
 
 
 @dataclass(frozen=True)
@@ -289,9 +308,16 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
     one = f"(c.slot = {mark} AND c.seq > {mark} AND c.seq <= {mark})"
     rows = conn.exec_driver_sql(
         _SINCE + " OR ".join([one] * (len(ranges) // 3)), tuple(ranges)).all()
-    # Every number in the ranges wrote at least one row; a gap means the
-    # rows were pruned.
-    if len({(r[0], r[1]) for r in rows}) != wanted:
+    return _read(rows, wanted)
+
+
+def _read(rows: Iterable[Sequence[Any]], wanted: int) -> Changes:
+    """What the rows of :data:`_SINCE` say, ``wanted`` numbered writes'
+    worth (tuples, as the driver gives them)."""
+    # Every numbered write left at least one row; fewer numbers than
+    # wanted means rows were pruned.
+    numbers = {(mine, seq) for mine, seq, *_ in rows}
+    if len(numbers) != wanted:
         return EVERYTHING
     structure: set[int] = set()
     usage: set[int] = set()

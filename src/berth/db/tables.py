@@ -35,21 +35,19 @@ def _stamps() -> list[sa.Column[object]]:
     ]
 
 
-resource_classes = sa.Table(
-    "resource_classes", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("name", NAME, nullable=False, unique=True),
-    *_stamps(),
-    **MYSQL,
-)
+def _names(name: str, column: str = "name") -> sa.Table:
+    """A table of unique names (or external ids), each with its id."""
+    return sa.Table(
+        name, metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column(column, NAME, nullable=False, unique=True),
+        *_stamps(),
+        **MYSQL,
+    )
 
-traits = sa.Table(
-    "traits", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("name", NAME, nullable=False, unique=True),
-    *_stamps(),
-    **MYSQL,
-)
+
+resource_classes = _names("resource_classes")
+traits = _names("traits")
 
 resource_providers = sa.Table(
     "resource_providers", metadata,
@@ -88,29 +86,9 @@ inventories = sa.Table(
     **MYSQL,
 )
 
-projects = sa.Table(
-    "projects", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("external_id", NAME, nullable=False, unique=True),
-    *_stamps(),
-    **MYSQL,
-)
-
-users = sa.Table(
-    "users", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("external_id", NAME, nullable=False, unique=True),
-    *_stamps(),
-    **MYSQL,
-)
-
-consumer_types = sa.Table(
-    "consumer_types", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("name", NAME, nullable=False, unique=True),
-    *_stamps(),
-    **MYSQL,
-)
+projects = _names("projects", "external_id")
+users = _names("users", "external_id")
+consumer_types = _names("consumer_types")
 
 consumers = sa.Table(
     "consumers", metadata,

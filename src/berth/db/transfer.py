@@ -275,14 +275,17 @@ def _by_name(conn: Connection, table: sa.Table,
              wanted: dict[int, Row]) -> dict[int, int]:
     """Source id -> target id for classes or traits, adding the names the
     target lacks."""
-    have = dict(conn.execute(sa.select(table.c.name, table.c.id)).all())
+    def ids() -> dict[str, int]:
+        return {row.name: row.id for row in
+                conn.execute(sa.select(table.c.name, table.c.id))}
+
+    have = ids()
     missing = [r for r in wanted.values() if r["name"] not in have]
     if missing:
         conn.execute(table.insert(), [
             {"name": r["name"], "created_at": r["created_at"],
              "updated_at": r["updated_at"]} for r in missing])
-        have = dict(conn.execute(sa.select(table.c.name, table.c.id))
-                    .all())
+        have = ids()
     return {source_id: have[r["name"]] for source_id, r in wanted.items()}
 
 

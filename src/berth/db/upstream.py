@@ -99,6 +99,16 @@ def head_metadata() -> sa.MetaData:
     sa.Table("alembic_version", md,
              sa.Column("version_num", sa.String(32), nullable=False),
              sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
+    _add_names(md)
+    _add_providers(md)
+    _add_allocations(md)
+    _add_links(md)
+    return md
+
+
+def _add_names(md: sa.MetaData) -> None:
+    """The tables of unique names: classes, traits, consumer types,
+    projects and users."""
     for name, column, kind in (("resource_classes", "name", sa.String(255)),
                                ("traits", "name", sa.Unicode(255)),
                                ("consumer_types", "name", sa.Unicode(255)),
@@ -107,6 +117,10 @@ def head_metadata() -> sa.MetaData:
         sa.Table(name, md, *_stamps(), _serial(),
                  sa.Column(column, kind, nullable=False),
                  sa.UniqueConstraint(column, name="uniq_%s0%s" % (name, column)))
+
+
+def _add_providers(md: sa.MetaData) -> None:
+    """Providers and their inventories."""
     rp = sa.Table(
         "resource_providers", md, *_stamps(), _serial(),
         sa.Column("uuid", sa.String(36), nullable=False),
@@ -131,6 +145,10 @@ def head_metadata() -> sa.MetaData:
             "resource_provider_id", "resource_class_id",
             name="uniq_inventories0resource_provider_resource_class"))
     sa.Index("inventories_resource_class_id_idx", inv.c.resource_class_id)
+
+
+def _add_allocations(md: sa.MetaData) -> None:
+    """Allocations and their consumers."""
     alloc = sa.Table(
         "allocations", md, *_stamps(), _serial(),
         sa.Column("resource_provider_id", sa.Integer, nullable=False),
@@ -158,6 +176,11 @@ def head_metadata() -> sa.MetaData:
              cons.c.user_id, cons.c.uuid)
     sa.Index("consumers_project_id_uuid_idx", cons.c.project_id, cons.c.uuid)
     sa.Index("consumers_consumer_type_id_idx", cons.c.consumer_type_id)
+
+
+def _add_links(md: sa.MetaData) -> None:
+    """Aggregates, and which providers are in which aggregate and have
+    which trait."""
     sa.Table(
         "placement_aggregates", md, *_stamps(), _serial(),
         sa.Column("uuid", sa.String(36), nullable=True),
@@ -176,4 +199,3 @@ def head_metadata() -> sa.MetaData:
                   sa.ForeignKey("resource_providers.id"), primary_key=True))
     sa.Index("resource_provider_traits_resource_provider_trait_idx",
              rpt.c.resource_provider_id, rpt.c.trait_id)
-    return md

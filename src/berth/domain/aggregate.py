@@ -51,22 +51,15 @@ def ensure_aggregates(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
-    found = {str(u): int(i) for u, i in conn.execute(
+    found = {str(row.uuid): int(row.id) for row in conn.execute(
         sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(wanted)))}
     for value in wanted:
-        if value in found:
-            continue
-        try:
-            # A savepoint, so that losing a race to record the same uuid
-            # leaves the transaction usable for reading the winner's row.
-            with conn.begin_nested():
-                found[value] = conn.execute(AGG.insert().values(
-                    uuid=value, created_at=common.now())
-                ).inserted_primary_key[0]  # type: ignore[index]
-        except sa.exc.IntegrityError:
-            winner = conn.scalar(sa.select(AGG.c.id).where(AGG.c.uuid == value))
-            assert winner is not None  # the conflicting insert committed
-            found[value] = int(winner)
+        if value not in found:
+            new = common.insert_unique(conn, AGG.c.uuid, value)
+            if new is None:  # lost a race: the winner's
+                new = conn.execute(sa.select(AGG.c.id).where(
+                    AGG.c.uuid == value)).scalar_one()
+            found[value] = new
     return {k: int(v) for k, v in found.items()}
 
 

@@ -12,7 +12,7 @@ then provider rows by id) so that concurrent claims do not deadlock:
    being emptied (``SELECT ... FOR UPDATE``, then the generation CAS of
    ``common.bump_provider_generation``) -- before reading any usage;
 5. delete the consumers' current allocations, check capacity against
-   what is left, insert the new ones;
+   what is left (``berth.domain.claim``), insert the new ones;
 6. delete consumers left without allocations.
 
 Which providers get their generation bumped follows upstream exactly:
@@ -27,8 +27,8 @@ A lost race on a provider generation raises ``ProviderGenerationRace``;
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,10 +38,14 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import capacity, common, consumer, errors
-from berth.domain.consumer import Consumer
+from berth.domain import claim, common, consumer, errors, usage
+from berth.domain.claim import Claim
+from berth.domain.usage import Owner
 
 T = TypeVar("T")
+
+#: A consumer's owner before the write (None: created by it) and after.
+_Owners = tuple["Owner | None", Owner]
 
 PROVIDER_RACE_MESSAGE = (
     "Inventory and/or allocations changed while attempting to allocate: "
@@ -68,16 +72,6 @@ class ConsumerAllocations:
     generation: int | None = None
     check_generation: bool = False
     consumer_type: str | None = None
-
-
-@dataclass(slots=True)
-class _Claim:
-    provider_id: int
-    provider_uuid: str
-    class_name: str
-    amount: int
-    consumer_uuid: str
-    class_id: int = 0
 
 
 def _provider_key(value: str) -> str:
@@ -107,9 +101,9 @@ def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
 
 
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations
-                     ) -> tuple[Consumer, Owner | None] | None:
-    """Check the generation and take the consumer for writing; with the
-    owner it had before (None: created here).
+                     ) -> _Owners | None:
+    """Check the generation and take the consumer for writing; the owner
+    it had before (None: created here) and the one it has now.
 
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
@@ -124,74 +118,35 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
             raise consumer.generation_conflict(None, req.generation)
         if not req.allocations:
             return None
-        return consumer.create(conn, req.consumer_uuid, project, user,
-                                type_id, generation=1), None
+        return None, usage.owner_of(consumer.create(
+            conn, req.consumer_uuid, project, user, type_id, generation=1))
     if req.check_generation and current.generation != req.generation:
         raise consumer.generation_conflict(current.generation,
                                             req.generation)
     consumer.bump_generation(conn, current)
-    before = _owner(current)
+    before = usage.owner_of(current)
     if type_id is None:
         type_id = current.consumer_type_id
     consumer.update_owner(conn, current, project, user, type_id)
-    return current, before
+    return before, usage.owner_of(current)
 
 
-#: Whose usages a consumer's allocations count in: (projects.id,
-#: users.id, consumer_types.id or None).
-Owner = tuple[int, int, "int | None"]
+def _take_consumers(conn: Connection, requests: list[ConsumerAllocations]
+                    ) -> dict[str, _Owners]:
+    """Step 2, in consumer uuid order: the consumers this transaction
+    holds (row-locked, or created here), each with its owner before and
+    after.
 
-
-def _owner(consumer: Consumer) -> Owner:
-    return consumer.project_id, consumer.user_id, consumer.consumer_type_id
-
-
-def _held_amounts(conn: Connection, consumer_uuids: list[str]
-                  ) -> dict[str, dict[int, int]]:
-    """Per consumer, class id -> amount it holds now."""
-    if not consumer_uuids:
-        return {}
-    a = t.allocations
-    rows = conn.execute(
-        sa.select(a.c.consumer_id, a.c.resource_class_id, sa.func.sum(a.c.used))
-        .where(a.c.consumer_id.in_(consumer_uuids))
-        .group_by(a.c.consumer_id, a.c.resource_class_id))
-    held: dict[str, dict[int, int]] = {}
-    for uuid, rc, amount in rows:
-        held.setdefault(uuid, {})[rc] = int(amount)
-    return held
-
-
-def _usage_deltas(moves: Iterable[tuple[Owner | None, dict[int, int],
-                                        Owner, dict[int, int]]]
-                  ) -> Counter[changes.UsageKey]:
-    """How project usages change when each consumer goes from holding
-    the first amounts under the first owner (None: counted nowhere) to the
-    second amounts under the second."""
-    deltas: Counter[changes.UsageKey] = Counter()
-    for before, old, after, new in moves:
-        if before is not None:
-            for rc, amount in old.items():
-                deltas[(*before, rc)] -= amount
-            if old:
-                deltas[(*before, None)] -= 1
-        for rc, amount in new.items():
-            deltas[(*after, rc)] += amount
-        if new:
-            deltas[(*after, None)] += 1
-    # Amounts that cancel out stay, at 0: the project is still named.
-    return deltas
-
-
-def _class_ids(conn: Connection, claims: list[_Claim]) -> None:
-    names = {c.class_name for c in claims}
-    ids = common.resource_class_ids(conn, names)
-    for name in sorted(names):
-        if name not in ids:
-            raise errors.UnknownResourceClass(
-                "No such resource class %s." % name)
-    for claim in claims:
-        claim.class_id = ids[claim.class_name]
+    One that did not exist and gets nothing is left out: removing
+    allocations a concurrent request gave it meanwhile would undo a
+    write that committed after this one read the consumer missing.
+    """
+    owners: dict[str, _Owners] = {}
+    for req in sorted(requests, key=lambda r: r.consumer_uuid):
+        taken = _ensure_consumer(conn, req)
+        if taken is not None:
+            owners[req.consumer_uuid] = taken
+    return owners
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
@@ -223,93 +178,38 @@ def _held_provider_ids(conn: Connection, consumer_uuids: list[str]) -> set[int]:
     if not consumer_uuids:
         return set()
     a = t.allocations
-    rows = conn.execute(sa.select(a.c.resource_provider_id).distinct()
-                        .where(a.c.consumer_id.in_(sorted(consumer_uuids))))
-    return {row[0] for row in rows}
+    return set(conn.scalars(sa.select(a.c.resource_provider_id).distinct()
+                            .where(a.c.consumer_id.in_(sorted(consumer_uuids)))))
 
 
-def _inventories(conn: Connection, provider_ids: set[int], class_ids: set[int]
-                 ) -> dict[tuple[int, int], capacity.Inventory]:
-    inv = t.inventories
-    rows = conn.execute(sa.select(
-        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-        inv.c.allocation_ratio).where(
-            inv.c.resource_provider_id.in_(sorted(provider_ids)),
-            inv.c.resource_class_id.in_(sorted(class_ids))))
-    return {(r[0], r[1]): capacity.Inventory(*r[2:]) for r in rows}
-
-
-def _usages(conn: Connection, provider_ids: set[int], class_ids: set[int]
-            ) -> dict[tuple[int, int], int]:
-    a = t.allocations
-    rows = conn.execute(
-        sa.select(a.c.resource_provider_id, a.c.resource_class_id,
-                  sa.func.sum(a.c.used))
-        .where(a.c.resource_provider_id.in_(sorted(provider_ids)),
-               a.c.resource_class_id.in_(sorted(class_ids)))
-        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
-    return {(r[0], r[1]): int(r[2] or 0) for r in rows}
-
-
-def _invalid(class_name: str, provider: str) -> errors.CapacityExceeded:
-    return errors.CapacityExceeded(
-        "Inventory for '%s' on resource provider '%s' invalid."
-        % (class_name, provider))
-
-
-def _unable(class_name: str, provider: str, why: str) -> errors.CapacityExceeded:
-    return errors.CapacityExceeded(
-        "Unable to create allocation for '%s' on resource provider '%s'. "
-        "The requested amount would %s." % (class_name, provider, why))
-
-
-def _check_claims(conn: Connection, claims: list[_Claim]) -> None:
-    """Upstream's capacity rules, in upstream's order, for the new claims
-    (the consumers' old allocations are already gone)."""
-    provider_ids = {c.provider_id for c in claims}
-    class_ids = {c.class_id for c in claims}
-    inventory = _inventories(conn, provider_ids, class_ids)
-    used = _usages(conn, provider_ids, class_ids)
-    with_inventory = {rp for rp, _ in inventory}
-    missing = sorted({c.provider_uuid for c in claims
-                      if c.provider_id not in with_inventory})
-    if missing:
-        names = sorted({(c.class_id, c.class_name) for c in claims})
-        raise _invalid(", ".join(n for _, n in names), ", ".join(missing))
-    _verify(claims, inventory, used)
-
-
-def _verify(claims: list[_Claim],
-            inventory: dict[tuple[int, int], capacity.Inventory],
-            used: dict[tuple[int, int], int]) -> None:
-    """Each claim against its inventory: present, within the units, and
-    (with the claims before it and ``used``) within capacity."""
-    wanted: dict[tuple[int, int], int] = defaultdict(int)
-    for claim in claims:
-        key = (claim.provider_id, claim.class_id)
-        wanted[key] += claim.amount
-        inv = inventory.get(key)
-        if inv is None:
-            raise _invalid(claim.class_name, claim.provider_uuid)
-        if capacity.unit_problem(inv, claim.amount) is not None:
-            raise _unable(claim.class_name, claim.provider_uuid,
-                          "violate inventory constraints")
-        if used.get(key, 0) + wanted[key] > inv.capacity:
-            raise _unable(claim.class_name, claim.provider_uuid,
-                          "exceed the capacity")
+def _lock(conn: Connection, claims: list[Claim], taken: list[str],
+          emptied: list[str]) -> set[int]:
+    """Step 4: lock the providers whose generation moves (those claimed
+    on, and those of the ``emptied`` consumers); return the providers
+    the ``taken`` consumers hold allocations on now."""
+    to_lock = {c.provider_id for c in claims}
+    held = _held_provider_ids(conn, taken)
+    if len(emptied) == len(taken):
+        to_lock |= held
+    elif emptied:
+        to_lock |= _held_provider_ids(conn, emptied)
+    lock_providers(conn, to_lock)
+    return held
 
 
 def _claims(requests: list[ConsumerAllocations],
-            providers: dict[str, tuple[int, str]]) -> list[_Claim]:
-    return [_Claim(providers[rp_uuid][0], providers[rp_uuid][1], name,
-                   amount, req.consumer_uuid)
-            for req in requests
-            for rp_uuid, resources in req.allocations.items()
-            for name, amount in resources.items()]
+            providers: dict[str, tuple[int, str]]) -> list[Claim]:
+    claims = []
+    for req in requests:
+        for given, resources in req.allocations.items():
+            provider_id, provider_uuid = providers[given]
+            claims += [Claim(provider_id, provider_uuid, name, amount,
+                             req.consumer_uuid)
+                       for name, amount in resources.items()]
+    return claims
 
 
-def _insert(conn: Connection, claims: list[_Claim]) -> None:
+def _insert(conn: Connection, claims: list[Claim]) -> None:
     if not claims:
         return
     stamp = common.now()
@@ -319,14 +219,26 @@ def _insert(conn: Connection, claims: list[_Claim]) -> None:
          "created_at": stamp} for c in claims])
 
 
-def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
-                        *, check_capacity: bool = True) -> None:
+def _note_usages(conn: Connection,
+                 owners: dict[str, _Owners],
+                 old: dict[str, dict[int, int]], claims: list[Claim]) -> None:
+    """Note how the owners' usages change: each consumer in ``owners``
+    held ``old`` under its first owner and holds ``claims`` under its
+    second."""
+    new: dict[str, Counter[int]] = {u: Counter() for u in owners}
+    for c in claims:
+        new[c.consumer_uuid][c.class_id] += c.amount
+    changes.note_usage(conn, usage.deltas(
+        (before, old.get(u, {}), after, new[u])
+        for u, (before, after) in owners.items()))
+
+
+def replace_allocations(conn: Connection,
+                        requests: list[ConsumerAllocations]) -> None:
     """Replace all allocations of each consumer in ``requests``.
 
     Runs in the caller's transaction; on any error the caller's rollback
-    leaves everything as it was. With ``check_capacity=False`` (the
-    reshaper, which checks the end state itself with
-    :func:`check_capacity`) inventory rules are not applied.
+    leaves everything as it was.
 
     Raises ProviderNotFoundForWrite (400), ConcurrentUpdate (409, consumer
     generation), UnknownResourceClass (400), CapacityExceeded (409, bare
@@ -334,75 +246,27 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations],
     (409; retry the transaction, see :func:`run_claim`).
     """
     providers = _resolve_providers(conn, requests)
-    ordered = sorted(requests, key=lambda r: r.consumer_uuid)
-    # The consumers this transaction holds (row-locked, or created here).
-    # One that did not exist and gets nothing is left alone: removing
-    # allocations a concurrent request gave it meanwhile would undo a
-    # write that committed after this one read the consumer missing.
-    owners: dict[str, tuple[Owner | None, Owner]] = {}
-    for req in ordered:
-        got = _ensure_consumer(conn, req)
-        if got is not None:
-            owners[req.consumer_uuid] = (got[1], _owner(got[0]))
+    owners = _take_consumers(conn, requests)
     taken = sorted(owners)
     claims = _claims(requests, providers)
-    _class_ids(conn, claims)
+    claim.resolve_classes(conn, claims)
     emptied = [r.consumer_uuid for r in requests
                if not r.allocations and r.consumer_uuid in owners]
-    to_lock = {c.provider_id for c in claims}
-    held = _held_provider_ids(conn, taken)
-    if len(emptied) == len(taken):
-        to_lock |= held
-    elif emptied:
-        to_lock |= _held_provider_ids(conn, emptied)
-    lock_providers(conn, to_lock)
+    held = _lock(conn, claims, taken, emptied)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, held)
     # What the consumers held counted in their owners' usages (those
     # created here had none: allocations without a consumer count nowhere).
-    old = _held_amounts(conn, [u for u in taken if owners[u][0] is not None]
-                        ) if held else {}
+    old = usage.held_amounts(
+        conn, [u for u in taken if owners[u][0] is not None]) if held else {}
     if held:  # else they hold nothing (a new consumer): nothing to delete
         a = t.allocations
         conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
-    if check_capacity and claims:
-        _check_claims(conn, claims)
+    if claims:
+        claim.check(conn, claims)
     _insert(conn, claims)
     consumer.delete_if_unused(conn, emptied)
-    new: dict[str, Counter[int]] = {u: Counter() for u in taken}
-    for c in claims:
-        new[c.consumer_uuid][c.class_id] += c.amount
-    changes.note_usage(conn, _usage_deltas(
-        (before, old.get(u, {}), after, new[u])
-        for u, (before, after) in owners.items()))
-
-
-def check_capacity(conn: Connection, provider_ids: set[int]) -> None:
-    """Verify that what the providers hold now fits their inventories.
-
-    For writers that change allocations with capacity checks off and
-    want to verify the end state (the reshaper). Raises CapacityExceeded
-    (bare upstream reason) for an allocation of a class the provider has
-    no inventory of, one that breaks min_unit/max_unit/step_size, or a
-    (provider, class) whose total exceeds its capacity.
-    """
-    if not provider_ids:
-        return
-    a, rp, rc = t.allocations, t.resource_providers, t.resource_classes
-    rows = conn.execute(
-        sa.select(a.c.resource_provider_id, rp.c.uuid, a.c.resource_class_id,
-                  rc.c.name, a.c.used, a.c.consumer_id)
-        .join(rp, rp.c.id == a.c.resource_provider_id)
-        .join(rc, rc.c.id == a.c.resource_class_id)
-        .where(a.c.resource_provider_id.in_(sorted(provider_ids)))
-        .order_by(a.c.resource_provider_id, a.c.resource_class_id, a.c.id)
-    ).all()
-    claims = [_Claim(r[0], r[1], r[3], r[4], r[5], r[2]) for r in rows]
-    if not claims:
-        return
-    inventory = _inventories(conn, provider_ids, {c.class_id for c in claims})
-    # Every allocation is one of the claims here, so nothing else is used.
-    _verify(claims, inventory, {})
+    _note_usages(conn, owners, old, claims)
 
 
 def run_claim(db: Database, fn: Callable[[Connection], T], attempts: int) -> T:
@@ -431,9 +295,9 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
     if owner is not None:
-        old = _held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
-        changes.note_usage(conn, _usage_deltas(
-            [(_owner(owner), old, _owner(owner), {})]))
+        old = usage.held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
+        changes.note_usage(conn, usage.deltas(
+            [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
     a, c = t.allocations, t.consumers
     result = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid))
     if result.rowcount == 0:
@@ -465,8 +329,11 @@ def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
     c, p, u = t.consumers, t.projects, t.users
     ct = t.consumer_types
     query = (sa.select(rp.c.uuid, rp.c.generation, rc.c.name, a.c.used,
-                       a.c.created_at, a.c.updated_at, p.c.external_id,
-                       u.c.external_id, c.c.generation, ct.c.name)
+                       a.c.created_at, a.c.updated_at,
+                       p.c.external_id.label("project_id"),
+                       u.c.external_id.label("user_id"),
+                       c.c.generation.label("consumer_generation"),
+                       ct.c.name.label("consumer_type"))
              .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id)
                           .join(rc, rc.c.id == a.c.resource_class_id)
                           .outerjoin(c, c.c.uuid == a.c.consumer_id)
@@ -478,11 +345,13 @@ def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
     view = ConsumerView()
     for row in conn.execute(query):
         entry = view.allocations.setdefault(
-            row[0], {"generation": row[1], "resources": {}})
-        entry["resources"][row[2]] = row[3]
-        view.last_modified = _later(view.last_modified, row[5] or row[4])
-        view.project_id, view.user_id, view.generation = row[6], row[7], row[8]
-        view.consumer_type = row[9] or consumer.UNKNOWN_TYPE
+            row.uuid, {"generation": row.generation, "resources": {}})
+        entry["resources"][row.name] = row.used
+        view.last_modified = _later(view.last_modified,
+                                    row.updated_at or row.created_at)
+        view.project_id, view.user_id = row.project_id, row.user_id
+        view.generation = row.consumer_generation
+        view.consumer_type = row.consumer_type or consumer.UNKNOWN_TYPE
     return view
 
 
@@ -506,9 +375,12 @@ def for_provider(conn: Connection, provider_id: int
              .order_by(a.c.consumer_id, rc.c.name))
     result: dict[str, dict[str, Any]] = {}
     newest: dt.datetime | None = None
-    for row in conn.execute(query):
-        entry = result.setdefault(row[0], {"resources": {},
-                                           "consumer_generation": row[3]})
-        entry["resources"][row[1]] = row[2]
-        newest = _later(newest, row[5] or row[4])
+    # A shared provider may hold thousands: unpacked, which costs a tenth
+    # of reading each column by attribute.
+    for uuid, class_name, used, generation, created, updated in conn.execute(
+            query):
+        entry = result.setdefault(uuid, {"resources": {},
+                                         "consumer_generation": generation})
+        entry["resources"][class_name] = used
+        newest = _later(newest, updated or created)
     return result, newest

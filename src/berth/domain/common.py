@@ -9,12 +9,14 @@ that one request is one transaction.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid as uuidlib
 from collections.abc import Iterable
 
 import sqlalchemy as sa
 from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import IntegrityError
 
 from berth.db import changes
 from berth.db import tables as t
@@ -76,6 +78,35 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     return expected + 1
 
 
+# Built once per table: every claim sums usage, and an expression, which
+# never changes once built, serves any number of statements and threads.
+@functools.lru_cache(maxsize=8)
+def sum_used(allocations: sa.FromClause) -> sa.Label[int]:
+    """``SUM(allocations.used) AS used`` over ``allocations`` (the table or
+    an alias of it): every usage sum, so each reads ``row.used`` and the
+    covering indexes of ``berth.db.tables.allocations`` serve them all."""
+    return sa.func.sum(allocations.c.used).label("used")
+
+
+def insert_unique(conn: Connection, key: sa.Column[str], value: str,
+                  stamp: dt.datetime | None = None) -> int | None:
+    """Insert a row whose unique ``key`` column is ``value`` (created at
+    ``stamp``, default now); its id, or None when the value is taken.
+
+    The insert runs in a savepoint, so when a concurrent insert of the
+    same value wins the race the caller's transaction stays usable (on
+    PostgreSQL an error otherwise aborts all of it) and the caller reads
+    the winner's row, as it sees fit.
+    """
+    try:
+        with conn.begin_nested():
+            result = conn.execute(key.table.insert().values(
+                {key.name: value, "created_at": stamp or now()}))
+    except IntegrityError:
+        return None
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
 def ids_by_name(conn: Connection, table: sa.Table,
                 names: Iterable[str] | None = None) -> dict[str, int]:
     """name -> id in ``table`` (resource classes or traits) of ``names``
@@ -115,4 +146,13 @@ def row_by_name(conn: Connection, table: sa.Table,
     row = conn.execute(sa.select(table).where(table.c.name == name)).first()
     if row is not None and row.name != name:
         return None
+    return row
+
+
+def require_by_name(conn: Connection, table: sa.Table, name: str,
+                    message: str) -> Row:  # type: ignore[type-arg]
+    """The row of :func:`row_by_name`, or NotFound saying ``message``."""
+    row = row_by_name(conn, table, name)
+    if row is None:
+        raise errors.NotFound(message)
     return row

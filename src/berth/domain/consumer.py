@@ -48,7 +48,10 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
     if lock:
         query = query.with_for_update()
     row = conn.execute(query).first()
-    return Consumer(*row) if row is not None else None
+    if row is None:
+        return None
+    return Consumer(row.id, row.uuid, row.project_id, row.user_id,
+                    row.generation, row.consumer_type_id)
 
 
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
@@ -59,20 +62,13 @@ def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
     insert runs in a savepoint, and an insert that lost a race to a
     concurrent one finds the winner's row by looking again (never a 500).
     """
-    table = key.table
-    query = sa.select(table.c.id).where(key == value)
-    row = conn.execute(query).first()
-    if row is None:
-        try:
-            with conn.begin_nested():
-                result = conn.execute(table.insert().values(
-                    {key.name: value, "created_at": common.now()}))
-                return int(result.inserted_primary_key[0])  # type: ignore[index]
-        except IntegrityError:
-            row = conn.execute(query).first()
-            if row is None:
-                raise
-    return int(row[0])
+    query = sa.select(key.table.c.id).where(key == value)
+    found = conn.scalar(query)
+    if found is None:
+        found = common.insert_unique(conn, key, value)
+        if found is None:  # lost the race: the winner's
+            found = conn.execute(query).scalar_one()
+    return int(found)
 
 
 def project_id(conn: Connection, external_id: str) -> int:

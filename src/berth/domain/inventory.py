@@ -134,12 +134,13 @@ def _usage(conn: Connection, provider_id: int,
            class_ids: list[int] | None = None) -> dict[int, int]:
     """Allocated amount per class id on the provider."""
     al = t.allocations
-    query = (sa.select(al.c.resource_class_id, sa.func.sum(al.c.used))
+    query = (sa.select(al.c.resource_class_id, common.sum_used(al))
              .where(al.c.resource_provider_id == provider_id)
              .group_by(al.c.resource_class_id))
     if class_ids is not None:
         query = query.where(al.c.resource_class_id.in_(class_ids))
-    return {cid: int(used) for cid, used in conn.execute(query)}
+    return {row.resource_class_id: int(row.used)
+            for row in conn.execute(query)}
 
 
 def _class_ids(conn: Connection, names: list[str]) -> tuple[dict[str, int],

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import changes
 from berth.db import tables as t
+from berth.domain import consumer, usage
 
 __all__ = ["MIGRATIONS", "set_root_provider_ids", "create_incomplete_consumers"]
 
@@ -35,19 +36,20 @@ def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts,
     rp = t.resource_providers
     parent = rp.alias("parent")
     rows = conn.execute(
-        sa.select(rp.c.id, rp.c.parent_provider_id, parent.c.root_provider_id)
+        sa.select(rp.c.id, rp.c.parent_provider_id,
+                  parent.c.root_provider_id.label("parent_root"))
         .select_from(rp.outerjoin(parent,
                                   rp.c.parent_provider_id == parent.c.id))
         .where(rp.c.root_provider_id.is_(None))
         .order_by(rp.c.id).limit(count)).all()
     done: list[int] = []
-    for provider_id, parent_id, parent_root in rows:
-        root = provider_id if parent_id is None else parent_root
+    for row in rows:
+        root = row.id if row.parent_provider_id is None else row.parent_root
         if root is None:
             continue  # its parent is fixed first; a later batch takes it
-        conn.execute(rp.update().where(rp.c.id == provider_id)
+        conn.execute(rp.update().where(rp.c.id == row.id)
                      .values(root_provider_id=root))
-        done.append(provider_id)
+        done.append(row.id)
     if done:
         changes.note(conn, changes.STRUCTURE, done)
     return len(rows), len(done)
@@ -57,12 +59,11 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
                                 count: int) -> tuple[int, int]:
     """Give up to ``count`` consumers that only allocations name a
     ``consumers`` row owned by the placeholder project and user."""
-    from berth.domain import consumer
     a, c = t.allocations, t.consumers
-    missing = [uuid for (uuid,) in conn.execute(
+    missing = list(conn.scalars(
         sa.select(a.c.consumer_id).distinct()
         .where(~sa.exists().where(c.c.uuid == a.c.consumer_id))
-        .order_by(a.c.consumer_id).limit(count))]
+        .order_by(a.c.consumer_id).limit(count)))
     if not missing:
         return 0, 0
     project = consumer.project_id(
@@ -72,14 +73,9 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
         consumer.create(conn, uuid, project, user, None)
     # Their allocations now count in the placeholder project's usages.
     owner = (project, user, None)
-    rows = conn.execute(
-        sa.select(a.c.resource_class_id, sa.func.sum(a.c.used))
-        .where(a.c.consumer_id.in_(missing))
-        .group_by(a.c.resource_class_id))
-    deltas: dict[changes.UsageKey, int] = {(*owner, rc): int(amount)
-                                           for rc, amount in rows}
-    deltas[(*owner, None)] = len(missing)
-    changes.note_usage(conn, deltas)
+    held = usage.held_amounts(conn, missing)
+    changes.note_usage(conn, usage.deltas(
+        (None, {}, owner, held.get(uuid, {})) for uuid in missing))
     changes.note(conn, changes.USAGE, conn.scalars(
         sa.select(a.c.resource_provider_id).distinct()
         .where(a.c.consumer_id.in_(missing))))

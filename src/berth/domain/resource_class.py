@@ -46,36 +46,29 @@ def list_classes(conn: Connection) -> list[ResourceClass]:
     rc = t.resource_classes
     rows = conn.execute(sa.select(rc.c.name, rc.c.created_at, rc.c.updated_at)
                         .order_by(rc.c.id))
-    return [_from_row(*row) for row in rows]
+    return [_from_row(name, created, updated)
+            for name, created, updated in rows]
 
 
 def _find(conn: Connection, name: str) -> sa.Row | None:  # type: ignore[type-arg]
     return common.row_by_name(conn, t.resource_classes, name)
 
 
+def _require(conn: Connection, name: str) -> sa.Row:  # type: ignore[type-arg]
+    return common.require_by_name(conn, t.resource_classes, name,
+                                  "No such resource class %s." % name)
+
+
 def get_class(conn: Connection, name: str) -> ResourceClass:
     """The class called ``name``; NotFound when there is none."""
-    row = _find(conn, name)
-    if row is None:
-        raise errors.NotFound("No such resource class %s." % name)
+    row = _require(conn, name)
     return _from_row(row.name, row.created_at, row.updated_at)
 
 
 def _insert(conn: Connection, name: str) -> bool:
     """Insert a custom class; False when it exists (even by a race)."""
-    if _find(conn, name) is not None:
-        return False
-    rc = t.resource_classes
-    try:
-        # A savepoint keeps the transaction usable if a concurrent
-        # request inserted the same name first (PostgreSQL aborts the
-        # whole transaction on an error otherwise).
-        with conn.begin_nested():
-            conn.execute(rc.insert().values(name=name,
-                                            created_at=common.now()))
-    except sa.exc.IntegrityError:
-        return False
-    return True
+    return (_find(conn, name) is None and common.insert_unique(
+        conn, t.resource_classes.c.name, name) is not None)
 
 
 def create_class(conn: Connection, name: str) -> None:
@@ -96,9 +89,7 @@ def rename_class(conn: Connection, name: str, new_name: str) -> None:
     NotFound (no such class), BadRequest (standard class), Conflict
     (``new_name`` is taken).
     """
-    row = _find(conn, name)
-    if row is None:
-        raise errors.NotFound("No such resource class %s." % name)
+    row = _require(conn, name)
     if is_standard(name):
         raise errors.BadRequest("Cannot update standard resource class %s"
                                 % name)
@@ -122,9 +113,7 @@ def delete_class(conn: Connection, name: str) -> None:
     NotFound (no such class), BadRequest (standard class), Conflict (the
     class has inventory or allocations).
     """
-    row = _find(conn, name)
-    if row is None:
-        raise errors.NotFound("No such resource class %s." % name)
+    row = _require(conn, name)
     prefix = "Error in delete resource class: "
     if is_standard(name):
         raise errors.BadRequest(

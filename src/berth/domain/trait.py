@@ -28,7 +28,8 @@ def _traits(conn: Connection, where: Iterable[sa.ColumnElement[bool]] = ()
     tr = t.traits
     rows = conn.execute(sa.select(tr.c.name, tr.c.created_at, tr.c.updated_at)
                         .where(*where))
-    return sorted((Trait(n, u or c) for n, c, u in rows),
+    return sorted((Trait(name, updated or created)
+                   for name, created, updated in rows),
                   key=lambda trait: trait.name)
 
 
@@ -55,15 +56,14 @@ def list_traits(conn: Connection, *, names: list[str] | None = None,
     return found
 
 
-def _find(conn: Connection, name: str) -> sa.Row | None:  # type: ignore[type-arg]
-    return common.row_by_name(conn, t.traits, name)
+def _require(conn: Connection, name: str) -> sa.Row:  # type: ignore[type-arg]
+    return common.require_by_name(conn, t.traits, name,
+                                  "No such trait(s): %s." % name)
 
 
 def get_trait(conn: Connection, name: str) -> Trait:
     """The trait called ``name``; NotFound when there is none."""
-    row = _find(conn, name)
-    if row is None:
-        raise errors.NotFound("No such trait(s): %s." % name)
+    row = _require(conn, name)
     return Trait(row.name, row.updated_at or row.created_at)
 
 
@@ -72,18 +72,12 @@ def ensure_trait(conn: Connection, name: str) -> tuple[bool, Trait]:
 
     Returns whether it was created, and the trait.
     """
-    row = _find(conn, name)
+    row = common.row_by_name(conn, t.traits, name)
     if row is not None:
         return False, Trait(row.name, row.updated_at or row.created_at)
     stamp = common.now()
-    try:
-        # The savepoint keeps the transaction usable when a concurrent
-        # request created the same trait first.
-        with conn.begin_nested():
-            conn.execute(t.traits.insert().values(name=name,
-                                                  created_at=stamp))
-    except sa.exc.IntegrityError:
-        return False, get_trait(conn, name)
+    if common.insert_unique(conn, t.traits.c.name, name, stamp) is None:
+        return False, get_trait(conn, name)  # a concurrent request's
     return True, Trait(name, stamp)
 
 
@@ -93,9 +87,7 @@ def delete_trait(conn: Connection, name: str) -> None:
     NotFound (no such trait), BadRequest (standard trait), Conflict (a
     provider has it).
     """
-    row = _find(conn, name)
-    if row is None:
-        raise errors.NotFound("No such trait(s): %s." % name)
+    row = _require(conn, name)
     if not name.startswith(CUSTOM_PREFIX):
         raise errors.BadRequest("Cannot delete standard trait %s." % name)
     in_use = errors.Conflict("The trait %s is in use by a resource provider."

@@ -1,14 +1,20 @@
-"""Usages: sums of allocations per provider, project, user and type.
+"""Usages: sums of allocations per provider, project, user and type, and
+how a write changes a project's usages.
 
 Every aggregate is grouped by ids and turned into names in Python, so the
 answers are the same on SQLite, PostgreSQL and MariaDB (upstream groups
 by one column and selects another, which PostgreSQL refuses).
+
+Every write of allocations notes by how much it changed each owner's
+usages (:func:`deltas`, into ``berth.db.changes.note_usage``), so that an
+answer kept per worker (``berth.domain.memo``) is brought up to date
+(:func:`brought_up_to_date`) rather than computed again.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -17,7 +23,7 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.consumer import UNKNOWN_TYPE, names_of_types
+from berth.domain.consumer import UNKNOWN_TYPE, Consumer, names_of_types
 
 #: The ``consumer_type`` filter value that means every type, summed.
 ALL_TYPES = "all"
@@ -29,14 +35,14 @@ def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
     """Class name -> amount used, for every class the provider has
     inventory of (0 when nothing is allocated)."""
     inv, a = t.inventories, t.allocations
-    used = (sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
+    used = (sa.select(sa.func.coalesce(common.sum_used(a), 0))
             .where(a.c.resource_provider_id == inv.c.resource_provider_id,
                    a.c.resource_class_id == inv.c.resource_class_id)
             .scalar_subquery())
-    rows = conn.execute(sa.select(inv.c.resource_class_id, used)
+    rows = conn.execute(sa.select(inv.c.resource_class_id, used.label("used"))
                         .where(inv.c.resource_provider_id == provider_id))
     names = common.resource_class_names(conn)
-    return {names[rc]: int(amount) for rc, amount in rows}
+    return {names[row.resource_class_id]: int(row.used) for row in rows}
 
 
 def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]
@@ -71,11 +77,12 @@ def project_usages(conn: Connection, project_id: str,
                    user_id: str | None = None) -> dict[str, int]:
     """Class name -> amount used by the project's (and user's) consumers."""
     a = t.allocations
-    query = _owned(sa.select(a.c.resource_class_id, sa.func.sum(a.c.used))
+    query = _owned(sa.select(a.c.resource_class_id, common.sum_used(a))
                    .select_from(a), project_id, user_id)
     rows = conn.execute(query.group_by(a.c.resource_class_id))
     names = common.resource_class_names(conn)
-    return _sorted({names[rc]: int(amount) for rc, amount in rows})
+    return _sorted({names[row.resource_class_id]: int(row.used)
+                    for row in rows})
 
 
 def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
@@ -88,10 +95,10 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
     """
     a, c, ct = t.allocations, t.consumers, t.consumer_types
     base = _owned(sa.select(c.c.consumer_type_id, a.c.resource_class_id,
-                            sa.func.sum(a.c.used))
+                            common.sum_used(a))
                   .select_from(a), project_id, user_id)
     counts = _owned_consumers(sa.select(c.c.consumer_type_id,
-                                        sa.func.count())
+                                        sa.func.count().label("consumers"))
                               .select_from(c), project_id, user_id)
     if consumer_type == UNKNOWN_TYPE:
         base = base.where(c.c.consumer_type_id.is_(None))
@@ -104,14 +111,15 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
         return _all_types(conn, base, counts)
     sums = conn.execute(base.group_by(c.c.consumer_type_id,
                                       a.c.resource_class_id)).all()
-    per_type = dict(conn.execute(counts.group_by(c.c.consumer_type_id)).all())
+    per_type = {row.consumer_type_id: row.consumers for row in
+                conn.execute(counts.group_by(c.c.consumer_type_id))}
     type_names = names_of_types(conn, per_type)
     class_names = common.resource_class_names(conn)
     result: dict[str, dict[str, int]] = defaultdict(dict)
-    for type_id, rc, amount in sums:
-        name = type_names.get(type_id, UNKNOWN_TYPE)
-        result[name][class_names[rc]] = int(amount)
-        result[name]["consumer_count"] = int(per_type[type_id])
+    for row in sums:
+        name = type_names.get(row.consumer_type_id, UNKNOWN_TYPE)
+        result[name][class_names[row.resource_class_id]] = int(row.used)
+        result[name]["consumer_count"] = int(per_type[row.consumer_type_id])
     return _sorted({name: _sorted(entry) for name, entry in result.items()})
 
 
@@ -120,14 +128,15 @@ def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
     """Every type summed together under ``all``."""
     a = t.allocations
     sums = conn.execute(
-        base.with_only_columns(a.c.resource_class_id, sa.func.sum(a.c.used))
+        base.with_only_columns(a.c.resource_class_id, common.sum_used(a))
         .group_by(a.c.resource_class_id)).all()
     if not sums:
         return {}
     total = conn.execute(counts.with_only_columns(
         sa.func.count())).scalar_one()
     class_names = common.resource_class_names(conn)
-    entry: dict[str, int] = {class_names[rc]: int(n) for rc, n in sums}
+    entry: dict[str, int] = {class_names[row.resource_class_id]: int(row.used)
+                             for row in sums}
     entry["consumer_count"] = int(total)
     return {ALL_TYPES: _sorted(entry)}
 
@@ -136,6 +145,58 @@ def _sorted(answer: dict[str, V]) -> dict[str, V]:
     """By name: the same bytes however the database ordered its groups,
     and whether computed or brought up to date."""
     return dict(sorted(answer.items()))
+
+
+#: Whose usages a consumer's allocations count in: (projects.id,
+#: users.id, consumer_types.id or None).
+Owner = tuple[int, int, "int | None"]
+
+
+def owner_of(consumer: Consumer) -> Owner:
+    """The owner ``consumer``'s allocations count for."""
+    return consumer.project_id, consumer.user_id, consumer.consumer_type_id
+
+
+def held_amounts(conn: Connection, consumer_uuids: list[str]
+                 ) -> dict[str, dict[int, int]]:
+    """Per consumer, class id -> amount it holds now (consumers holding
+    nothing are left out)."""
+    if not consumer_uuids:
+        return {}
+    a = t.allocations
+    rows = conn.execute(
+        sa.select(a.c.consumer_id, a.c.resource_class_id, common.sum_used(a))
+        .where(a.c.consumer_id.in_(consumer_uuids))
+        .group_by(a.c.consumer_id, a.c.resource_class_id))
+    held: dict[str, dict[int, int]] = {}
+    for row in rows:
+        held.setdefault(row.consumer_id, {})[row.resource_class_id] = int(
+            row.used)
+    return held
+
+
+#: One consumer's change: the owner and amounts (class id -> amount) it
+#: counted for before (None: nowhere), then the owner and amounts after.
+Move = tuple["Owner | None", dict[int, int], Owner, dict[int, int]]
+
+
+def deltas(moves: Iterable[Move]) -> Counter[changes.UsageKey]:
+    """How project usages change when each consumer moves as ``moves``
+    say: amounts of each class, and (no class) the number of consumers
+    holding anything."""
+    found: Counter[changes.UsageKey] = Counter()
+    for before, old, after, new in moves:
+        if before is not None:
+            for rc, amount in old.items():
+                found[(*before, rc)] -= amount
+            if old:
+                found[(*before, None)] -= 1
+        for rc, amount in new.items():
+            found[(*after, rc)] += amount
+        if new:
+            found[(*after, None)] += 1
+    # Amounts that cancel out stay, at 0: the project is still named.
+    return found
 
 
 #: What ``GET /usages`` is asked: (project, by consumer type (1.38),

@@ -59,7 +59,7 @@ def usage(conn: Connection, provider_ids: Iterable[int] | None = None
     of every provider); a provider with nothing allocated maps to {}."""
     al, rc = t.allocations, t.resource_classes
     query = (sa.select(al.c.resource_provider_id, rc.c.name,
-                       sa.func.sum(al.c.used))
+                       common.sum_used(al))
              .join(rc, rc.c.id == al.c.resource_class_id)
              .group_by(al.c.resource_provider_id, rc.c.name))
     result: dict[int, dict[str, int]] = {}

@@ -1,0 +1,131 @@
+"""Claims: what a write of allocations asks of each provider, checked as
+upstream checks it.
+
+A claim is one consumer's amount of one resource class on one provider.
+Before ``berth.domain.allocation`` writes new claims, :func:`check` holds
+each against the provider's inventory of its class: the inventory must
+exist, the amount must respect ``min_unit``, ``max_unit`` and
+``step_size``, and, with the claims before it, fit beside what the
+provider's other consumers hold. Every failure is a CapacityExceeded
+(409) with upstream's bare reason, raised in upstream's order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from berth.db import tables as t
+from berth.domain import capacity, common, errors
+
+
+@dataclass(slots=True)
+class Claim:
+    """One amount of one class on one provider, for one consumer."""
+
+    provider_id: int
+    provider_uuid: str
+    class_name: str
+    amount: int
+    consumer_uuid: str
+    #: Filled in by :func:`resolve_classes`.
+    class_id: int = 0
+
+
+def resolve_classes(conn: Connection, claims: list[Claim]) -> None:
+    """Set each claim's ``class_id``; UnknownResourceClass (400) for a
+    class that does not exist (the first by name)."""
+    names = {c.class_name for c in claims}
+    ids = common.resource_class_ids(conn, names)
+    for name in sorted(names):
+        if name not in ids:
+            raise errors.UnknownResourceClass(
+                "No such resource class %s." % name)
+    for claim in claims:
+        claim.class_id = ids[claim.class_name]
+
+
+def check(conn: Connection, claims: list[Claim]) -> None:
+    """Upstream's capacity rules, in upstream's order, for new claims
+    (the consumers' old allocations already gone, the providers locked).
+
+    Raises CapacityExceeded.
+    """
+    provider_ids = {c.provider_id for c in claims}
+    class_ids = {c.class_id for c in claims}
+    inventories = _inventories(conn, provider_ids, class_ids)
+    used = _usages(conn, provider_ids, class_ids)
+    with_inventory = {rp for rp, _ in inventories}
+    missing = sorted({c.provider_uuid for c in claims
+                      if c.provider_id not in with_inventory})
+    if missing:
+        names = sorted({(c.class_id, c.class_name) for c in claims})
+        raise _invalid(", ".join(n for _, n in names), ", ".join(missing))
+    _verify(claims, inventories, used)
+
+
+def _inventories(conn: Connection, provider_ids: set[int], class_ids: set[int]
+                 ) -> dict[tuple[int, int], capacity.Inventory]:
+    """(provider id, class id) -> inventory, of those that exist."""
+    inv = t.inventories
+    rows = conn.execute(sa.select(
+        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
+        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+        inv.c.allocation_ratio).where(
+            inv.c.resource_provider_id.in_(sorted(provider_ids)),
+            inv.c.resource_class_id.in_(sorted(class_ids))))
+    return {(provider_id, class_id): capacity.Inventory(
+                total, reserved, min_unit, max_unit, step_size, ratio)
+            for (provider_id, class_id, total, reserved, min_unit, max_unit,
+                 step_size, ratio) in rows}
+
+
+def _usages(conn: Connection, provider_ids: set[int], class_ids: set[int]
+            ) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> amount allocated, of those in use."""
+    # Every claim runs this and _inventories: their rows are unpacked
+    # (reading a column by attribute costs ten times as much).
+    a = t.allocations
+    rows = conn.execute(
+        sa.select(a.c.resource_provider_id, a.c.resource_class_id,
+                  common.sum_used(a))
+        .where(a.c.resource_provider_id.in_(sorted(provider_ids)),
+               a.c.resource_class_id.in_(sorted(class_ids)))
+        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
+    return {(provider_id, class_id): int(used or 0)
+            for provider_id, class_id, used in rows}
+
+
+def _invalid(class_name: str, provider: str) -> errors.CapacityExceeded:
+    return errors.CapacityExceeded(
+        "Inventory for '%s' on resource provider '%s' invalid."
+        % (class_name, provider))
+
+
+def _unable(class_name: str, provider: str, why: str) -> errors.CapacityExceeded:
+    return errors.CapacityExceeded(
+        "Unable to create allocation for '%s' on resource provider '%s'. "
+        "The requested amount would %s." % (class_name, provider, why))
+
+
+def _verify(claims: list[Claim],
+            inventories: dict[tuple[int, int], capacity.Inventory],
+            used: dict[tuple[int, int], int]) -> None:
+    """Each claim against its inventory: present, within the units, and
+    (with the claims before it and ``used``) within capacity."""
+    wanted: dict[tuple[int, int], int] = defaultdict(int)
+    for claim in claims:
+        key = (claim.provider_id, claim.class_id)
+        wanted[key] += claim.amount
+        inv = inventories.get(key)
+        if inv is None:
+            raise _invalid(claim.class_name, claim.provider_uuid)
+        if capacity.unit_problem(inv, claim.amount) is not None:
+            raise _unable(claim.class_name, claim.provider_uuid,
+                          "violate inventory constraints")
+        if used.get(key, 0) + wanted[key] > inv.capacity:
+            raise _unable(claim.class_name, claim.provider_uuid,
+                          "exceed the capacity")
