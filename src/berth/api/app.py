@@ -8,7 +8,7 @@ Middleware order, outermost first, and why:
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
    must answer pre-flight OPTIONS before authentication sees them.
 3. ``/healthcheck`` without a token: the plain health answer, before
-   authentication would refuse it (``healthcheck.Anonymous``).
+   authentication would refuse it (``healthcheck_middleware.Anonymous``).
 4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` and
    ``/openapi.json`` need no token.
 5. Falcon: microversion parsing and the request context (``Context``
@@ -29,8 +29,10 @@ from oslo_config import cfg
 from oslo_context import context as oslo_context
 
 from berth import logs
-from berth.api import errors, healthcheck, microversion, render
-from berth.api.routes import install_routes
+from berth.api import errors, healthcheck_middleware, microversion, render
+from berth.api.openapi_document import document
+from berth.api.routes import ROUTES, install_routes
+from berth.api.views.allocation_candidate import SummaryCache
 from berth.db.engine import TX_ATTEMPTS, Database, is_retryable, is_unavailable
 from berth.domain import usage
 from berth.domain.allocation_candidate.world_cache import Observer, WorldCache
@@ -60,7 +62,8 @@ _BARE_HEADERS = ("CONTENT_TYPE", "CONTENT_LENGTH")
 class State:
     """What every request needs: configuration, database, policy, the
     candidate cache (one per application, so one per server worker), the
-    metrics and the health checks."""
+    metrics, the health checks, and what the HTTP layer keeps between
+    requests."""
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
                  world_observers: Sequence[Observer] = ()) -> None:
@@ -79,12 +82,20 @@ class State:
                                limit=10_000)
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
-        self.health = healthcheck.Checks(conf, self)
+        self.health = healthcheck_middleware.Checks(conf, self)
         #: Allocation-candidate queries parsed, by microversion and query
         #: string (``handlers.allocation_candidate.parsed_query``).
         self.parsed_queries: dict[tuple[object, str], Any] = {}
-        #: The OpenAPI document, rendered on first request.
-        self.openapi: bytes | None = None
+        #: Provider summaries of allocation candidates, encoded.
+        self.summaries = SummaryCache()
+        self._openapi: bytes | None = None
+
+    def openapi_json(self) -> bytes:
+        """The OpenAPI document of the routes table, encoded (built on
+        first use: the table does not change)."""
+        if self._openapi is None:
+            self._openapi = render.dumps(document(ROUTES))
+        return self._openapi
 
 
 class ContextMiddleware:
@@ -159,7 +170,7 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
     if problem.status == 409:
         req.context.state.metrics.conflict(problem.code)
     version = getattr(req.context, "version", None)
-    with_code = version is not None and version >= (1, 23)
+    with_code = version is not None and microversion.at_least(version, "1.23")
     render.error(req, resp, problem, with_code)
 
 
@@ -192,7 +203,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     wsgi: WSGIApp = app
     from berth.api import auth
     wsgi = auth.wrap(wsgi, conf)
-    wsgi = healthcheck.Anonymous(wsgi, state.health.plain)
+    wsgi = healthcheck_middleware.Anonymous(wsgi, state.health.plain)
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)

@@ -8,6 +8,7 @@ import falcon
 
 from berth.api import util
 from berth.api.schemas import aggregate as schema
+from berth.api.schemas import pick
 from berth.domain import aggregate, resource_provider
 
 RULE = "placement:resource_providers:aggregates:%s"
@@ -42,14 +43,12 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response,
     util.authorize(req, RULE % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
     util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    with_generation = util.want(req, "1.19")
-    if with_generation:
-        data = util.json_body(req, schema.PUT_AGGREGATES_1_19)
+    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
+    if util.want(req, "1.19"):  # the list and the generation
         wanted, generation = (data["aggregates"],
                               data["resource_provider_generation"])
-    else:
-        wanted = util.json_body(req, schema.PUT_AGGREGATES_1_1)
-        generation = None
+    else:  # the bare list
+        wanted, generation = data, None
     stored, new_generation = util.db(req).run(
         lambda conn: aggregate.set_aggregates(conn, uuid, wanted,
                                                generation))

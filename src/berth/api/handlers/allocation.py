@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import allocation as schema
+from berth.api.schemas import pick
 from berth.domain import allocation, common, errors
 from berth.domain.allocation import ConsumerAllocations
 
@@ -115,8 +116,7 @@ def put_allocations(req: falcon.Request, resp: falcon.Response,
     normal = common.normalize_uuid(consumer_uuid)
     if normal is None:
         raise HTTPProblem(400, "Malformed consumer_uuid: %s" % consumer_uuid)
-    data = util.json_body(req, schema.pick(schema.PUT_SCHEMAS,
-                                           req.context.version))
+    data = util.json_body(req, pick(schema.PUT_SCHEMAS, req.context.version))
     _claim(req, [_request(req, normal, data)],
            "Unable to allocate inventory for consumer %s: " % normal)
     util.no_content(resp)
@@ -124,8 +124,7 @@ def put_allocations(req: falcon.Request, resp: falcon.Response,
 
 def post_allocations(req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(req, RULE % "manage")
-    data = util.json_body(req, schema.pick(schema.POST_SCHEMAS,
-                                           req.context.version))
+    data = util.json_body(req, pick(schema.POST_SCHEMAS, req.context.version))
     # "mappings" (1.34) are validated by the schema and not stored.
     _claim(req, [_request(req, uuid, body) for uuid, body in data.items()],
            "Unable to allocate inventory ")

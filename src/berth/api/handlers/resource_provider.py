@@ -11,6 +11,7 @@ import orjson
 from sqlalchemy.engine import Row
 
 from berth.api import util
+from berth.api.schemas import pick
 from berth.api.schemas import resource_provider as schema
 from berth.domain import resource_provider
 from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
@@ -86,7 +87,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     version = req.context.version
-    pairs = util.validate_query(req, schema.list_query(version))
+    pairs = util.validate_query(req, pick(schema.LIST_QUERIES, version))
     params = util.query_dict(pairs)
 
     def engine_ids(conn: Any) -> set[int] | None:
@@ -95,7 +96,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
         # The allocation-candidate engine owns these parameters: one
         # parser and one matcher for both endpoints.
         return filter_provider_ids(conn, util.world_cache(req), pairs,
-                                   (version[0], version[1]))
+                                   version)
 
     if (ENGINE_FILTERS.intersection(params)
             and not SQL_FILTERS.intersection(params)):
@@ -141,9 +142,7 @@ def get_provider(req: falcon.Request, resp: falcon.Response,
 
 def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(req, RULE % "create")
-    nested = util.want(req, "1.14")
-    data = util.json_body(req, schema.POST_PROVIDER_1_14 if nested
-                          else schema.POST_PROVIDER)
+    data = util.json_body(req, pick(schema.POST_BODIES, req.context.version))
     # Stored dashed and lower-case whatever spelling the client used.
     uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
             else str(uuidlib.uuid4()))
@@ -168,9 +167,7 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     util.require_json(req)
     util.authorize(req, RULE % "update")
     util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    nested = util.want(req, "1.14")
-    data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
-                          else schema.PUT_PROVIDER)
+    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
     parent = data.get("parent_provider_uuid", resource_provider.KEEP)
     row = util.db(req).run(lambda conn: resource_provider.update_provider(
         conn, uuid, data["name"], parent,

@@ -8,6 +8,7 @@ import falcon
 from sqlalchemy.engine import Connection
 
 from berth.api import util
+from berth.api.schemas import pick
 from berth.api.schemas import usage as schema
 from berth.domain import common, usage
 
@@ -36,8 +37,7 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(req, "placement:usages",
                    {"project_id": project_id, "user_id": user_id})
     by_type = util.want(req, "1.38")
-    util.validate_query(req, schema.USAGES_1_38 if by_type
-                        else schema.USAGES_1_9)
+    util.validate_query(req, pick(schema.QUERIES, req.context.version))
     project = str(project_id)  # the schema requires it
     consumer_type = params.get("consumer_type")
 

@@ -47,9 +47,6 @@ class Provider:
     #: the trait names in trait id order (the order answers list them);
     #: empty means "sorted ``traits``"
     trait_list: tuple[str, ...] = ()
-    #: derived values callers may cache on this (immutable) provider; a
-    #: usage change makes a new Provider, so nothing here goes stale
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
     #: class -> (free, min_unit, max_unit, step_size): what ``can_take``
     #: checks, worked out once
     room: dict[str, tuple[int, int, int, int]] = field(
@@ -269,7 +266,7 @@ class World:
         every provider object, which in a forked worker copies every page
         of them out of the memory it shares with the master."""
         return self._swapped({
-            pid: dataclasses.replace(old, used=now, memo={})
+            pid: dataclasses.replace(old, used=now)
             for pid, now in used.items()
             if (old := self.providers.get(pid)) is not None}, in_place)
 
