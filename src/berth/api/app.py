@@ -84,7 +84,7 @@ class State:
                                   by_provider=True)
         self.health = healthcheck_middleware.Checks(conf, self)
         #: Allocation-candidate queries parsed, by microversion and query
-        #: string (``handlers.allocation_candidate.parsed_query``).
+        #: string (``handlers.allocation_candidate._parsed_query``).
         self.parsed_queries: dict[tuple[object, str], Any] = {}
         #: Provider summaries of allocation candidates, encoded.
         self.summaries = SummaryCache()
@@ -248,6 +248,23 @@ def _latin1_path(environ: dict[str, Any]) -> None:
             "latin-1")
 
 
+def _tagging(start_response: Callable[..., Any], request_id: str,
+             captured: dict[str, Any]) -> Callable[..., Any]:
+    """``start_response`` adding ``x-openstack-request-id`` (in place of
+    any the application set) and noting the status and length in
+    ``captured``, for the log line."""
+    def start(status: str, headers: list[tuple[str, str]],
+              exc_info: Any = None) -> Any:
+        headers = [h for h in headers
+                   if h[0].lower() != "x-openstack-request-id"]
+        headers.append(("x-openstack-request-id", request_id))
+        captured["status"] = status
+        captured["length"] = next((v for k, v in headers
+                                   if k.lower() == "content-length"), "-")
+        return start_response(status, headers, exc_info)
+    return start
+
+
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
@@ -271,34 +288,36 @@ class Edge:
         # the request, the request line included, carries its id.
         oslo_context.RequestContext(request_id=request_id)
         captured: dict[str, Any] = {}
+        start = _tagging(start_response, request_id, captured)
+        result = self._answer(environ, start)
+        self._record(environ, captured, time.monotonic() - started)
+        logs.request_done()
+        return result
 
-        def _start(status: str, headers: list[tuple[str, str]],
-                   exc_info: Any = None) -> Any:
-            headers = [h for h in headers
-                       if h[0].lower() != "x-openstack-request-id"]
-            headers.append(("x-openstack-request-id", request_id))
-            captured["status"] = status
-            captured["length"] = next((v for k, v in headers
-                                       if k.lower() == "content-length"), "-")
-            return start_response(status, headers, exc_info)
-
+    def _answer(self, environ: dict[str, Any],
+                start: Callable[..., Any]) -> Iterable[bytes]:
+        """The response: a refusal of what ``_precheck`` or the body's
+        buffering finds wrong, else the application's; a 500 when
+        anything fails."""
         try:
             _latin1_path(environ)
             problem = self._precheck(environ)
             if problem is None:
                 problem = _buffer_body(environ, self.max_body)
             if problem is not None:
-                body = render.error_body(environ, problem)
-                result: Iterable[bytes] = body.send(_start)
-            else:
-                result = self.app(environ, _start)
+                return render.error_body(environ, problem).send(start)
+            return self.app(environ, start)
         except Exception:  # noqa: BLE001 - the last resort must catch all
             LOG.exception("unhandled error in %s %s",
                           environ.get("REQUEST_METHOD"),
                           environ.get("PATH_INFO"))
             problem = errors.HTTPProblem(500, "An unexpected error occurred.")
-            result = render.error_body(environ, problem).send(_start)
-        elapsed = time.monotonic() - started
+            return render.error_body(environ, problem).send(start)
+
+    def _record(self, environ: dict[str, Any], captured: dict[str, Any],
+                elapsed: float) -> None:
+        """The request's metrics and, when ``[berth] request_log`` is on,
+        its log line."""
         status = captured.get("status", "-").split(" ")[0]
         self.metrics.request(environ.get("berth.route", "unrouted"),
                              environ.get("REQUEST_METHOD", "-"), status,
@@ -313,8 +332,6 @@ class Edge:
                     if environ.get("QUERY_STRING") else ""),
                 status, captured.get("length", "-"),
                 environ.get("berth.microversion", "-"), elapsed)
-        logs.request_done()
-        return result
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
         """Limits and framing checks that no handler should ever see fail."""

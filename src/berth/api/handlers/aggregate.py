@@ -26,6 +26,9 @@ def _send(req: falcon.Request, resp: falcon.Response, uuids: list[str],
 
 def get_aggregates(req: falcon.Request, resp: falcon.Response,
                    uuid: str) -> None:
+    """200 with the provider's aggregates (and its generation from
+    1.19); 403 unless policy allows the caller; 404 when no provider has
+    that uuid; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
 
@@ -40,6 +43,10 @@ def get_aggregates(req: falcon.Request, resp: falcon.Response,
 
 def set_aggregates(req: falcon.Request, resp: falcon.Response,
                    uuid: str) -> None:
+    """200 with the aggregates as stored (and the new generation from
+    1.19); 400 for a body the schema refuses; 403 unless policy allows
+    the caller; 404 when no provider has that uuid; 409 when the
+    generation is stale (from 1.19); 415 unless the body is JSON."""
     util.authorize(req, RULE % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
     util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))

@@ -21,7 +21,7 @@ LOG = logging.getLogger(__name__)
 PARSED_LIMIT = 512
 
 
-def parsed_query(req: falcon.Request
+def _parsed_query(req: falcon.Request
                  ) -> tuple[list[RequestGroup], RequestWide]:
     """``parse_query`` of the request's query string, kept per
     application by query string and microversion: schedulers ask the same
@@ -47,7 +47,7 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     or trait), 403, 406."""
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
-    groups, wide = parsed_query(req)
+    groups, wide = _parsed_query(req)
     opts = util.conf(req).placement
     settings = Settings(
         randomize=opts.randomize_allocation_candidates,

@@ -24,11 +24,6 @@ ENGINE_FILTERS = frozenset({"resources", "required", "member_of"})
 SQL_FILTERS = frozenset({"name", "uuid", "in_tree"})
 
 
-def provider_url(req: falcon.Request, uuid: str) -> str:
-    """The provider's path, under the application's mount point."""
-    return "%s/resource_providers/%s" % (req.root_path, uuid)
-
-
 def _link_rels(req: falcon.Request) -> list[str]:
     """Sub-resource links at this microversion (computed once a request)."""
     rels: list[str] | None = req.context.get("provider_link_rels")
@@ -42,7 +37,7 @@ def _link_rels(req: falcon.Request) -> list[str]:
     return rels
 
 
-def provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
+def _provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
     """One provider as GET, POST (1.20+) and PUT show it; ``row`` is a
     :func:`berth.domain.resource_provider.get_provider` row."""
     return _body_maker(req)(row)
@@ -83,7 +78,9 @@ def _modified(row: Row) -> Any:  # type: ignore[type-arg]
 
 
 def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
-    """200 with the providers matching the query; 400 for a bad query."""
+    """200 with the providers the query matches; 400 for a query the
+    schema refuses or one naming an unknown class or trait; 403 unless
+    policy allows the caller; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     version = req.context.version
@@ -134,13 +131,20 @@ def _send_kept(req: falcon.Request, resp: falcon.Response,
 
 def get_provider(req: falcon.Request, resp: falcon.Response,
                  uuid: str) -> None:
+    """200 with the provider; 403 unless policy allows the caller; 404
+    when no provider has that uuid; 406 when the client cannot take
+    JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "show")
     row = util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+    util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
 
 def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the provider from 1.20, 201 without a body before
+    (both with its location); 400 for a body the schema refuses or a
+    parent that does not exist; 403 unless policy allows the caller;
+    409 when the name or uuid is taken; 415 unless the body is JSON."""
     util.authorize(req, RULE % "create")
     data = util.json_body(req, pick(schema.POST_BODIES, req.context.version))
     # Stored dashed and lower-case whatever spelling the client used.
@@ -152,7 +156,7 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     resp.set_header("location", "%s/resource_providers/%s"
                     % (req.prefix, uuid))
     if util.want(req, "1.20"):
-        util.send(req, resp, provider_body(req, row),
+        util.send(req, resp, _provider_body(req, row),
                   last_modified=_modified(row))
     else:
         resp.status = 201
@@ -162,6 +166,11 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
 
 def update_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """200 with the provider; 400 for a body the schema refuses or a
+    move the tree rules refuse (a missing parent, a loop, re-parenting
+    before 1.37); 403 unless policy allows the caller; 404 when no
+    provider has that uuid; 409 when the name is taken; 415 unless the
+    body is JSON."""
     # Upstream's order: media type (415), policy (403), provider (404),
     # then the body (400).
     util.require_json(req)
@@ -172,11 +181,13 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     row = util.db(req).run(lambda conn: resource_provider.update_provider(
         conn, uuid, data["name"], parent,
         allow_reparenting=util.want(req, "1.37")))
-    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+    util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
 
 def delete_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """204; 403 unless policy allows the caller; 404 when no provider
+    has that uuid; 409 when it has children or allocations."""
     util.authorize(req, RULE % "delete")
     util.db(req).run(lambda conn: resource_provider.delete_provider(conn, uuid))
     util.no_content(resp)

@@ -15,6 +15,9 @@ from berth.domain import common, usage
 
 def provider_usages(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """200 with the provider's usage per class and its generation; 403
+    unless policy allows the caller; 404 when no provider has that uuid;
+    406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, "placement:resource_providers:usages")
 
@@ -30,6 +33,10 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
 
 
 def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the usage of the project (and user; by consumer type
+    from 1.38); 400 for a query the schema refuses; 403 unless policy
+    allows the caller (a project reader may read its own project's); 406
+    when the client cannot take JSON."""
     util.check_accept(req)
     params = util.query_dict(util.query(req))
     project_id, user_id = params.get("project_id"), params.get("user_id")
