@@ -17,10 +17,9 @@ import sqlalchemy as sa
 
 from berth.api.app import create_app
 from berth.db import changes
-from berth.domain import online
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import common
+from berth.domain import common, online
 from berth.domain.memo import Memo
 from tests.conftest import Client, make_conf
 from tests.functional.ledger_helpers import PROJECT, USER, body

@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from berth.serve import preload
 from berth.api.app import create_app
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 from berth.domain.allocation_candidate.world_cache import Refresh
+from berth.serve import preload
 from tests.conftest import Client, make_conf
 from tests.functional.test_cli import BERTH, _free_port
 from tests.functional.test_serving import Server

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from berth.cli.upstream import manage_main, status_main
 from berth.db import migrate
-from berth.domain import online
 from berth.db import tables as t
 from berth.db.engine import Database
+from berth.domain import online
 
 BIN = Path(sys.executable).parent
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from berth.cli import docgen
 from berth.api import errors, microversion
 from berth.api.routes import ROUTES
+from berth.cli import docgen
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

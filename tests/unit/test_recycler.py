@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from berth.serve import memory
 from berth.metrics import Metrics
+from berth.serve import memory
 
 MIB = 1024 * 1024
 
