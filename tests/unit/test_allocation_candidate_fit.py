@@ -29,7 +29,7 @@ def _claimed(world: World, allocs: Alloc) -> World:
     used = {p.id: dict(p.used) for p in world.providers.values()}
     for pid, rc, n in allocs:
         used[pid][rc] = used[pid].get(rc, 0) + n
-    return World([dataclasses.replace(p, used=used[p.id], memo={})
+    return World([dataclasses.replace(p, used=used[p.id])
                   for p in world.providers.values()])
 
 

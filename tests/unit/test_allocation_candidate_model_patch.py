@@ -77,7 +77,7 @@ def base() -> World:
 
 
 def change(world: World, pid: int, **fields: Any) -> Provider:
-    return dataclasses.replace(world.providers[pid], memo={}, **fields)
+    return dataclasses.replace(world.providers[pid], **fields)
 
 
 def test_a_new_compute_node_tree() -> None:
@@ -268,7 +268,7 @@ class Walk:
 
     def replace(self, pid: int, **fields: Any) -> list[int]:
         self.providers[pid] = dataclasses.replace(
-            self.providers[pid], memo={}, **fields)
+            self.providers[pid], **fields)
         return [pid]
 
     def step(self) -> list[int]:

@@ -31,7 +31,7 @@ def _world() -> World:
 
 def test_amounts_only_share_every_index() -> None:
     world = _world()
-    fresh = dataclasses.replace(world.providers[1], memo={},
+    fresh = dataclasses.replace(world.providers[1],
                                 inventories={"VCPU": Inventory(32, reserved=4)},
                                 used={"VCPU": 5})
     other = world_patch.with_providers(world, [fresh])
@@ -58,7 +58,7 @@ def test_amounts_only_share_every_index() -> None:
 def test_anything_an_index_holds_forces_a_rebuild(change: dict[str, object]
                                                   ) -> None:
     world = _world()
-    fresh = dataclasses.replace(world.providers[1], memo={}, **change)
+    fresh = dataclasses.replace(world.providers[1], **change)
     assert world_patch.with_providers(world, [fresh]) is None
 
 

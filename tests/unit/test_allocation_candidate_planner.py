@@ -42,7 +42,7 @@ def shuffled_uuids(draw: Any, world: World) -> World:
     """``world`` with its uuids permuted, so that uuid order is not id
     order."""
     uuids = draw(st.permutations([p.uuid for p in world.providers.values()]))
-    return World(dataclasses.replace(p, uuid=u, memo={})
+    return World(dataclasses.replace(p, uuid=u)
                  for p, u in zip(world.providers.values(), uuids,
                                  strict=True))
 

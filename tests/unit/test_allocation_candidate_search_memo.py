@@ -65,14 +65,14 @@ def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
     refreshed = world_patch.with_usage(world, changed)
     # Amount-only inventory changes keep the indexes (and so the memo).
     grown = [dataclasses.replace(
-        p, memo={}, inventories={rc: inv._replace(total=inv.total + 1)
+        p, inventories={rc: inv._replace(total=inv.total + 1)
                                  for rc, inv in p.inventories.items()})
         for pid, p in refreshed.providers.items()
         if data.draw(st.booleans(), label="grow %d" % pid)]
     amended = world_patch.with_providers(refreshed, grown)
     assert amended is not None
     assert amended.memo is world.memo
-    fresh = World([dataclasses.replace(p, memo={})
+    fresh = World([dataclasses.replace(p)
                    for p in amended.providers.values()])
     expected = keys(fresh, groups, wide)
     assert keys(amended, groups, wide) == expected
@@ -151,7 +151,7 @@ def test_an_exploding_anchor_is_searched_lazily_and_not_kept() -> None:
 def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
     world = hosts(2)
     keys(world, VCPU2, RequestWide())
-    moved = dataclasses.replace(world.providers[2], memo={}, inventories={
+    moved = dataclasses.replace(world.providers[2], inventories={
         "VCPU": Inventory(4), "DISK_GB": Inventory(10)})
     assert world_patch.with_providers(world, [moved]) is None  # indexes must be rebuilt
     rebuilt = World([world.providers[1], moved])

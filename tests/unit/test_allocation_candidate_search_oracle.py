@@ -60,8 +60,7 @@ def test_usage_refresh_equals_a_fresh_world(world: World, query: Any,
         p = world.providers[pid]
         changed[pid] = {rc: data.draw(st.integers(0, 6))
                         for rc in p.inventories}
-    fresh = World([dataclasses.replace(p, used=changed.get(p.id, p.used),
-                                       memo={})
+    fresh = World([dataclasses.replace(p, used=changed.get(p.id, p.used))
                    for p in world.providers.values()])
     specs = [GroupSpec(g) for g in groups]
     refreshed = world_patch.with_usage(world, changed)

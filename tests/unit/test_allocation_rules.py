@@ -6,6 +6,7 @@ import jsonschema
 import pytest
 
 from berth.api.schemas import allocation as schema
+from berth.api.schemas import pick
 from berth.domain.common import normalize_uuid
 
 CANON = "75d0f5f7-75d9-458c-b204-f90ac91604ec"
@@ -26,7 +27,7 @@ def test_uuid_spellings_rejected(given: str) -> None:
 
 def _valid(version: tuple[int, int], data: object) -> bool:
     try:
-        schema.pick(schema.PUT_SCHEMAS, version).validate(data)
+        pick(schema.PUT_SCHEMAS, version).validate(data)
     except jsonschema.ValidationError:
         return False
     return True

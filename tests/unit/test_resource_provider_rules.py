@@ -5,8 +5,9 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from berth.api import util
+from berth.api import schemas
 from berth.api.schemas import aggregate as agg_schema
+from berth.api.schemas import pick
 from berth.api.schemas import resource_provider as rp_schema
 from berth.domain.aggregate import storable
 
@@ -28,8 +29,8 @@ U = "2290d4af-9e6e-400b-9d65-1ee01376f71a"
     (12, True),  # not a string: left to the "type" keyword
 ])
 def test_uuid_like(value: object, ok: bool) -> None:
-    # The "uuid" format every schema is compiled with (berth.api.util).
-    assert util.FORMATS.conforms(value, "uuid") is ok
+    # The "uuid" format every schema is compiled with (berth.api.schemas).
+    assert schemas.FORMATS.conforms(value, "uuid") is ok
 
 
 @pytest.mark.parametrize("version,allowed,refused", [
@@ -43,7 +44,7 @@ def test_uuid_like(value: object, ok: bool) -> None:
 def test_list_query_grows_per_version(version: tuple[int, int],
                                       allowed: list[str],
                                       refused: list[str]) -> None:
-    check = rp_schema.list_query(version)
+    check = pick(rp_schema.LIST_QUERIES, version)
     for key in allowed:
         value = U if key in ("uuid", "in_tree") else "x"
         check.validate({key: value})
@@ -54,19 +55,21 @@ def test_list_query_grows_per_version(version: tuple[int, int],
 
 def test_put_schema_requires_name_and_refuses_uuid() -> None:
     with pytest.raises(jsonschema.ValidationError):
-        rp_schema.PUT_PROVIDER_1_14.validate({"parent_provider_uuid": U})
+        pick(rp_schema.PUT_BODIES, (1, 14)).validate(
+            {"parent_provider_uuid": U})
     with pytest.raises(jsonschema.ValidationError):
-        rp_schema.PUT_PROVIDER.validate({"name": "a", "uuid": U})
-    rp_schema.PUT_PROVIDER_1_14.validate({"name": "a",
-                                          "parent_provider_uuid": None})
+        pick(rp_schema.PUT_BODIES, (1, 0)).validate({"name": "a", "uuid": U})
+    pick(rp_schema.PUT_BODIES, (1, 14)).validate(
+        {"name": "a", "parent_provider_uuid": None})
 
 
 def test_aggregate_schemas() -> None:
-    agg_schema.PUT_AGGREGATES_1_1.validate([U, U.replace("-", "")])
+    listed = pick(agg_schema.PUT_BODIES, (1, 1))
+    listed.validate([U, U.replace("-", "")])
     with pytest.raises(jsonschema.ValidationError):
-        agg_schema.PUT_AGGREGATES_1_1.validate([U, U])
+        listed.validate([U, U])
     with pytest.raises(jsonschema.ValidationError):
-        agg_schema.PUT_AGGREGATES_1_19.validate({"aggregates": [U]})
+        pick(agg_schema.PUT_BODIES, (1, 19)).validate({"aggregates": [U]})
 
 
 def test_storable_keeps_short_spellings_and_dedups() -> None:

@@ -8,7 +8,7 @@ Middleware order, outermost first, and why:
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
    must answer pre-flight OPTIONS before authentication sees them.
 3. ``/healthcheck`` without a token: the plain health answer, before
-   authentication would refuse it (``healthcheck.Anonymous``).
+   authentication would refuse it (``healthcheck_middleware.Anonymous``).
 4. Authentication: ``noauth2`` or keystonemiddleware. ``/`` and
    ``/openapi.json`` need no token.
 5. Falcon: microversion parsing and the request context (``Context``
@@ -29,8 +29,10 @@ from oslo_config import cfg
 from oslo_context import context as oslo_context
 
 from berth import logs
-from berth.api import errors, healthcheck, microversion, render
-from berth.api.routes import install_routes
+from berth.api import errors, healthcheck_middleware, microversion, render
+from berth.api.openapi_document import document
+from berth.api.routes import ROUTES, install_routes
+from berth.api.views.allocation_candidate import SummaryCache
 from berth.db.engine import TX_ATTEMPTS, Database, is_retryable, is_unavailable
 from berth.domain import usage
 from berth.domain.allocation_candidate.world_cache import Observer, WorldCache
@@ -60,7 +62,8 @@ _BARE_HEADERS = ("CONTENT_TYPE", "CONTENT_LENGTH")
 class State:
     """What every request needs: configuration, database, policy, the
     candidate cache (one per application, so one per server worker), the
-    metrics and the health checks."""
+    metrics, the health checks, and what the HTTP layer keeps between
+    requests."""
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
                  world_observers: Sequence[Observer] = ()) -> None:
@@ -79,12 +82,20 @@ class State:
                                limit=10_000)
         self.provider_memo = Memo(keep=conf.berth.candidate_cache,
                                   by_provider=True)
-        self.health = healthcheck.Checks(conf, self)
+        self.health = healthcheck_middleware.Checks(conf, self)
         #: Allocation-candidate queries parsed, by microversion and query
-        #: string (``handlers.allocation_candidate.parsed_query``).
+        #: string (``handlers.allocation_candidate._parsed_query``).
         self.parsed_queries: dict[tuple[object, str], Any] = {}
-        #: The OpenAPI document, rendered on first request.
-        self.openapi: bytes | None = None
+        #: Provider summaries of allocation candidates, encoded.
+        self.summaries = SummaryCache()
+        self._openapi: bytes | None = None
+
+    def openapi_json(self) -> bytes:
+        """The OpenAPI document of the routes table, encoded (built on
+        first use: the table does not change)."""
+        if self._openapi is None:
+            self._openapi = render.dumps(document(ROUTES))
+        return self._openapi
 
 
 class ContextMiddleware:
@@ -159,7 +170,7 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
     if problem.status == 409:
         req.context.state.metrics.conflict(problem.code)
     version = getattr(req.context, "version", None)
-    with_code = version is not None and version >= (1, 23)
+    with_code = version is not None and microversion.at_least(version, "1.23")
     render.error(req, resp, problem, with_code)
 
 
@@ -192,7 +203,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     wsgi: WSGIApp = app
     from berth.api import auth
     wsgi = auth.wrap(wsgi, conf)
-    wsgi = healthcheck.Anonymous(wsgi, state.health.plain)
+    wsgi = healthcheck_middleware.Anonymous(wsgi, state.health.plain)
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)
@@ -237,6 +248,23 @@ def _latin1_path(environ: dict[str, Any]) -> None:
             "latin-1")
 
 
+def _tagging(start_response: Callable[..., Any], request_id: str,
+             captured: dict[str, Any]) -> Callable[..., Any]:
+    """``start_response`` adding ``x-openstack-request-id`` (in place of
+    any the application set) and noting the status and length in
+    ``captured``, for the log line."""
+    def start(status: str, headers: list[tuple[str, str]],
+              exc_info: Any = None) -> Any:
+        headers = [h for h in headers
+                   if h[0].lower() != "x-openstack-request-id"]
+        headers.append(("x-openstack-request-id", request_id))
+        captured["status"] = status
+        captured["length"] = next((v for k, v in headers
+                                   if k.lower() == "content-length"), "-")
+        return start_response(status, headers, exc_info)
+    return start
+
+
 class Edge:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
@@ -260,34 +288,36 @@ class Edge:
         # the request, the request line included, carries its id.
         oslo_context.RequestContext(request_id=request_id)
         captured: dict[str, Any] = {}
+        start = _tagging(start_response, request_id, captured)
+        result = self._answer(environ, start)
+        self._record(environ, captured, time.monotonic() - started)
+        logs.request_done()
+        return result
 
-        def _start(status: str, headers: list[tuple[str, str]],
-                   exc_info: Any = None) -> Any:
-            headers = [h for h in headers
-                       if h[0].lower() != "x-openstack-request-id"]
-            headers.append(("x-openstack-request-id", request_id))
-            captured["status"] = status
-            captured["length"] = next((v for k, v in headers
-                                       if k.lower() == "content-length"), "-")
-            return start_response(status, headers, exc_info)
-
+    def _answer(self, environ: dict[str, Any],
+                start: Callable[..., Any]) -> Iterable[bytes]:
+        """The response: a refusal of what ``_precheck`` or the body's
+        buffering finds wrong, else the application's; a 500 when
+        anything fails."""
         try:
             _latin1_path(environ)
             problem = self._precheck(environ)
             if problem is None:
                 problem = _buffer_body(environ, self.max_body)
             if problem is not None:
-                body = render.error_body(environ, problem)
-                result: Iterable[bytes] = body.send(_start)
-            else:
-                result = self.app(environ, _start)
+                return render.error_body(environ, problem).send(start)
+            return self.app(environ, start)
         except Exception:  # noqa: BLE001 - the last resort must catch all
             LOG.exception("unhandled error in %s %s",
                           environ.get("REQUEST_METHOD"),
                           environ.get("PATH_INFO"))
             problem = errors.HTTPProblem(500, "An unexpected error occurred.")
-            result = render.error_body(environ, problem).send(_start)
-        elapsed = time.monotonic() - started
+            return render.error_body(environ, problem).send(start)
+
+    def _record(self, environ: dict[str, Any], captured: dict[str, Any],
+                elapsed: float) -> None:
+        """The request's metrics and, when ``[berth] request_log`` is on,
+        its log line."""
         status = captured.get("status", "-").split(" ")[0]
         self.metrics.request(environ.get("berth.route", "unrouted"),
                              environ.get("REQUEST_METHOD", "-"), status,
@@ -302,8 +332,6 @@ class Edge:
                     if environ.get("QUERY_STRING") else ""),
                 status, captured.get("length", "-"),
                 environ.get("berth.microversion", "-"), elapsed)
-        logs.request_done()
-        return result
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
         """Limits and framing checks that no handler should ever see fail."""

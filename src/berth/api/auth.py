@@ -27,7 +27,7 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: Paths served without a token: version discovery, as upstream, and the
 #: API's description. (A health probe without a token is answered before
-#: authentication: ``berth.api.healthcheck.Anonymous``.)
+#: authentication: ``berth.api.healthcheck_middleware.Anonymous``.)
 PUBLIC_PATHS = frozenset({"", "/", "/openapi.json"})
 #: ...and the dashboard's stylesheet.
 PUBLIC_PREFIX = "/dashboard/static/"

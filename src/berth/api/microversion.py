@@ -1,5 +1,7 @@
-"""Microversions: the list, and parsing of the ``openstack-api-version``
-header with microversion-parse."""
+"""Microversions: the list, parsing of the ``openstack-api-version``
+header with microversion-parse, and the one test of a request's version
+against a microversion (``at_least``; handlers call it through
+``util.want``)."""
 
 from __future__ import annotations
 
@@ -52,8 +54,12 @@ VERSIONS: list[str] = [
     "1.39",  # Any-of traits (in:) in required.
 ]
 
-MIN = microversion_parse.parse_version_string(VERSIONS[0])
 MAX = microversion_parse.parse_version_string(VERSIONS[-1])
+
+#: "1.14" -> (1, 14) for every version in the list, parsed once: the test
+#: below runs several times a request.
+_PARSED: dict[str, tuple[int, int]] = {
+    v: (int(v.split(".")[0]), int(v.split(".")[1])) for v in VERSIONS}
 
 
 class VersionError(Exception):
@@ -86,10 +92,18 @@ def extract(headers: dict[str, str]) -> Version:
                             "min_version": VERSIONS[0]}) from None
 
 
+def at_least(version: tuple[int, int], minimum: str) -> bool:
+    """True when ``version`` (a request's, or any (major, minor) pair) is
+    ``minimum`` (a listed version, as "1.29") or later: the one way the
+    API layer asks what a microversion brings. KeyError for a version
+    not in ``VERSIONS``."""
+    return version >= _PARSED[minimum]
+
+
 def parse(text: str) -> tuple[int, int]:
-    """A "1.14" string as a comparable tuple."""
-    major, minor = text.split(".")
-    return int(major), int(minor)
+    """A listed version ("1.14") as a comparable (major, minor) pair;
+    KeyError for a version not in ``VERSIONS``."""
+    return _PARSED[text]
 
 
 def header_value(version: Version) -> str:

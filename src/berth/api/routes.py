@@ -11,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from berth.api import microversion
 from berth.api.errors import HTTPProblem
 from berth.api.handlers import (
     aggregate,
@@ -96,7 +97,7 @@ ROUTES: dict[str, dict[str, Gated]] = {
     },
     "/usages": {"GET": (usage.total_usages, "1.9")},
     "/reshaper": {"POST": (reshaper.reshape, "1.30")},
-    # Berth's own (oslo.middleware's URL; see api/healthcheck.py).
+    # Berth's own (oslo.middleware's URL; see api/healthcheck_middleware.py).
     "/healthcheck": {"GET": healthcheck.check, "HEAD": healthcheck.check},
     "/metrics": {"GET": metrics.show},
     # Berth's own (docs/explain-and-fit.md): the allocation-candidates
@@ -121,10 +122,10 @@ def _gate(spec: Gated) -> Handler:
         return spec
     handler, minimum = spec[0], spec[1]
     status = spec[2] if len(spec) > 2 else 404  # type: ignore[misc]
-    major, minor = (int(x) for x in minimum.split("."))
+    microversion.parse(minimum)  # a typo fails here, not at a request
 
     def gated(req: falcon.Request, resp: falcon.Response, **kw: Any) -> None:
-        if req.context.version < (major, minor):
+        if not microversion.at_least(req.context.version, minimum):
             headers = {}
             if status == 405:
                 headers["Allow"] = req.context.allow

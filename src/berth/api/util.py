@@ -12,31 +12,17 @@ import falcon
 import jsonschema
 import orjson
 
-from berth.api import render
+from berth.api import microversion, render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
-from berth.domain import common
 from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.memo import Memo
 
-FORMATS = jsonschema.FormatChecker()
-# Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
-# upper case); jsonschema's own "uuid" check would reject those.
-FORMATS.checks("uuid")(lambda value: not isinstance(value, str)
-                       or common.is_uuid_like(value))
 
-
-def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    """A compiled validator for ``schema`` (compile once, at import)."""
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=FORMATS)
-
-
-def want(req: falcon.Request, version: str) -> bool:
-    """True when the request's microversion is at least ``version``."""
-    major, minor = version.split(".")
-    return bool(req.context.version >= (int(major), int(minor)))
+def want(req: falcon.Request, minimum: str) -> bool:
+    """True when the request's microversion is ``minimum`` ("1.28") or
+    later (``microversion.at_least``)."""
+    return microversion.at_least(req.context.version, minimum)
 
 
 def db(req: falcon.Request) -> Database:

@@ -177,7 +177,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(cors.CORS_OPTS, group="cors")
     # oslo.middleware's [healthcheck], with Berth's database check on by
     # default (the ``oslo.middleware.healthcheck`` entry point named
-    # HEALTHCHECK_BACKEND in pyproject.toml, berth.api.healthcheck).
+    # HEALTHCHECK_BACKEND in pyproject.toml, berth.api.healthcheck_middleware).
     from oslo_middleware.healthcheck import opts as healthcheck_opts
     conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
     conf.set_default("backends", [HEALTHCHECK_BACKEND], group="healthcheck")

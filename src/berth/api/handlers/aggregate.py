@@ -8,6 +8,7 @@ import falcon
 
 from berth.api import util
 from berth.api.schemas import aggregate as schema
+from berth.api.schemas import pick
 from berth.domain import aggregate, resource_provider
 
 RULE = "placement:resource_providers:aggregates:%s"
@@ -25,6 +26,9 @@ def _send(req: falcon.Request, resp: falcon.Response, uuids: list[str],
 
 def get_aggregates(req: falcon.Request, resp: falcon.Response,
                    uuid: str) -> None:
+    """200 with the provider's aggregates (and its generation from
+    1.19); 403 unless policy allows the caller; 404 when no provider has
+    that uuid; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
 
@@ -39,17 +43,19 @@ def get_aggregates(req: falcon.Request, resp: falcon.Response,
 
 def set_aggregates(req: falcon.Request, resp: falcon.Response,
                    uuid: str) -> None:
+    """200 with the aggregates as stored (and the new generation from
+    1.19); 400 for a body the schema refuses; 403 unless policy allows
+    the caller; 404 when no provider has that uuid; 409 when the
+    generation is stale (from 1.19); 415 unless the body is JSON."""
     util.authorize(req, RULE % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
     util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    with_generation = util.want(req, "1.19")
-    if with_generation:
-        data = util.json_body(req, schema.PUT_AGGREGATES_1_19)
+    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
+    if util.want(req, "1.19"):  # the list and the generation
         wanted, generation = (data["aggregates"],
                               data["resource_provider_generation"])
-    else:
-        wanted = util.json_body(req, schema.PUT_AGGREGATES_1_1)
-        generation = None
+    else:  # the bare list
+        wanted, generation = data, None
     stored, new_generation = util.db(req).run(
         lambda conn: aggregate.set_aggregates(conn, uuid, wanted,
                                                generation))

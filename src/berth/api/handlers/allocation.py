@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import allocation as schema
+from berth.api.schemas import pick
 from berth.domain import allocation, common, errors
 from berth.domain.allocation import ConsumerAllocations
 
@@ -35,6 +36,9 @@ def _consumer_body(req: falcon.Request,
 
 def get_allocations(req: falcon.Request, resp: falcon.Response,
                     consumer_uuid: str) -> None:
+    """200 with the consumer's allocations (an empty object when it
+    has none: never a 404); 403 unless policy allows the caller; 406
+    when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     view = util.db(req).read(
@@ -45,6 +49,9 @@ def get_allocations(req: falcon.Request, resp: falcon.Response,
 
 def list_for_provider(req: falcon.Request, resp: falcon.Response,
                       uuid: str) -> None:
+    """200 with the allocations against the provider, by consumer,
+    and its generation; 403 unless policy allows the caller; 404 when no
+    provider has that uuid; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, "placement:resource_providers:allocations:list")
 
@@ -111,21 +118,28 @@ def _claim(req: falcon.Request, requests: list[ConsumerAllocations],
 
 def put_allocations(req: falcon.Request, resp: falcon.Response,
                     consumer_uuid: str) -> None:
+    """204; 400 for a malformed consumer uuid, a body the schema
+    refuses, or an unknown class or provider; 403 unless policy allows
+    the caller; 409 when an allocation does not fit or a consumer or
+    provider generation is stale; 415 unless the body is JSON."""
     util.authorize(req, RULE % "update")
     normal = common.normalize_uuid(consumer_uuid)
     if normal is None:
         raise HTTPProblem(400, "Malformed consumer_uuid: %s" % consumer_uuid)
-    data = util.json_body(req, schema.pick(schema.PUT_SCHEMAS,
-                                           req.context.version))
+    data = util.json_body(req, pick(schema.PUT_SCHEMAS, req.context.version))
     _claim(req, [_request(req, normal, data)],
            "Unable to allocate inventory for consumer %s: " % normal)
     util.no_content(resp)
 
 
 def post_allocations(req: falcon.Request, resp: falcon.Response) -> None:
+    """204 (every consumer's allocations written, or none); 400 for
+    a body the schema refuses, or an unknown class or provider; 403
+    unless policy allows the caller; 409 when an allocation does not fit
+    or a consumer or provider generation is stale; 415 unless the body
+    is JSON."""
     util.authorize(req, RULE % "manage")
-    data = util.json_body(req, schema.pick(schema.POST_SCHEMAS,
-                                           req.context.version))
+    data = util.json_body(req, pick(schema.POST_SCHEMAS, req.context.version))
     # "mappings" (1.34) are validated by the schema and not stored.
     _claim(req, [_request(req, uuid, body) for uuid, body in data.items()],
            "Unable to allocate inventory ")
@@ -134,6 +148,9 @@ def post_allocations(req: falcon.Request, resp: falcon.Response) -> None:
 
 def delete_allocations(req: falcon.Request, resp: falcon.Response,
                        consumer_uuid: str) -> None:
+    """204; 403 unless policy allows the caller; 404 when the
+    consumer holds no allocations; 409 when concurrent writes to the same
+    rows keep the database refusing the transaction (as for any write)."""
     util.authorize(req, RULE % "delete")
     def run(conn: Connection) -> None:
         allocation.delete_for_consumer(conn, consumer_uuid)

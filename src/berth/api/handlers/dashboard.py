@@ -21,9 +21,9 @@ from sqlalchemy.engine import Connection
 
 from berth.api import errors, microversion, util
 from berth.api.errors import HTTPProblem
-from berth.api.handlers import explain as explain_api
-from berth.api.handlers import fit as fit_api
-from berth.api.handlers.allocation_candidate import parse_query
+from berth.api.schemas.allocation_candidate import parse_query
+from berth.api.views import explain as explain_view
+from berth.api.views import fit as fit_view
 from berth.db import changes
 from berth.domain import dashboard
 from berth.domain.allocation_candidate import engine, explain, fit
@@ -184,7 +184,7 @@ def _tool(req: falcon.Request, resp: falcon.Response, template: str,
     groups = wide = None
     if text:
         try:
-            groups, wide = parse_query(req, _query_pairs(text))
+            groups, wide = parse_query(_query_pairs(text), req.context.version)
         except HTTPProblem as exc:
             error = exc.detail
     cache_ = util.world_cache(req)
@@ -212,7 +212,7 @@ def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/explain?q=<allocation-candidates query>: 200 (a
     refused query shows its 400 message in the page); 403."""
     _tool(req, resp, "explain.html",
-          lambda world, groups, specs, wide: explain_api.serialize(
+          lambda world, groups, specs, wide: explain_view.serialize(
               explain.explain(world, groups, specs, wide)))
 
 
@@ -220,7 +220,7 @@ def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/fit?q=<allocation-candidates query>: 200 (a refused
     query shows its 400 message in the page); 403."""
     _tool(req, resp, "fit.html",
-          lambda world, groups, specs, wide: fit_api.serialize(
+          lambda world, groups, specs, wide: fit_view.serialize(
               world, fit.fit(world, specs, wide)))
 
 

@@ -4,34 +4,16 @@ candidate for an allocation-candidates query (see
 
 from __future__ import annotations
 
-from typing import Any
-
 import falcon
 from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.errors import HTTPProblem
-from berth.api.handlers.allocation_candidate import parse_query
-from berth.domain import common, errors
+from berth.api.schemas.allocation_candidate import parse_query
+from berth.api.views import explain as view
+from berth.domain import common
 from berth.domain.allocation_candidate import engine, explain
-from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
-from berth.domain.allocation_candidate.faults import KINDS, Fault
-from berth.domain.allocation_candidate.world import World
-
-#: Examples listed per reason.
-EXAMPLES = 3
-
-#: The field that names what a fault is about, per kind.
-_SUBJECT = {"no_inventory": "resource_class", "capacity": "resource_class",
-            "min_unit": "resource_class", "max_unit": "resource_class",
-            "step_size": "resource_class", "trait_missing": "traits",
-            "trait_forbidden": "trait", "aggregate_missing": "aggregates",
-            "aggregate_forbidden": "aggregate", "in_tree": "in_tree",
-            "root_required": "traits", "same_subtree": "groups"}
-#: Those whose value is a list (an any-of set, or the suffixes).
-_LISTS = ("traits", "aggregates", "groups")
-_LIMIT = {"capacity": "free", "min_unit": "min_unit", "max_unit": "max_unit",
-          "step_size": "step_size"}
+from berth.domain.allocation_candidate.explain import Explanation
 
 
 def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
@@ -44,7 +26,7 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     pairs = util.query(req)
     trees = [v for k, v in pairs if k == "explain_tree"]
     groups, wide = parse_query(
-        req, [(k, v) for k, v in pairs if k != "explain_tree"])
+        [(k, v) for k, v in pairs if k != "explain_tree"], req.context.version)
     if len(trees) > 1 or (trees and not common.is_uuid_like(trees[0])):
         raise HTTPProblem(400, "Invalid query string parameters: "
                           "explain_tree takes one provider uuid")
@@ -56,88 +38,7 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
         return explain.explain(world, groups, specs, wide)
 
     report = util.db(req).read(work)
-    body = serialize(report)
+    body = view.serialize(report)
     if wanted is not None:
-        body["tree"] = _tree(report, wanted)
+        body["tree"] = view.tree(report, wanted)
     util.send(req, resp, body)
-
-
-def serialize(report: Explanation) -> dict[str, Any]:
-    """Counts per reason, with examples and, for capacity, what was
-    needed against the most any provider had free."""
-    world = report.world
-    excluded = report.excluded
-    reasons = []
-    for kind, count in report.counts().items():
-        item: dict[str, Any] = {"reason": kind, "trees": count}
-        if kind == "capacity":
-            item["resources"] = _capacity(world, excluded)
-        item["examples"] = [
-            {"tree": world.uuid(t.root), **fault_body(world, f, pids)}
-            for t in excluded for f, pids in t.causes.items()
-            if f.kind == kind][:EXAMPLES]
-        for example in item["examples"]:
-            example["providers"] = example["providers"][:EXAMPLES]
-        reasons.append(item)
-    return {"trees": {"considered": len(report.trees),
-                      "with_candidates": len(report.trees) - len(excluded),
-                      "excluded": len(excluded)},
-            "reasons": reasons}
-
-
-def _capacity(world: World, excluded: list[TreeVerdict]
-              ) -> list[dict[str, Any]]:
-    """Per group and class: the amount asked and the most free."""
-    found: dict[tuple[str, str, int], int] = {}
-    for tree in excluded:
-        for fault, pids in tree.causes.items():
-            if fault.kind != "capacity" or fault.needed is None:
-                continue
-            key = (fault.group or "", fault.subject[0], fault.needed)
-            free = _free(world, fault, pids)
-            found[key] = max(found.get(key, free), free)
-    return [{"group": g, "resource_class": rc, "needed": n, "max_free": free}
-            for (g, rc, n), free in sorted(found.items())]
-
-
-def _free(world: World, fault: Fault, pids: list[int]) -> int:
-    if fault.group is None or not pids:
-        return fault.limit or 0
-    rc = fault.subject[0]
-    return max(world.providers[p].room[rc][0] for p in pids)
-
-
-def fault_body(world: World, fault: Fault, pids: list[int]) -> dict[str, Any]:
-    """One reason as the answer shows it."""
-    body: dict[str, Any] = {"reason": fault.kind, "group": fault.group}
-    name = _SUBJECT.get(fault.kind)
-    if fault.kind == "capacity" and fault.group is None:
-        body["resource_classes"] = list(fault.subject)
-    elif name is not None:
-        body[name] = (list(fault.subject) if name in _LISTS
-                      else fault.subject[0])
-    if fault.needed is not None:
-        body["needed"] = fault.needed
-        limit = _LIMIT.get(fault.kind)
-        if limit == "free":
-            body["free"] = _free(world, fault, pids)
-        elif limit is not None:
-            body[limit] = fault.limit
-    body["providers"] = [world.uuid(p) for p in pids]
-    return body
-
-
-def _tree(report: Explanation, wanted: str) -> dict[str, Any]:
-    world = report.world
-    pid = world.by_uuid.get(wanted)
-    if pid is None:
-        raise errors.NotFound("explain_tree: no resource provider with "
-                              "uuid %s" % wanted)
-    root = world.providers[pid].root_id
-    verdict = next(t for t in report.trees if t.root == root)
-    order = {k: i for i, k in enumerate(KINDS)}
-    causes = sorted(verdict.causes.items(),
-                    key=lambda item: order[item[0].kind])
-    return {"root_provider_uuid": world.uuid(root),
-            "candidate": verdict.candidate,
-            "reasons": [fault_body(world, f, pids) for f, pids in causes]}

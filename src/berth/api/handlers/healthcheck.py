@@ -1,5 +1,5 @@
 """``GET|HEAD /healthcheck`` with a token: the detailed answer for those
-policy allows (see ``berth.api.healthcheck``; callers without a token are
+policy allows (see ``berth.api.healthcheck_middleware``; callers without a token are
 answered before authentication)."""
 
 from __future__ import annotations

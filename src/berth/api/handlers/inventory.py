@@ -34,6 +34,9 @@ def _reserved_can_be_total(req: falcon.Request) -> bool:
 
 def list_inventories(req: falcon.Request, resp: falcon.Response,
                      uuid: str) -> None:
+    """200 with the provider's inventories and generation; 403 unless
+    policy allows the caller; 404 when no provider has that uuid; 406
+    when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
     found = util.db(req).read(
@@ -44,6 +47,10 @@ def list_inventories(req: falcon.Request, resp: falcon.Response,
 
 def get_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
+    """200 with the inventory and the provider generation; 403 unless
+    policy allows the caller; 404 when no provider has that uuid or it
+    has no inventory of that class; 406 when the client cannot take
+    JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "show")
     inv, generation, modified = util.db(req).read(
@@ -64,6 +71,11 @@ def _write_body(req: falcon.Request, uuid: str, rule: str,
 
 def create_inventory(req: falcon.Request, resp: falcon.Response,
                      uuid: str) -> None:
+    """201 with the inventory and its location; 400 for a body the
+    schema refuses, an unknown class or amounts that leave no capacity;
+    403 unless policy allows the caller; 404 when no provider has that
+    uuid; 409 when it has that class already or changed meanwhile; 415
+    unless the body is JSON."""
     data = _write_body(req, uuid, "create", schema.POST_V)
     rc = data.pop("resource_class")
     inv = inventory.make_inventory(data)
@@ -76,6 +88,11 @@ def create_inventory(req: falcon.Request, resp: falcon.Response,
 
 def update_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
                      resource_class: str) -> None:
+    """200 with the inventory and the new generation; 400 for a body
+    the schema refuses, an unknown class, a class the provider has no
+    inventory of, or amounts that leave no capacity; 403 unless policy
+    allows the caller; 404 when no provider has that uuid; 409 when the
+    generation is stale; 415 unless the body is JSON."""
     data = _write_body(req, uuid, "update", schema.PUT_ONE_V)
     inv = inventory.make_inventory(data)
     generation = util.db(req).run(lambda conn: inventory.update_inventory(
@@ -86,6 +103,11 @@ def update_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
 
 def replace_inventories(req: falcon.Request, resp: falcon.Response,
                         uuid: str) -> None:
+    """200 with the inventories and the new generation; 400 for a
+    body the schema refuses, an unknown class or amounts that leave no
+    capacity; 403 unless policy allows the caller; 404 when no provider
+    has that uuid; 409 when the generation is stale or a class it
+    removes is still allocated; 415 unless the body is JSON."""
     data = _write_body(req, uuid, "update", schema.PUT_ALL_V)
     invs = _parse_all(uuid, data["inventories"])
     generation = util.db(req).run(lambda conn: inventory.replace_inventories(
@@ -109,6 +131,9 @@ def _parse_all(uuid: str, raw: dict[str, Any]) -> dict[str, Inventory]:
 
 def delete_inventories(req: falcon.Request, resp: falcon.Response,
                        uuid: str) -> None:
+    """204 (from 1.5); 403 unless policy allows the caller; 404
+    when no provider has that uuid; 409 when a class is still allocated
+    or the provider changed meanwhile."""
     util.authorize(req, POLICY % "delete")
     util.db(req).run(lambda conn: inventory.delete_inventories(conn, uuid))
     util.no_content(resp)
@@ -116,6 +141,9 @@ def delete_inventories(req: falcon.Request, resp: falcon.Response,
 
 def delete_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
                      resource_class: str) -> None:
+    """204; 403 unless policy allows the caller; 404 when no provider
+    has that uuid or it has no inventory of that class; 409 when the
+    class is still allocated or the provider changed meanwhile."""
     util.authorize(req, POLICY % "delete")
     util.db(req).run(
         lambda conn: inventory.delete_inventory(conn, uuid, resource_class))

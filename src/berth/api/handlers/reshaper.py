@@ -7,6 +7,7 @@ from typing import Any
 import falcon
 
 from berth.api import util
+from berth.api.schemas import pick
 from berth.api.schemas import reshaper as schema
 from berth.domain import common, inventory, reshaper
 from berth.domain.allocation import ConsumerAllocations
@@ -41,9 +42,14 @@ def _requests(data: dict[str, Any]) -> list[ConsumerAllocations]:
 
 
 def reshape(req: falcon.Request, resp: falcon.Response) -> None:
+    """204 (every inventory and allocation moved, or nothing); 400 for a
+    body the schema refuses, or an unknown provider or class; 403 unless
+    policy allows the caller; 409 when a provider or consumer generation
+    is stale, allocations do not fit, or a removed class is still
+    allocated; 415 unless the body is JSON."""
     util.require_json(req)
     util.authorize(req, POLICY)
-    data = util.json_body(req, schema.pick(req.context.version))
+    data = util.json_body(req, pick(schema.SCHEMAS, req.context.version))
     wanted = _inventories(data["inventories"])
     requests = _requests(data["allocations"])
     util.db(req).run(lambda conn: reshaper.reshape(conn, wanted, requests))

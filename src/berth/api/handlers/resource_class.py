@@ -39,6 +39,8 @@ def _custom_name(req: falcon.Request) -> str:
 
 
 def list_classes(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with every resource class, standard and custom; 403 unless
+    policy allows the caller; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
     found = util.db(req).read(classes.list_classes)
@@ -52,6 +54,8 @@ def list_classes(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 def get_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    """200 with the class; 403 unless policy allows the caller; 404
+    when there is no such class; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "show")
     rc = util.db(req).read(lambda conn: classes.get_class(conn, name))
@@ -59,6 +63,9 @@ def get_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
 
 
 def create_class(req: falcon.Request, resp: falcon.Response) -> None:
+    """201 with its location; 400 for a body the schema refuses (the
+    name must be CUSTOM_...); 403 unless policy allows the caller; 409
+    when the class exists; 415 unless the body is JSON."""
     util.require_json(req)
     util.authorize(req, POLICY % "create")
     name = _custom_name(req)
@@ -68,7 +75,12 @@ def create_class(req: falcon.Request, resp: falcon.Response) -> None:
 
 def update_class(req: falcon.Request, resp: falcon.Response,
                  name: str) -> None:
-    """Before 1.7 a rename; from 1.7 an idempotent create (201, then 204)."""
+    """Before 1.7 a rename: 200 with the class under its new name; 400
+    for a body the schema refuses or a standard class; 404 when there is
+    no such class; 409 when the new name is taken; 415 unless the body is
+    JSON. From 1.7 an idempotent create: 201 when created, 204 when it
+    existed (both with its location); 400 for a name that is not
+    CUSTOM_.... Both: 403 unless policy allows the caller."""
     if not util.want(req, "1.7"):
         _rename(req, resp, name)
         return
@@ -93,6 +105,9 @@ def _rename(req: falcon.Request, resp: falcon.Response, name: str) -> None:
 
 def delete_class(req: falcon.Request, resp: falcon.Response,
                  name: str) -> None:
+    """204; 400 for a standard class; 403 unless policy allows the
+    caller; 404 when there is no such class; 409 when an inventory or
+    allocation uses it."""
     util.authorize(req, POLICY % "delete")
     util.db(req).run(lambda conn: classes.delete_class(conn, name))
     util.no_content(resp)

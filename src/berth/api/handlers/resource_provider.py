@@ -11,6 +11,7 @@ import orjson
 from sqlalchemy.engine import Row
 
 from berth.api import util
+from berth.api.schemas import pick
 from berth.api.schemas import resource_provider as schema
 from berth.domain import resource_provider
 from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
@@ -21,11 +22,6 @@ ENGINE_FILTERS = frozenset({"resources", "required", "member_of"})
 #: Query parameters matched in SQL; without them, an engine-filtered
 #: listing reads kept provider rows (``State.provider_memo``).
 SQL_FILTERS = frozenset({"name", "uuid", "in_tree"})
-
-
-def provider_url(req: falcon.Request, uuid: str) -> str:
-    """The provider's path, under the application's mount point."""
-    return "%s/resource_providers/%s" % (req.root_path, uuid)
 
 
 def _link_rels(req: falcon.Request) -> list[str]:
@@ -41,7 +37,7 @@ def _link_rels(req: falcon.Request) -> list[str]:
     return rels
 
 
-def provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
+def _provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
     """One provider as GET, POST (1.20+) and PUT show it; ``row`` is a
     :func:`berth.domain.resource_provider.get_provider` row."""
     return _body_maker(req)(row)
@@ -82,11 +78,13 @@ def _modified(row: Row) -> Any:  # type: ignore[type-arg]
 
 
 def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
-    """200 with the providers matching the query; 400 for a bad query."""
+    """200 with the providers the query matches; 400 for a query the
+    schema refuses or one naming an unknown class or trait; 403 unless
+    policy allows the caller; 406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "list")
     version = req.context.version
-    pairs = util.validate_query(req, schema.list_query(version))
+    pairs = util.validate_query(req, pick(schema.LIST_QUERIES, version))
     params = util.query_dict(pairs)
 
     def engine_ids(conn: Any) -> set[int] | None:
@@ -95,7 +93,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
         # The allocation-candidate engine owns these parameters: one
         # parser and one matcher for both endpoints.
         return filter_provider_ids(conn, util.world_cache(req), pairs,
-                                   (version[0], version[1]))
+                                   version)
 
     if (ENGINE_FILTERS.intersection(params)
             and not SQL_FILTERS.intersection(params)):
@@ -133,17 +131,22 @@ def _send_kept(req: falcon.Request, resp: falcon.Response,
 
 def get_provider(req: falcon.Request, resp: falcon.Response,
                  uuid: str) -> None:
+    """200 with the provider; 403 unless policy allows the caller; 404
+    when no provider has that uuid; 406 when the client cannot take
+    JSON."""
     util.check_accept(req)
     util.authorize(req, RULE % "show")
     row = util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+    util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
 
 def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the provider from 1.20, 201 without a body before
+    (both with its location); 400 for a body the schema refuses or a
+    parent that does not exist; 403 unless policy allows the caller;
+    409 when the name or uuid is taken; 415 unless the body is JSON."""
     util.authorize(req, RULE % "create")
-    nested = util.want(req, "1.14")
-    data = util.json_body(req, schema.POST_PROVIDER_1_14 if nested
-                          else schema.POST_PROVIDER)
+    data = util.json_body(req, pick(schema.POST_BODIES, req.context.version))
     # Stored dashed and lower-case whatever spelling the client used.
     uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
             else str(uuidlib.uuid4()))
@@ -153,7 +156,7 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     resp.set_header("location", "%s/resource_providers/%s"
                     % (req.prefix, uuid))
     if util.want(req, "1.20"):
-        util.send(req, resp, provider_body(req, row),
+        util.send(req, resp, _provider_body(req, row),
                   last_modified=_modified(row))
     else:
         resp.status = 201
@@ -163,23 +166,28 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
 
 def update_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """200 with the provider; 400 for a body the schema refuses or a
+    move the tree rules refuse (a missing parent, a loop, re-parenting
+    before 1.37); 403 unless policy allows the caller; 404 when no
+    provider has that uuid; 409 when the name is taken; 415 unless the
+    body is JSON."""
     # Upstream's order: media type (415), policy (403), provider (404),
     # then the body (400).
     util.require_json(req)
     util.authorize(req, RULE % "update")
     util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    nested = util.want(req, "1.14")
-    data = util.json_body(req, schema.PUT_PROVIDER_1_14 if nested
-                          else schema.PUT_PROVIDER)
+    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
     parent = data.get("parent_provider_uuid", resource_provider.KEEP)
     row = util.db(req).run(lambda conn: resource_provider.update_provider(
         conn, uuid, data["name"], parent,
         allow_reparenting=util.want(req, "1.37")))
-    util.send(req, resp, provider_body(req, row), last_modified=_modified(row))
+    util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
 
 def delete_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """204; 403 unless policy allows the caller; 404 when no provider
+    has that uuid; 409 when it has children or allocations."""
     util.authorize(req, RULE % "delete")
     util.db(req).run(lambda conn: resource_provider.delete_provider(conn, uuid))
     util.no_content(resp)

@@ -8,6 +8,8 @@ from berth.api import microversion, util
 
 
 def home(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the version document (the microversions this server
+    speaks); 406 when the client cannot take JSON."""
     util.check_accept(req)
     version = {
         "id": "v%s" % microversion.VERSIONS[0],

@@ -54,6 +54,10 @@ def _filters(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def list_traits(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the names of the traits the filters select; 400 for a
+    query the schema refuses or a malformed ``name`` or ``associated``;
+    403 unless policy allows the caller; 406 when the client cannot take
+    JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
     filters = _filters(util.validate_query(req, schema.LIST_QUERY_V))
@@ -63,6 +67,8 @@ def list_traits(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 def get_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    """204 when the trait exists; 403 unless policy allows the caller;
+    404 when it does not."""
     util.authorize(req, POLICY % "show")
     found = util.db(req).read(lambda conn: trait.get_trait(conn, name))
     util.no_content(resp)
@@ -70,6 +76,9 @@ def get_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
 
 
 def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    """201 when the custom trait was created, 204 when it existed (both
+    with its location); 400 when the name is not a custom trait's; 403
+    unless policy allows the caller."""
     util.authorize(req, POLICY % "update")
     # fullmatch: the schema's "$" would let a final newline through.
     if (not schema.CUSTOM_TRAIT_V.is_valid(name)
@@ -85,6 +94,8 @@ def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
 
 def delete_trait(req: falcon.Request, resp: falcon.Response,
                  name: str) -> None:
+    """204; 400 for a standard trait; 403 unless policy allows the
+    caller; 404 when there is no such trait; 409 when a provider has it."""
     util.authorize(req, POLICY % "delete")
     util.db(req).run(lambda conn: trait.delete_trait(conn, name))
     util.no_content(resp)
@@ -92,6 +103,9 @@ def delete_trait(req: falcon.Request, resp: falcon.Response,
 
 def list_provider_traits(req: falcon.Request, resp: falcon.Response,
                          uuid: str) -> None:
+    """200 with the provider's traits and generation; 403 unless
+    policy allows the caller; 404 when no provider has that uuid; 406
+    when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, RP_POLICY % "list")
     generation, found = util.db(req).read(
@@ -103,6 +117,10 @@ def list_provider_traits(req: falcon.Request, resp: falcon.Response,
 
 def set_provider_traits(req: falcon.Request, resp: falcon.Response,
                         uuid: str) -> None:
+    """200 with the traits and the new generation; 400 for a body
+    the schema refuses or an unknown trait; 403 unless policy allows the
+    caller; 404 when no provider has that uuid; 409 when the generation
+    is stale; 415 unless the body is JSON."""
     util.require_json(req)
     util.authorize(req, RP_POLICY % "update")
     data = util.json_body(req, schema.SET_PROVIDER_TRAITS_V)
@@ -116,6 +134,8 @@ def set_provider_traits(req: falcon.Request, resp: falcon.Response,
 
 def delete_provider_traits(req: falcon.Request, resp: falcon.Response,
                            uuid: str) -> None:
+    """204; 403 unless policy allows the caller; 404 when no
+    provider has that uuid; 409 when the provider changed meanwhile."""
     util.authorize(req, RP_POLICY % "delete")
     util.db(req).run(lambda conn: trait.delete_provider_traits(conn, uuid))
     util.no_content(resp)

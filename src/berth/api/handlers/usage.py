@@ -8,12 +8,16 @@ import falcon
 from sqlalchemy.engine import Connection
 
 from berth.api import util
+from berth.api.schemas import pick
 from berth.api.schemas import usage as schema
 from berth.domain import common, usage
 
 
 def provider_usages(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
+    """200 with the provider's usage per class and its generation; 403
+    unless policy allows the caller; 404 when no provider has that uuid;
+    406 when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, "placement:resource_providers:usages")
 
@@ -29,6 +33,10 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
 
 
 def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
+    """200 with the usage of the project (and user; by consumer type
+    from 1.38); 400 for a query the schema refuses; 403 unless policy
+    allows the caller (a project reader may read its own project's); 406
+    when the client cannot take JSON."""
     util.check_accept(req)
     params = util.query_dict(util.query(req))
     project_id, user_id = params.get("project_id"), params.get("user_id")
@@ -36,8 +44,7 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(req, "placement:usages",
                    {"project_id": project_id, "user_id": user_id})
     by_type = util.want(req, "1.38")
-    util.validate_query(req, schema.USAGES_1_38 if by_type
-                        else schema.USAGES_1_9)
+    util.validate_query(req, pick(schema.QUERIES, req.context.version))
     project = str(project_id)  # the schema requires it
     consumer_type = params.get("consumer_type")
 

@@ -14,12 +14,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jsonschema
-
-from berth.api.util import validator
+from berth.api.schemas import Versioned, validator
+from berth.api.schemas.resource_class import RC_PATTERN
 
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
-RC_PATTERN = "^[A-Z0-9_]+$"
 CONSUMER_TYPE_PATTERN = RC_PATTERN
 # Request group suffixes as 1.33 allows them (unanchored, as upstream).
 GROUP_PATTERN = "[a-zA-Z0-9_-]{1,64}"
@@ -140,30 +138,20 @@ _POST_1_28_CONSUMER = copy.deepcopy(_DELETABLE)
 _POST_1_28_CONSUMER["properties"]["consumer_generation"] = _GENERATION
 _POST_1_28_CONSUMER["required"].append("consumer_generation")
 
-#: (first microversion, PUT /allocations/{c} body), newest last.
-PUT_SCHEMAS: list[tuple[tuple[int, int], jsonschema.protocols.Validator]] = [
-    ((1, 0), validator(_PUT_1_0)),
-    ((1, 8), validator(_PUT_1_8)),
-    ((1, 12), validator(_PUT_1_12)),
-    ((1, 28), validator(_PUT_1_28)),
-    ((1, 34), validator(_PUT_1_34)),
-    ((1, 38), validator(_PUT_1_38)),
-]
+#: PUT /allocations/{consumer_uuid} bodies.
+PUT_SCHEMAS: Versioned = (
+    ("1.0", validator(_PUT_1_0)),
+    ("1.8", validator(_PUT_1_8)),
+    ("1.12", validator(_PUT_1_12)),
+    ("1.28", validator(_PUT_1_28)),
+    ("1.34", validator(_PUT_1_34)),
+    ("1.38", validator(_PUT_1_38)),
+)
 
-#: (first microversion, POST /allocations body), newest last.
-POST_SCHEMAS: list[tuple[tuple[int, int], jsonschema.protocols.Validator]] = [
-    ((1, 13), validator(_post(_DELETABLE))),
-    ((1, 28), validator(_post(_POST_1_28_CONSUMER))),
-    ((1, 34), validator(_post(_PUT_1_34))),
-    ((1, 38), validator(_post(_PUT_1_38))),
-]
-
-
-def pick(schemas: list[tuple[tuple[int, int], jsonschema.protocols.Validator]],
-         version: tuple[int, int]) -> jsonschema.protocols.Validator:
-    """The newest schema whose first microversion is <= ``version``."""
-    chosen = schemas[0][1]
-    for since, schema in schemas:
-        if version >= since:
-            chosen = schema
-    return chosen
+#: POST /allocations bodies.
+POST_SCHEMAS: Versioned = (
+    ("1.13", validator(_post(_DELETABLE))),
+    ("1.28", validator(_post(_POST_1_28_CONSUMER))),
+    ("1.34", validator(_post(_PUT_1_34))),
+    ("1.38", validator(_post(_PUT_1_38))),
+)

@@ -1,14 +1,17 @@
-"""JSON Schemas for the query string of ``GET /allocation_candidates``,
-one per microversion where the accepted parameters change."""
+"""The query string of ``GET /allocation_candidates``: its JSON Schemas,
+one per microversion where the accepted parameters change, and
+``parse_query``, which every reader of such a query shares (the
+candidates, explain and fit endpoints, and the dashboard's forms)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import jsonschema
-
-from berth.api.util import validator
+from berth.api import util
+from berth.api.schemas import Versioned, pick, validator
+from berth.domain.allocation_candidate import parse
+from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 
 _STRING: dict[str, Any] = {"type": "string"}
 
@@ -59,20 +62,25 @@ _1_35["properties"]["root_required"] = {"type": ["string"]}
 _1_36 = copy.deepcopy(_1_35)
 _1_36["properties"]["same_subtree"] = {"type": ["string"]}
 
-#: (first microversion, validator), newest first.
-SCHEMAS: list[tuple[tuple[int, int], jsonschema.protocols.Validator]] = [
-    ((1, 36), validator(_1_36)),
-    ((1, 35), validator(_1_35)),
-    ((1, 33), validator(_1_33)),
-    ((1, 31), validator(_1_31)),
-    ((1, 25), validator(_1_25)),
-    ((1, 21), validator(_1_21)),
-    ((1, 17), validator(_1_17)),
-    ((1, 16), validator(_1_16)),
-    ((1, 10), validator(_1_10)),
-]
+#: The query strings.
+SCHEMAS: Versioned = (
+    ("1.10", validator(_1_10)),
+    ("1.16", validator(_1_16)),
+    ("1.17", validator(_1_17)),
+    ("1.21", validator(_1_21)),
+    ("1.25", validator(_1_25)),
+    ("1.31", validator(_1_31)),
+    ("1.33", validator(_1_33)),
+    ("1.35", validator(_1_35)),
+    ("1.36", validator(_1_36)),
+)
 
 
-def for_version(version: tuple[int, int]) -> jsonschema.protocols.Validator:
-    """The schema that applies at ``version`` (1.10 or later)."""
-    return next(v for since, v in SCHEMAS if version >= since)
+def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
+                ) -> tuple[list[RequestGroup], RequestWide]:
+    """The request groups and request-wide parameters of the query
+    ``pairs`` at ``version``. Raises HTTPProblem 400 for a query the
+    schema refuses, and the parser's BadRequest errors (400 too, with
+    the Placement query codes from 1.23) for one it cannot read."""
+    util.validate_pairs(pairs, pick(SCHEMAS, version))
+    return parse.parse_request(pairs, version)

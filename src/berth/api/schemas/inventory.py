@@ -6,14 +6,13 @@ import copy
 import re
 from typing import Any
 
-from berth.api import util
+from berth.api.schemas import validator
+from berth.api.schemas.resource_class import RC_PATTERN
 
 #: Largest value of a signed 32-bit column.
 MAX_INT = 2147483647
 #: Largest single-precision float (MySQL stores allocation_ratio as FLOAT).
 MAX_FLOAT = 3.40282e38
-#: Resource class names as they may appear in inventories.
-RC_PATTERN = "^[A-Z0-9_]+$"
 _RC_RE = re.compile("[A-Z0-9_]+")
 
 
@@ -73,6 +72,6 @@ PUT_ALL: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-PUT_ONE_V = util.validator(PUT_ONE)
-POST_V = util.validator(POST)
-PUT_ALL_V = util.validator(PUT_ALL)
+PUT_ONE_V = validator(PUT_ONE)
+POST_V = validator(POST)
+PUT_ALL_V = validator(PUT_ALL)

@@ -12,17 +12,15 @@ from __future__ import annotations
 import copy
 from typing import Any, cast
 
-import jsonschema
-
-from berth.api import util
-from berth.api.schemas import allocation, inventory
+from berth.api import microversion
+from berth.api.schemas import Versioned, allocation, inventory, pick, validator
 
 UUID_PATTERN = allocation.UUID_PATTERN
 
 
-def _schema(since: tuple[int, int]) -> dict[str, Any]:
-    allocs = cast(dict[str, Any], copy.deepcopy(allocation.pick(
-        allocation.POST_SCHEMAS, since).schema))
+def _schema(since: str) -> dict[str, Any]:
+    allocs = cast(dict[str, Any], copy.deepcopy(pick(
+        allocation.POST_SCHEMAS, microversion.parse(since)).schema))
     allocs["minProperties"] = 0
     return {
         "type": "object",
@@ -41,14 +39,6 @@ def _schema(since: tuple[int, int]) -> dict[str, Any]:
     }
 
 
-#: (first microversion, body schema), newest last.
-SCHEMAS: list[tuple[tuple[int, int], jsonschema.protocols.Validator]] = [
-    ((1, 30), util.validator(_schema((1, 30)))),
-    ((1, 34), util.validator(_schema((1, 34)))),
-    ((1, 38), util.validator(_schema((1, 38)))),
-]
-
-
-def pick(version: tuple[int, int]) -> jsonschema.protocols.Validator:
-    """The schema for a request at ``version``."""
-    return allocation.pick(SCHEMAS, version)
+#: POST /reshaper bodies.
+SCHEMAS: Versioned = tuple(
+    (since, validator(_schema(since))) for since in ("1.30", "1.34", "1.38"))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from berth.api import util
 from berth.api.errors import HTTPProblem
+from berth.api.schemas import validator
 
+#: Any resource class name, standard or custom (in inventories and
+#: allocations).
+RC_PATTERN = "^[A-Z0-9_]+$"
 #: Only custom classes may be created or renamed.
 CUSTOM_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 
@@ -23,7 +26,7 @@ NAME_BODY: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-NAME_BODY_V = util.validator(NAME_BODY)
+NAME_BODY_V = validator(NAME_BODY)
 
 
 def check_strict(name: str) -> None:

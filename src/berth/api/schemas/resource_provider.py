@@ -3,8 +3,8 @@
 Upstream validates ``"format": "uuid"`` with a checker that accepts every
 spelling ``uuid.UUID`` parses back to the same hex digits (dashed or not,
 any case, braces, ``urn:uuid:``). jsonschema's own checker insists on
-dashes, so these schemas are compiled with :func:`berth.api.util.validator`,
-whose checker uses upstream's rule.
+dashes, so these schemas are compiled with
+:func:`berth.api.schemas.validator`, whose checker uses upstream's rule.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jsonschema
-
-from berth.api.util import validator
+from berth.api import microversion
+from berth.api.schemas import Versioned, validator
 
 UUID_STRING: dict[str, Any] = {"type": "string", "format": "uuid"}
 
@@ -39,36 +38,34 @@ del _PUT["properties"]["uuid"]
 _PUT_1_14 = copy.deepcopy(_POST_1_14)
 del _PUT_1_14["properties"]["uuid"]
 
-POST_PROVIDER = validator(_POST)
-POST_PROVIDER_1_14 = validator(_POST_1_14)
-PUT_PROVIDER = validator(_PUT)
-PUT_PROVIDER_1_14 = validator(_PUT_1_14)
+#: POST /resource_providers bodies; from 1.14 with a parent.
+POST_BODIES: Versioned = (("1.0", validator(_POST)),
+                          ("1.14", validator(_POST_1_14)))
+#: PUT /resource_providers/{uuid} bodies; from 1.14 with a parent.
+PUT_BODIES: Versioned = (("1.0", validator(_PUT)),
+                         ("1.14", validator(_PUT_1_14)))
 
-# Query parameters of GET /resource_providers, each version adding one.
-_QUERY_STEPS: list[tuple[tuple[int, int], str, dict[str, Any]]] = [
-    ((1, 0), "name", {"type": "string"}),
-    ((1, 0), "uuid", UUID_STRING),
-    ((1, 3), "member_of", {"type": "string"}),
-    ((1, 4), "resources", {"type": "string"}),
-    ((1, 14), "in_tree", UUID_STRING),
-    ((1, 18), "required", {"type": "string"}),
+# Query parameters of GET /resource_providers, each version adding one
+# (in version order).
+_QUERY_STEPS: list[tuple[str, str, dict[str, Any]]] = [
+    ("1.0", "name", {"type": "string"}),
+    ("1.0", "uuid", UUID_STRING),
+    ("1.3", "member_of", {"type": "string"}),
+    ("1.4", "resources", {"type": "string"}),
+    ("1.14", "in_tree", UUID_STRING),
+    ("1.18", "required", {"type": "string"}),
 ]
 
 
-def _query_schema(version: tuple[int, int]) -> dict[str, Any]:
-    props = {name: copy.deepcopy(spec)
-             for since, name, spec in _QUERY_STEPS if version >= since}
+def _query_schema(version: str) -> dict[str, Any]:
+    reached = microversion.parse(version)
+    props = {name: copy.deepcopy(spec) for since, name, spec in _QUERY_STEPS
+             if microversion.at_least(reached, since)}
     return {"type": "object", "properties": props,
             "additionalProperties": False}
 
 
-_QUERY_VERSIONS = sorted({since for since, _, _ in _QUERY_STEPS})
-_QUERIES = {since: validator(_query_schema(since))
-            for since in _QUERY_VERSIONS}
-
-
-def list_query(version: tuple[int, int]) -> jsonschema.protocols.Validator:
-    """The query-string validator for GET /resource_providers at
-    ``version``."""
-    since = max(v for v in _QUERY_VERSIONS if version >= v)
-    return _QUERIES[since]
+#: GET /resource_providers query strings.
+LIST_QUERIES: Versioned = tuple(
+    (since, validator(_query_schema(since)))
+    for since in dict.fromkeys(since for since, _, _ in _QUERY_STEPS))

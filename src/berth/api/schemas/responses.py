@@ -1,5 +1,5 @@
 """JSON Schemas of response bodies, for the OpenAPI document
-(``berth.api.openapi``) and the tests that check real answers against it.
+(``berth.api.openapi_document``) and the tests that check real answers against it.
 
 They describe every microversion at once: a field that appears only from
 some microversion is listed but not required. Extra fields are allowed so

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.api import util
+from berth.api.schemas import validator
 
 TRAIT: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255}
 CUSTOM_TRAIT: dict[str, Any] = {**TRAIT, "pattern": "^CUSTOM_[A-Z0-9_]+$"}
@@ -30,6 +30,6 @@ LIST_QUERY: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-CUSTOM_TRAIT_V = util.validator(CUSTOM_TRAIT)
-SET_PROVIDER_TRAITS_V = util.validator(SET_PROVIDER_TRAITS)
-LIST_QUERY_V = util.validator(LIST_QUERY)
+CUSTOM_TRAIT_V = validator(CUSTOM_TRAIT)
+SET_PROVIDER_TRAITS_V = validator(SET_PROVIDER_TRAITS)
+LIST_QUERY_V = validator(LIST_QUERY)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from berth.api.util import validator
+from berth.api.schemas import Versioned, validator
 
 _ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255}
 
@@ -23,5 +23,8 @@ _USAGES_1_38["properties"]["consumer_type"] = {
     "type": "string", "pattern": "^[A-Z0-9_]+$|^all|^unknown$",
     "minLength": 1, "maxLength": 255}
 
-USAGES_1_9 = validator(_USAGES_1_9)
-USAGES_1_38 = validator(_USAGES_1_38)
+#: GET /usages query strings.
+QUERIES: Versioned = (
+    ("1.9", validator(_USAGES_1_9)),
+    ("1.38", validator(_USAGES_1_38)),
+)

@@ -243,7 +243,7 @@ def fix_provider(p: Provider, fault: Fault,
     if kind == "no_inventory":
         return dataclasses.replace(
             p, inventories={**p.inventories, subject[0]: Inventory(
-                total=PLENTY, max_unit=PLENTY)}, memo={})
+                total=PLENTY, max_unit=PLENTY)})
     if kind in ("capacity", "min_unit", "max_unit", "step_size"):
         return _roomy(p, [subject[0]], kind)
     if kind == "trait_missing":
@@ -281,7 +281,7 @@ def _roomy(p: Provider, classes: Iterable[str], kind: str = "") -> Provider:
         else:
             invs[rc] = inv._replace(total=inv.total + PLENTY, max_unit=max(
                 inv.max_unit, PLENTY))
-    return dataclasses.replace(p, inventories=invs, memo={})
+    return dataclasses.replace(p, inventories=invs)
 
 
 def _with_labels(p: Provider, traits: frozenset[str] | None = None,
@@ -289,4 +289,4 @@ def _with_labels(p: Provider, traits: frozenset[str] | None = None,
     return dataclasses.replace(
         p, traits=p.traits if traits is None else traits,
         aggregates=p.aggregates if aggregates is None else aggregates,
-        trait_list=(), memo={})
+        trait_list=())

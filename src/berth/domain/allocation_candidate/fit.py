@@ -204,7 +204,7 @@ def _claim(world: World, cand: Candidate) -> int:
         used = dict(p.used)
         for rc, n in res.items():
             used[rc] = used.get(rc, 0) + n * copies
-        providers[pid] = dataclasses.replace(p, used=used, memo={})
+        providers[pid] = dataclasses.replace(p, used=used)
     return copies
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
-from typing import Any
 
 from berth.domain.allocation_candidate.request import TraitExpr
 from berth.domain.capacity import Inventory, capacity
@@ -34,9 +33,6 @@ class Provider:
     #: the trait names in trait id order (the order answers list them);
     #: empty means "sorted ``traits``"
     trait_list: tuple[str, ...] = ()
-    #: derived values callers may cache on this (immutable) provider; a
-    #: usage change makes a new Provider, so nothing here goes stale
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
     #: class -> (free, min_unit, max_unit, step_size): what ``can_take``
     #: checks, worked out once
     room: dict[str, tuple[int, int, int, int]] = field(

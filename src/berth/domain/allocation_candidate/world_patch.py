@@ -48,7 +48,7 @@ def with_usage(world: World, used: dict[int, dict[str, int]],
     ``in_place``: ``world``'s provider map itself is updated and shared
     with the world returned."""
     return _swapped(world, {
-        pid: dataclasses.replace(old, used=now, memo={})
+        pid: dataclasses.replace(old, used=now)
         for pid, now in used.items()
         if (old := world.providers.get(pid)) is not None}, in_place)
 

@@ -1,30 +1,17 @@
-"""The OpenAPI 3.1 document of the whole API, served at ``/openapi.json``.
-
-Built from two tables: the routes table (``berth.api.routes.ROUTES``, the
-where: every path, method and the microversion a route starts at) and
-``OPERATIONS`` below (the what: a summary, the success answers, the
-request schemas and the errors). Request schemas are the very validators
-the handlers use, imported, never copied; response schemas live in
-``berth.api.schemas.responses``. A route added to the table without an
-entry here fails ``tests/unit/test_openapi.py``.
-
-Microversions: each operation carries ``x-openstack-microversion``
-(``min``, ``max``), and a body or query whose schema changes with the
-microversion is described as ``anyOf`` one schema per range, each titled
-with its range.
-"""
+"""What each operation of the API does, for the OpenAPI document: the
+summary, the success answers, the request schemas and the errors, per
+(path, method) of the routes table. Request schemas are the very
+``Versioned`` tables the handlers pick from, imported, never copied;
+response schemas live in ``berth.api.schemas.responses``."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
-import berth
-from berth.api import microversion, util
+from berth.api.schemas import Versioned, validator
 from berth.api.schemas import aggregate as agg_s
 from berth.api.schemas import allocation as alloc_s
 from berth.api.schemas import allocation_candidate as cand_s
@@ -35,10 +22,6 @@ from berth.api.schemas import resource_provider as rp_s
 from berth.api.schemas import responses as r
 from berth.api.schemas import trait as trait_s
 from berth.api.schemas import usage as usage_s
-
-Version = tuple[int, int]
-#: Schemas by the first microversion they apply at.
-Versioned = Sequence[tuple[Version, jsonschema.protocols.Validator]]
 
 JSON = "application/json"
 
@@ -70,12 +53,8 @@ class Operation:
     token_optional: bool = False
 
 
-def _v(*pairs: tuple[Version, jsonschema.protocols.Validator]) -> Versioned:
-    return pairs
-
-
 #: A body the handler does not read.
-_IGNORED = util.validator({"description": "Not read."})
+IGNORED = validator({"description": "Not read."})
 
 
 #: An HTML page's body.
@@ -83,7 +62,7 @@ _HTML = {"text/html": {"schema": {"type": "string"}}}
 
 
 def _one(schema: jsonschema.protocols.Validator) -> Versioned:
-    return (((1, 0), schema),)
+    return (("1.0", schema),)
 
 
 _RP = "/resource_providers/{uuid}"
@@ -92,7 +71,9 @@ _SAME_PROVIDER = {"uuid": "$request.path.uuid"}
 _SAME_CONSUMER = {"consumer_uuid": "$request.path.consumer_uuid"}
 
 
-def _operation_id(method: str, path: str) -> str:
+def operation_id(method: str, path: str) -> str:
+    """The operation's id: the method and the path's words, as
+    ``get_resource_providers_uuid``."""
     words = [w.strip("{}") for w in path.strip("/").split("/") if w]
     return "_".join([method.lower()] + (words or ["root"])).replace(".", "_")
 
@@ -101,11 +82,12 @@ def _link(method: str, path: str, parameters: dict[str, str],
           body: Any = None) -> dict[str, Any]:
     """An OpenAPI link to ``method path`` (stateful test tools follow
     these: a new provider's uuid feeds its inventories, and so on)."""
-    link: dict[str, Any] = {"operationId": _operation_id(method, path),
+    link: dict[str, Any] = {"operationId": operation_id(method, path),
                             "parameters": parameters}
     if body is not None:
         link["requestBody"] = body
     return link
+
 
 #: (path, method) -> Operation. The lead adds an entry with each new route.
 OPERATIONS: dict[tuple[str, str], Operation] = {
@@ -119,14 +101,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "List resource providers, filtered by name, uuid, tree, "
         "aggregates, traits and available resources.",
         {200: r.PROVIDERS}, cached=True,
-        query=_v(*[(v, rp_s.list_query(v)) for v in
-                   ((1, 0), (1, 3), (1, 4), (1, 14), (1, 18))])),
+        query=rp_s.LIST_QUERIES),
     ("/resource_providers", "POST"): Operation(
         "Create a resource provider (201 without a body before 1.20, "
         "200 with the provider from 1.20).",
         {200: r.PROVIDER, 201: None}, errors=(409,), cached=True,
-        body=_v(((1, 0), rp_s.POST_PROVIDER),
-                ((1, 14), rp_s.POST_PROVIDER_1_14)),
+        body=rp_s.POST_BODIES,
         links={200: {
             "SetInventories": _link("PUT", _RP + "/inventories",
                                     _NEW_PROVIDER),
@@ -142,8 +122,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     (_RP, "PUT"): Operation(
         "Rename a provider or (from 1.14) set its parent; re-parenting "
         "from 1.37.", {200: r.PROVIDER}, errors=(404, 409), cached=True,
-        body=_v(((1, 0), rp_s.PUT_PROVIDER),
-                ((1, 14), rp_s.PUT_PROVIDER_1_14))),
+        body=rp_s.PUT_BODIES),
     (_RP, "DELETE"): Operation(
         "Delete a provider that has no allocations and no children.",
         {204: None}, errors=(404, 409)),
@@ -190,8 +169,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     (_RP + "/aggregates", "PUT"): Operation(
         "Replace the provider's aggregates (with its generation from "
         "1.19).", {200: r.AGGREGATES}, errors=(404, 409), cached=True,
-        body=_v(((1, 1), agg_s.PUT_AGGREGATES_1_1),
-                ((1, 19), agg_s.PUT_AGGREGATES_1_19))),
+        body=agg_s.PUT_BODIES),
     (_RP + "/allocations", "GET"): Operation(
         "The allocations against the provider, by consumer.",
         {200: r.PROVIDER_ALLOCATIONS}, errors=(404,), cached=True),
@@ -218,7 +196,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Before 1.7, rename a custom class (body: the new name); from 1.7, "
         "create it if absent (201) or confirm it (204), without a body.",
         {200: r.RESOURCE_CLASS, 201: None, 204: None}, errors=(404, 409),
-        body=_v(((1, 2), rc_s.NAME_BODY_V), ((1, 7), _IGNORED))),
+        body=(("1.2", rc_s.NAME_BODY_V), ("1.7", IGNORED))),
     ("/resource_classes/{name}", "DELETE"): Operation(
         "Delete a custom class nobody uses.", {204: None},
         errors=(404, 409)),
@@ -262,8 +240,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/usages", "GET"): Operation(
         "A project's (and optionally a user's) usage; by consumer type "
         "from 1.38.", {200: r.USAGES}, cached=True,
-        query=_v(((1, 9), usage_s.USAGES_1_9),
-                 ((1, 38), usage_s.USAGES_1_38))),
+        query=usage_s.QUERIES),
     ("/reshaper", "POST"): Operation(
         "Move inventories and allocations between providers in one "
         "transaction.", {204: None}, errors=(409,),
@@ -335,229 +312,3 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "berth:metrics:show, admin).", {200: {"type": "string"}},
         media={"text/plain": {"schema": {"type": "string"}}}),
 }
-
-#: Statuses any authenticated operation may answer.
-COMMON_ERRORS = (400, 401, 403, 405, 406, 413, 414, 415, 431, 503)
-
-ERROR_TEXT = {
-    400: "Bad request: malformed JSON, a value out of bounds, a body or "
-         "query the schema refuses, or a malformed microversion header.",
-    401: "No valid token.",
-    403: "Policy does not allow the caller to do this.",
-    404: "No such resource, or the route needs a later microversion.",
-    405: "Method not allowed (some routes answer 405 below their "
-         "microversion).",
-    406: "Microversion out of range, or an Accept header without JSON.",
-    409: "Conflict: a generation changed, a name exists, or capacity is "
-         "exceeded; the code field says which.",
-    304: "Not modified: the page's ETag (the change sequence) still "
-         "holds.",
-    413: "Request body too large.",
-    414: "URL too long.",
-    415: "Request body not declared as application/json.",
-    431: "Request headers too large.",
-    503: "The database or the identity service (Keystone) cannot be "
-         "reached just now; try again.",
-}
-
-
-def _ver(v: Version) -> str:
-    return "%d.%d" % v
-
-
-def _minimum(spec: Any) -> str:
-    if isinstance(spec, tuple):
-        return str(spec[1])
-    return microversion.VERSIONS[0]
-
-
-def _ranges(schemas: Versioned) -> list[tuple[str, dict[str, Any]]]:
-    """(``"1.x - 1.y"``, schema) per range, oldest first."""
-    ordered = sorted(schemas, key=lambda pair: pair[0])
-    out = []
-    for i, (since, validator) in enumerate(ordered):
-        last = (microversion.VERSIONS[-1] if i + 1 == len(ordered) else
-                _previous(ordered[i + 1][0]))
-        out.append(("%s - %s" % (_ver(since), last),
-                    dict(validator.schema)))  # type: ignore[arg-type]
-    return out
-
-
-def _previous(v: Version) -> str:
-    index = microversion.VERSIONS.index(_ver(v))
-    return microversion.VERSIONS[index - 1]
-
-
-def _combined(schemas: Versioned) -> dict[str, Any]:
-    ranges = _ranges(schemas)
-    if len(ranges) == 1:
-        return ranges[0][1]
-    return {"anyOf": [{**schema, "title": "microversions " + label}
-                      for label, schema in ranges]}
-
-
-def _query_parameters(schemas: Versioned) -> list[dict[str, Any]]:
-    """One parameter per query key any microversion accepts; suffixed
-    group keys (patternProperties) appear under their plain name."""
-    found: dict[str, dict[str, Any]] = {}
-    since: dict[str, str] = {}
-    for label, schema in _ranges(schemas):
-        keys = dict(schema.get("properties", {}))
-        for pattern, spec in schema.get("patternProperties", {}).items():
-            keys[pattern.lstrip("^").split("(")[0]] = spec
-        for name, spec in keys.items():
-            found[name] = spec
-            since.setdefault(name, label.split(" ")[0])
-    return [{"name": name, "in": "query", "required": False,
-             "schema": {"type": "string"}
-             if spec.get("type") != "string" else spec,
-             "description": "From microversion %s." % since[name]}
-            for name, spec in sorted(found.items())]
-
-
-def _path_parameters(template: str) -> list[dict[str, Any]]:
-    names = [part[1:-1] for part in template.split("/")
-             if part.startswith("{")]
-    return [{"name": n, "in": "path", "required": True,
-             "schema": {"type": "string"}} for n in names]
-
-
-def _headers(cached: bool) -> dict[str, Any]:
-    headers = {"OpenStack-API-Version": {"$ref": "#/components/headers/"
-                                         "OpenStack-API-Version"},
-               "x-openstack-request-id": {"$ref": "#/components/headers/"
-                                          "x-openstack-request-id"}}
-    if cached:
-        headers["last-modified"] = {"$ref": "#/components/headers/"
-                                    "last-modified"}
-        headers["cache-control"] = {"$ref": "#/components/headers/"
-                                    "cache-control"}
-    return headers
-
-
-def _success(op: Operation) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for status, schema in sorted(op.ok.items()):
-        reply: dict[str, Any] = {
-            "description": "Success.",
-            "headers": _headers(op.cached and schema is not None)}
-        if op.media is not None and schema is not None:
-            reply["content"] = copy.deepcopy(op.media)
-        elif schema is not None:
-            reply["content"] = {JSON: {"schema": copy.deepcopy(schema)}}
-        if status in op.links:
-            reply["links"] = op.links[status]
-        out[str(status)] = reply
-    return out
-
-
-def _operation(template: str, method: str, spec: Any) -> dict[str, Any]:
-    op = OPERATIONS[(template, method)]
-    low = _minimum(spec)
-    doc: dict[str, Any] = {
-        "operationId": _operation_id(method, template),
-        "summary": op.summary,
-        "x-openstack-microversion": {"min": low,
-                                     "max": microversion.VERSIONS[-1]},
-        "parameters": (_path_parameters(template)
-                       + [{"$ref": "#/components/parameters/ApiVersion"}]
-                       + _query_parameters(op.query)),
-        "responses": _success(op),
-    }
-    if op.description:
-        doc["description"] = op.description
-    statuses = set(op.errors) | ({400, 406} if op.public
-                                 else set(COMMON_ERRORS))
-    if isinstance(spec, tuple):  # below its microversion: 404 (or 405)
-        statuses.add(spec[2] if len(spec) > 2 else 404)
-    for status in sorted(statuses):
-        if status == 304:  # no body
-            doc["responses"]["304"] = {"description": ERROR_TEXT[304]}
-            continue
-        doc["responses"][str(status)] = {
-            "$ref": "#/components/responses/E%d" % status}
-    doc["responses"]["default"] = {"$ref": "#/components/responses/Error"}
-    if op.body:
-        # Required unless some microversion range does not read it.
-        doc["requestBody"] = {
-            "required": all(v is not _IGNORED for _, v in op.body),
-            "content": {JSON: {"schema": _combined(op.body)}}}
-    if op.public:
-        doc["security"] = []
-    elif op.token_optional:
-        doc["security"] = [{"token": []}, {}]
-    return doc
-
-
-def _components() -> dict[str, Any]:
-    def error(text: str) -> dict[str, Any]:
-        return {"description": text, "headers": _headers(False),
-                "content": {JSON: {"schema": {
-                    "$ref": "#/components/schemas/Error"}}}}
-    responses = {"E%d" % s: error(t) for s, t in ERROR_TEXT.items()
-                 if s != 304}
-    responses["Error"] = error("Any other error, in the same format.")
-    return {
-        "schemas": {"Error": r.ERROR},
-        "responses": responses,
-        "parameters": {"ApiVersion": {
-            "name": "OpenStack-API-Version", "in": "header",
-            "required": False,
-            "description": "The microversion wanted, as `placement 1.39` "
-                           "or `placement latest`; 1.0 without it, or when "
-                           "the value names another service. A malformed "
-                           "placement version is a 400, one out of range "
-                           "a 406.",
-            "schema": {"type": "string"},
-            "examples": {"v%s" % v.replace(".", "_"): {
-                "value": "placement %s" % v}
-                for v in microversion.VERSIONS}}},
-        "headers": {
-            "OpenStack-API-Version": {
-                "description": "The microversion that answered, as "
-                               "`placement 1.39`.",
-                "schema": {"type": "string"}},
-            "x-openstack-request-id": {
-                "description": "This request's id (`req-` and a uuid), "
-                               "also in the server log.",
-                "schema": {"type": "string"}},
-            "last-modified": {
-                "description": "From 1.15: when the answer last changed.",
-                "schema": {"type": "string"}},
-            "cache-control": {
-                "description": "From 1.15: always `no-cache`.",
-                "schema": {"type": "string"}}},
-        "securitySchemes": {"token": {
-            "type": "apiKey", "in": "header", "name": "X-Auth-Token",
-            "description": "A Keystone token (or `admin` under noauth2)."}},
-    }
-
-
-def document(routes: dict[str, dict[str, Any]] | None = None
-             ) -> dict[str, Any]:
-    """The OpenAPI document for ``routes`` (the routes table by default).
-
-    KeyError names a route with no entry in ``OPERATIONS``.
-    """
-    if routes is None:
-        from berth.api.routes import ROUTES
-        routes = ROUTES
-    paths: dict[str, Any] = {}
-    for template, methods in routes.items():
-        paths[template] = {
-            method.lower(): _operation(template, method, spec)
-            for method, spec in methods.items()}
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Berth (OpenStack Placement API)",
-            "version": berth.__version__,
-            "description": "The Placement HTTP API, microversions %s to %s."
-                           " Errors use the Placement format (see the "
-                           "Error schema); `code` appears from 1.23."
-                           % (microversion.VERSIONS[0],
-                              microversion.VERSIONS[-1])},
-        "security": [{"token": []}],
-        "paths": paths,
-        "components": _components(),
-    }

@@ -1,0 +1,109 @@
+"""The body of ``GET /berth/explain/allocation_candidates``, which the
+dashboard's explain page shows too (see ``docs/explain-and-fit.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.domain import errors
+from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
+from berth.domain.allocation_candidate.faults import KINDS, Fault
+from berth.domain.allocation_candidate.world import World
+
+#: Examples listed per reason.
+EXAMPLES = 3
+
+#: The field that names what a fault is about, per kind.
+_SUBJECT = {"no_inventory": "resource_class", "capacity": "resource_class",
+            "min_unit": "resource_class", "max_unit": "resource_class",
+            "step_size": "resource_class", "trait_missing": "traits",
+            "trait_forbidden": "trait", "aggregate_missing": "aggregates",
+            "aggregate_forbidden": "aggregate", "in_tree": "in_tree",
+            "root_required": "traits", "same_subtree": "groups"}
+#: Those whose value is a list (an any-of set, or the suffixes).
+_LISTS = ("traits", "aggregates", "groups")
+_LIMIT = {"capacity": "free", "min_unit": "min_unit", "max_unit": "max_unit",
+          "step_size": "step_size"}
+
+
+def serialize(report: Explanation) -> dict[str, Any]:
+    """Counts per reason, with examples and, for capacity, what was
+    needed against the most any provider had free."""
+    world = report.world
+    excluded = report.excluded
+    reasons = []
+    for kind, count in report.counts().items():
+        item: dict[str, Any] = {"reason": kind, "trees": count}
+        if kind == "capacity":
+            item["resources"] = _capacity(world, excluded)
+        item["examples"] = [
+            {"tree": world.uuid(t.root), **fault_body(world, f, pids)}
+            for t in excluded for f, pids in t.causes.items()
+            if f.kind == kind][:EXAMPLES]
+        for example in item["examples"]:
+            example["providers"] = example["providers"][:EXAMPLES]
+        reasons.append(item)
+    return {"trees": {"considered": len(report.trees),
+                      "with_candidates": len(report.trees) - len(excluded),
+                      "excluded": len(excluded)},
+            "reasons": reasons}
+
+
+def _capacity(world: World, excluded: list[TreeVerdict]
+              ) -> list[dict[str, Any]]:
+    """Per group and class: the amount asked and the most free."""
+    found: dict[tuple[str, str, int], int] = {}
+    for tree in excluded:
+        for fault, pids in tree.causes.items():
+            if fault.kind != "capacity" or fault.needed is None:
+                continue
+            key = (fault.group or "", fault.subject[0], fault.needed)
+            free = _free(world, fault, pids)
+            found[key] = max(found.get(key, free), free)
+    return [{"group": g, "resource_class": rc, "needed": n, "max_free": free}
+            for (g, rc, n), free in sorted(found.items())]
+
+
+def _free(world: World, fault: Fault, pids: list[int]) -> int:
+    if fault.group is None or not pids:
+        return fault.limit or 0
+    rc = fault.subject[0]
+    return max(world.providers[p].room[rc][0] for p in pids)
+
+
+def fault_body(world: World, fault: Fault, pids: list[int]) -> dict[str, Any]:
+    """One reason as the answer shows it."""
+    body: dict[str, Any] = {"reason": fault.kind, "group": fault.group}
+    name = _SUBJECT.get(fault.kind)
+    if fault.kind == "capacity" and fault.group is None:
+        body["resource_classes"] = list(fault.subject)
+    elif name is not None:
+        body[name] = (list(fault.subject) if name in _LISTS
+                      else fault.subject[0])
+    if fault.needed is not None:
+        body["needed"] = fault.needed
+        limit = _LIMIT.get(fault.kind)
+        if limit == "free":
+            body["free"] = _free(world, fault, pids)
+        elif limit is not None:
+            body[limit] = fault.limit
+    body["providers"] = [world.uuid(p) for p in pids]
+    return body
+
+
+def tree(report: Explanation, wanted: str) -> dict[str, Any]:
+    """The exact reasons of the tree of provider ``wanted`` (a normalized
+    uuid); NotFound when no provider has that uuid."""
+    world = report.world
+    pid = world.by_uuid.get(wanted)
+    if pid is None:
+        raise errors.NotFound("explain_tree: no resource provider with "
+                              "uuid %s" % wanted)
+    root = world.providers[pid].root_id
+    verdict = next(t for t in report.trees if t.root == root)
+    order = {k: i for i, k in enumerate(KINDS)}
+    causes = sorted(verdict.causes.items(),
+                    key=lambda item: order[item[0].kind])
+    return {"root_provider_uuid": world.uuid(root),
+            "candidate": verdict.candidate,
+            "reasons": [fault_body(world, f, pids) for f, pids in causes]}
