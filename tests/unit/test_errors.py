@@ -37,3 +37,26 @@ def test_domain_mapping_uses_most_specific_class():
         409, "placement.concurrent_update")
     assert errors.status_and_code(de.NotFound("x")) == (
         404, "placement.undefined_code")
+
+
+def test_for_people_is_one_line_without_the_schema_dump() -> None:
+    from berth.api.errors import for_people
+    detail = ("The server could not comply with the request since it is "
+              "either malformed or otherwise incorrect.\n\n Invalid query "
+              "string parameters: 'resource' does not match any of the "
+              "regexes: '^in_tree([a-zA-Z0-9_-]{1,64})?$', "
+              "'^resources([a-zA-Z0-9_-]{1,64})?$'\n\nFailed validating "
+              "'additionalProperties' in schema:\n    {'type': 'object'}\n\n"
+              "On instance:\n    {'resource': 'VCPU:1'}  ")
+    assert for_people(detail) == ("unknown query parameter 'resource' "
+                                  "(did you mean resources?)")
+    assert for_people(detail.replace("'resource'", "'limt'"),
+                      known=["limit"]) == (
+        "unknown query parameter 'limt' (did you mean limit?)")
+    plain = ("The server could not comply with the request since it is "
+             "either malformed or otherwise incorrect.\n\n No such trait(s): "
+             "FOO.  ")
+    assert for_people(plain) == "No such trait(s): FOO."
+    unexpected = ("Bad.\n\n Invalid query string parameters: Additional "
+                  "properties are not allowed ('zzz' was unexpected)\n\nmore")
+    assert for_people(unexpected) == "unknown query parameter 'zzz'"

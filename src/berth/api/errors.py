@@ -11,6 +11,9 @@ published.
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from berth.domain import errors as de
@@ -137,3 +140,40 @@ def from_domain(exc: de.DomainError) -> HTTPProblem:
     """Turn a domain error into the HTTP error it stands for."""
     status, code = status_and_code(exc)
     return HTTPProblem(status, exc.message, code)
+
+
+#: jsonschema's words for a query parameter no schema property or pattern
+#: matches, with and without pattern properties.
+_NO_PATTERN = re.compile(r"'([^']*)' does not match any of the regexes: (.*)")
+_UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) "
+                         r"(?:was|were) unexpected\)")
+
+
+def for_people(detail: str, known: Iterable[str] = ()) -> str:
+    """One line saying what is wrong, from the ``detail`` of an error body
+    (upstream's wording, which the API keeps): the status's general
+    explanation, schema dumps and the offending instance left out; an
+    unknown query parameter named with the nearest of the schema's names
+    and ``known``. For the command line and the dashboard."""
+    text = detail.split("\n\n", 1)[-1].strip()
+    line = text.splitlines()[0].strip() if text else detail.strip()
+    prefix, _, rest = line.partition(": ")
+    unknown = _NO_PATTERN.search(line)
+    if unknown:
+        names = set(known) | {p.strip("'^").split("(")[0].rstrip("$")
+                              for p in unknown.group(2).split(", ")}
+        return _unknown_parameter(unknown.group(1), names)
+    unexpected = _UNEXPECTED.search(line)
+    if unexpected:
+        name = unexpected.group(1).split(", ")[0].strip("'")
+        return _unknown_parameter(name, set(known))
+    if prefix == "JSON does not validate" and rest:
+        return "the request body does not validate: %s" % rest
+    return line
+
+
+def _unknown_parameter(name: str, choices: set[str]) -> str:
+    near = difflib.get_close_matches(name, sorted(c for c in choices if c),
+                                     n=1)
+    return "unknown query parameter %r%s" % (
+        name, " (did you mean %s?)" % near[0] if near else "")

@@ -36,6 +36,10 @@ def _query_command(sub: common.Subparsers, name: str, help: str,
     return parser
 
 
+#: The parameters of an allocation-candidates query that no pattern names.
+QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
+
+
 def _get(args: argparse.Namespace, path: str,
          extra: list[tuple[str, str]]) -> Any:
     """GET ``path`` with the query, as admin at the latest microversion;
@@ -50,8 +54,9 @@ def _get(args: argparse.Namespace, path: str,
         resp = http.get(path, params=pairs + extra)
     body = resp.json()
     if resp.status_code != 200:
-        detail = body["errors"][0]["detail"].strip().splitlines()[-1]
-        raise SystemExit("berth: error: %s" % detail.strip())
+        from berth.api.errors import for_people
+        raise SystemExit("berth: error: %s" % for_people(
+            body["errors"][0]["detail"], known=QUERY_NAMES))
     return body
 
 
