@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from berth.cli import build_parser
+from berth.cli.run import build_parser
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "install.md"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from berth.cli import main
+from berth.cli.run import main
 
 sys.exit(main())
