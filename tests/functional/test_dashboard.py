@@ -275,7 +275,7 @@ def test_browser_routes_answer_html_error_pages(
         assert '<link rel="stylesheet" href="/dashboard/static/' in resp.text
         assert '<h1 id="status">%d ' % status in resp.text
         assert len(re.findall(r'id="error">[^<\n]+</p>', resp.text)) == 1
-    assert "no dashboard page at /dashboard/nope" in browser.get(
+    assert "There is no dashboard page at /dashboard/nope." in browser.get(
         "/dashboard/nope").text
     post = browser.post("/dashboard")
     assert post.status_code == 405 and "GET" in post.headers["allow"]
