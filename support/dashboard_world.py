@@ -1,6 +1,7 @@
 """A small seeded cloud for the dashboard tests (in-process and in the
-browser): 24 compute trees (a root and two NUMA children), a shared disk
-pool serving the first eight, and 60 consumers over two projects, three
+browser): 24 compute trees (a root and two NUMA children; host 4 is
+disabled), a shared disk pool serving the first eight (whose uuid sorts
+before the hosts', its name after), and 60 consumers over two projects, three
 users and two consumer types. Written through the HTTP API, so any
 ``httpx.Client`` with an admin token works."""
 
@@ -14,6 +15,8 @@ HOSTS = 24
 CONSUMERS = 60
 AGG = "aaaaaaaa-0000-4000-8000-000000000001"
 POOL = "00000000-0000-4000-8000-00000000ffff"
+#: The compute host an operator disabled (Nova's trait on its root).
+DISABLED = 4
 
 
 def rp_uuid(host: int, child: int = 0) -> str:
@@ -57,6 +60,8 @@ def seed(c: httpx.Client) -> None:
             "DISK_GB": {"total": 500, "reserved": 20}}})
         if h <= 8:
             _put(c, root, "aggregates", {"aggregates": [AGG]})
+        if h == DISABLED:
+            _put(c, root, "traits", {"traits": ["COMPUTE_STATUS_DISABLED"]})
         for n in (1, 2):
             numa = rp_uuid(h, n)
             _provider(c, numa, "compute-%02d-numa%d" % (h, n), root)

@@ -1,8 +1,11 @@
 """The dashboard in a real browser (headless chromium): every page loads
-with no console error and shows the numbers the API gives; navigation,
-search, pagination and the explain and fit forms work; the page reloads
-itself when the change sequence moves. Screenshots go to
-``tests/browser/screenshots/``."""
+with no console error and shows the numbers the API gives; names stand
+for uuids, sizes are in binary units, trees come by name and a disabled
+host is marked; navigation, search, pagination and the explain and fit
+forms work, and their errors are one line; every page fits an 800 px
+window with no clipped number; a browser refused on a dashboard route
+gets an HTML page; the page reloads itself when the change sequence
+moves. Screenshots go to ``tests/browser/screenshots/``."""
 
 from __future__ import annotations
 
@@ -15,6 +18,11 @@ from tests.browser.conftest import Page, api_client
 
 def number(page: Any, selector: str) -> int:
     return int(page.inner_text(selector).replace(",", "").strip())
+
+
+def value(page: Any, selector: str) -> int:
+    """The exact amount a cell shows (in a unit, for a size)."""
+    return int(page.get_attribute(selector, "data-value"))
 
 
 def test_overview_shows_the_api_totals(tab: Page, server: str) -> None:
@@ -34,9 +42,9 @@ def test_overview_shows_the_api_totals(tab: Page, server: str) -> None:
                     used += api.get("/resource_providers/%s/usages"
                                     % rp["uuid"]).json()["usages"][rc]
             row = '#cloud tr[data-class="%s"]' % rc
-            assert number(page, row + " .capacity") == capacity
-            assert number(page, row + " .used") == used
-            assert number(page, row + " .free") == capacity - used
+            assert value(page, row + " .capacity") == capacity
+            assert value(page, row + " .used") == used
+            assert value(page, row + " .free") == capacity - used
     # The six loaded NUMA nodes and the disk pool.
     assert page.locator("#fullest tbody tr").count() == 7
     tab.shot("overview")
@@ -92,7 +100,7 @@ def test_consumers_by_project_match_usages(tab: Page, server: str) -> None:
                 "openstack-api-version": "placement 1.9"}).json()["usages"]
             row = '#consumers tr[data-key="%s"]' % project
             for rc, n in usages.items():
-                assert number(page, row + ' td[data-class="%s"]' % rc) == n
+                assert value(page, row + ' td[data-class="%s"]' % rc) == n
     tab.shot("consumers")
 
 
@@ -124,10 +132,138 @@ def test_explain_and_fit_forms(tab: Page, server: str) -> None:
     assert "NOT_A_CLASS" in page.inner_text("#error")
 
 
+def test_form_errors_are_one_line(tab: Page) -> None:
+    page = tab.go("/dashboard/explain")
+    page.fill("#q", "resourcs=VCPU:1&limt=2")
+    page.click("form.query button")
+    page.wait_for_load_state()
+    line = page.inner_text("#error")
+    # Two unknown parameters: the first is named, with the nearest name.
+    assert line == ("unknown query parameter 'limt' (did you mean "
+                    "limit?)")
+    assert page.locator("#error").bounding_box()["height"] < 50  # one line
+    page.fill("#q", "resources=NOT_A_CLASS:1")
+    page.click("form.query button")
+    page.wait_for_load_state()
+    assert "NOT_A_CLASS" in page.inner_text("#error")
+    assert "-1" not in page.inner_text("header")
+    assert number(page, "#seq") > 0
+    tab.shot("explain-error")
+
+
+def test_names_units_and_disabled_hosts(tab: Page) -> None:
+    page = tab.go("/dashboard")
+    memory = page.inner_text("#cloud tr[data-class=MEMORY_MB] .capacity")
+    assert memory == "2.98 TiB"
+    assert page.get_attribute("#cloud tr[data-class=MEMORY_MB] .capacity",
+                              "title") == "3,121,152 MB"
+    disabled = page.locator("#fullest tr.disabled")
+    assert disabled.count() == 1
+    assert "compute-%02d-numa" % w.DISABLED in disabled.inner_text()
+    assert disabled.locator(".tag.disabled").is_visible()
+    aggregate = page.inner_text('#aggregates tr[data-aggregate="%s"] a'
+                                % w.AGG)
+    assert aggregate == "compute-01, compute-02, compute-03 and 6 more"
+    page = tab.go("/dashboard/providers")
+    roots = page.locator("article.tree").evaluate_all(
+        "els => els.map(e => e.dataset.name)")
+    assert roots == ["compute-%02d" % h for h in range(1, 21)]
+    host = page.locator("article.tree.disabled")
+    assert host.count() == 1
+    assert host.get_attribute("data-root") == w.rp_uuid(w.DISABLED)
+    assert host.locator(".tag.disabled").is_visible()
+    page = tab.go("/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096")
+    first = page.locator("#fit-trees a.provider").first
+    assert first.inner_text().startswith("compute-")
+    assert first.get_attribute("title") == first.get_attribute("data-uuid")
+    assert "compute-01" in page.inner_text("#fit-aggregates")
+    page = tab.go("/dashboard/explain?q=resources%3DMEMORY_MB%3A65536")
+    examples = page.locator("#reasons .example a.provider")
+    assert examples.count() > 0
+    for name in examples.all_inner_texts():
+        assert name.startswith(("compute-", "disk-pool")), name
+    assert "needs 64 GiB" in page.inner_text("#reasons")
+
+
+#: Every page, as an operator opens it.
+PAGES = ("/dashboard", "/dashboard/providers",
+         "/dashboard/providers?by=aggregate&q=" + w.AGG,
+         "/dashboard/consumers", "/dashboard/consumers?view=project",
+         "/dashboard/explain?q=resources%3DVCPU%3A8%2CMEMORY_MB%3A16384"
+         "%26required%3DHW_CPU_X86_AVX2",
+         "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096")
+
+#: Cells, numbers and the page itself wider than their box (clipped or
+#: sticking out): what an 800 px window must not show.
+OVERFLOWS = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll("td, th, .n, .nums, table")) {
+    if (el.scrollWidth > el.clientWidth + 1) {
+      out.push(el.tagName + "." + el.className + ": " + el.textContent.trim().slice(0, 40));
+    }
+  }
+  const main = document.querySelector("main").getBoundingClientRect();
+  for (const t of document.querySelectorAll("table")) {
+    if (t.getBoundingClientRect().right > main.right + 1) {
+      out.push("table " + (t.id || t.className) + " wider than the page");
+    }
+  }
+  if (document.documentElement.scrollWidth > window.innerWidth) {
+    out.push("the page scrolls sideways");
+  }
+  return out;
+}"""
+
+
+def test_every_page_fits_800_px(chromium: Any, server: str) -> None:
+    context = chromium.new_context(viewport={"width": 800, "height": 900})
+    tab = Page(context.new_page(), server)
+    try:
+        for path in PAGES:
+            page = tab.go(path)
+            assert page.evaluate(OVERFLOWS) == [], path
+        tab.go("/dashboard")
+        tab.shot("overview-800")
+        tab.go(PAGES[2])
+        tab.shot("providers-800")
+        tab.go(PAGES[5])
+        tab.shot("explain-800")
+        assert tab.errors == []
+    finally:
+        context.close()
+
+
+def test_browser_routes_answer_html_error_pages(tab: Page,
+                                                server: str) -> None:
+    for path, status, line in (
+            ("/dashboard/nope", 404,
+             "There is no dashboard page at /dashboard/nope."),
+            ("/dashboard?page=abc", 400, "page must be a positive integer")):
+        response = tab.page.goto(server + path)
+        assert response.status == status
+        assert response.headers["content-type"].startswith("text/html")
+        page = tab.page
+        assert page.inner_text("h1").startswith(str(status))
+        assert page.inner_text("#error") == line
+        # The dashboard's look: its header and stylesheet.
+        assert page.locator("header nav a").count() == 5
+        assert page.evaluate("getComputedStyle(document.querySelector("
+                             "'header')).backgroundColor") == "rgb(31, 43, 61)"
+    tab.shot("error")
+    # The two refusals were meant; nothing else failed.
+    assert [e.split(" ")[0] for e in tab.errors if e[:1].isdigit()] == [
+        "404", "400"]
+    tab.errors.clear()
+    with api_client(server) as api:
+        resp = api.get("/dashboard/nope")
+        assert resp.status_code == 404
+        assert resp.json()["errors"][0]["status"] == 404
+
+
 def test_live_refresh_follows_the_change_sequence(tab: Page,
                                                   server: str) -> None:
     page = tab.go("/dashboard")
-    before = number(page, "#cloud tr[data-class=VCPU] .used")
+    before = value(page, "#cloud tr[data-class=VCPU] .used")
     seq = number(page, "#seq")
     body = {"allocations": {w.rp_uuid(20, 1): {"resources": {"VCPU": 3}}},
             "project_id": "p", "user_id": "u", "consumer_generation": None,
@@ -139,4 +275,4 @@ def test_live_refresh_follows_the_change_sequence(tab: Page,
     page.wait_for_function(
         "s => Number(document.getElementById('seq').textContent) > s",
         arg=seq, timeout=20000)
-    assert number(page, "#cloud tr[data-class=VCPU] .used") == before + 3
+    assert value(page, "#cloud tr[data-class=VCPU] .used") == before + 3

@@ -1,6 +1,9 @@
 """The dashboard over HTTP, on every database: each page renders the
-numbers the API gives, search and pagination, the explain and fit forms,
-policy, noauth2 in a browser, and the 304 of an unchanged page."""
+numbers the API gives (sizes in binary units), names for uuids, trees by
+name, disabled hosts marked, search and pagination, the explain and fit
+forms and their one-line errors, policy, noauth2 in a browser, HTML
+error pages for a browser (JSON for an API client), and the 304 of an
+unchanged page."""
 
 from __future__ import annotations
 
@@ -38,10 +41,12 @@ def page(c: httpx.Client, url: str) -> str:
 
 
 def cell(html: str, row_attr: str, klass: str) -> int:
-    m = re.search(r'<tr %s>.*?class="n %s">([\d,]+)<' % (
+    """The exact amount of the cell ``klass`` of the row ``row_attr``
+    (the cell shows it in a unit, the number is in ``data-value``)."""
+    m = re.search(r'<tr %s>.*?class="n %s"[^>]*data-value="(-?\d+)"' % (
         re.escape(row_attr), klass), html, re.S)
     assert m, (row_attr, klass)
-    return int(m.group(1).replace(",", ""))
+    return int(m.group(1))
 
 
 def api_totals(client: Client) -> dict[str, dict[str, int]]:
@@ -84,22 +89,22 @@ def test_provider_search_and_pages(seeded: Client,
                                    browser: httpx.Client) -> None:
     first = page(browser, "/dashboard/providers")
     assert "%d trees." % (w.HOSTS + 1) in first
-    assert first.count('class="tree"') == 20
+    assert first.count('<article class="tree') == 20
     assert "page 1 of 2" in first
     second = page(browser, "/dashboard/providers?by=name&q=&page=2")
-    assert second.count('class="tree"') == w.HOSTS + 1 - 20
+    assert second.count('<article class="tree') == w.HOSTS + 1 - 20
     by_trait = page(browser, "/dashboard/providers?by=trait"
                     "&q=HW_CPU_X86_AVX2")
-    assert by_trait.count('class="tree"') == w.HOSTS // 3
+    assert by_trait.count('<article class="tree') == w.HOSTS // 3
     assert "compute-03-numa1" in by_trait
     by_name = page(browser, "/dashboard/providers?by=name&q=compute-07")
-    assert by_name.count('class="tree"') == 1
+    assert by_name.count('<article class="tree') == 1
     by_uuid = page(browser, "/dashboard/providers?by=uuid&q="
                    + w.rp_uuid(2, 1))
     assert 'data-root="%s"' % w.rp_uuid(2) in by_uuid
     by_agg = page(browser, "/dashboard/providers?by=aggregate&q=" + w.AGG)
     # Eight hosts and the pool itself, which shares with them.
-    assert by_agg.count('class="tree"') == 9
+    assert by_agg.count('<article class="tree') == 9
     assert "shares with 8 other trees" in by_agg
     assert "uses shared resources of:" in by_agg
     none = page(browser, "/dashboard/providers?by=name&q=%25_nothing")
@@ -121,7 +126,7 @@ def test_consumers_views(seeded: Client, browser: httpx.Client) -> None:
                         re.S)
         assert row
         for rc, n in usages.items():
-            assert re.search(r'data-class="%s">%s<' % (rc, f"{n:,}"),
+            assert re.search(r'data-class="%s" data-value="%d"' % (rc, n),
                              row.group(1))
     types = page(browser, "/dashboard/consumers?view=type")
     assert 'data-key="INSTANCE"' in types and 'data-key="MIGRATION"' in types
@@ -185,3 +190,98 @@ def test_policy_and_bad_parameters(app: Any, browser: httpx.Client) -> None:
         "content-type"]
     assert browser.get("/dashboard/static/x.js").status_code == 404
     assert browser.post("/dashboard").status_code == 405
+
+
+def test_sizes_in_binary_units() -> None:
+    from berth.api.handlers.dashboard import amount
+    assert amount(2_613_248, "MEMORY_MB") == "2.49 TiB"
+    assert amount(65_024, "MEMORY_MB") == "63.5 GiB"
+    assert amount(512, "MEMORY_MB") == "512 MiB"
+    assert amount(9_600, "DISK_GB") == "9.38 TiB"
+    assert amount(-2_048, "CUSTOM_SCRATCH_MB") == "-2 GiB"
+    assert amount(1_234_567, "VCPU") == "1,234,567"
+    assert amount(3, "CUSTOM_PCI_SB") == "3"
+
+
+def test_overview_speaks_in_names_and_units(seeded: Client,
+                                            browser: httpx.Client) -> None:
+    html = page(browser, "/dashboard")
+    memory = re.search(r'<tr data-class="MEMORY_MB">(.*?)</tr>', html, re.S)
+    assert memory and 'title="3,121,152 MB">2.98 TiB<' in memory.group(1)
+    aggregate = html.split('data-aggregate="%s"' % w.AGG)[1].split("</tr>")[0]
+    assert "compute-01, compute-02, compute-03 and 6 more" in aggregate
+    fullest = html.split('id="fullest"')[1].split("</table>")[0]
+    row = re.search(r'<tr class="disabled">.*?</tr>', fullest, re.S)
+    assert row and "compute-%02d-numa" % w.DISABLED in row.group(0)
+    assert fullest.count('class="tag disabled"') == 1  # its loaded NUMA node
+
+
+def test_trees_by_name_and_disabled_hosts(seeded: Client,
+                                          browser: httpx.Client) -> None:
+    first = page(browser, "/dashboard/providers")
+    names = re.findall(r'<article class="tree[^"]*" data-root="[^"]*" '
+                       r'data-name="([^"]*)"', first)
+    assert names == ["compute-%02d" % h for h in range(1, 21)]
+    last = page(browser, "/dashboard/providers?page=2")
+    assert re.findall(r'data-name="([^"]*)"', last)[-1] == "disk-pool"
+    assert first.count('<article class="tree disabled"') == 1
+    assert 'data-root="%s" data-name="compute-%02d"' % (
+        w.rp_uuid(w.DISABLED), w.DISABLED) in first.split(
+        '<article class="tree disabled"')[1][:200]
+
+
+def test_explain_and_fit_name_providers(seeded: Client,
+                                        browser: httpx.Client) -> None:
+    query = "resources=VCPU:8,MEMORY_MB:16384&required=HW_CPU_X86_AVX2"
+    explain = page(browser, "/dashboard/explain?" + str(httpx.QueryParams(
+        {"q": query})))
+    examples = re.findall(r'class="provider" data-uuid="([^"]+)" '
+                          r'title="[^"]+" href="[^"]+">([^<]+)<', explain)
+    assert examples and all(name.startswith(("compute-", "disk-pool"))
+                            for _, name in examples)
+    capacity = page(browser, "/dashboard/explain?q=resources%3DMEMORY_MB"
+                    "%3A65536")
+    assert "MEMORY_MB: needs 64 GiB, most free 63.5 GiB" in capacity
+    fit = page(browser, "/dashboard/fit?" + str(httpx.QueryParams(
+        {"q": "resources=VCPU:1"})))
+    rows = fit.split('id="fit-trees"')[1].split("</table>")[0]
+    assert 'data-uuid="%s"' % w.rp_uuid(24) in rows and ">compute-24<" in rows
+    aggs = fit.split('id="fit-aggregates"')[1].split("</table>")[0]
+    assert "compute-01, compute-02, compute-03" in aggs and w.AGG in aggs
+
+
+def test_form_errors_are_one_line(seeded: Client,
+                                  browser: httpx.Client) -> None:
+    bad = page(browser, "/dashboard/explain?q=resourcs%3DVCPU%3A1")
+    line = re.search(r'<p class="error" id="error">(.*?)</p>', bad, re.S)
+    assert line and line.group(1) == (
+        "unknown query parameter &#39;resourcs&#39; (did you mean "
+        "resources?)")
+    unknown = page(browser, "/dashboard/explain?q=resources%3DNOPE%3A1")
+    assert "NOPE" in unknown and "seq -1" not in unknown
+    assert 'data-seq="-1"' not in unknown
+    assert re.search(r'<span id="seq">\d+</span>', unknown)
+    form = page(browser, "/dashboard/fit?q=resources%3DVCPU")
+    assert "Badly formed resources parameter" in form
+
+
+def test_browser_routes_answer_html_error_pages(
+        seeded: Client, browser: httpx.Client) -> None:
+    for url, status in (("/dashboard/nope", 404), ("/dashboard?page=abc", 400),
+                        ("/dashboard/providers?by=colour", 400)):
+        resp = browser.get(url)
+        assert resp.status_code == status, url
+        assert resp.headers["content-type"].startswith("text/html")
+        assert '<link rel="stylesheet" href="/dashboard/static/' in resp.text
+        assert '<h1 id="status">%d ' % status in resp.text
+        assert len(re.findall(r'id="error">[^<\n]+</p>', resp.text)) == 1
+    assert "There is no dashboard page at /dashboard/nope." in browser.get(
+        "/dashboard/nope").text
+    post = browser.post("/dashboard")
+    assert post.status_code == 405 and "GET" in post.headers["allow"]
+    assert "The method POST is not allowed" in post.text
+    # An API client asking for JSON gets the Placement error.
+    for url, status in (("/dashboard/nope", 404), ("/dashboard?page=abc", 400)):
+        resp = seeded.get(url)
+        assert resp.status_code == status
+        assert resp.json()["errors"][0]["status"] == status

@@ -53,6 +53,9 @@ def test_for_people_is_one_line_without_the_schema_dump() -> None:
     assert for_people(detail.replace("'resource'", "'limt'"),
                       known=["limit"]) == (
         "unknown query parameter 'limt' (did you mean limit?)")
+    two = detail.replace("'resource' does", "'limt', 'resource' do")
+    assert for_people(two, known=["limit"]) == (
+        "unknown query parameter 'limt' (did you mean limit?)")
     plain = ("The server could not comply with the request since it is "
              "either malformed or otherwise incorrect.\n\n No such trait(s): "
              "FOO.  ")

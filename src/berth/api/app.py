@@ -30,6 +30,7 @@ from oslo_context import context as oslo_context
 
 from berth import logs
 from berth.api import errors, healthcheck_middleware, microversion, render
+from berth.api.handlers import dashboard
 from berth.api.openapi_document import document
 from berth.api.routes import ROUTES, install_routes
 from berth.api.views.allocation_candidate import SummaryCache
@@ -169,6 +170,9 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
                                      "server log.")
     if problem.status == 409:
         req.context.state.metrics.conflict(problem.code)
+    if dashboard.wants_page(req):  # a browser on a dashboard page
+        dashboard.error_page(req, resp, problem)
+        return
     version = getattr(req.context, "version", None)
     with_code = version is not None and microversion.at_least(version, "1.23")
     render.error(req, resp, problem, with_code)

@@ -144,7 +144,9 @@ def from_domain(exc: de.DomainError) -> HTTPProblem:
 
 #: jsonschema's words for a query parameter no schema property or pattern
 #: matches, with and without pattern properties.
-_NO_PATTERN = re.compile(r"'([^']*)' does not match any of the regexes: (.*)")
+#: Several unknown ones come as "'a', 'b' do not match": the first is named.
+_NO_PATTERN = re.compile(r"'([^']*)'(?:, '[^']*')* (?:does|do) not match any "
+                         r"of the regexes: (.*)")
 _UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) "
                          r"(?:was|were) unexpected\)")
 

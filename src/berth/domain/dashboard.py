@@ -20,6 +20,9 @@ from berth.domain import common
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import capacity
 
+#: The trait Nova sets on a compute host an operator disabled.
+DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
+
 #: Rows per page of every list.
 PAGE = 50
 #: Provider trees per page.
@@ -111,6 +114,66 @@ def names(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     return found
 
 
+def names_by_uuid(conn: Connection, world: World, uuids: Iterable[str]
+                  ) -> dict[str, str]:
+    """Provider uuid -> name, for those of ``uuids`` ``world`` holds."""
+    pids = {world.by_uuid[u]: u for u in uuids if u in world.by_uuid}
+    return {pids[pid]: name for pid, name in names(conn, pids).items()}
+
+
+@dataclass
+class Labels:
+    """What people know the providers and aggregates of a report by."""
+
+    #: provider uuid -> name
+    names: dict[str, str]
+    #: aggregate uuid -> the names of its first trees (:func:`members`)
+    members: dict[str, list[str]]
+
+
+def labels(conn: Connection, world: World, uuids: Iterable[str],
+           aggregates: Iterable[str]) -> Labels:
+    """The names of the providers ``uuids`` and the member trees of
+    ``aggregates`` (those ``world`` holds)."""
+    aggs = list(aggregates)
+    roots = root_names(conn, world) if aggs else {}
+    return Labels(names=names_by_uuid(conn, world, uuids),
+                  members={agg: members(world, agg, roots) for agg in aggs})
+
+
+def disabled(world: World, pid: int) -> bool:
+    """Whether the compute host of ``pid`` is disabled (the trait is on
+    the host's root provider, or on ``pid`` itself)."""
+    p = world.providers[pid]
+    return (DISABLED_TRAIT in p.traits
+            or DISABLED_TRAIT in world.providers[p.root_id].traits)
+
+
+def root_names(conn: Connection, world: World) -> dict[int, str]:
+    """Root provider id -> name, for every root of ``world``."""
+    rp = t.resource_providers
+    rows = conn.execute(sa.select(rp.c.id, rp.c.name)
+                        .where(rp.c.parent_provider_id.is_(None)))
+    return {row.id: row.name for row in rows if row.id in world.trees}
+
+
+def by_name(world: World, pids: Iterable[int], named: dict[int, str]
+            ) -> list[int]:
+    """``pids`` sorted by name (uuid for equal or unknown names)."""
+    return sorted(pids, key=lambda pid: (named.get(pid, ""),
+                                         world.uuid(pid)))
+
+
+def members(world: World, agg: str, named: dict[int, str],
+            shown: int = 3) -> list[str]:
+    """The names of the first ``shown`` root providers (by name) with a
+    provider in aggregate ``agg``: what an operator knows it by."""
+    roots = {world.providers[pid].root_id for pid in world.by_agg.get(
+        agg, ())}
+    return [named.get(r, world.uuid(r))
+            for r in by_name(world, roots, named)[:shown]]
+
+
 @dataclass
 class Overview:
     providers: int
@@ -131,11 +194,16 @@ def overview(conn: Connection, world: World, page: int = 1) -> Overview:
     named = names(conn, [pid for _, pid in ranked])
     fullest = [{"uuid": world.uuid(pid), "name": named.get(pid, ""),
                 "percent": 100.0 * share, "resource_class": rc,
+                "disabled": disabled(world, pid),
                 "classes": _amounts(world, [pid])}
                for (share, rc), pid in ranked]
     aggs = sorted(world.by_agg)
     paged = page_of(page, PAGE, len(aggs))
+    roots = root_names(conn, world)
     rows = [{"uuid": agg, "providers": len(world.by_agg[agg]),
+             "members": members(world, agg, roots),
+             "trees": len({world.providers[pid].root_id
+                           for pid in world.by_agg[agg]}),
              "classes": _amounts(world, sorted(world.by_agg[agg]))}
             for agg in aggs[paged.offset:paged.offset + paged.size]]
     return Overview(providers=len(world.providers), roots=len(world.roots),
@@ -156,11 +224,14 @@ class TreeNode:
     #: roots (uuid, name) of the trees this sharing provider serves
     serves: list[tuple[str, str]] = field(default_factory=list)
     matched: bool = False
+    #: the provider has the trait COMPUTE_STATUS_DISABLED
+    disabled: bool = False
 
 
 @dataclass
 class Tree:
     root_uuid: str
+    root_name: str
     nodes: list[TreeNode]
     #: sharing providers of other trees that serve this one: (uuid, name)
     shared_from: list[tuple[str, str]]
@@ -194,11 +265,12 @@ def search(conn: Connection, world: World, by: str, text: str
     raise ValueError(by)
 
 
-def _order(world: World, root: int) -> list[tuple[int, int]]:
-    """The tree of ``root`` depth first, children by uuid: (pid, depth)."""
-    members = world.trees.get(root, [])
+def _order(world: World, root: int, named: dict[int, str]
+           ) -> list[tuple[int, int]]:
+    """The tree of ``root`` depth first, children by name: (pid,
+    depth)."""
     children: dict[int | None, list[int]] = {}
-    for pid in members:  # already in uuid order
+    for pid in by_name(world, world.trees.get(root, []), named):
         if pid != root:
             children.setdefault(world.providers[pid].parent_id, []).append(
                 pid)
@@ -220,47 +292,52 @@ class Trees:
 
 def trees(conn: Connection, world: World, by: str = "name", text: str = "",
           page: int = 1) -> Trees:
-    """One page of trees (roots in uuid order) holding a provider that
+    """One page of trees (roots in name order) holding a provider that
     matches the search, every provider of each with its amounts."""
     hits = search(conn, world, by, text)
+    roots = root_names(conn, world)
     if hits is None:
-        roots = world.roots
+        wanted: Iterable[int] = world.roots
         matched = len(world.providers)
         hit_set: set[int] = set()
     else:
         wanted = {world.providers[pid].root_id for pid in hits}
-        roots = [r for r in world.roots if r in wanted]
         matched = len(hits)
         hit_set = set(hits)
-    paged = page_of(page, TREES_PAGE, len(roots))
-    shown = roots[paged.offset:paged.offset + paged.size]
-    layout = {root: _order(world, root) for root in shown}
+    ordered = by_name(world, wanted, roots)
+    paged = page_of(page, TREES_PAGE, len(ordered))
+    shown = ordered[paged.offset:paged.offset + paged.size]
     ids: set[int] = set()
     for root in shown:
-        ids.update(pid for pid, _ in layout[root])
+        ids.update(world.trees.get(root, ()))
         ids.update(world.shared_into.get(root, ()))
-        for pid, _ in layout[root]:
+        for pid in world.trees.get(root, ()):
             ids.update(world.anchors.get(pid, ()))
     named = names(conn, ids)
-    out = []
-    for root in shown:
-        nodes = []
-        for pid, depth in layout[root]:
-            p = world.providers[pid]
-            serves = [(world.uuid(r), named.get(r, ""))
-                      for r in sorted(world.anchors.get(pid, ()),
-                                      key=world.uuid)
-                      if r != root] if SHARING_TRAIT in p.traits else []
-            nodes.append(TreeNode(
-                uuid=p.uuid, name=named.get(pid, ""), depth=depth,
-                classes=_amounts(world, [pid]), traits=p.ordered_traits(),
-                aggregates=sorted(p.aggregates), serves=serves,
-                matched=pid in hit_set))
-        out.append(Tree(root_uuid=world.uuid(root), nodes=nodes,
-                        shared_from=[(world.uuid(s), named.get(s, ""))
-                                     for s in world.shared_into.get(root, ())]
-                        ))
+    out = [Tree(root_uuid=world.uuid(root), root_name=named.get(root, ""),
+                nodes=_nodes(world, root, named, hit_set),
+                shared_from=[(world.uuid(s), named.get(s, "")) for s in
+                             by_name(world, world.shared_into.get(root, ()),
+                                     named)])
+           for root in shown]
     return Trees(trees=out, page=paged, matched=matched)
+
+
+def _nodes(world: World, root: int, named: dict[int, str],
+           hits: set[int]) -> list[TreeNode]:
+    """The providers of the tree of ``root``, depth first."""
+    nodes = []
+    for pid, depth in _order(world, root, named):
+        p = world.providers[pid]
+        serves = [(world.uuid(r), named.get(r, ""))
+                  for r in by_name(world, world.anchors.get(pid, ()), named)
+                  if r != root] if SHARING_TRAIT in p.traits else []
+        nodes.append(TreeNode(
+            uuid=p.uuid, name=named.get(pid, ""), depth=depth,
+            classes=_amounts(world, [pid]), traits=p.ordered_traits(),
+            aggregates=sorted(p.aggregates), serves=serves,
+            matched=pid in hits, disabled=DISABLED_TRAIT in p.traits))
+    return nodes
 
 
 @dataclass

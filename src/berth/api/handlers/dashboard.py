@@ -2,6 +2,11 @@
 ``docs/dashboard.md``). Server-rendered HTML (Jinja2 templates in
 ``berth/api/templates``), no asset from the network.
 
+A browser (which asks for HTML) that the dashboard refuses gets an HTML
+page in the dashboard's look (:func:`error_page`, called by the app's
+one error handler) with the status and one line; an API client asking
+for JSON gets the Placement JSON error as anywhere else.
+
 Every page is tagged with the change sequence number it shows (``ETag``);
 a browser revalidating a page whose sequence did not move gets a 304 for
 the price of one small query. ``/dashboard/seq`` answers just the number,
@@ -19,8 +24,8 @@ import falcon
 import jinja2
 from sqlalchemy.engine import Connection
 
-from berth.api import errors, microversion, util
-from berth.api.errors import HTTPProblem
+from berth.api import errors, microversion, render, util
+from berth.api.errors import STATUS_TEXT, HTTPProblem
 from berth.api.schemas.allocation_candidate import parse_query
 from berth.api.views import explain as explain_view
 from berth.api.views import fit as fit_view
@@ -33,6 +38,13 @@ RULE = "berth:dashboard"
 HTML = "text/html; charset=utf-8"
 #: The static files there are, with their types.
 STATIC = {"dashboard.css": "text/css; charset=utf-8"}
+#: Binary units of the size classes (MEMORY_MB, DISK_GB, CUSTOM_..._MB),
+#: from the one the class counts in.
+UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+_SIZE_STEP = {u[0] + "B": step for step, u in enumerate(UNITS)}
+#: Query parameters of allocation candidates no schema pattern names,
+#: for the nearest-name hint of an unknown one.
+QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
 
 
 @cache
@@ -43,8 +55,37 @@ def _templates() -> jinja2.Environment:
         autoescape=True, trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda n: f"{n:,}"
+    env.filters["amount"] = amount
+    env.globals["unit"] = unit
     env.globals["pager"] = _pager_links
     return env
+
+
+def unit(resource_class: str) -> str:
+    """The unit ``resource_class`` counts in: "MB", "GB"... for a size
+    class, "" for a count."""
+    tail = resource_class.rpartition("_")[2]
+    return tail if tail in _SIZE_STEP else ""
+
+
+def amount(n: int, resource_class: str) -> str:
+    """``n`` of ``resource_class`` for people: a size in the largest
+    binary unit it reaches (``2.49 TiB`` for 2,613,248 MEMORY_MB), a
+    count with thousands separators."""
+    base = unit(resource_class)
+    if not base:
+        return f"{n:,}"
+    step = _SIZE_STEP[base]
+    size = float(abs(n))
+    while size >= 1024 and step < len(UNITS) - 1:
+        size /= 1024
+        step += 1
+    places = 0 if size >= 100 or size == int(size) else (
+        1 if size >= 10 else 2)
+    text = f"{size:,.{places}f}"
+    if places:
+        text = text.rstrip("0").rstrip(".")
+    return "%s%s %s" % ("-" if n < 0 else "", text, UNITS[step])
 
 
 def _pager_links(page: dashboard.Page, args: dict[str, str]
@@ -174,43 +215,75 @@ def _query_pairs(text: str) -> list[tuple[str, str]]:
     return parse_qsl(text.strip().lstrip("?"), keep_blank_values=True)
 
 
+def one_line(problem: HTTPProblem, method: str = "") -> str:
+    """What ``problem`` says, in one line for people (no schema dump)."""
+    detail = problem.to_dict(None, False, method)["errors"][0]["detail"]
+    return errors.for_people(detail, known=QUERY_NAMES)
+
+
+def _parse(text: str, version: tuple[int, int]) -> Any:
+    """The request groups and request-wide parameters of the query
+    ``text``, or the one line that says why the API would refuse it."""
+    try:
+        return parse_query(_query_pairs(text), version)
+    except HTTPProblem as exc:
+        return one_line(exc)
+    except DomainError as exc:
+        return one_line(errors.from_domain(exc))
+
+
 def _tool(req: falcon.Request, resp: falcon.Response, template: str,
           run: Any) -> None:
     """An explain or fit page: the form, and for a query the report (a
-    query the API would refuse shows the API's message instead)."""
+    query the API would refuse shows why, in one line, instead)."""
     _begin(req)
     text = _params(req).get("q", "").strip()
-    error = None
-    groups = wide = None
-    if text:
-        try:
-            groups, wide = parse_query(_query_pairs(text), req.context.version)
-        except HTTPProblem as exc:
-            error = exc.detail
+    parsed = _parse(text, req.context.version) if text else None
     cache_ = util.world_cache(req)
 
     def work(conn: Connection) -> tuple[int, Any]:
         seq = _seq(conn)
-        if groups is None or wide is None or req.get_header(
+        if not isinstance(parsed, tuple) or req.get_header(
                 "if-none-match") == '"seq-%d"' % seq:
-            return seq, None
-        world, specs = engine.resolve(conn, cache_, groups, wide)
-        return seq, run(world, groups, specs, wide)
+            return seq, parsed
+        groups, wide = parsed
+        try:  # e.g. an unknown resource class
+            world, specs = engine.resolve(conn, cache_, groups, wide)
+        except DomainError as exc:
+            return seq, one_line(errors.from_domain(exc))
+        report = run(world, groups, specs, wide)
+        return seq, (report, dashboard.labels(
+            conn, world, _uuids(report), (a["aggregate"] for a in
+                                          report.get("aggregates", ()))))
 
-    try:
-        seq, report = util.db(req).read(work)
-    except DomainError as exc:  # e.g. an unknown resource class
-        seq, report, error = -1, None, errors.from_domain(exc).detail
+    seq, outcome = util.db(req).read(work)
+    error = outcome if isinstance(outcome, str) else None
     if error is None and _not_modified(req, resp, seq):
         return
+    report, labels = (outcome if isinstance(outcome, tuple)
+                      else (None, dashboard.Labels({}, {})))
     resp.set_header("cache-control", "no-cache")
     _render(resp, template, seq=seq, q=text, error=error, report=report,
+            named=labels.names, members=labels.members,
             active=template.split(".")[0], args={})
+
+
+def _uuids(report: dict[str, Any]) -> set[str]:
+    """The provider uuids an explain or fit report names (the pages show
+    their names)."""
+    found = {tree["root_provider_uuid"] for tree in report.get("trees", ())
+             if isinstance(tree, dict)}
+    for reason in report.get("reasons", ()):
+        for example in reason["examples"]:
+            found.update(p for p in (example["tree"],
+                                     *example.get("providers", ()))
+                         if isinstance(p, str))
+    return found
 
 
 def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/explain?q=<allocation-candidates query>: 200 (a
-    refused query shows its 400 message in the page); 403."""
+    refused query shows why in the page); 403."""
     _tool(req, resp, "explain.html",
           lambda world, groups, specs, wide: explain_view.serialize(
               explain.explain(world, groups, specs, wide)))
@@ -218,10 +291,37 @@ def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
 
 def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/fit?q=<allocation-candidates query>: 200 (a refused
-    query shows its 400 message in the page); 403."""
+    query shows why in the page); 403."""
     _tool(req, resp, "fit.html",
           lambda world, groups, specs, wide: fit_view.serialize(
               world, fit.fit(world, specs, wide)))
+
+
+def wants_page(req: falcon.Request) -> bool:
+    """Whether an error answering ``req`` is a page for a browser: a
+    dashboard page (not its number or its files) asked for as HTML."""
+    path = req.path
+    return ((path == "/dashboard" or path.startswith("/dashboard/"))
+            and not path.startswith(("/dashboard/seq", "/dashboard/static/"))
+            and render.error_media(req.get_header("accept")) == "text/html")
+
+
+def error_page(req: falcon.Request, resp: falcon.Response,
+               problem: HTTPProblem) -> None:
+    """Answer ``problem`` as an HTML page in the dashboard's look: its
+    status and one line."""
+    resp.status = problem.status
+    resp.content_type = HTML
+    for key, value in problem.headers.items():
+        resp.set_header(key, value)
+    if problem.status == 404 and not problem.detail:
+        line = "There is no dashboard page at %s." % req.path
+    else:
+        line = one_line(problem, req.method)
+    resp.data = _templates().get_template("error.html").render(
+        seq=None, active="", status=problem.status, line=line,
+        title=STATUS_TEXT.get(problem.status, ("Error", ""))[0],
+        request_id=req.context.get("request_id")).encode()
 
 
 def sequence(req: falcon.Request, resp: falcon.Response) -> None:
