@@ -131,14 +131,44 @@ def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
     fixed = _fixed(world, anchor, causes, specs, wide)
     # Removing one cause can reveal another (a provider given the class
     # it lacked may then lack room): look again, a bounded number of times.
-    for _ in range(ROUNDS):
+    for look in range(ROUNDS + 1):
         if causes and has_candidate(*fixed, anchor):
-            return TreeVerdict(anchor, False, causes)
-        if not _add_group_causes(causes, fixed[0], fixed[1], anchor):
+            break
+        if look == ROUNDS or not _add_group_causes(causes, fixed[0],
+                                                   fixed[1], anchor):
+            causes.update(_merge_causes(*fixed, anchor))
             break
         fixed = _fixed(world, anchor, causes, specs, wide)
-    causes.update(_merge_causes(*fixed, anchor))
-    return TreeVerdict(anchor, False, causes)
+    return TreeVerdict(anchor, False, _fewest(world, specs, wide, anchor,
+                                              causes))
+
+
+def _fewest(world: World, specs: list[GroupSpec], wide: RequestWide,
+            anchor: int, causes: Causes) -> Causes:
+    """The causes to report, out of ``causes`` (whose removal together
+    makes ``anchor`` a candidate, unless one is ``other``): the first,
+    in ``KINDS`` order, whose removal alone does; else the causes left
+    once each that is not needed is dropped, so that removing them all
+    does and removing all but any one does not."""
+    if len(causes) <= 1 or Fault("other") in causes:
+        return causes
+    order = {k: i for i, k in enumerate(KINDS)}
+    ranked = sorted(causes, key=lambda f: order[f.kind])
+
+    def enough(kept: list[Fault]) -> bool:
+        return has_candidate(*_fixed(world, anchor,
+                                     {f: causes[f] for f in kept}, specs,
+                                     wide), anchor)
+
+    alone = next((f for f in ranked if enough([f])), None)
+    if alone is not None:
+        return {alone: causes[alone]}
+    kept = list(ranked)
+    for fault in reversed(ranked):
+        rest = [f for f in kept if f != fault]
+        if rest and enough(rest):
+            kept = rest
+    return {f: causes[f] for f in kept}
 
 
 def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec],
@@ -201,10 +231,13 @@ def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
 def _fixed(world: World, anchor: int, causes: Causes,
            specs: list[GroupSpec], wide: RequestWide
            ) -> tuple[World, list[GroupSpec], RequestWide]:
-    """A copy of the tree at ``anchor`` (with the sharing providers that
-    serve it and their ancestors), with ``causes`` removed."""
+    """A copy of the tree at ``anchor`` (with every sharing provider and
+    its ancestors), with ``causes`` removed."""
     wanted = set(world.trees.get(anchor, ()))
-    for sid in world.shared_into.get(anchor, ()):
+    # Every sharing provider, not only those serving the tree now: a fix
+    # that adds an aggregate may bring another pool in, as it would in
+    # the world.
+    for sid in world.sharing:
         wanted |= world.ancestors(sid)
     edits = {pid: world.providers[pid] for pid in wanted}
     avoid = (wide.root_forbidden.union(*(s.group.forbidden for s in specs)),
