@@ -69,6 +69,16 @@ class Explanation:
     def excluded(self) -> list[TreeVerdict]:
         return [t for t in self.trees if not t.candidate]
 
+    def named(self) -> set[int]:
+        """The providers a report of the excluded trees names: their
+        roots and every provider a cause stopped (whose names the answer
+        shows beside their uuids)."""
+        found = {t.root for t in self.excluded}
+        for tree in self.excluded:
+            for pids in tree.causes.values():
+                found.update(pids)
+        return found
+
     def counts(self) -> dict[str, int]:
         """Reason -> how many trees it kept out, in ``KINDS`` order (a
         tree counts once under each of its reasons)."""
