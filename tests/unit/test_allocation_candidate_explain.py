@@ -80,10 +80,13 @@ def _first(names: tuple[str, ...], avoid: frozenset[str]) -> str:
 
 def _remove(world: World, query: Query, anchor: int,
             causes: dict[Fault, list[int]]) -> tuple[World, Query]:
-    """The world and query with the reported ``causes`` removed."""
+    """The world and query with the reported ``causes`` removed (a
+    label taken away before any is added, as the definition says)."""
     groups, wide = query
     providers = dict(world.providers)
-    for fault, pids in causes.items():
+    removals = ("trait_forbidden", "aggregate_forbidden")
+    for fault, pids in sorted(causes.items(),
+                              key=lambda item: item[0].kind not in removals):
         if fault.kind == "root_required":
             root = providers[anchor]
             providers[anchor] = _relabel(

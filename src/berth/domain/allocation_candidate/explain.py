@@ -44,6 +44,9 @@ from berth.domain.capacity import Inventory
 
 Causes = dict[Fault, list[int]]
 
+#: The faults removed by taking a label away (applied before the others).
+REMOVALS = ("trait_forbidden", "aggregate_forbidden")
+
 #: How many times explain looks again after removing the causes found.
 ROUNDS = 3
 
@@ -252,7 +255,11 @@ def _fixed(world: World, anchor: int, causes: Causes,
     edits = {pid: world.providers[pid] for pid in wanted}
     avoid = (wide.root_forbidden.union(*(s.group.forbidden for s in specs)),
              frozenset().union(*(s.group.forbidden_aggs for s in specs)))
-    for fault, pids in causes.items():
+    # Removals first: a provider told both to lose a trait (for one
+    # group) and to gain it (for another) gains it, whatever the order
+    # the causes were found in.
+    for fault, pids in sorted(causes.items(),
+                              key=lambda item: item[0].kind not in REMOVALS):
         kind = fault.kind
         if kind == "in_tree":
             specs = [GroupSpec(dataclasses.replace(s.group, in_tree=None))
