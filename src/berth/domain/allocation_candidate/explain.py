@@ -7,8 +7,9 @@ the causes are found in three steps:
 
 1. ``root_required``: the root lacks a required trait or carries a
    forbidden one (the engine's anchor filter).
-2. Each group the search has no offer for under the tree: every fault of
-   every provider that might serve it (``faults.group_faults``).
+2. Each group the search has no offer for under the tree: the faults of
+   the providers nearest to serving each part of it no provider can
+   serve (``faults.group_faults``).
 3. The causes of steps 1 and 2 are removed on a copy of the tree (its
    providers, the sharing providers serving it and their ancestors), and
    the search runs again. If the tree still gives nothing, what is left
@@ -19,9 +20,13 @@ the causes are found in three steps:
    only relaxing all together does). Should nothing explain it, the tree
    is reported with ``other`` rather than with a wrong cause.
 
-So a tree reported with one cause gives a candidate once that cause is
-removed (``tests/unit/test_allocation_candidate_explain.py`` checks this against
-the brute-force oracle).
+4. Only the causes needed are reported (``_fewest``): the first whose
+   removal alone makes the tree a candidate, else a set from which no
+   cause can be dropped.
+
+``tests/unit/test_allocation_candidate_explain.py`` checks against the
+brute-force oracle that removing the reported causes makes the tree a
+candidate and that none of them can be left out.
 """
 
 from __future__ import annotations
