@@ -36,10 +36,6 @@ def _query_command(sub: common.Subparsers, name: str, help: str,
     return parser
 
 
-#: The parameters of an allocation-candidates query that no pattern names.
-QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
-
-
 def _get(args: argparse.Namespace, path: str,
          extra: list[tuple[str, str]]) -> Any:
     """GET ``path`` with the query, as admin at the latest microversion;
@@ -55,6 +51,7 @@ def _get(args: argparse.Namespace, path: str,
     body = resp.json()
     if resp.status_code != 200:
         from berth.api.errors import for_people
+        from berth.api.schemas.allocation_candidate import QUERY_NAMES
         raise SystemExit("berth: error: %s" % for_people(
             body["errors"][0]["detail"], known=QUERY_NAMES))
     return body

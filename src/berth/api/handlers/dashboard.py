@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 
 from berth.api import errors, microversion, render, util
 from berth.api.errors import STATUS_TEXT, HTTPProblem
+from berth.api.schemas import allocation_candidate as candidate_schema
 from berth.api.schemas.allocation_candidate import parse_query
 from berth.api.views import explain as explain_view
 from berth.api.views import fit as fit_view
@@ -42,9 +43,6 @@ STATIC = {"dashboard.css": "text/css; charset=utf-8"}
 #: from the one the class counts in.
 UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _SIZE_STEP = {u[0] + "B": step for step, u in enumerate(UNITS)}
-#: Query parameters of allocation candidates no schema pattern names,
-#: for the nearest-name hint of an unknown one.
-QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
 
 
 @cache
@@ -218,7 +216,7 @@ def _query_pairs(text: str) -> list[tuple[str, str]]:
 def one_line(problem: HTTPProblem, method: str = "") -> str:
     """What ``problem`` says, in one line for people (no schema dump)."""
     detail = problem.to_dict(None, False, method)["errors"][0]["detail"]
-    return errors.for_people(detail, known=QUERY_NAMES)
+    return errors.for_people(detail, known=candidate_schema.QUERY_NAMES)
 
 
 def _parse(text: str, version: tuple[int, int]) -> Any:

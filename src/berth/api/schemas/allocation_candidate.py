@@ -76,6 +76,11 @@ SCHEMAS: Versioned = (
 )
 
 
+#: Query parameters of allocation candidates no schema pattern names (the
+#: nearest-name hint of ``errors.for_people`` for an unknown one).
+QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
+
+
 def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
                 ) -> tuple[list[RequestGroup], RequestWide]:
     """The request groups and request-wide parameters of the query
