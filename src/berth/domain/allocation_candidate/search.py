@@ -27,7 +27,42 @@ from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestWide
 from berth.domain.allocation_candidate.world import World
 
+#: Which anchors a request lets through (``engine.anchor_filter``).
 AnchorFilter = Callable[[int], bool]
+
+
+def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
+                     anchors: Iterable[int], anchor_ok: AnchorFilter,
+                     strategy: str = "depth-first",
+                     memo: AnchorMemo | None = None) -> Iterator[Candidate]:
+    """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
+    by anchor or, breadth-first, one from each anchor in turn. A candidate
+    made of sharing providers only may repeat under several anchors. With
+    ``memo``, anchors whose providers are unchanged since an earlier search
+    of the same shape give that search's candidates again."""
+    offers = [Offers(world, spec) for spec in specs]
+    if memo is None and len(offers) == 1 and strategy != "breadth-first":
+        return _one_group_stream(world, offers[0], anchors, anchor_ok)
+    if len(offers) == 1:
+        only = offers[0]
+
+        def per_anchor(anchor: int) -> Iterator[Candidate]:
+            return one_group(world, anchor, only.at(anchor))
+    else:
+        merger = Merger(world, [s.group for s in specs], wide)
+
+        def per_anchor(anchor: int) -> Iterator[Candidate]:
+            return merger.run(anchor, offers)
+    if memo is None:
+        gens: Iterable[Iterator[Candidate]] = (
+            per_anchor(a) for a in anchors
+            if a in world.providers and anchor_ok(a))
+    else:
+        gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
+                            anchor_ok, per_anchor)
+    if strategy == "breadth-first":
+        return _roundrobin(list(gens))
+    return itertools.chain.from_iterable(gens)
 
 
 def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
@@ -75,40 +110,6 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         else:
             yield _remembered(memo, entries, anchor, basis,
                               per_anchor(anchor))
-
-
-def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
-                     anchors: Iterable[int], anchor_ok: AnchorFilter,
-                     strategy: str = "depth-first",
-                     memo: AnchorMemo | None = None) -> Iterator[Candidate]:
-    """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
-    by anchor or, breadth-first, one from each anchor in turn. A candidate
-    made of sharing providers only may repeat under several anchors. With
-    ``memo``, anchors whose providers are unchanged since an earlier search
-    of the same shape give that search's candidates again."""
-    offers = [Offers(world, spec) for spec in specs]
-    if memo is None and len(offers) == 1 and strategy != "breadth-first":
-        return _one_group_stream(world, offers[0], anchors, anchor_ok)
-    if len(offers) == 1:
-        only = offers[0]
-
-        def per_anchor(anchor: int) -> Iterator[Candidate]:
-            return one_group(world, anchor, only.at(anchor))
-    else:
-        merger = Merger(world, [s.group for s in specs], wide)
-
-        def per_anchor(anchor: int) -> Iterator[Candidate]:
-            return merger.run(anchor, offers)
-    if memo is None:
-        gens: Iterable[Iterator[Candidate]] = (
-            per_anchor(a) for a in anchors
-            if a in world.providers and anchor_ok(a))
-    else:
-        gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
-                            anchor_ok, per_anchor)
-    if strategy == "breadth-first":
-        return _roundrobin(list(gens))
-    return itertools.chain.from_iterable(gens)
 
 
 def _roundrobin(gens: list[Iterator[Candidate]]) -> Iterator[Candidate]:
