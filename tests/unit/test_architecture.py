@@ -45,6 +45,8 @@ PLANTED = [
      "handlers never import handlers"),
     ("domain/trait.py", "import falcon as _http",
      "the domain and the database never import HTTP"),
+    ("serve/memory.py", "import gunicorn as _server",
+     "berth.wsgi (uwsgi, mod_wsgi) imports no gunicorn"),
     ("client/records.py", "import sqlalchemy as _sql",
      "the client library talks HTTP only"),
     ("cli/common.py", "from berth.cli import db as _up",
