@@ -57,22 +57,13 @@ def _get(args: argparse.Namespace, path: str,
     return body
 
 
-def _named(uuid: str, name: str | None) -> str:
-    """A provider as the summary shows it: its name, then its uuid."""
-    return uuid if name is None else "%s (%s)" % (name, uuid)
-
-
 def _describe(reason: dict[str, Any]) -> str:
-    skip = ("reason", "providers", "provider_names", "tree", "tree_name")
+    skip = ("reason", "providers", "tree")
     parts = ["%s=%s" % (k, ",".join(v) if isinstance(v, list)
                         else '""' if v == "" else v)
              for k, v in reason.items() if k not in skip and v is not None]
     if reason.get("providers"):
-        names = reason.get("provider_names") or [None] * len(
-            reason["providers"])
-        parts.append("providers=%s" % ", ".join(
-            _named(u, n) for u, n in zip(reason["providers"], names,
-                                         strict=True)))
+        parts.append("providers=%s" % ",".join(reason["providers"]))
     return " ".join(parts)
 
 
@@ -96,13 +87,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   % (res["group"], res["resource_class"], res["needed"],
                      res["max_free"]))
         for example in item["examples"]:
-            print(("    e.g. tree %s: %s" % (
-                _named(example["tree"], example.get("tree_name")),
-                _describe(example))).rstrip(": "))
+            print(("    e.g. tree %s: %s" % (example["tree"],
+                                             _describe(example))).rstrip(
+                                                 ": "))
     tree = body.get("tree")
     if tree is not None:
-        print("tree %s: %s" % (_named(tree["root_provider_uuid"],
-                                      tree.get("root_provider_name")),
+        print("tree %s: %s" % (tree["root_provider_uuid"],
                                "gives a candidate" if tree["candidate"]
                                else "excluded"))
         for reason in tree["reasons"]:
