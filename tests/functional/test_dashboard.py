@@ -193,7 +193,7 @@ def test_policy_and_bad_parameters(app: Any, browser: httpx.Client) -> None:
 
 
 def test_sizes_in_binary_units() -> None:
-    from berth.api.handlers.dashboard import amount
+    from berth.api.handlers.dashboard import _amount as amount
     assert amount(2_613_248, "MEMORY_MB") == "2.49 TiB"
     assert amount(65_024, "MEMORY_MB") == "63.5 GiB"
     assert amount(512, "MEMORY_MB") == "512 MiB"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from berth import conf as berth_conf
 from berth.cli import common
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
     conf = common.load_conf(args)
     engine = setup.engine_from_conf(conf)
-    print("database: %s" % urls.masked(engine.url))
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     setup.prepare(engine)
     print("database at revision %s" % migrate.current_revision(engine))
     return 0
@@ -66,7 +67,7 @@ def cmd_db_version(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
     conf = common.load_conf(args)
     engine = setup.engine_from_conf(conf)
-    print("database: %s" % urls.masked(engine.url))
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     current = migrate.current_revision(engine)
     print("current: %s\nhead: %s" % (current or "none (empty database)",
                                        migrate.head_revision()))

@@ -23,7 +23,7 @@ def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
     db = conf.placement_database
     url = berth_conf.database_url(conf)
     try:
-        urls.resolve(url)
+        urls.check_folder(url)
     except urls.BadURL as exc:
         raise ValueError("[placement_database] connection: %s" % exc) from None
     return create_engine(

@@ -81,8 +81,8 @@ def resolve(url: str | URL) -> tuple[URL, list[str]]:
     A bare ``postgresql://`` or ``mysql://`` gets Berth's driver; a named
     driver that is not installed is replaced by Berth's. Query arguments
     are kept, except for SQLite those its driver does not accept.
-    Raises :class:`BadURL` for a URL that does not parse, names a backend
-    Berth does not serve, or an SQLite file in a folder that does not exist.
+    Raises :class:`BadURL` for a URL that does not parse or names a
+    backend Berth does not serve.
     """
     parsed = _parse(url)
     backend = parsed.get_backend_name()
@@ -121,13 +121,20 @@ def _parse(url: str | URL) -> URL:
         raise BadURL("unknown database %r: Berth serves %s%s" % (
             backend, ", ".join(SUPPORTED),
             " (did you mean %s://?)" % near if near else ""))
-    if backend == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and parsed.query.get("uri") != "true":
+    return parsed
+
+
+def check_folder(url: str | URL) -> None:
+    """Raise :class:`BadURL` when ``url`` is an SQLite file in a folder
+    that does not exist (checked when a server or command starts; a
+    folder that goes away later is a lost database, not a bad URL)."""
+    parsed = _parse(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (
+            None, "", ":memory:") and parsed.query.get("uri") != "true":
         folder = Path(parsed.database or "").resolve().parent
         if not folder.is_dir():
             raise BadURL("the folder of the SQLite file, %s, does not exist"
                          % folder)
-    return parsed
 
 
 def _shown(url: str | URL) -> str:

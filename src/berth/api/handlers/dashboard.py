@@ -38,6 +38,9 @@ from berth.domain.errors import DomainError
 RULE = "berth:dashboard"
 HTML = "text/html; charset=utf-8"
 #: The static files there are, with their types.
+#: Not routed: what api/app.py's one error handler calls, so that a browser
+#: asking a dashboard page gets an HTML error page.
+APP_HOOKS = ("wants_page", "error_page")
 STATIC = {"dashboard.css": "text/css; charset=utf-8"}
 #: Binary units of the size classes (MEMORY_MB, DISK_GB, CUSTOM_..._MB),
 #: from the one the class counts in.
@@ -53,24 +56,24 @@ def _templates() -> jinja2.Environment:
         autoescape=True, trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda n: f"{n:,}"
-    env.filters["amount"] = amount
-    env.globals["unit"] = unit
+    env.filters["amount"] = _amount
+    env.globals["unit"] = _unit
     env.globals["pager"] = _pager_links
     return env
 
 
-def unit(resource_class: str) -> str:
+def _unit(resource_class: str) -> str:
     """The unit ``resource_class`` counts in: "MB", "GB"... for a size
     class, "" for a count."""
     tail = resource_class.rpartition("_")[2]
     return tail if tail in _SIZE_STEP else ""
 
 
-def amount(n: int, resource_class: str) -> str:
+def _amount(n: int, resource_class: str) -> str:
     """``n`` of ``resource_class`` for people: a size in the largest
     binary unit it reaches (``2.49 TiB`` for 2,613,248 MEMORY_MB), a
     count with thousands separators."""
-    base = unit(resource_class)
+    base = _unit(resource_class)
     if not base:
         return f"{n:,}"
     step = _SIZE_STEP[base]
@@ -213,7 +216,7 @@ def _query_pairs(text: str) -> list[tuple[str, str]]:
     return parse_qsl(text.strip().lstrip("?"), keep_blank_values=True)
 
 
-def one_line(problem: HTTPProblem, method: str = "") -> str:
+def _one_line(problem: HTTPProblem, method: str = "") -> str:
     """What ``problem`` says, in one line for people (no schema dump)."""
     detail = problem.to_dict(None, False, method)["errors"][0]["detail"]
     return errors.for_people(detail, known=candidate_schema.QUERY_NAMES)
@@ -225,9 +228,9 @@ def _parse(text: str, version: tuple[int, int]) -> Any:
     try:
         return parse_query(_query_pairs(text), version)
     except HTTPProblem as exc:
-        return one_line(exc)
+        return _one_line(exc)
     except DomainError as exc:
-        return one_line(errors.from_domain(exc))
+        return _one_line(errors.from_domain(exc))
 
 
 def _tool(req: falcon.Request, resp: falcon.Response, template: str,
@@ -248,7 +251,7 @@ def _tool(req: falcon.Request, resp: falcon.Response, template: str,
         try:  # e.g. an unknown resource class
             world, specs = engine.resolve(conn, cache_, groups, wide)
         except DomainError as exc:
-            return seq, one_line(errors.from_domain(exc))
+            return seq, _one_line(errors.from_domain(exc))
         report = run(world, groups, specs, wide)
         return seq, (report, dashboard.labels(
             conn, world, _uuids(report), (a["aggregate"] for a in
@@ -315,7 +318,7 @@ def error_page(req: falcon.Request, resp: falcon.Response,
     if problem.status == 404 and not problem.detail:
         line = "There is no dashboard page at %s." % req.path
     else:
-        line = one_line(problem, req.method)
+        line = _one_line(problem, req.method)
     resp.data = _templates().get_template("error.html").render(
         seq=None, active="", status=problem.status, line=line,
         title=STATUS_TEXT.get(problem.status, ("Error", ""))[0],
