@@ -264,11 +264,12 @@ def database_url(conf: cfg.ConfigOpts) -> str:
     a typo must never turn into an empty, open database.
     """
     url: str = conf.placement_database.connection or ""
-    if not url and config_files(conf):
+    files = [] if url else config_files(conf)
+    if files:
         raise ValueError(
             "%s: [placement_database] connection is not set (Berth uses its "
             "embedded SQLite database only when no configuration file is "
-            "read)" % ", ".join(config_files(conf)))
+            "read)" % ", ".join(files))
     if not url:
         folder = data_dir(conf)
         folder.mkdir(parents=True, exist_ok=True)
