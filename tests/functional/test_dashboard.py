@@ -285,3 +285,28 @@ def test_browser_routes_answer_html_error_pages(
         resp = seeded.get(url)
         assert resp.status_code == status
         assert resp.json()["errors"][0]["status"] == status
+
+
+def test_explain_page_names_the_providers_the_api_blames(
+        seeded: Client, browser: httpx.Client) -> None:
+    """Every example on the explain page names the providers the API
+    (and so ``berth explain``) blames, by name: here the shared disk
+    pool as well as the host's own disk for the first eight hosts."""
+    query = "resources=DISK_GB:200000"
+    api = seeded.get("/berth/explain/allocation_candidates?"
+                     + query).json()
+    html = page(browser, "/dashboard/explain?" + str(httpx.QueryParams(
+        {"q": query})))
+    shown = re.findall(r'<div class="example">(.*?)</div>', html, re.S)
+    examples = [e for r in api["reasons"] for e in r["examples"]]
+    assert len(shown) == len(examples) > 0
+    for ex, div in zip(examples, shown, strict=True):
+        names = re.findall(r'class="provider" data-uuid="([^"]+)" '
+                           r'title="[^"]+" href="[^"]+">([^<]+)<', div)
+        assert names[0] == (ex["tree"], ex["tree_name"])
+        if ex["providers"] != [ex["tree"]]:
+            assert names[1:] == list(zip(ex["providers"],
+                                         ex["provider_names"], strict=True))
+    pooled = [e for e in examples if w.POOL in e["providers"]]
+    assert pooled and all("disk-pool" in e["provider_names"]
+                          for e in pooled)

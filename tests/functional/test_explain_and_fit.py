@@ -64,13 +64,15 @@ def test_explain_counts_reasons_with_examples(client: Client) -> None:
         {"reason": "capacity", "trees": 1,
          "resources": [{"group": "", "resource_class": "VCPU", "needed": 2,
                         "max_free": 1}],
-         "examples": [{"tree": uuid(1), "reason": "capacity", "group": "",
+         "examples": [{"tree": uuid(1), "tree_name": "rp1",
+                       "reason": "capacity", "group": "",
                        "resource_class": "VCPU", "needed": 2, "free": 1,
-                       "providers": [uuid(1)]}]},
+                       "providers": [uuid(1)], "provider_names": ["rp1"]}]},
         {"reason": "trait_missing", "trees": 1,
-         "examples": [{"tree": uuid(2), "reason": "trait_missing",
-                       "group": "", "traits": ["CUSTOM_FAST"],
-                       "providers": [uuid(2)]}]},
+         "examples": [{"tree": uuid(2), "tree_name": "rp2",
+                       "reason": "trait_missing", "group": "",
+                       "traits": ["CUSTOM_FAST"], "providers": [uuid(2)],
+                       "provider_names": ["rp2"]}]},
     ]
 
 
@@ -83,19 +85,23 @@ def test_explain_one_tree(client: Client) -> None:
     tree = explain(client, query % uuid(4))["tree"]
     assert tree["root_provider_uuid"] == uuid(2)
     assert tree["candidate"] is False
+    # Host 2 itself has no VF: its child, which has too few, is the
+    # cause, not the host.
+    assert tree["root_provider_name"] == "rp2"
     assert tree["reasons"] == [
-        {"reason": "no_inventory", "group": "1",
-         "resource_class": "SRIOV_NET_VF", "providers": [uuid(2)]},
         {"reason": "capacity", "group": "1", "resource_class": "SRIOV_NET_VF",
-         "needed": 4, "free": 2, "providers": [uuid(4)]},
+         "needed": 4, "free": 2, "providers": [uuid(4)],
+         "provider_names": ["rp4"]},
         {"reason": "trait_missing", "group": "", "traits": ["CUSTOM_FAST"],
-         "providers": [uuid(2)]},
+         "providers": [uuid(2)], "provider_names": ["rp2"]},
     ]
     other = explain(client, query % uuid(3))["tree"]
-    assert other == {"root_provider_uuid": uuid(3), "candidate": False,
+    assert other == {"root_provider_uuid": uuid(3),
+                     "root_provider_name": "rp3", "candidate": False,
                      "reasons": [{"reason": "no_inventory", "group": "1",
                                   "resource_class": "SRIOV_NET_VF",
-                                  "providers": [uuid(3)]}]}
+                                  "providers": [uuid(3)],
+                                  "provider_names": ["rp3"]}]}
 
 
 def test_explain_merge_reasons(client: Client) -> None:
@@ -105,7 +111,8 @@ def test_explain_merge_reasons(client: Client) -> None:
     query = "resources1=VCPU:1&resources2=VCPU:1&group_policy=isolate"
     body = explain(client, query + "&explain_tree=" + uuid(1))
     assert body["tree"]["reasons"] == [
-        {"reason": "isolate", "group": None, "providers": []}]
+        {"reason": "isolate", "group": None, "providers": [],
+         "provider_names": []}]
     assert candidates(client, query.replace("isolate", "none"))[
         "allocation_requests"]
 
@@ -117,7 +124,7 @@ def test_explain_sharing_and_aggregates(client: Client) -> None:
                    + "&explain_tree=" + uuid(1))
     assert body["tree"]["reasons"] == [
         {"reason": "aggregate_forbidden", "group": "", "aggregate": AGG,
-         "providers": [uuid(1)]}]
+         "providers": [uuid(1)], "provider_names": ["rp1"]}]
     # Taking host 1 out of the aggregate would also cut it off from the
     # pool's disk: explain says so.
     body = explain(client, "resources=VCPU:1,DISK_GB:10&member_of=!" + AGG
@@ -128,6 +135,45 @@ def test_explain_sharing_and_aggregates(client: Client) -> None:
     assert body["trees"]["with_candidates"] == 0
     assert [r["reason"] for r in body["reasons"]] == [
         "no_inventory", "aggregate_missing"]
+
+
+def test_explain_blames_the_numa_node_not_the_root(client: Client) -> None:
+    """The walkthrough's tree: disk on the root, VCPU and memory on two
+    NUMA children. Short of VCPU, the children are the cause; the root,
+    which has no VCPU at all, is not."""
+    provider(client, 1)
+    inventory(client, uuid(1), DISK_GB=1000)
+    for n in (2, 3):
+        provider(client, n, parent=1)
+        inventory(client, uuid(n), VCPU=64, MEMORY_MB=65536)
+    body = explain(client, "resources=VCPU:100,MEMORY_MB:8192&explain_tree="
+                   + uuid(1))
+    assert body["tree"]["reasons"] == [
+        {"reason": "capacity", "group": "", "resource_class": "VCPU",
+         "needed": 100, "free": 64, "providers": [uuid(2), uuid(3)],
+         "provider_names": ["rp2", "rp3"]}]
+    assert [r["reason"] for r in body["reasons"]] == ["capacity"]
+
+
+def test_explain_blames_the_sharing_pool_for_its_disk(client: Client
+                                                      ) -> None:
+    """The pool, short of disk, is the cause, not the hosts that have no
+    disk; a host short of memory is, not the pool that has none."""
+    pool_world(client)
+    body = explain(client, "resources=VCPU:1,DISK_GB:2000")
+    # The pool's own tree lacks VCPU too; every tree lacks the pool's disk.
+    assert [(r["reason"], r["trees"]) for r in body["reasons"]] == [
+        ("no_inventory", 1), ("capacity", 3)]
+    assert [(e["tree_name"], e["resource_class"], e["provider_names"])
+            for e in body["reasons"][1]["examples"]] == [
+        ("rp1", "DISK_GB", ["rp3"]), ("rp2", "DISK_GB", ["rp3"]),
+        ("rp3", "DISK_GB", ["rp3"])]
+    body = explain(client, "resources=MEMORY_MB:8192,DISK_GB:10"
+                   "&explain_tree=" + uuid(1))
+    assert body["tree"]["reasons"] == [
+        {"reason": "capacity", "group": "", "resource_class": "MEMORY_MB",
+         "needed": 8192, "free": 4096, "providers": [uuid(1)],
+         "provider_names": ["rp1"]}]
 
 
 @pytest.mark.parametrize("query", [
@@ -258,10 +304,12 @@ def test_cli_explain_and_fit(tmp_path: Path) -> None:
                    check=True, timeout=120)
     out = run("explain", "resources=VCPU:8")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[:3] == [
+    assert out.stdout.splitlines()[:4] == [
         "1 trees considered, 0 give a candidate, 1 excluded",
         "  capacity: 1 tree",
-        "    group '' VCPU: needed 8, most free 4"]
+        "    group '' VCPU: needed 8, most free 4",
+        "    e.g. tree h (%s): group=\"\" resource_class=VCPU needed=8 "
+        "free=4 providers=h (%s)" % (uuid(1), uuid(1))]
     out = run("fit", "resources=VCPU:1")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "total: 4 (exact)"

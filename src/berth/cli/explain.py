@@ -57,13 +57,22 @@ def _get(args: argparse.Namespace, path: str,
     return body
 
 
+def _named(uuid: str, name: str | None) -> str:
+    """A provider as the summary shows it: its name, then its uuid."""
+    return uuid if name is None else "%s (%s)" % (name, uuid)
+
+
 def _describe(reason: dict[str, Any]) -> str:
-    skip = ("reason", "providers", "tree")
+    skip = ("reason", "providers", "provider_names", "tree", "tree_name")
     parts = ["%s=%s" % (k, ",".join(v) if isinstance(v, list)
                         else '""' if v == "" else v)
              for k, v in reason.items() if k not in skip and v is not None]
     if reason.get("providers"):
-        parts.append("providers=%s" % ",".join(reason["providers"]))
+        names = reason.get("provider_names") or [None] * len(
+            reason["providers"])
+        parts.append("providers=%s" % ", ".join(
+            _named(u, n) for u, n in zip(reason["providers"], names,
+                                         strict=True)))
     return " ".join(parts)
 
 
@@ -87,12 +96,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   % (res["group"], res["resource_class"], res["needed"],
                      res["max_free"]))
         for example in item["examples"]:
-            print(("    e.g. tree %s: %s" % (example["tree"],
-                                             _describe(example))).rstrip(
-                                                 ": "))
+            print(("    e.g. tree %s: %s" % (
+                _named(example["tree"], example.get("tree_name")),
+                _describe(example))).rstrip(": "))
     tree = body.get("tree")
     if tree is not None:
-        print("tree %s: %s" % (tree["root_provider_uuid"],
+        print("tree %s: %s" % (_named(tree["root_provider_uuid"],
+                                      tree.get("root_provider_name")),
                                "gives a candidate" if tree["candidate"]
                                else "excluded"))
         for reason in tree["reasons"]:

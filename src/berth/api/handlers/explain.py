@@ -11,7 +11,7 @@ from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas.allocation_candidate import parse_query
 from berth.api.views import explain as view
-from berth.domain import common
+from berth.domain import common, dashboard
 from berth.domain.allocation_candidate import engine, explain
 from berth.domain.allocation_candidate.explain import Explanation
 
@@ -33,12 +33,19 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     wanted = common.normalize_uuid(trees[0]) if trees else None
     cache = util.world_cache(req)
 
-    def work(conn: Connection) -> Explanation:
+    def work(conn: Connection) -> tuple[Explanation, dict[int, str]]:
         world, specs = engine.resolve(conn, cache, groups, wide)
-        return explain.explain(world, groups, specs, wide)
+        report = explain.explain(world, groups, specs, wide)
+        named = report.named()
+        pid = world.by_uuid.get(wanted or "")
+        if pid is not None:
+            named.add(world.providers[pid].root_id)
+        # Names are read here, for the providers the answer names only:
+        # the world the search keeps has none.
+        return report, dashboard.names(conn, named)
 
-    report = util.db(req).read(work)
-    body = view.serialize(report)
+    report, names = util.db(req).read(work)
+    body = view.serialize(report, names)
     if wanted is not None:
-        body["tree"] = view.tree(report, wanted)
+        body["tree"] = view.tree(report, wanted, names)
     util.send(req, resp, body)

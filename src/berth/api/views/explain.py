@@ -3,6 +3,7 @@ dashboard's explain page shows too (see ``docs/explain-and-fit.md``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from berth.domain import errors
@@ -26,9 +27,13 @@ _LIMIT = {"capacity": "free", "min_unit": "min_unit", "max_unit": "max_unit",
           "step_size": "step_size"}
 
 
-def serialize(report: Explanation) -> dict[str, Any]:
+def serialize(report: Explanation,
+              names: Mapping[int, str] | None = None) -> dict[str, Any]:
     """Counts per reason, with examples and, for capacity, what was
-    needed against the most any provider had free."""
+    needed against the most any provider had free. With ``names``
+    (provider id -> name, for ``report.named()``) each example names
+    its tree (``tree_name``) and providers (``provider_names``, in the
+    order of ``providers``) too."""
     world = report.world
     excluded = report.excluded
     reasons = []
@@ -37,11 +42,11 @@ def serialize(report: Explanation) -> dict[str, Any]:
         if kind == "capacity":
             item["resources"] = _capacity(world, excluded)
         item["examples"] = [
-            {"tree": world.uuid(t.root), **fault_body(world, f, pids)}
+            {"tree": world.uuid(t.root),
+             **({} if names is None else {"tree_name": names.get(t.root)}),
+             **fault_body(world, f, pids[:EXAMPLES], names)}
             for t in excluded for f, pids in t.causes.items()
             if f.kind == kind][:EXAMPLES]
-        for example in item["examples"]:
-            example["providers"] = example["providers"][:EXAMPLES]
         reasons.append(item)
     return {"trees": {"considered": len(report.trees),
                       "with_candidates": len(report.trees) - len(excluded),
@@ -71,8 +76,10 @@ def _free(world: World, fault: Fault, pids: list[int]) -> int:
     return max(world.providers[p].room[rc][0] for p in pids)
 
 
-def fault_body(world: World, fault: Fault, pids: list[int]) -> dict[str, Any]:
-    """One reason as the answer shows it."""
+def fault_body(world: World, fault: Fault, pids: list[int],
+               names: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """One reason as the answer shows it: with ``names``, the providers'
+    names too (``provider_names``, beside ``providers``)."""
     body: dict[str, Any] = {"reason": fault.kind, "group": fault.group}
     name = _SUBJECT.get(fault.kind)
     if fault.kind == "capacity" and fault.group is None:
@@ -88,12 +95,17 @@ def fault_body(world: World, fault: Fault, pids: list[int]) -> dict[str, Any]:
         elif limit is not None:
             body[limit] = fault.limit
     body["providers"] = [world.uuid(p) for p in pids]
+    if names is not None:
+        body["provider_names"] = [names.get(p) for p in pids]
     return body
 
 
-def tree(report: Explanation, wanted: str) -> dict[str, Any]:
+def tree(report: Explanation, wanted: str,
+         names: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The exact reasons of the tree of provider ``wanted`` (a normalized
-    uuid); NotFound when no provider has that uuid."""
+    uuid), with the names of its root and providers when ``names`` is
+    given (as in ``serialize``); NotFound when no provider has that
+    uuid."""
     world = report.world
     pid = world.by_uuid.get(wanted)
     if pid is None:
@@ -104,6 +116,10 @@ def tree(report: Explanation, wanted: str) -> dict[str, Any]:
     order = {k: i for i, k in enumerate(KINDS)}
     causes = sorted(verdict.causes.items(),
                     key=lambda item: order[item[0].kind])
-    return {"root_provider_uuid": world.uuid(root),
-            "candidate": verdict.candidate,
-            "reasons": [fault_body(world, f, pids) for f, pids in causes]}
+    body: dict[str, Any] = {"root_provider_uuid": world.uuid(root)}
+    if names is not None:
+        body["root_provider_name"] = names.get(root)
+    body["candidate"] = verdict.candidate
+    body["reasons"] = [fault_body(world, f, pids, names)
+                       for f, pids in causes]
+    return body

@@ -7,8 +7,9 @@ the causes are found in three steps:
 
 1. ``root_required``: the root lacks a required trait or carries a
    forbidden one (the engine's anchor filter).
-2. Each group the search has no offer for under the tree: every fault of
-   every provider that might serve it (``faults.group_faults``).
+2. Each group the search has no offer for under the tree: the faults of
+   the providers nearest to serving each part of it no provider can
+   serve (``faults.group_faults``).
 3. The causes of steps 1 and 2 are removed on a copy of the tree (its
    providers, the sharing providers serving it and their ancestors), and
    the search runs again. If the tree still gives nothing, what is left
@@ -19,9 +20,13 @@ the causes are found in three steps:
    only relaxing all together does). Should nothing explain it, the tree
    is reported with ``other`` rather than with a wrong cause.
 
-So a tree reported with one cause gives a candidate once that cause is
-removed (``tests/unit/test_allocation_candidate_explain.py`` checks this against
-the brute-force oracle).
+4. Only the causes needed are reported (``_fewest``): the first whose
+   removal alone makes the tree a candidate, else a set from which no
+   cause can be dropped.
+
+``tests/unit/test_allocation_candidate_explain.py`` checks against the
+brute-force oracle that removing the reported causes makes the tree a
+candidate and that none of them can be left out.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 
 Causes = dict[Fault, list[int]]
+
+#: The faults removed by taking a label away (applied before the others).
+REMOVALS = ("trait_forbidden", "aggregate_forbidden")
+
+#: The faults about one class of one group.
+ROOM = ("no_inventory", "capacity", "min_unit", "max_unit", "step_size")
 
 #: How many times explain looks again after removing the causes found.
 ROUNDS = 3
@@ -68,6 +79,16 @@ class Explanation:
     @property
     def excluded(self) -> list[TreeVerdict]:
         return [t for t in self.trees if not t.candidate]
+
+    def named(self) -> set[int]:
+        """The providers a report of the excluded trees names: their
+        roots and every provider a cause stopped (whose names the answer
+        shows beside their uuids)."""
+        found = {t.root for t in self.excluded}
+        for tree in self.excluded:
+            for pids in tree.causes.values():
+                found.update(pids)
+        return found
 
     def counts(self) -> dict[str, int]:
         """Reason -> how many trees it kept out, in ``KINDS`` order (a
@@ -131,14 +152,82 @@ def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
     fixed = _fixed(world, anchor, causes, specs, wide)
     # Removing one cause can reveal another (a provider given the class
     # it lacked may then lack room): look again, a bounded number of times.
-    for _ in range(ROUNDS):
+    for look in range(ROUNDS + 1):
         if causes and has_candidate(*fixed, anchor):
-            return TreeVerdict(anchor, False, causes)
-        if not _add_group_causes(causes, fixed[0], fixed[1], anchor):
+            break
+        if look == ROUNDS or not _add_group_causes(causes, fixed[0],
+                                                   fixed[1], anchor):
+            causes.update(_merge_causes(*fixed, anchor))
             break
         fixed = _fixed(world, anchor, causes, specs, wide)
-    causes.update(_merge_causes(*fixed, anchor))
-    return TreeVerdict(anchor, False, causes)
+    kept = _fewest(world, specs, wide, anchor, causes)
+    return TreeVerdict(anchor, False, _in_context(world, specs, wide, anchor,
+                                                  kept))
+
+
+def _in_context(world: World, specs: list[GroupSpec], wide: RequestWide,
+                anchor: int, causes: Causes) -> Causes:
+    """``causes`` with each fault about a group's class blamed again on
+    the tree as the *other* causes leave it: a fix can bring another
+    provider in (a root given the aggregate it lacked now shares a pool's
+    disk), and then the provider nearest to serving that class there is
+    the one to blame (the pool, short of room), not the one found before
+    the fix (the root, with no disk of its own). A new blame is kept only
+    when, with the other causes, it still makes the tree a candidate."""
+    if Fault("other") in causes:
+        return causes
+    for _ in range(ROUNDS):
+        changed = False
+        for fault in list(causes):
+            if (fault not in causes or fault.kind not in ROOM
+                    or fault.group is None):
+                continue
+            rest = {f: p for f, p in causes.items() if f != fault}
+            after = _fixed(world, anchor, rest, specs, wide)
+            spec = next(s for s in after[1]
+                        if s.group.suffix == fault.group)
+            found = {f: p for f, p in group_faults(after[0], spec,
+                                                   anchor).items()
+                     if f not in rest}
+            if not found or found == {fault: causes[fault]}:
+                continue
+            fresh = {**rest, **found}
+            if has_candidate(*_fixed(world, anchor, fresh, specs, wide),
+                             anchor):
+                causes = _fewest(world, specs, wide, anchor, fresh)
+                changed = True
+                break
+        if not changed:
+            break
+    return causes
+
+
+def _fewest(world: World, specs: list[GroupSpec], wide: RequestWide,
+            anchor: int, causes: Causes) -> Causes:
+    """The causes to report, out of ``causes`` (whose removal together
+    makes ``anchor`` a candidate, unless one is ``other``): the first,
+    in ``KINDS`` order, whose removal alone does; else the causes left
+    once each that is not needed is dropped, so that removing them all
+    does and removing all but any one does not."""
+    if len(causes) <= 1 or Fault("other") in causes:
+        return causes
+    order = {k: i for i, k in enumerate(KINDS)}
+    ranked = sorted(causes, key=lambda f: order[f.kind])
+
+    def enough(kept: list[Fault]) -> bool:
+        return has_candidate(*_fixed(world, anchor,
+                                     {f: causes[f] for f in kept}, specs,
+                                     wide), anchor)
+
+    alone = next((f for f in ranked if enough([f])), None)
+    if alone is not None:
+        return {alone: causes[alone]}
+    kept = list(ranked)
+    for fault in reversed(ranked):
+        rest = [f for f in kept if f != fault]
+        if rest and enough(rest):
+            kept = rest
+    return {f: causes[f] for f in kept}
 
 
 def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec],
@@ -201,15 +290,22 @@ def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
 def _fixed(world: World, anchor: int, causes: Causes,
            specs: list[GroupSpec], wide: RequestWide
            ) -> tuple[World, list[GroupSpec], RequestWide]:
-    """A copy of the tree at ``anchor`` (with the sharing providers that
-    serve it and their ancestors), with ``causes`` removed."""
+    """A copy of the tree at ``anchor`` (with every sharing provider and
+    its ancestors), with ``causes`` removed."""
     wanted = set(world.trees.get(anchor, ()))
-    for sid in world.shared_into.get(anchor, ()):
+    # Every sharing provider, not only those serving the tree now: a fix
+    # that adds an aggregate may bring another pool in, as it would in
+    # the world.
+    for sid in world.sharing:
         wanted |= world.ancestors(sid)
     edits = {pid: world.providers[pid] for pid in wanted}
     avoid = (wide.root_forbidden.union(*(s.group.forbidden for s in specs)),
              frozenset().union(*(s.group.forbidden_aggs for s in specs)))
-    for fault, pids in causes.items():
+    # Removals first: a provider told both to lose a trait (for one
+    # group) and to gain it (for another) gains it, whatever the order
+    # the causes were found in.
+    for fault, pids in sorted(causes.items(),
+                              key=lambda item: item[0].kind not in REMOVALS):
         kind = fault.kind
         if kind == "in_tree":
             specs = [GroupSpec(dataclasses.replace(s.group, in_tree=None))

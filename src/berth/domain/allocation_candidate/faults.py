@@ -12,9 +12,11 @@ when the search offers it that group, and every provider the search uses
 for a class of the unsuffixed group has no fault for that class
 (``tests/unit/test_allocation_candidate_explain.py`` checks both on random worlds).
 
-A ``Fault`` also says how to remove it (``Fix``): explain uses fixes to
-check that the causes it reports are the whole story, on a copy of the
-tree.
+``group_faults`` blames, for each part of a group no provider can
+serve, only the providers nearest to serving it (``closest``): their
+faults, removed, let one of them serve that part. Explain removes
+faults on a copy of the tree (``explain.fix_provider``) to check which
+of them are the cause.
 """
 
 from __future__ import annotations
@@ -144,15 +146,39 @@ def serving(world: World, anchor: int, spec: GroupSpec) -> list[int]:
 
 def group_faults(world: World, spec: GroupSpec, anchor: int
                  ) -> dict[Fault, list[int]]:
-    """Why ``spec`` has no offer under ``anchor``: each fault with the
-    providers it stopped (an empty list for a fault of the tree as a
-    whole). Called only when the search found no offer."""
+    """Why ``spec`` has no offer under ``anchor``: for each part no
+    provider can serve (the suffixed group, or one class of the
+    unsuffixed group), the faults of the ``closest`` providers, each
+    fault with the providers it stopped (an empty list for a fault of
+    the tree as a whole). Called only when the search found no offer."""
     if not spec.group.same_provider:
         return _spread_group_faults(world, spec, anchor)
     out: dict[Fault, list[int]] = {}
-    for pid in serving(world, anchor, spec):
-        _note(out, granular_faults(world, spec, pid), pid)
+    nearest = closest({pid: granular_faults(world, spec, pid)
+                       for pid in serving(world, anchor, spec)})
+    for pid, found in nearest.items():
+        _note(out, found, pid)
     return out
+
+
+def distance(found: list[Fault]) -> tuple[int, int]:
+    """How far a provider with faults ``found`` is from serving a part:
+    classes it lacks, then faults in all. A provider that has the class
+    but too little of it is nearer than one without the class."""
+    return sum(f.kind == "no_inventory" for f in found), len(found)
+
+
+def closest(faults: dict[int, list[Fault]]) -> dict[int, list[Fault]]:
+    """The providers of ``faults`` (pid -> its faults for one part) at
+    the least ``distance``: the ones explain blames, since removing any
+    one's faults lets it serve the part, and blaming a farther one (a
+    host without the class, for what a sharing pool is short of) would
+    point at the wrong provider."""
+    if not faults:
+        return {}
+    best = min(distance(found) for found in faults.values())
+    return {pid: found for pid, found in faults.items()
+            if distance(found) == best}
 
 
 def _note(out: dict[Fault, list[int]], faults: Iterable[Fault],
@@ -187,7 +213,7 @@ def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
         if options:
             chosen.update(options)
             continue
-        for pid, found in faults.items():
+        for pid, found in closest(faults).items():
             _note(out, found, pid)
     if out or not g.required:
         return out
