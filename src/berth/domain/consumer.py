@@ -54,6 +54,60 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
                     row.generation, row.consumer_type_id)
 
 
+@dataclass(slots=True)
+class Lookup:
+    """What one write needs to know of a consumer before taking it: the
+    ids of its owner as the request names them (None: no such row yet),
+    the consumer itself (None: it does not exist) and whether any
+    allocation carries its uuid."""
+
+    project_id: int | None
+    user_id: int | None
+    type_id: int | None
+    current: Consumer | None
+    holds: bool
+
+
+def _id_of(key: sa.Column[str], name: str) -> sa.ScalarSelect[int]:
+    return (sa.select(key.table.c.id).where(key == sa.bindparam(name))
+            .scalar_subquery())
+
+
+def _consumer_column(column: sa.Column[int]) -> sa.ScalarSelect[int]:
+    c = t.consumers
+    return (sa.select(column).where(c.c.uuid == sa.bindparam("uuid"))
+            .scalar_subquery())
+
+
+# Built once: every write of allocations runs it, and one statement of
+# scalar sub-queries is one round trip where separate look-ups were five.
+_LOOK_UP = sa.select(
+    _id_of(t.projects.c.external_id, "project").label("project"),
+    _id_of(t.users.c.external_id, "user").label("user"),
+    _id_of(t.consumer_types.c.name, "type").label("type"),
+    _consumer_column(t.consumers.c.id).label("id"),
+    _consumer_column(t.consumers.c.project_id).label("project_id"),
+    _consumer_column(t.consumers.c.user_id).label("user_id"),
+    _consumer_column(t.consumers.c.generation).label("generation"),
+    _consumer_column(t.consumers.c.consumer_type_id).label("type_id"),
+    sa.exists(sa.select(t.allocations.c.id).where(
+        t.allocations.c.consumer_id == sa.bindparam("uuid"))).label("holds"))
+
+
+def look_up(conn: Connection, uuid: str, project: str, user: str,
+            type_name: str | None) -> Lookup:
+    """The consumer ``uuid`` and the ids of project ``project``, user
+    ``user`` and type ``type_name`` (external ids), in one statement;
+    take missing owner rows with :func:`project_id` and the like."""
+    (project_row, user_row, type_row, id_, project_, user_, generation,
+     type_id, holds) = conn.execute(_LOOK_UP, {
+         "project": project, "user": user, "type": type_name,
+         "uuid": uuid}).one()
+    current = (None if id_ is None else
+               Consumer(id_, uuid, project_, user_, generation, type_id))
+    return Lookup(project_row, user_row, type_row, current, bool(holds))
+
+
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
     """Id of the row of ``key``'s table whose ``key`` is ``value``,
     inserted if missing.
