@@ -158,10 +158,10 @@ def create(conn: Connection, uuid: str, project: int, user: int,
     aborted it."""
     c = t.consumers
     try:
-        result = conn.execute(c.insert().values(
-            uuid=uuid, project_id=project, user_id=user,
-            generation=generation, consumer_type_id=type_id,
-            created_at=common.now()))
+        result = conn.execute(c.insert(), {
+            "uuid": uuid, "project_id": project, "user_id": user,
+            "generation": generation, "consumer_type_id": type_id,
+            "created_at": common.now()})
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
     new_id = int(result.inserted_primary_key[0])  # type: ignore[index]

@@ -184,14 +184,19 @@ def set_inventories(conn: Connection, provider_id: int,
              for n, i in inventories.items() if ids[n] not in existing]
     if added:
         conn.execute(inv.insert(), added)
-    for name, item in inventories.items():
-        if ids[name] in existing:
-            conn.execute(inv.update().where(
-                inv.c.resource_provider_id == provider_id,
-                inv.c.resource_class_id == ids[name])
-                .values(updated_at=stamp, **_values(item)))
+    kept = [{"b_rp": provider_id, "b_rc": ids[n], "updated_at": stamp,
+             **_values(i)} for n, i in inventories.items()
+            if ids[n] in existing]
+    if kept:  # one statement for them all
+        conn.execute(_UPDATE, kept)
     _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
                                        if ids[n] in existing})
+
+
+# Built once: every inventory write of a class already there runs it.
+_UPDATE = t.inventories.update().where(
+    t.inventories.c.resource_provider_id == sa.bindparam("b_rp"),
+    t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
 def _provider_uuid(conn: Connection, provider_id: int) -> str:
