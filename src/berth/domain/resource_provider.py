@@ -34,23 +34,28 @@ KEEP = object()
 _LOCK_ATTEMPTS = 5
 
 
+# Built once: every provider write reads its row back.
+_SELECT = (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
+                     RP.c.parent_provider_id, RP.c.root_provider_id,
+                     _PARENT.c.uuid.label("parent_provider_uuid"),
+                     _ROOT.c.uuid.label("root_provider_uuid"),
+                     RP.c.created_at, RP.c.updated_at)
+           .select_from(RP.outerjoin(_PARENT,
+                                     RP.c.parent_provider_id == _PARENT.c.id)
+                        .outerjoin(_ROOT,
+                                   RP.c.root_provider_id == _ROOT.c.id)))
+_BY_UUID = _SELECT.where(RP.c.uuid == sa.bindparam("b_uuid"))
+
+
 def _select() -> sa.Select:  # type: ignore[type-arg]
     """Providers with their parent and root uuids."""
-    return (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
-                      RP.c.parent_provider_id, RP.c.root_provider_id,
-                      _PARENT.c.uuid.label("parent_provider_uuid"),
-                      _ROOT.c.uuid.label("root_provider_uuid"),
-                      RP.c.created_at, RP.c.updated_at)
-            .select_from(RP.outerjoin(_PARENT,
-                                      RP.c.parent_provider_id == _PARENT.c.id)
-                         .outerjoin(_ROOT,
-                                    RP.c.root_provider_id == _ROOT.c.id)))
+    return _SELECT
 
 
 def get_provider(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
     """One provider (columns of :func:`_select`: id, uuid, name, generation,
     parent/root ids and uuids, timestamps), or None."""
-    return conn.execute(_select().where(RP.c.uuid == uuid)).first()
+    return conn.execute(_BY_UUID, {"b_uuid": uuid}).first()
 
 
 def load_provider(conn: Connection, uuid: str,
