@@ -9,8 +9,9 @@ then provider rows by id) so that concurrent claims do not deadlock:
    new consumers and updating their project/user/type;
 3. resolve resource classes (400 for an unknown one);
 4. lock every provider whose allocations grow, or that loses a consumer
-   being emptied (``SELECT ... FOR UPDATE``, then the generation CAS of
-   ``common.bump_provider_generation``) -- before reading any usage;
+   being emptied, by moving its generation (one ``UPDATE`` each, in id
+   order) -- before reading any usage, so that the usage read sees every
+   claim on it that committed before;
 5. delete the consumers' current allocations, check capacity against
    what is left (``berth.domain.claim``), insert the new ones;
 6. delete consumers left without allocations.

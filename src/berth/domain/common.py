@@ -42,8 +42,12 @@ def normalize_uuid(value: str) -> str | None:
 
 def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
     """The resource_providers row for ``uuid``, or None."""
-    rp = t.resource_providers
-    return conn.execute(sa.select(rp).where(rp.c.uuid == uuid)).first()
+    return conn.execute(_PROVIDER, {"b_uuid": uuid}).first()
+
+
+# Built once: most writes start by reading their provider.
+_PROVIDER = sa.select(t.resource_providers).where(
+    t.resource_providers.c.uuid == sa.bindparam("b_uuid"))
 
 
 def require_provider(conn: Connection, uuid: str,
