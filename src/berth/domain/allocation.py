@@ -88,6 +88,8 @@ _RESOLVE = sa.select(_RP.c.id, _RP.c.uuid).where(
 _HELD = sa.select(_A.c.consumer_id, _A.c.resource_provider_id,
                   _A.c.resource_class_id, _A.c.used).where(
     _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_DELETE_CONSUMER = t.consumers.delete().where(
+    t.consumers.c.uuid == sa.bindparam("b_uuid"))
 _DELETE = _A.delete().where(
     _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
 # The generation moves without a compare-and-swap: the UPDATE itself
@@ -336,9 +338,8 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
         old = _amounts(held, held).get(consumer_uuid, {})
         changes.note_usage(conn, usage.deltas(
             [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
-    c = t.consumers
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
-    conn.execute(c.delete().where(c.c.uuid == consumer_uuid))
+    conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 
 @dataclass(slots=True)
