@@ -47,6 +47,8 @@ import sqlalchemy as sa
 from berth import conf as berth_conf
 from berth.api.app import create_app
 from berth.db.engine import Database, create_engine
+from berth.serve import preload
+from berth.serve.memory import tune_gc
 
 VERSION = "placement 1.39"
 CANDIDATES = "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=5"
@@ -158,13 +160,23 @@ class Scenarios:
 
     # -- the claim cycle ------------------------------------------------
     def claim_get(self) -> None:
-        """GET /allocation_candidates?...&limit=5 after the last claim."""
+        """GET /allocation_candidates?...&limit=5 (no write in between)."""
         self.call("GET", "/allocation_candidates?" + CANDIDATES)
 
     def claim_put(self) -> None:
         """PUT /allocations/{new consumer} of a candidate."""
         with self._quiet():
             found = self.call("GET", "/allocation_candidates?" + CANDIDATES)
+        body = found["allocation_requests"][self.n % 5]
+        self.n += 1
+        body.update(project_id="p-bench", user_id="u-bench",
+                    consumer_generation=None, consumer_type="INSTANCE")
+        self.call("PUT", "/allocations/%s" % uuid.uuid4(), body, 204)
+
+    def claim_cycle(self) -> None:
+        """Both: the candidates (bringing the cache up to date after the
+        claim before) and the claim of one of them."""
+        found = self.call("GET", "/allocation_candidates?" + CANDIDATES)
         body = found["allocation_requests"][self.n % 5]
         self.n += 1
         body.update(project_id="p-bench", user_id="u-bench",
@@ -315,17 +327,27 @@ class Scenarios:
         return Quiet()
 
 
-NAMES = ["claim_get", "claim_put", "put_allocations_move", "post_allocations",
+NAMES = ["claim_get", "claim_put", "claim_cycle", "put_allocations_move", "post_allocations",
          "delete_allocations", "put_inventories", "put_inventory",
          "put_traits", "put_aggregates", "post_resource_provider",
          "put_resource_provider", "delete_resource_provider", "reshaper"]
+
+
+#: With ``--gc``, the collector runs as in a server (``tune_gc``).
+SERVER_GC = False
 
 
 def _app(url: str) -> Any:
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
     conf.set_override("request_log", False, group="berth")
-    return create_app(conf, Database(create_engine(url)))
+    observers = [tune_gc()] if SERVER_GC else []
+    app = create_app(conf, Database(create_engine(url)),
+                     world_observers=observers)
+    # As in a worker of ``berth serve``: one request at a time, so the
+    # candidate cache brings its world up to date in place.
+    preload.after_fork(app, one_at_a_time=True)
+    return app
 
 
 def _copy(db: Path) -> Iterator[str]:
@@ -341,7 +363,8 @@ def _copy(db: Path) -> Iterator[str]:
 def run(url: str, names: list[str], count: int, warm: int,
         each: Callable[[str, Meter], None]) -> None:
     """Run the scenarios in order; ``each(name, meter)`` after each."""
-    gc.disable()
+    if not SERVER_GC:
+        gc.disable()
     meter = Meter()
     scen = Scenarios(Client(_app(url), meter), url)
     for name in names:
@@ -395,10 +418,15 @@ def main() -> int:
     ap.add_argument("--cpu", action="store_true",
                     help="median process CPU instead of instructions")
     ap.add_argument("--profile", help="cProfile one scenario")
+    ap.add_argument("--gc", action="store_true",
+                    help="with --cpu: the garbage collector on, tuned as "
+                    "in a server (the default turns it off)")
     ap.add_argument("--keep", help="folder for the callgrind files")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = args.scenarios or NAMES
+    global SERVER_GC
+    SERVER_GC = args.gc
     if args.inner:
         for url in _copy(args.db):
             run(url, names, args.count, args.warm,
