@@ -238,3 +238,37 @@ def test_non_admin_forbidden(db: Database, app: Any) -> None:
     with Client(app, token="user") as user:
         assert user.get(_url(uuid)).status_code == 403
         assert user.delete(_url(uuid, "VCPU")).status_code == 403
+
+
+MISSING = "00000000-0000-0000-0000-0000000000ee"
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("PUT", _url(MISSING), {"inventories": {}}),
+    ("PUT", _url(MISSING), {"resource_provider_generation": 0,
+                            "inventories": {"VCPU": {"total": -1}}}),
+    ("PUT", _url(MISSING), {"resource_provider_generation": 0,
+                            "inventories": {"VCPU": {"total": 1,
+                                                     "reserved": 2}}}),
+    ("PUT", _url(MISSING, "VCPU"), {"total": 1}),
+    ("POST", _url(MISSING), {"resource_class": "VCPU", "total": 10 ** 19}),
+    ("PUT", "/resource_providers/%s/aggregates" % MISSING, {"x": 1}),
+    ("PUT", "/resource_providers/%s" % MISSING, {"nom": "x"}),
+])
+def test_missing_provider_is_404_before_a_bad_body(
+        client: Any, method: str, path: str, body: Any) -> None:
+    """A write to a missing provider is a 404 whatever its body says
+    (upstream checks the provider first), and so is one whose body is
+    fine (the write itself finds the provider missing)."""
+    resp = client.request(method, path, json=body)
+    assert resp.status_code == 404, resp.text
+    assert resp.json()["errors"][0]["status"] == 404
+    fine = {"PUT": {"resource_provider_generation": 0, "inventories": {}},
+            "POST": {"resource_class": "VCPU", "total": 1}}[method]
+    if path.endswith("VCPU"):
+        fine = {"resource_provider_generation": 0, "total": 1}
+    elif "aggregates" in path:
+        fine = {"resource_provider_generation": 0, "aggregates": []}
+    elif path.endswith(MISSING):
+        fine = {"name": "x"}
+    assert client.request(method, path, json=fine).status_code == 404

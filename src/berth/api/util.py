@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import falcon
@@ -16,6 +16,7 @@ from berth.api import microversion, render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
 from berth.domain.allocation_candidate.world_cache import WorldCache
+from berth.domain.errors import DomainError
 from berth.domain.memo import Memo
 
 
@@ -105,6 +106,25 @@ def json_body(req: falcon.Request,
     except jsonschema.ValidationError as exc:
         raise HTTPProblem(400, "JSON does not validate: %s" % exc) from None
     return data
+
+
+T = TypeVar("T")
+
+
+def parse_or_not_found(req: falcon.Request, parse: Callable[[], T],
+                       exists: Callable[[Any], object]) -> T:
+    """``parse()`` (reading and checking a write's body); when it refuses
+    the body, ``exists(conn)`` runs first, so that its 404 (a missing
+    provider) comes before the body's 400 or 415, in upstream's order.
+
+    A body that parses costs no read: the write itself answers 404 for a
+    missing provider, in the same words.
+    """
+    try:
+        return parse()
+    except (HTTPProblem, DomainError):
+        db(req).read(exists)
+        raise
 
 
 def query(req: falcon.Request) -> list[tuple[str, str]]:

@@ -46,13 +46,23 @@ def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
         .where(LINK.c.resource_provider_id == provider_id)))
 
 
+# Built once: every aggregate write of a provider runs them.
+_IDS = sa.select(AGG.c.uuid, AGG.c.id).where(
+    AGG.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)))
+_LINKED = sa.select(LINK.c.aggregate_id).where(
+    LINK.c.resource_provider_id == sa.bindparam("b_rp"))
+_UNLINK = LINK.delete().where(
+    LINK.c.resource_provider_id == sa.bindparam("b_rp"),
+    LINK.c.aggregate_id.in_(sa.bindparam("b_ids", expanding=True)))
+
+
 def ensure_aggregates(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
     """Map each (storable) aggregate uuid to its id, recording new ones."""
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
-    found = {str(row.uuid): int(row.id) for row in conn.execute(
-        sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(wanted)))}
+    found = {str(uuid): int(id_) for uuid, id_ in conn.execute(
+        _IDS, {"b_uuids": wanted})}
     for value in wanted:
         if value not in found:
             new = common.insert_unique(conn, AGG.c.uuid, value)
@@ -87,14 +97,11 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
                      .with_for_update())
     stored = storable(uuids)
     ids = ensure_aggregates(conn, stored)
-    current = set(conn.scalars(sa.select(LINK.c.aggregate_id).where(
-        LINK.c.resource_provider_id == row.id)))
+    current = set(conn.scalars(_LINKED, {"b_rp": row.id}))
     keep = set(ids.values())
     gone = sorted(current - keep)
     if gone:
-        conn.execute(LINK.delete().where(
-            LINK.c.resource_provider_id == row.id,
-            LINK.c.aggregate_id.in_(gone)))
+        conn.execute(_UNLINK, {"b_rp": row.id, "b_ids": gone})
     added = sorted(keep - current)
     if added:
         stamp = common.now()

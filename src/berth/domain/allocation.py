@@ -9,8 +9,9 @@ then provider rows by id) so that concurrent claims do not deadlock:
    new consumers and updating their project/user/type;
 3. resolve resource classes (400 for an unknown one);
 4. lock every provider whose allocations grow, or that loses a consumer
-   being emptied (``SELECT ... FOR UPDATE``, then the generation CAS of
-   ``common.bump_provider_generation``) -- before reading any usage;
+   being emptied, by moving its generation (one ``UPDATE`` each, in id
+   order) -- before reading any usage, so that the usage read sees every
+   claim on it that committed before;
 5. delete the consumers' current allocations, check capacity against
    what is left (``berth.domain.claim``), insert the new ones;
 6. delete consumers left without allocations.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -78,17 +79,34 @@ def _provider_key(value: str) -> str:
     return common.normalize_uuid(value) or value
 
 
+# The write path's statements are built once (each costs more to build
+# than to run): its IN lists are expanding parameters.
+_RP = t.resource_providers
+_A = t.allocations
+_RESOLVE = sa.select(_RP.c.id, _RP.c.uuid).where(
+    _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+_HELD = sa.select(_A.c.consumer_id, _A.c.resource_provider_id,
+                  _A.c.resource_class_id, _A.c.used).where(
+    _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_DELETE_CONSUMER = t.consumers.delete().where(
+    t.consumers.c.uuid == sa.bindparam("b_uuid"))
+_DELETE = _A.delete().where(
+    _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+# The generation moves without a compare-and-swap: the UPDATE itself
+# takes the row lock, so what it adds to is the latest committed value.
+_BUMP = _RP.update().where(_RP.c.id == sa.bindparam("rp")).values(
+    generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp"))
+
+
 def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
                        ) -> dict[str, tuple[int, str]]:
     """Provider uuid as given -> (id, stored uuid); 400 for a missing one."""
     given = [u for r in requests for u in r.allocations]
     keys = sorted({_provider_key(u) for u in given})
-    rp = t.resource_providers
     found: dict[str, tuple[int, str]] = {}
     if keys:
-        rows = conn.execute(sa.select(rp.c.id, rp.c.uuid)
-                            .where(rp.c.uuid.in_(keys)))
-        found = {row.uuid: (row.id, row.uuid) for row in rows}
+        found = {uuid: (id_, uuid) for id_, uuid in conn.execute(
+            _RESOLVE, {"uuids": keys})}
     result = {}
     for value in given:
         hit = found.get(_provider_key(value))
@@ -101,25 +119,35 @@ def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
 
 
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations
-                     ) -> _Owners | None:
+                     ) -> tuple[_Owners, bool] | None:
     """Check the generation and take the consumer for writing; the owner
-    it had before (None: created here) and the one it has now.
+    it had before (None: created here) and the one it has now, and
+    whether any allocation may carry its uuid (False only for one
+    created here that none does).
 
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
     """
-    project = consumer.project_id(conn, req.project_id)
-    user = consumer.user_id(conn, req.user_id)
-    type_id = (consumer.consumer_type_id(conn, req.consumer_type)
-               if req.consumer_type is not None else None)
-    current = consumer.get(conn, req.consumer_uuid)
+    found = consumer.look_up(conn, req.consumer_uuid, req.project_id,
+                             req.user_id, req.consumer_type)
+    project = found.project_id
+    if project is None:
+        project = consumer.project_id(conn, req.project_id)
+    user = found.user_id
+    if user is None:
+        user = consumer.user_id(conn, req.user_id)
+    type_id = found.type_id
+    if type_id is None and req.consumer_type is not None:
+        type_id = consumer.consumer_type_id(conn, req.consumer_type)
+    current = found.current
     if current is None:
         if req.check_generation and req.generation is not None:
             raise consumer.generation_conflict(None, req.generation)
         if not req.allocations:
             return None
-        return None, usage.owner_of(consumer.create(
-            conn, req.consumer_uuid, project, user, type_id, generation=1))
+        return (None, usage.owner_of(consumer.create(
+            conn, req.consumer_uuid, project, user, type_id,
+            generation=1))), found.holds
     if req.check_generation and current.generation != req.generation:
         raise consumer.generation_conflict(current.generation,
                                             req.generation)
@@ -128,73 +156,82 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
     if type_id is None:
         type_id = current.consumer_type_id
     consumer.update_owner(conn, current, project, user, type_id)
-    return before, usage.owner_of(current)
+    return (before, usage.owner_of(current)), True
 
 
 def _take_consumers(conn: Connection, requests: list[ConsumerAllocations]
-                    ) -> dict[str, _Owners]:
+                    ) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
     holds (row-locked, or created here), each with its owner before and
-    after.
+    after, and those of them that allocations may carry.
 
     One that did not exist and gets nothing is left out: removing
     allocations a concurrent request gave it meanwhile would undo a
     write that committed after this one read the consumer missing.
     """
     owners: dict[str, _Owners] = {}
+    holding: list[str] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
         taken = _ensure_consumer(conn, req)
         if taken is not None:
-            owners[req.consumer_uuid] = taken
-    return owners
+            owners[req.consumer_uuid] = taken[0]
+            if taken[1]:
+                holding.append(req.consumer_uuid)
+    return owners, holding
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     """Row-lock the providers in id order and bump their generations.
 
     The lock is taken before any usage is read, so capacity checks on one
-    provider are serialized. A provider deleted meanwhile, or a generation
-    that moved under the CAS, raises ProviderGenerationRace.
+    provider are serialized. A provider deleted meanwhile raises
+    ProviderGenerationRace.
     """
-    if not provider_ids:
-        return
-    rp = t.resource_providers
-    rows = conn.execute(
-        sa.select(rp.c.id, rp.c.generation)
-        .where(rp.c.id.in_(sorted(provider_ids)))
-        .order_by(rp.c.id).with_for_update()).all()
-    if len(rows) != len(provider_ids):
-        raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-    for provider_id, generation in rows:
-        try:
-            common.bump_provider_generation(conn, provider_id, generation,
-                                            changes.USAGE)
-        except errors.ConcurrentUpdate:
-            raise errors.ProviderGenerationRace(
-                PROVIDER_RACE_MESSAGE) from None
+    stamp = common.now()
+    for provider_id in sorted(provider_ids):
+        if conn.execute(_BUMP, {"rp": provider_id,
+                                "stamp": stamp}).rowcount != 1:
+            raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+    changes.note(conn, changes.USAGE, provider_ids)
 
 
-def _held_provider_ids(conn: Connection, consumer_uuids: list[str]) -> set[int]:
-    if not consumer_uuids:
-        return set()
-    a = t.allocations
-    return set(conn.scalars(sa.select(a.c.resource_provider_id).distinct()
-                            .where(a.c.consumer_id.in_(sorted(consumer_uuids)))))
+#: What consumers hold now: consumer uuid -> [(provider id, class id,
+#: amount)].
+_Held = dict[str, list[tuple[int, int, int]]]
 
 
-def _lock(conn: Connection, claims: list[Claim], taken: list[str],
-          emptied: list[str]) -> set[int]:
-    """Step 4: lock the providers whose generation moves (those claimed
-    on, and those of the ``emptied`` consumers); return the providers
-    the ``taken`` consumers hold allocations on now."""
-    to_lock = {c.provider_id for c in claims}
-    held = _held_provider_ids(conn, taken)
-    if len(emptied) == len(taken):
-        to_lock |= held
-    elif emptied:
-        to_lock |= _held_provider_ids(conn, emptied)
-    lock_providers(conn, to_lock)
+def _held(conn: Connection, consumer_uuids: list[str]) -> _Held:
+    """What ``consumer_uuids`` hold, by consumer (those holding nothing
+    are left out)."""
+    held: _Held = {}
+    if consumer_uuids:
+        for uuid, provider_id, class_id, used in conn.execute(
+                _HELD, {"uuids": sorted(consumer_uuids)}):
+            held.setdefault(uuid, []).append((provider_id, class_id, used))
     return held
+
+
+def _providers_of(held: _Held, uuids: Iterable[str]) -> set[int]:
+    return {provider_id for u in uuids for provider_id, _, _ in held.get(u, ())}
+
+
+def _amounts(held: _Held, uuids: Iterable[str]) -> dict[str, dict[int, int]]:
+    """Per consumer, class id -> amount it holds (as
+    ``usage.held_amounts``)."""
+    amounts: dict[str, dict[int, int]] = {}
+    for u in uuids:
+        for _, class_id, used in held.get(u, ()):
+            mine = amounts.setdefault(u, {})
+            mine[class_id] = mine.get(class_id, 0) + int(used)
+    return amounts
+
+
+def _lock(conn: Connection, claims: list[Claim], held: _Held,
+          emptied: list[str]) -> None:
+    """Step 4: lock the providers whose generation moves (those claimed
+    on, and those of the ``emptied`` consumers)."""
+    lock_providers(conn, {c.provider_id for c in claims}
+                   | _providers_of(held, emptied))
 
 
 def _claims(requests: list[ConsumerAllocations],
@@ -246,22 +283,22 @@ def replace_allocations(conn: Connection,
     (409; retry the transaction, see :func:`run_claim`).
     """
     providers = _resolve_providers(conn, requests)
-    owners = _take_consumers(conn, requests)
-    taken = sorted(owners)
+    owners, holding = _take_consumers(conn, requests)
     claims = _claims(requests, providers)
     claim.resolve_classes(conn, claims)
     emptied = [r.consumer_uuid for r in requests
                if not r.allocations and r.consumer_uuid in owners]
-    held = _lock(conn, claims, taken, emptied)
+    # What the taken consumers hold now (one created here that no
+    # allocation carries holds nothing: no statement for it).
+    held = _held(conn, holding)
+    _lock(conn, claims, held, emptied)
     # Providers the consumers leave see their usage drop too.
-    changes.note(conn, changes.USAGE, held)
+    changes.note(conn, changes.USAGE, _providers_of(held, held))
     # What the consumers held counted in their owners' usages (those
     # created here had none: allocations without a consumer count nowhere).
-    old = usage.held_amounts(
-        conn, [u for u in taken if owners[u][0] is not None]) if held else {}
+    old = _amounts(held, [u for u in held if owners[u][0] is not None])
     if held:  # else they hold nothing (a new consumer): nothing to delete
-        a = t.allocations
-        conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
+        conn.execute(_DELETE, {"uuids": sorted(owners)})
     if claims:
         claim.check(conn, claims)
     _insert(conn, claims)
@@ -290,20 +327,19 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     consumer holds nothing.
     """
     owner = consumer.get(conn, consumer_uuid, lock=True)
-    changes.note(conn, changes.USAGE,
-                 _held_provider_ids(conn, [consumer_uuid]))
+    held = _held(conn, [consumer_uuid])
+    if not held:
+        raise errors.NotFound("No allocations for consumer '%s'"
+                              % consumer_uuid)
+    changes.note(conn, changes.USAGE, _providers_of(held, held))
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
     if owner is not None:
-        old = usage.held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
+        old = _amounts(held, held).get(consumer_uuid, {})
         changes.note_usage(conn, usage.deltas(
             [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
-    a, c = t.allocations, t.consumers
-    result = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid))
-    if result.rowcount == 0:
-        raise errors.NotFound("No allocations for consumer '%s'"
-                              % consumer_uuid)
-    conn.execute(c.delete().where(c.c.uuid == consumer_uuid))
+    conn.execute(_DELETE, {"uuids": [consumer_uuid]})
+    conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 
 @dataclass(slots=True)

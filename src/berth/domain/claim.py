@@ -54,10 +54,8 @@ def check(conn: Connection, claims: list[Claim]) -> None:
 
     Raises CapacityExceeded.
     """
-    provider_ids = {c.provider_id for c in claims}
-    class_ids = {c.class_id for c in claims}
-    inventories = _inventories(conn, provider_ids, class_ids)
-    used = _usages(conn, provider_ids, class_ids)
+    inventories, used = _capacity(conn, {c.provider_id for c in claims},
+                                  {c.class_id for c in claims})
     with_inventory = {rp for rp, _ in inventories}
     missing = sorted({c.provider_uuid for c in claims
                       if c.provider_id not in with_inventory})
@@ -67,36 +65,39 @@ def check(conn: Connection, claims: list[Claim]) -> None:
     _verify(claims, inventories, used)
 
 
-def _inventories(conn: Connection, provider_ids: set[int], class_ids: set[int]
-                 ) -> dict[tuple[int, int], capacity.Inventory]:
-    """(provider id, class id) -> inventory, of those that exist."""
-    inv = t.inventories
-    rows = conn.execute(sa.select(
-        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-        inv.c.allocation_ratio).where(
-            inv.c.resource_provider_id.in_(sorted(provider_ids)),
-            inv.c.resource_class_id.in_(sorted(class_ids))))
-    return {(provider_id, class_id): capacity.Inventory(
-                total, reserved, min_unit, max_unit, step_size, ratio)
-            for (provider_id, class_id, total, reserved, min_unit, max_unit,
-                 step_size, ratio) in rows}
+_INV = t.inventories
+_ALLOC = t.allocations
+# Built once (every claim runs it): each inventory with what is allocated
+# of it, in one statement.
+_CAPACITY = sa.select(
+    _INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.total,
+    _INV.c.reserved, _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size,
+    _INV.c.allocation_ratio,
+    sa.select(common.sum_used(_ALLOC)).where(
+        _ALLOC.c.resource_provider_id == _INV.c.resource_provider_id,
+        _ALLOC.c.resource_class_id == _INV.c.resource_class_id)
+    .scalar_subquery()).where(
+        _INV.c.resource_provider_id.in_(sa.bindparam("rps", expanding=True)),
+        _INV.c.resource_class_id.in_(sa.bindparam("rcs", expanding=True)))
 
 
-def _usages(conn: Connection, provider_ids: set[int], class_ids: set[int]
-            ) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> amount allocated, of those in use."""
-    # Every claim runs this and _inventories: their rows are unpacked
-    # (reading a column by attribute costs ten times as much).
-    a = t.allocations
-    rows = conn.execute(
-        sa.select(a.c.resource_provider_id, a.c.resource_class_id,
-                  common.sum_used(a))
-        .where(a.c.resource_provider_id.in_(sorted(provider_ids)),
-               a.c.resource_class_id.in_(sorted(class_ids)))
-        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
-    return {(provider_id, class_id): int(used or 0)
-            for provider_id, class_id, used in rows}
+def _capacity(conn: Connection, provider_ids: set[int], class_ids: set[int]
+              ) -> tuple[dict[tuple[int, int], capacity.Inventory],
+                         dict[tuple[int, int], int]]:
+    """(provider id, class id) -> inventory, of those that exist, and ->
+    the amount allocated of it (rows unpacked: reading a column by
+    attribute costs ten times as much)."""
+    inventories: dict[tuple[int, int], capacity.Inventory] = {}
+    used: dict[tuple[int, int], int] = {}
+    for (provider_id, class_id, total, reserved, min_unit, max_unit,
+         step_size, ratio, allocated) in conn.execute(
+            _CAPACITY, {"rps": sorted(provider_ids),
+                        "rcs": sorted(class_ids)}):
+        key = (provider_id, class_id)
+        inventories[key] = capacity.Inventory(
+            total, reserved, min_unit, max_unit, step_size, ratio)
+        used[key] = int(allocated or 0)
+    return inventories, used
 
 
 def _invalid(class_name: str, provider: str) -> errors.CapacityExceeded:

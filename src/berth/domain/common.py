@@ -42,8 +42,12 @@ def normalize_uuid(value: str) -> str | None:
 
 def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
     """The resource_providers row for ``uuid``, or None."""
-    rp = t.resource_providers
-    return conn.execute(sa.select(rp).where(rp.c.uuid == uuid)).first()
+    return conn.execute(_PROVIDER, {"b_uuid": uuid}).first()
+
+
+# Built once: most writes start by reading their provider.
+_PROVIDER = sa.select(t.resource_providers).where(
+    t.resource_providers.c.uuid == sa.bindparam("b_uuid"))
 
 
 def require_provider(conn: Connection, uuid: str,
@@ -56,6 +60,12 @@ def require_provider(conn: Connection, uuid: str,
     return row
 
 
+# Built once: every write to a provider runs it.
+_BUMP = t.resource_providers.update().where(
+    t.resource_providers.c.id == sa.bindparam("b_id"),
+    t.resource_providers.c.generation == sa.bindparam("b_expected"))
+
+
 def bump_provider_generation(conn: Connection, provider_id: int,
                              expected: int,
                              change: str = changes.STRUCTURE) -> int:
@@ -66,11 +76,9 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     provider is noted as changed (``change``: its structure, or with
     ``changes.USAGE`` only its usage) for the candidate cache.
     """
-    rp = t.resource_providers
-    result = conn.execute(
-        rp.update()
-        .where(rp.c.id == provider_id, rp.c.generation == expected)
-        .values(generation=expected + 1, updated_at=now()))
+    result = conn.execute(_BUMP, {"b_id": provider_id, "b_expected": expected,
+                                  "generation": expected + 1,
+                                  "updated_at": now()})
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict")
@@ -111,13 +119,21 @@ def ids_by_name(conn: Connection, table: sa.Table,
                 names: Iterable[str] | None = None) -> dict[str, int]:
     """name -> id in ``table`` (resource classes or traits) of ``names``
     (unknown ones are left out), or of every row when None."""
-    query = sa.select(table.c.name, table.c.id)
-    if names is not None:
-        wanted = sorted(set(names))
-        if not wanted:
-            return {}
-        query = query.where(table.c.name.in_(wanted))
-    return {name: id_ for name, id_ in conn.execute(query)}
+    if names is None:
+        return {name: id_ for name, id_ in conn.execute(
+            sa.select(table.c.name, table.c.id))}
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    return {name: id_ for name, id_ in conn.execute(
+        _by_name(table), {"names": wanted})}
+
+
+# Built once per table: every write naming classes or traits looks them up.
+@functools.lru_cache(maxsize=8)
+def _by_name(table: sa.Table) -> sa.Select[str, int]:
+    return sa.select(table.c.name, table.c.id).where(
+        table.c.name.in_(sa.bindparam("names", expanding=True)))
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:

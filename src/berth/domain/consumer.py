@@ -39,19 +39,82 @@ class Consumer:
     consumer_type_id: int | None
 
 
+# The statements every write of allocations runs, built once.
+_C = t.consumers
+_GET = sa.select(_C.c.id, _C.c.uuid, _C.c.project_id, _C.c.user_id,
+                 _C.c.generation, _C.c.consumer_type_id
+                 ).where(_C.c.uuid == sa.bindparam("b_uuid"))
+_GET_LOCKED = _GET.with_for_update()
+_BUMP = _C.update().where(_C.c.id == sa.bindparam("b_id"),
+                          _C.c.generation == sa.bindparam("b_generation"))
+_SET_OWNER = _C.update().where(_C.c.id == sa.bindparam("b_id"))
+_DELETE_UNUSED = _C.delete().where(
+    _C.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)),
+    ~sa.exists(sa.select(t.allocations.c.id).where(
+        t.allocations.c.consumer_id == _C.c.uuid)))
+
+
 def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
     """The consumer ``uuid``, or None; ``lock`` takes its row lock."""
-    c = t.consumers
-    query = sa.select(c.c.id, c.c.uuid, c.c.project_id, c.c.user_id,
-                      c.c.generation, c.c.consumer_type_id
-                      ).where(c.c.uuid == uuid)
-    if lock:
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = conn.execute(_GET_LOCKED if lock else _GET, {"b_uuid": uuid}).first()
     if row is None:
         return None
     return Consumer(row.id, row.uuid, row.project_id, row.user_id,
                     row.generation, row.consumer_type_id)
+
+
+@dataclass(slots=True)
+class Lookup:
+    """What one write needs to know of a consumer before taking it: the
+    ids of its owner as the request names them (None: no such row yet),
+    the consumer itself (None: it does not exist) and whether any
+    allocation carries its uuid."""
+
+    project_id: int | None
+    user_id: int | None
+    type_id: int | None
+    current: Consumer | None
+    holds: bool
+
+
+def _id_of(key: sa.Column[str], name: str) -> sa.ScalarSelect[int]:
+    return (sa.select(key.table.c.id).where(key == sa.bindparam(name))
+            .scalar_subquery())
+
+
+def _consumer_column(column: sa.Column[int]) -> sa.ScalarSelect[int]:
+    c = t.consumers
+    return (sa.select(column).where(c.c.uuid == sa.bindparam("uuid"))
+            .scalar_subquery())
+
+
+# Built once: every write of allocations runs it, and one statement of
+# scalar sub-queries is one round trip where separate look-ups were five.
+_LOOK_UP = sa.select(
+    _id_of(t.projects.c.external_id, "project").label("project"),
+    _id_of(t.users.c.external_id, "user").label("user"),
+    _id_of(t.consumer_types.c.name, "type").label("type"),
+    _consumer_column(t.consumers.c.id).label("id"),
+    _consumer_column(t.consumers.c.project_id).label("project_id"),
+    _consumer_column(t.consumers.c.user_id).label("user_id"),
+    _consumer_column(t.consumers.c.generation).label("generation"),
+    _consumer_column(t.consumers.c.consumer_type_id).label("type_id"),
+    sa.exists(sa.select(t.allocations.c.id).where(
+        t.allocations.c.consumer_id == sa.bindparam("uuid"))).label("holds"))
+
+
+def look_up(conn: Connection, uuid: str, project: str, user: str,
+            type_name: str | None) -> Lookup:
+    """The consumer ``uuid`` and the ids of project ``project``, user
+    ``user`` and type ``type_name`` (external ids), in one statement;
+    take missing owner rows with :func:`project_id` and the like."""
+    (project_row, user_row, type_row, id_, project_, user_, generation,
+     type_id, holds) = conn.execute(_LOOK_UP, {
+         "project": project, "user": user, "type": type_name,
+         "uuid": uuid}).one()
+    current = (None if id_ is None else
+               Consumer(id_, uuid, project_, user_, generation, type_id))
+    return Lookup(project_row, user_row, type_row, current, bool(holds))
 
 
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
@@ -104,10 +167,10 @@ def create(conn: Connection, uuid: str, project: int, user: int,
     aborted it."""
     c = t.consumers
     try:
-        result = conn.execute(c.insert().values(
-            uuid=uuid, project_id=project, user_id=user,
-            generation=generation, consumer_type_id=type_id,
-            created_at=common.now()))
+        result = conn.execute(c.insert(), {
+            "uuid": uuid, "project_id": project, "user_id": user,
+            "generation": generation, "consumer_type_id": type_id,
+            "created_at": common.now()})
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
     new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -120,10 +183,9 @@ def update_owner(conn: Connection, consumer: Consumer, project: int,
     if (project, user, type_id) == (consumer.project_id, consumer.user_id,
                                     consumer.consumer_type_id):
         return
-    c = t.consumers
-    conn.execute(c.update().where(c.c.id == consumer.id).values(
-        project_id=project, user_id=user, consumer_type_id=type_id,
-        updated_at=common.now()))
+    conn.execute(_SET_OWNER, {"b_id": consumer.id, "project_id": project,
+                              "user_id": user, "consumer_type_id": type_id,
+                              "updated_at": common.now()})
     consumer.project_id, consumer.user_id = project, user
     consumer.consumer_type_id = type_id
 
@@ -135,11 +197,9 @@ def bump_generation(conn: Connection, consumer: Consumer) -> None:
     waits here, then finds the generation moved (or the row deleted) and
     gets ConcurrentUpdate (409).
     """
-    c = t.consumers
-    result = conn.execute(
-        c.update()
-        .where(c.c.id == consumer.id, c.c.generation == consumer.generation)
-        .values(generation=consumer.generation + 1, updated_at=common.now()))
+    result = conn.execute(_BUMP, {
+        "b_id": consumer.id, "b_generation": consumer.generation,
+        "generation": consumer.generation + 1, "updated_at": common.now()})
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE)
     consumer.generation += 1
@@ -150,10 +210,7 @@ def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
     wanted = sorted(set(uuids))
     if not wanted:
         return
-    c, a = t.consumers, t.allocations
-    still_used = sa.select(a.c.id).where(a.c.consumer_id == c.c.uuid)
-    conn.execute(c.delete().where(c.c.uuid.in_(wanted),
-                                  ~sa.exists(still_used)))
+    conn.execute(_DELETE_UNUSED, {"b_uuids": wanted})
 
 
 def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str]:

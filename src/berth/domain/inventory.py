@@ -133,14 +133,21 @@ def get_inventory(conn: Connection, uuid: str, rc: str
 def _usage(conn: Connection, provider_id: int,
            class_ids: list[int] | None = None) -> dict[int, int]:
     """Allocated amount per class id on the provider."""
-    al = t.allocations
-    query = (sa.select(al.c.resource_class_id, common.sum_used(al))
-             .where(al.c.resource_provider_id == provider_id)
-             .group_by(al.c.resource_class_id))
-    if class_ids is not None:
-        query = query.where(al.c.resource_class_id.in_(class_ids))
-    return {row.resource_class_id: int(row.used)
-            for row in conn.execute(query)}
+    if class_ids is None:
+        rows = conn.execute(_USAGE, {"b_rp": provider_id})
+    else:
+        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id,
+                                        "b_rcs": sorted(class_ids)})
+    return {class_id: int(used) for class_id, used in rows}
+
+
+# Built once: every inventory write reads the usage of its provider.
+_USAGE = (sa.select(t.allocations.c.resource_class_id,
+                    common.sum_used(t.allocations))
+          .where(t.allocations.c.resource_provider_id == sa.bindparam("b_rp"))
+          .group_by(t.allocations.c.resource_class_id))
+_USAGE_OF = _USAGE.where(t.allocations.c.resource_class_id.in_(
+    sa.bindparam("b_rcs", expanding=True)))
 
 
 def _class_ids(conn: Connection, names: list[str]) -> tuple[dict[str, int],
@@ -184,14 +191,19 @@ def set_inventories(conn: Connection, provider_id: int,
              for n, i in inventories.items() if ids[n] not in existing]
     if added:
         conn.execute(inv.insert(), added)
-    for name, item in inventories.items():
-        if ids[name] in existing:
-            conn.execute(inv.update().where(
-                inv.c.resource_provider_id == provider_id,
-                inv.c.resource_class_id == ids[name])
-                .values(updated_at=stamp, **_values(item)))
+    kept = [{"b_rp": provider_id, "b_rc": ids[n], "updated_at": stamp,
+             **_values(i)} for n, i in inventories.items()
+            if ids[n] in existing]
+    if kept:  # one statement for them all
+        conn.execute(_UPDATE, kept)
     _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
                                        if ids[n] in existing})
+
+
+# Built once: every inventory write of a class already there runs it.
+_UPDATE = t.inventories.update().where(
+    t.inventories.c.resource_provider_id == sa.bindparam("b_rp"),
+    t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
 def _provider_uuid(conn: Connection, provider_id: int) -> str:

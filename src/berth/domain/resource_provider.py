@@ -34,23 +34,28 @@ KEEP = object()
 _LOCK_ATTEMPTS = 5
 
 
+# Built once: every provider write reads its row back.
+_SELECT = (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
+                     RP.c.parent_provider_id, RP.c.root_provider_id,
+                     _PARENT.c.uuid.label("parent_provider_uuid"),
+                     _ROOT.c.uuid.label("root_provider_uuid"),
+                     RP.c.created_at, RP.c.updated_at)
+           .select_from(RP.outerjoin(_PARENT,
+                                     RP.c.parent_provider_id == _PARENT.c.id)
+                        .outerjoin(_ROOT,
+                                   RP.c.root_provider_id == _ROOT.c.id)))
+_BY_UUID = _SELECT.where(RP.c.uuid == sa.bindparam("b_uuid"))
+
+
 def _select() -> sa.Select:  # type: ignore[type-arg]
     """Providers with their parent and root uuids."""
-    return (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
-                      RP.c.parent_provider_id, RP.c.root_provider_id,
-                      _PARENT.c.uuid.label("parent_provider_uuid"),
-                      _ROOT.c.uuid.label("root_provider_uuid"),
-                      RP.c.created_at, RP.c.updated_at)
-            .select_from(RP.outerjoin(_PARENT,
-                                      RP.c.parent_provider_id == _PARENT.c.id)
-                         .outerjoin(_ROOT,
-                                    RP.c.root_provider_id == _ROOT.c.id)))
+    return _SELECT
 
 
 def get_provider(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
     """One provider (columns of :func:`_select`: id, uuid, name, generation,
     parent/root ids and uuids, timestamps), or None."""
-    return conn.execute(_select().where(RP.c.uuid == uuid)).first()
+    return conn.execute(_BY_UUID, {"b_uuid": uuid}).first()
 
 
 def load_provider(conn: Connection, uuid: str,
@@ -145,20 +150,41 @@ def descendant_ids(conn: Connection, provider_id: int) -> set[int]:
     return found
 
 
+# The tree writes' statements, built once.
+_ROOT_OF = sa.select(RP.c.root_provider_id).where(
+    RP.c.id == sa.bindparam("b_id"))
+_LOCK_ROW = sa.select(RP.c.id).where(
+    RP.c.id == sa.bindparam("b_id")).with_for_update()
+_NAME_TAKEN = sa.select(RP.c.id).where(
+    RP.c.name == sa.bindparam("b_name")).limit(1)
+_NAME_TAKEN_BY_OTHER = _NAME_TAKEN.where(RP.c.id != sa.bindparam("b_id"))
+_UUID_TAKEN = sa.select(RP.c.id).where(
+    RP.c.uuid == sa.bindparam("b_uuid")).limit(1)
+_CHILD = sa.select(RP.c.id).where(
+    RP.c.parent_provider_id == sa.bindparam("b_id")).limit(1)
+_USED = sa.select(t.allocations.c.id).where(
+    t.allocations.c.resource_provider_id == sa.bindparam("b_id")).limit(1)
+_DELETE_LINKS = [table.delete().where(
+    table.c.resource_provider_id == sa.bindparam("b_id"))
+    for table in (t.inventories, t.resource_provider_traits,
+                  t.resource_provider_aggregates)]
+_UNLINK = RP.update().where(RP.c.id == sa.bindparam("b_id")).values(
+    root_provider_id=None, parent_provider_id=None)
+_DELETE = RP.delete().where(RP.c.id == sa.bindparam("b_id"))
+
+
 def lock_tree(conn: Connection, provider_id: int) -> int | None:
     """Row-lock the root of ``provider_id``'s tree; return the root id.
 
     None when the provider no longer exists. The root is read again after
     the lock because a concurrent move may have changed it meanwhile.
     """
-    current = sa.select(RP.c.root_provider_id).where(RP.c.id == provider_id)
     for _ in range(_LOCK_ATTEMPTS):
-        root = conn.scalar(current)
+        root = conn.scalar(_ROOT_OF, {"b_id": provider_id})
         if root is None:
             return None
-        conn.execute(sa.select(RP.c.id).where(RP.c.id == root)
-                     .with_for_update())
-        if conn.scalar(current) == root:
+        conn.execute(_LOCK_ROW, {"b_id": root})
+        if conn.scalar(_ROOT_OF, {"b_id": provider_id}) == root:
             return int(root)
     raise errors.ConcurrentUpdate(
         "The provider tree changed while it was being updated; please "
@@ -175,15 +201,19 @@ def _duplicate_columns(conn: Connection, name: str, uuid: str | None,
                        exclude_id: int | None = None) -> list[str]:
     """Which of name/uuid another provider already has."""
     taken = []
-    clauses = [("name", RP.c.name == name)]
+    if exclude_id is None:
+        named = conn.execute(_NAME_TAKEN, {"b_name": name})
+    else:
+        named = conn.execute(_NAME_TAKEN_BY_OTHER, {"b_name": name,
+                                                    "b_id": exclude_id})
+    if named.first() is not None:
+        taken.append("name")
     if uuid is not None:
-        clauses.append(("uuid", RP.c.uuid == uuid))
-    for column, clause in clauses:
-        query = sa.select(RP.c.id).where(clause)
-        if exclude_id is not None:
+        query = _UUID_TAKEN
+        if exclude_id is not None:  # no caller asks it: built here
             query = query.where(RP.c.id != exclude_id)
-        if conn.execute(query.limit(1)).first() is not None:
-            taken.append(column)
+        if conn.execute(query, {"b_uuid": uuid}).first() is not None:
+            taken.append("uuid")
     return taken
 
 
@@ -324,28 +354,21 @@ def delete_provider(conn: Connection, uuid: str) -> None:
         raise errors.NotFound(missing)
     # Allocation writers bump (so lock) this row; locking it too means
     # the allocation check below sees every committed claim.
-    conn.execute(sa.select(RP.c.id).where(RP.c.id == row.id)
-                 .with_for_update())
-    child = conn.execute(sa.select(RP.c.id)
-                         .where(RP.c.parent_provider_id == row.id)
-                         .limit(1)).first()
+    conn.execute(_LOCK_ROW, {"b_id": row.id})
+    child = conn.execute(_CHILD, {"b_id": row.id}).first()
     if child is not None:
         raise errors.CannotDeleteParent(
             "Unable to delete parent resource provider %s: It has child "
             "resource providers." % uuid)
-    used = conn.execute(sa.select(t.allocations.c.id).where(
-        t.allocations.c.resource_provider_id == row.id).limit(1)).first()
+    used = conn.execute(_USED, {"b_id": row.id}).first()
     if used is not None:
         raise errors.ProviderInUse(
             "Unable to delete resource provider %s: Resource provider has "
             "allocations." % uuid)
-    for table in (t.inventories, t.resource_provider_traits,
-                  t.resource_provider_aggregates):
-        conn.execute(table.delete().where(
-            table.c.resource_provider_id == row.id))
+    for delete in _DELETE_LINKS:
+        conn.execute(delete, {"b_id": row.id})
     # A root references itself; clear that first so every backend accepts
     # the delete whatever order it checks foreign keys in.
-    conn.execute(RP.update().where(RP.c.id == row.id)
-                 .values(root_provider_id=None, parent_provider_id=None))
-    conn.execute(RP.delete().where(RP.c.id == row.id))
+    conn.execute(_UNLINK, {"b_id": row.id})
+    conn.execute(_DELETE, {"b_id": row.id})
     changes.note(conn, changes.STRUCTURE, [row.id])

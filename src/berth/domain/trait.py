@@ -118,6 +118,15 @@ def provider_traits(conn: Connection, uuid: str) -> tuple[int, list[Trait]]:
     return provider.generation, traits_of(conn, provider.id)
 
 
+# Built once: every trait write of a provider runs them.
+_HAVE = sa.select(t.resource_provider_traits.c.trait_id).where(
+    t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"))
+_DROP = t.resource_provider_traits.delete().where(
+    t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"),
+    t.resource_provider_traits.c.trait_id.in_(
+        sa.bindparam("b_ids", expanding=True)))
+
+
 def set_traits(conn: Connection, provider_id: int,
                trait_ids: Iterable[int]) -> bool:
     """Make ``trait_ids`` the provider's traits; no generation handling.
@@ -125,13 +134,10 @@ def set_traits(conn: Connection, provider_id: int,
     Returns whether anything changed."""
     rpt = t.resource_provider_traits
     wanted = set(trait_ids)
-    have = {tid for (tid,) in conn.execute(
-        sa.select(rpt.c.trait_id).where(rpt.c.resource_provider_id
-                                        == provider_id))}
+    have = {tid for (tid,) in conn.execute(_HAVE, {"b_rp": provider_id})}
     if have - wanted:
-        conn.execute(rpt.delete().where(
-            rpt.c.resource_provider_id == provider_id,
-            rpt.c.trait_id.in_(sorted(have - wanted))))
+        conn.execute(_DROP, {"b_rp": provider_id,
+                             "b_ids": sorted(have - wanted)})
     if wanted - have:
         stamp = common.now()
         conn.execute(rpt.insert(), [

@@ -49,8 +49,10 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response,
     generation is stale (from 1.19); 415 unless the body is JSON."""
     util.authorize(req, RULE % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
-    util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
+    data = util.parse_or_not_found(
+        req, lambda: util.json_body(req, pick(schema.PUT_BODIES,
+                                              req.context.version)),
+        lambda conn: resource_provider.load_provider(conn, uuid))
     if util.want(req, "1.19"):  # the list and the generation
         wanted, generation = (data["aggregates"],
                               data["resource_provider_generation"])

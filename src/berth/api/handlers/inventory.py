@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import falcon
 
@@ -13,6 +14,7 @@ from berth.domain import common, inventory
 from berth.domain.capacity import Inventory
 
 POLICY = "placement:resource_providers:inventories:%s"
+T = TypeVar("T")
 
 
 def _one(inv: Inventory, generation: int) -> dict[str, Any]:
@@ -59,14 +61,20 @@ def get_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
 
 
 def _write_body(req: falcon.Request, uuid: str, rule: str,
-                validator: Any) -> dict[str, Any]:
+                validator: Any, parse: Callable[[dict[str, Any]], T]
+                ) -> tuple[dict[str, Any], T]:
     """The checks every inventory write makes before touching anything, in
-    upstream's order: 415, 403, 404 for the provider, then 400."""
+    upstream's order: 415, 403, 404 for the provider, then 400; the body
+    and what ``parse`` makes of it."""
     util.require_json(req)
     util.authorize(req, POLICY % rule)
-    util.db(req).read(lambda conn: common.require_provider(conn, uuid))
-    data: dict[str, Any] = util.json_body(req, validator)
-    return data
+
+    def checked() -> tuple[dict[str, Any], T]:
+        data: dict[str, Any] = util.json_body(req, validator)
+        return data, parse(data)
+
+    return util.parse_or_not_found(
+        req, checked, lambda conn: common.require_provider(conn, uuid))
 
 
 def create_inventory(req: falcon.Request, resp: falcon.Response,
@@ -76,9 +84,9 @@ def create_inventory(req: falcon.Request, resp: falcon.Response,
     403 unless policy allows the caller; 404 when no provider has that
     uuid; 409 when it has that class already or changed meanwhile; 415
     unless the body is JSON."""
-    data = _write_body(req, uuid, "create", schema.POST_V)
-    rc = data.pop("resource_class")
-    inv = inventory.make_inventory(data)
+    data, inv = _write_body(req, uuid, "create", schema.POST_V,
+                            inventory.make_inventory)
+    rc = data["resource_class"]
     generation = util.db(req).run(lambda conn: inventory.add_inventory(
         conn, uuid, rc, inv, reserved_can_be_total=_reserved_can_be_total(req)))
     resp.location = "%s/resource_providers/%s/inventories/%s" % (
@@ -93,8 +101,8 @@ def update_inventory(req: falcon.Request, resp: falcon.Response, uuid: str,
     inventory of, or amounts that leave no capacity; 403 unless policy
     allows the caller; 404 when no provider has that uuid; 409 when the
     generation is stale; 415 unless the body is JSON."""
-    data = _write_body(req, uuid, "update", schema.PUT_ONE_V)
-    inv = inventory.make_inventory(data)
+    data, inv = _write_body(req, uuid, "update", schema.PUT_ONE_V,
+                            inventory.make_inventory)
     generation = util.db(req).run(lambda conn: inventory.update_inventory(
         conn, uuid, resource_class, inv, data["resource_provider_generation"],
         reserved_can_be_total=_reserved_can_be_total(req)))
@@ -108,8 +116,8 @@ def replace_inventories(req: falcon.Request, resp: falcon.Response,
     capacity; 403 unless policy allows the caller; 404 when no provider
     has that uuid; 409 when the generation is stale or a class it
     removes is still allocated; 415 unless the body is JSON."""
-    data = _write_body(req, uuid, "update", schema.PUT_ALL_V)
-    invs = _parse_all(uuid, data["inventories"])
+    data, invs = _write_body(req, uuid, "update", schema.PUT_ALL_V,
+                             lambda data: _parse_all(uuid, data["inventories"]))
     generation = util.db(req).run(lambda conn: inventory.replace_inventories(
         conn, uuid, invs, data["resource_provider_generation"],
         reserved_can_be_total=_reserved_can_be_total(req)))

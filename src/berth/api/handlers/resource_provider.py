@@ -175,8 +175,10 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     # then the body (400).
     util.require_json(req)
     util.authorize(req, RULE % "update")
-    util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
-    data = util.json_body(req, pick(schema.PUT_BODIES, req.context.version))
+    data = util.parse_or_not_found(
+        req, lambda: util.json_body(req, pick(schema.PUT_BODIES,
+                                              req.context.version)),
+        lambda conn: resource_provider.load_provider(conn, uuid))
     parent = data.get("parent_provider_uuid", resource_provider.KEEP)
     row = util.db(req).run(lambda conn: resource_provider.update_provider(
         conn, uuid, data["name"], parent,
