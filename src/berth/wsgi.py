@@ -8,7 +8,10 @@ The candidate cache's world is loaded when this module is imported
 (``berth.serve.preload``). A server that imports it once and then forks its
 workers (uwsgi without ``--lazy-apps``, its default) so shares one world
 between them; under uwsgi each worker also forgets the connections it
-inherited. A server that imports it in every process (uwsgi
+inherited, and a worker that answers one request at a time (no
+``--threads`` above 1, no async or gevent mode) lets its candidate cache
+update its world in place rather than copy it on every write. A server
+that imports it in every process (uwsgi
 ``--lazy-apps``, mod_wsgi) loads one world per process, at start rather
 than on the first request.
 """
@@ -37,4 +40,6 @@ try:
 except ImportError:
     pass
 else:
-    _uwsgi.post_fork_hook = lambda: preload.after_fork(application)
+    _uwsgi.post_fork_hook = lambda: preload.after_fork(
+        application, preload.uwsgi_one_at_a_time(
+            getattr(_uwsgi, "opt", {"threads": b"2"})))

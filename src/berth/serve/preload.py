@@ -97,3 +97,26 @@ def after_fork(app: Any, one_at_a_time: bool = False) -> None:
     if state is not None:
         state.db.engine.dispose(close=False)
         state.cache.exclusive = one_at_a_time
+
+
+#: uwsgi options under which a worker answers more than one request at a
+#: time (a value other than 1 for the first two).
+_CONCURRENT = ("threads", "async", "gevent", "greenlet", "ugreen")
+
+
+def uwsgi_one_at_a_time(opt: dict[str, Any]) -> bool:
+    """Whether a uwsgi worker started with options ``opt`` (``uwsgi.opt``:
+    names to bytes, or lists of them when given twice) answers one
+    request at a time, so that its candidate cache may update its world
+    in place instead of copying it (``WorldCache.exclusive``)."""
+    for name in _CONCURRENT:
+        value = opt.get(name)
+        if isinstance(value, list):
+            value = value[-1]
+        if value is None:
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        if name in ("threads", "async") and text.strip() in ("", "0", "1"):
+            continue
+        return False
+    return True
