@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from berth.domain.allocation_candidate import indexes
+from berth.domain.allocation_candidate import indexes, order
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 
@@ -76,6 +76,8 @@ def _swapped(world: World, fresh: dict[int, Provider], in_place: bool
     other = copy.copy(world)
     other.providers = world.providers if in_place else dict(world.providers)
     other.providers.update(fresh)
+    other.rankings = order.reranked(world, other, {
+        p.root_id for p in fresh.values()}, in_place)
     return other
 
 
@@ -128,6 +130,10 @@ def with_changes(world: World, fresh: Iterable[Provider],
                                    providers, in_place))
     except indexes.Unpatchable:
         return None
+    # Every changed tree's root is near (a tree whose providers changed
+    # amounts only is among them too: fresh holds its providers).
+    other.rankings = order.reranked(
+        world, other, near | {p.root_id for p in new_of.values()}, in_place)
     return other
 
 
