@@ -125,3 +125,26 @@ def test_upstream_url_takes_no_order_parameters(client: Client) -> None:
     for name in ("order=spread", "weights=VCPU:1", "prefer=CUSTOM_X:1"):
         resp = client.get("/allocation_candidates?resources=VCPU:1&" + name)
         assert resp.status_code == 400
+
+
+def test_explain_shows_the_trees_scores(db: Database) -> None:
+    """Explain lists the trees a query would get first, with their
+    scores, under the configured order or the one asked for, and one
+    tree's score with ``explain_tree``."""
+    explain = "/berth/explain/allocation_candidates?resources=VCPU:1"
+    with app(db, berth__candidate_order="spread",
+             berth__candidate_order_weights={"VCPU": 1.0}) as client:
+        hosts(client)
+        body = client.get(explain).json()
+        assert body["order"] == {"name": "spread", "first": [
+            {"tree": uuid(n), "score": (10 - USED[n]) / 10}
+            for n in (4, 2, 5, 1, 3)]}
+        body = client.get(explain + "&order=pack&limit=1").json()
+        assert [t["tree"] for t in body["order"]["first"]][:2] == [
+            uuid(3), uuid(1)]
+        body = client.get(explain + "&explain_tree=" + uuid(1)).json()
+        assert body["tree"]["score"] == 0.4
+        assert "order" not in client.get(explain + "&order=uuid").json()
+        # Weights need a scored order here too.
+        resp = client.get(explain + "&order=uuid&weights=VCPU:1")
+        assert resp.status_code == 400

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import falcon
 from sqlalchemy.engine import Connection
 
 from berth.api import util
-from berth.api.errors import HTTPProblem
 from berth.api.schemas import allocation_candidate as schema
 from berth.api.views import allocation_candidate as view
 from berth.domain.allocation_candidate import engine, explain
 from berth.domain.allocation_candidate.engine import Result
-from berth.domain.allocation_candidate.order import make_order
 from berth.domain.allocation_candidate.request import (
-    SCORED,
     Order,
     RequestGroup,
     RequestWide,
@@ -52,42 +48,14 @@ def _parsed_query(req: falcon.Request, pairs: list[tuple[str, str]]
     return list(found[0]), found[1]
 
 
-def _configured_order(conf: Any) -> Order:
-    """The order ``[berth] candidate_order`` and its weights choose
-    (random also where ``[placement] randomize_allocation_candidates``
-    is set and the order is uuid)."""
-    name = conf.berth.candidate_order
-    if name == "uuid" and conf.placement.randomize_allocation_candidates:
-        name = "random"
-    return make_order(name, dict(conf.berth.candidate_order_weights),
-                      dict(conf.berth.candidate_order_preferences))
-
-
-def _requested_order(conf: Any, given: dict[str, str]) -> Order:
-    """The order a request of the Berth form asks for: its ``order``,
-    ``weights`` and ``prefer``, each defaulting to the configured one.
-    Raises HTTPProblem 400 for a class or trait weighed twice, or
-    weights with an order that has no score (``split_order`` has checked
-    their form)."""
-    default = _configured_order(conf)
-    name = given.get("order", default.name)
-    weights = (schema.parse_weights("weights", given["weights"])
-               if "weights" in given else dict(default.weights))
-    prefer = (schema.parse_weights("prefer", given["prefer"])
-              if "prefer" in given else dict(default.preferences))
-    if name not in SCORED and ("weights" in given or "prefer" in given):
-        raise HTTPProblem(400, "Invalid query string parameters: weights "
-                          "and prefer apply only to order spread or pack")
-    return make_order(name, weights, prefer)
-
-
 def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /allocation_candidates: 200, or 400 (bad query, unknown class
     or trait), 403, 406."""
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
     groups, wide = _parsed_query(req, util.query(req))
-    _answer(req, resp, groups, wide, _configured_order(util.conf(req)))
+    _answer(req, resp, groups, wide,
+            schema.requested_order(util.conf(req), {}))
 
 
 def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
@@ -99,7 +67,7 @@ def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
     pairs, given = schema.split_order(util.query(req))
-    order = _requested_order(util.conf(req), given)
+    order = schema.requested_order(util.conf(req), given)
     groups, wide = _parsed_query(req, pairs)
     _answer(req, resp, groups, wide, order)
 

@@ -261,10 +261,13 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Why trees give no allocation candidate for this "
         "allocation-candidates query: trees considered, dropped per "
         "reason, examples (policy berth:explain, admin).",
-        {200: {"type": "object"}}, errors=(404,), query=cand_s.SCHEMAS,
-        description="Takes the same query as GET /allocation_candidates, "
-        "plus `explain_tree=<provider uuid>` for the exact reasons of one "
-        "tree (404 when no provider has that uuid). See "
+        {200: {"type": "object"}}, errors=(404,),
+        query=cand_s.ORDERED_SCHEMAS,
+        description="Takes the same query as GET "
+        "/berth/allocation_candidates, plus `explain_tree=<provider uuid>` "
+        "for the exact reasons of one tree (404 when no provider has that "
+        "uuid). In a scored order (spread, pack) the answer lists the "
+        "trees the query would get first, with their scores. See "
         "docs/explain-and-fit.md."),
     ("/berth/allocation_candidates", "GET"): Operation(
         "GET /allocation_candidates with the order chosen per request: "

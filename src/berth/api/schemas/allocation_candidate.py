@@ -12,7 +12,14 @@ from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import Versioned, pick, validator
 from berth.domain.allocation_candidate import parse
-from berth.domain.allocation_candidate.request import NAMES, RequestGroup, RequestWide
+from berth.domain.allocation_candidate.order import make_order
+from berth.domain.allocation_candidate.request import (
+    NAMES,
+    SCORED,
+    Order,
+    RequestGroup,
+    RequestWide,
+)
 
 _STRING: dict[str, Any] = {"type": "string"}
 
@@ -159,3 +166,26 @@ def parse_weights(key: str, text: str) -> dict[str, float]:
                               "names %s twice" % (key, name))
         out[name] = float(weight)
     return out
+
+
+def requested_order(conf: Any, given: dict[str, str]) -> Order:
+    """The order a request asks for (``given``: its order parameters, as
+    ``split_order`` returns them; none on the upstream URL), each part
+    defaulting to ``conf``'s ``[berth] candidate_order`` and its weights
+    (random where that is uuid and ``[placement]
+    randomize_allocation_candidates`` is set). Raises HTTPProblem 400
+    for a name weighed twice, or weights with an order that has no
+    score."""
+    name = conf.berth.candidate_order
+    if name == "uuid" and conf.placement.randomize_allocation_candidates:
+        name = "random"
+    name = given.get("order", name)
+    weights = (parse_weights("weights", given["weights"])
+               if "weights" in given
+               else dict(conf.berth.candidate_order_weights))
+    prefer = (parse_weights("prefer", given["prefer"]) if "prefer" in given
+              else dict(conf.berth.candidate_order_preferences))
+    if name not in SCORED and ("weights" in given or "prefer" in given):
+        raise HTTPProblem(400, "Invalid query string parameters: weights "
+                          "and prefer apply only to order spread or pack")
+    return make_order(name, weights, prefer)

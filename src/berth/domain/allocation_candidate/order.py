@@ -84,21 +84,25 @@ def tree_score(world: World, root: int, order: Order) -> float:
 Key = tuple[float, int]
 
 
+def key(world: World, root: int, order: Order) -> Key:
+    """Where the tree rooted at ``root`` sorts in ``order``'s ranking."""
+    return (-tree_score(world, root, order), root)
+
+
 class Ranking:
     """Every root of a world in ``order``, best first: ``keys`` holds
-    (-score, root) sorted, ``at`` each root's key."""
+    (-score, root), sorted (a root's key is ``key``: worked out again
+    from the world when needed, not kept per root, so that a copy costs
+    one list)."""
 
-    def __init__(self, order: Order, keys: list[Key],
-                 at: dict[int, Key]) -> None:
+    def __init__(self, order: Order, keys: list[Key]) -> None:
         self.order = order
         self.keys = keys
-        self.at = at
 
     @classmethod
     def build(cls, world: World, order: Order) -> Ranking:
-        at = {root: (-tree_score(world, root, order), root)
-              for root in world.roots}
-        return cls(order, sorted(at.values()), at)
+        return cls(order, sorted(key(world, root, order)
+                                 for root in world.roots))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Ranking) and self.order == other.order
@@ -106,25 +110,19 @@ class Ranking:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def patched(self, world: World, roots: set[int], in_place: bool
-                ) -> Ranking:
-        """This ranking with ``roots`` re-scored in ``world`` (each
-        removed, and put back where it now sorts if it is still a root):
-        a copy, or (``in_place``) this ranking itself, edited."""
+    def patched(self, world: World, old: dict[int, Key | None],
+                in_place: bool) -> Ranking:
+        """This ranking with the roots of ``old`` (each root's key in the
+        world this ranking ranks, None where it was no root there)
+        re-scored in ``world``: a copy, or (``in_place``) this ranking
+        itself, edited."""
         keys = self.keys if in_place else list(self.keys)
-        at = self.at if in_place else dict(self.at)
-        for root in roots:
-            old = at.pop(root, None)
-            if old is not None:
-                del keys[bisect.bisect_left(keys, old)]
+        for root, was in old.items():
+            if was is not None:
+                del keys[bisect.bisect_left(keys, was)]
             if world.is_root(root):
-                new = at[root] = (-tree_score(world, root, self.order), root)
-                bisect.insort(keys, new)
-        return self if in_place else Ranking(self.order, keys, at)
-
-    def score(self, root: int) -> float:
-        """``root``'s score (a root this ranking holds)."""
-        return -self.at[root][0]
+                bisect.insort(keys, key(world, root, self.order))
+        return self if in_place else Ranking(self.order, keys)
 
     def best_first(self, rng: random.Random) -> Iterator[int]:
         """The roots, best first; each run of equal scores in an order
@@ -166,11 +164,25 @@ def ranking(world: World, order: Order) -> Ranking:
     return made
 
 
-def reranked(old: World, new: World, roots: set[int], in_place: bool
+#: Per kept order, the keys some roots had before a refresh (None: not
+#: a root): what ``reranked`` moves.
+Before = dict[Order, dict[int, Key | None]]
+
+
+def before(world: World, roots: set[int]) -> Before:
+    """The keys ``roots`` have in each of ``world``'s rankings, read
+    before a refresh edits anything (in place, it edits this world)."""
+    return {order: {root: key(world, root, order)
+                    if world.is_root(root) else None for root in roots}
+            for order in world.rankings}
+
+
+def reranked(old: World, new: World, was: Before, in_place: bool
              ) -> dict[Order, Ranking]:
-    """``old``'s rankings with ``roots`` re-scored in ``new`` (for a
-    refresh that changed those trees)."""
+    """``old``'s rankings with the roots of ``was`` (``before`` the
+    refresh) re-scored in ``new``: the rankings of ``new``."""
     out = old.rankings if in_place else {}
-    for key, kept in list(old.rankings.items()):
-        out[key] = kept.patched(new, roots, in_place) if roots else kept
+    for order, kept in list(old.rankings.items()):
+        moved = was.get(order)
+        out[order] = kept.patched(new, moved, in_place) if moved else kept
     return out

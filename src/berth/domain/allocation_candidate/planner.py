@@ -24,7 +24,7 @@ import operator
 import random
 from collections.abc import Iterator
 
-from berth.domain.allocation_candidate.order import Ranking
+from berth.domain.allocation_candidate.order import Ranking, key
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
@@ -105,7 +105,7 @@ def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
         members: set[int] = set()
         for name in names:
             members |= index.get(name, set())
-        found = [(ranking.at[root][0], rng.random(), root)
+        found = [(key(world, root, ranking.order), rng.random(), root)
                  for root in world.roots_of(members)
                  if world.is_root(root) and _labelled(world, root, checks)]
         found.sort()
