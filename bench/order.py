@@ -22,6 +22,8 @@ median CPU time per step in this process (noisy on a shared machine).
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import random
 import statistics
 import subprocess
@@ -65,10 +67,10 @@ def build(hosts: int, seed: int = 1) -> World:
 
 
 def steps(world: World, order: str, limit: int, count: int,
-          copy: bool = False) -> World:
+          copy: bool = False, memo: int = 20_000) -> World:
     """``count`` steps (a claim's refresh, then a search); the world
     after them."""
-    settings = Settings(order=make_order(order))
+    settings = Settings(order=make_order(order), memo=memo)
     wide = RequestWide(limit=limit)
     specs = engine.group_specs(world, GROUPS)
     assert specs is not None
@@ -86,13 +88,15 @@ def steps(world: World, order: str, limit: int, count: int,
     return world
 
 
-def _count(hosts: int, order: str, limit: int, count: int, copy: bool
-           ) -> int:
+def _count(hosts: int, order: str, limit: int, count: int, copy: bool,
+           memo: int) -> int:
+    # One hash seed: the two runs then differ by the steps alone.
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, __file__, "--one", str(hosts), order, str(limit),
-         str(count)] + (["--copy"] if copy else []),
-        capture_output=True, text=True, check=True)
+         str(count), "--memo", str(memo)] + (["--copy"] if copy else []),
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"})
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             return int(line.rsplit(":", 1)[1])
@@ -100,20 +104,21 @@ def _count(hosts: int, order: str, limit: int, count: int, copy: bool
 
 
 def instructions(hosts: int, order: str, limit: int, count: int,
-                 copy: bool) -> float:
+                 copy: bool, memo: int) -> float:
     """Instructions per step (valgrind)."""
-    return (_count(hosts, order, limit, count + 1, copy)
-            - _count(hosts, order, limit, 1, copy)) / count
+    return (_count(hosts, order, limit, count + 1, copy, memo)
+            - _count(hosts, order, limit, 1, copy, memo)) / count
 
 
-def cpu(hosts: int, order: str, limit: int, count: int, copy: bool
-        ) -> float:
+def cpu(hosts: int, order: str, limit: int, count: int, copy: bool,
+        memo: int) -> float:
     """Median CPU seconds per step, in this process."""
-    world = steps(build(hosts), order, limit, 1, copy)
+    world = steps(build(hosts), order, limit, 1, copy, memo)
+    gc.freeze()  # as a server does with its world: no GC of it per step
     times = []
     for _ in range(count):
         start = time.process_time()
-        world = steps(world, order, limit, 1, copy)
+        world = steps(world, order, limit, 1, copy, memo)
         times.append(time.process_time() - start)
     return statistics.median(times)
 
@@ -121,17 +126,20 @@ def cpu(hosts: int, order: str, limit: int, count: int, copy: bool
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000])
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--orders", nargs="+", default=list(ORDERS))
     ap.add_argument("--copy", action="store_true",
                     help="refresh by copying (a threaded server's way)")
+    ap.add_argument("--memo", type=int, default=20_000,
+                    help="[berth] candidate_memo (0: every tree searched)")
     ap.add_argument("--limits", type=int, nargs="+", default=list(LIMITS))
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         hosts, order, limit, count = args.one
-        steps(build(int(hosts)), order, int(limit), int(count), args.copy)
+        steps(build(int(hosts)), order, int(limit), int(count), args.copy,
+              args.memo)
         return
     unit = "ms CPU" if args.cpu else "M instructions"
     print("%-7s %-6s %-7s %14s %8s" % ("hosts", "limit", "order", unit,
@@ -140,10 +148,11 @@ def main() -> None:
         for limit in args.limits:
             base = None
             for order in args.orders:
-                cost = (cpu(hosts, order, limit, args.steps, args.copy) * 1e3
+                cost = (cpu(hosts, order, limit, args.steps, args.copy,
+                            args.memo) * 1e3
                         if args.cpu else
                         instructions(hosts, order, limit, args.steps,
-                                     args.copy) / 1e6)
+                                     args.copy, args.memo) / 1e6)
                 base = cost if base is None else base
                 print("%-7d %-6d %-7s %14.2f %8.2f" % (
                     hosts, limit, order, cost, cost / base), flush=True)

@@ -226,3 +226,21 @@ def test_spread_pack_and_preferences() -> None:
     assert first(Order("pack", weights)) == [1, 2, 3]
     assert first(Order("spread", weights,
                        (("COMPUTE_STATUS_DISABLED", -10.0),))) == [2, 1, 3]
+
+
+def test_a_ranking_made_during_a_refresh_is_not_carried_over() -> None:
+    """A request may rank the old world while a refresh makes the new
+    one: that ranking, made after the refresh read the old keys, is left
+    out of the new world (which ranks anew when asked), never carried
+    over stale."""
+    world = World([prov(i, inv={"VCPU": 4}) for i in (1, 2, 3)])
+    spread, pack = Order("spread"), Order("pack")
+    order.ranking(world, spread)
+    was = order.before(world, {1})
+    order.ranking(world, pack)
+    fresh = World([dataclasses.replace(p, used={"VCPU": 3} if p.id == 1
+                                       else p.used)
+                   for p in world.providers.values()])
+    kept = order.reranked(world, fresh, was, in_place=False)
+    assert list(kept) == [spread]
+    assert kept[spread] == order.Ranking.build(fresh, spread)

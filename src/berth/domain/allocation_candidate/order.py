@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from berth.domain.allocation_candidate.request import (
     DEFAULT_WEIGHTS,
@@ -131,21 +131,24 @@ class Ranking:
         keys = self.keys
         i, count = 0, len(keys)
         while i < count:
-            end = bisect.bisect_right(keys, (keys[i][0], float("inf")), i)
-            if end - i == 1:
-                yield keys[i][1]
-            else:
-                yield from _shuffled(keys, i, end, rng)
+            score, root = keys[i]
+            if i + 1 == count or keys[i + 1][0] != score:
+                yield root
+                i += 1
+                continue
+            end = bisect.bisect_right(keys, (score, float("inf")), i)
+            yield from _shuffled(keys, i, end, rng.random)
             i = end
 
 
-def _shuffled(keys: list[Key], start: int, stop: int, rng: random.Random
-              ) -> Iterator[int]:
+def _shuffled(keys: list[Key], start: int, stop: int,
+              draw: Callable[[], float]) -> Iterator[int]:
     """The roots of ``keys[start:stop]`` in a random order, drawn one at
-    a time (Fisher-Yates, the swaps kept in a dict)."""
+    a time (Fisher-Yates, the swaps kept in a dict; ``draw`` gives
+    floats in [0, 1))."""
     swapped: dict[int, int] = {}
     for i in range(start, stop):
-        j = rng.randrange(i, stop)
+        j = i + int(draw() * (stop - i))
         pick = swapped.get(j, j)
         swapped[j] = swapped.get(i, i)
         yield keys[pick][1]
@@ -172,17 +175,20 @@ Before = dict[Order, dict[int, Key | None]]
 def before(world: World, roots: set[int]) -> Before:
     """The keys ``roots`` have in each of ``world``'s rankings, read
     before a refresh edits anything (in place, it edits this world)."""
+    # A copy of the keys: another request may rank this world meanwhile.
     return {order: {root: key(world, root, order)
                     if world.is_root(root) else None for root in roots}
-            for order in world.rankings}
+            for order in list(world.rankings)}
 
 
 def reranked(old: World, new: World, was: Before, in_place: bool
              ) -> dict[Order, Ranking]:
-    """``old``'s rankings with the roots of ``was`` (``before`` the
-    refresh) re-scored in ``new``: the rankings of ``new``."""
-    out = old.rankings if in_place else {}
-    for order, kept in list(old.rankings.items()):
-        moved = was.get(order)
+    """The rankings of ``new``: those of ``old`` that ``was`` (read
+    ``before`` the refresh) covers, with its roots re-scored in ``new``.
+    A ranking made of ``old`` since is left out (``new`` ranks anew
+    when asked)."""
+    out: dict[Order, Ranking] = {}
+    for order, moved in was.items():
+        kept: Ranking = old.rankings[order]
         out[order] = kept.patched(new, moved, in_place) if moved else kept
     return out
