@@ -111,9 +111,10 @@ def instructions(hosts: int, order: str, limit: int, count: int,
 
 
 def cpu(hosts: int, order: str, limit: int, count: int, copy: bool,
-        memo: int) -> float:
-    """Median CPU seconds per step, in this process."""
-    world = steps(build(hosts), order, limit, 1, copy, memo)
+        memo: int, warm: int = 1) -> float:
+    """Median CPU seconds per step, in this process, after ``warm``
+    steps."""
+    world = steps(build(hosts), order, limit, warm, copy, memo)
     gc.freeze()  # as a server does with its world: no GC of it per step
     times = []
     for _ in range(count):
@@ -133,6 +134,9 @@ def main() -> None:
                     help="refresh by copying (a threaded server's way)")
     ap.add_argument("--memo", type=int, default=20_000,
                     help="[berth] candidate_memo (0: every tree searched)")
+    ap.add_argument("--warm", type=int, default=1,
+                    help="with --cpu: steps before those measured (to "
+                         "fill the memo)")
     ap.add_argument("--limits", type=int, nargs="+", default=list(LIMITS))
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -149,7 +153,7 @@ def main() -> None:
             base = None
             for order in args.orders:
                 cost = (cpu(hosts, order, limit, args.steps, args.copy,
-                            args.memo) * 1e3
+                            args.memo, args.warm) * 1e3
                         if args.cpu else
                         instructions(hosts, order, limit, args.steps,
                                      args.copy, args.memo) / 1e6)

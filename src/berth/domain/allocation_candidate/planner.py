@@ -15,6 +15,11 @@ costs that set's members whatever the limit, which is little when few
 qualify. The planner does not know the limit, so it walks first and,
 once it has walked ``SWITCH`` times as many roots as the index would
 cost, finishes from the index: never much more than the cheaper way.
+
+In a scored order (``order``: ``spread``, ``pack``) the planner hands
+the trees over best first instead: it walks the world's ranking, or,
+when the least common set has few members, collects their trees through
+the name indexes and sorts just those by score.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ Sets = tuple[frozenset[str], ...]
 
 class Plan(list[int]):
     """The anchors worth visiting, found lazily: iterating yields them in
-    uuid order, and the list holds those found so far, so that once the
-    search is done ``len`` is the number of trees it visited.
+    uuid order (or, ``ranked``, best first by that ranking, ties in the
+    order its random source draws), and the list holds those found so
+    far, so that once the search is done ``len`` is the number of trees
+    it visited.
 
     (A list, because ``engine.search`` takes its anchors as one.)
     """
