@@ -11,6 +11,7 @@ import dataclasses
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -166,6 +167,17 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide],
 def test_limit_returns_the_best_by_score(world: World, query: Any,
                                          want: Order, limit: int,
                                          seed: int) -> None:
+    check(world, query, want, limit, seed)
+
+
+@pytest.mark.stress
+@settings(max_examples=2000, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(trees=6), busy_worlds()), loose_queries(), orders,
+       st.integers(1, 6), st.integers(0, 99))
+def test_limit_returns_the_best_by_score_long(world: World, query: Any,
+                                              want: Order, limit: int,
+                                              seed: int) -> None:
     check(world, query, want, limit, seed)
 
 
