@@ -18,6 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from berth.domain.allocation_candidate.order import Ranking
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
@@ -60,6 +61,11 @@ def assert_same(patched: World, built: World, memos: bool = True
         if name in ("memo", "ancestry"):
             assert not memos or (have == {} and type(have) is dict), name
             continue
+        if name == "rankings":
+            # Each kept ranking is what ranking the world anew gives.
+            for order, kept in have.items():
+                assert kept == Ranking.build(built, order), order
+            continue
         assert type(have) is type(want), name
         assert have == want, name
     # The values too: a set where __init__ makes a set, a list for a list.
@@ -73,9 +79,9 @@ def assert_same(patched: World, built: World, memos: bool = True
 
 
 @st.composite
-def worlds(draw: Any, most: int = 4) -> World:
-    """1-3 trees of up to 5 providers, maybe a sharing provider; every
-    inventory total and max_unit at most ``most``."""
+def worlds(draw: Any, most: int = 4, trees: int = 3) -> World:
+    """1 to ``trees`` trees of up to 5 providers, maybe a sharing
+    provider; every inventory total and max_unit at most ``most``."""
     providers: list[Provider] = []
     next_id = itertools.count(1)
 
@@ -101,7 +107,7 @@ def worlds(draw: Any, most: int = 4) -> World:
                               aggs=tuple(aggs)))
         return pid
 
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(st.integers(1, trees))):
         root = make(None, None, False)
         for _ in range(draw(st.integers(0, 2))):
             child = make(root, root, False)

@@ -120,6 +120,10 @@ class Metrics:
             "berth_candidates_cut_by_limit",
             "Allocation-candidates answers that `limit` cut short.",
             registry=r)
+        self.by_order = prom.Counter(
+            "berth_candidates_answers_by_order",
+            "Allocation-candidates answers, by the order they came in "
+            "(uuid, random, spread, pack).", ["order"], registry=r)
 
     def _add_worker_metrics(self, r: prom.CollectorRegistry) -> None:
         """Workers' private memory and their replacement."""
@@ -163,7 +167,9 @@ class Metrics:
         self.world_providers.set(len(world.providers))
         self.world_classes.set(len(done.snapshot.classes))
 
-    def candidates_answered(self, count: int, trees: int, cut: bool) -> None:
+    def candidates_answered(self, count: int, trees: int, cut: bool,
+                            order: str = "uuid") -> None:
+        self.by_order.labels(order).inc()
         self.candidates.observe(count)
         self.trees_searched.observe(trees)
         if cut:

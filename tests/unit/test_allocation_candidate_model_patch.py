@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate import world_patch
+from berth.domain.allocation_candidate import order, world_patch
 from berth.domain.allocation_candidate.provider import Provider
+from berth.domain.allocation_candidate.request import Order
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import assert_same
@@ -29,6 +30,7 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
     """``world`` patched, checked against a world built anew, and the old
     world checked unchanged."""
     before = World(world.providers.values())
+    ranked(world)
     patched = world_patch.with_changes(world, fresh, gone)
     assert patched is not None
     providers = dict(world.providers)
@@ -42,6 +44,7 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
         assert patched.providers[p.id] is p
     # In place, on a world of its own: the same result, nothing copied.
     victim = World(world.providers.values())
+    ranked(victim)
     mine = victim.providers, victim.trees, victim.by_uuid, victim.ordered
     edited = world_patch.with_changes(victim, fresh, gone, in_place=True)
     assert edited is not None
@@ -49,6 +52,20 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
     assert (edited.providers, edited.trees, edited.by_uuid) == mine[:3]
     assert edited.providers is mine[0] and edited.by_uuid is mine[2]
     return patched
+
+
+#: Orders whose rankings the patched worlds keep (and ``assert_same``
+#: checks against rankings of the world built anew).
+ORDERS = (Order("spread", (("DISK_GB", 2.0), ("VCPU", 1.0)),
+                (("T1", -1.0), ("T3", 0.5))),
+          Order("pack"))
+
+
+def ranked(world: World) -> World:
+    """``world``, with a ranking kept for each of ``ORDERS``."""
+    for each in ORDERS:
+        order.ranking(world, each)
+    return world
 
 
 def rp(pid: int, uuid: str, root: int | None = None,
@@ -161,7 +178,9 @@ def test_moved_within_its_tree_shares_every_index() -> None:
     world = base()
     patched = patch(world, [change(world, 4, parent_id=3)])
     for name, index in vars(world).items():
-        if name not in ("providers", "memo", "ancestry"):
+        # (each world has its own map of rankings: one may be added to
+        # either world later)
+        if name not in ("providers", "memo", "ancestry", "rankings"):
             assert getattr(patched, name) is index, name
 
 
@@ -341,7 +360,7 @@ def patched_chain(data: st.DataObject, in_place: bool) -> None:
         walk.tree()
     for _ in range(data.draw(st.integers(0, 2))):
         walk.new(None, None, sharing=True)
-    world = World(walk.providers.values())
+    world = ranked(World(walk.providers.values()))
     for _ in range(data.draw(st.integers(1, 6))):
         before = dict(walk.providers)
         touched: set[int] = set()
@@ -357,7 +376,7 @@ def patched_chain(data: st.DataObject, in_place: bool) -> None:
                       + fresh)
         if patched is None:
             assert sharing
-            world = built
+            world = ranked(built)
             continue
         assert_same(patched, built)
         if in_place:

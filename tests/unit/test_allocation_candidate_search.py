@@ -8,7 +8,7 @@ from typing import Any
 from berth.domain.allocation_candidate.engine import search
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
-from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import group, prov
@@ -186,7 +186,7 @@ def test_randomized_sample_is_valid() -> None:
     world = World([prov(i, inv={"VCPU": 4}) for i in range(1, 30)])
     g = [group(resources={"VCPU": 1})]
     full = {c.key() for c in run(world, g)}
-    picked = run(world, g, limit=5, settings=Settings(randomize=True))
+    picked = run(world, g, limit=5, settings=Settings(order=Order("random")))
     assert len(picked) == 5 and {c.key() for c in picked} <= full
 
 

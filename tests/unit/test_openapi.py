@@ -88,3 +88,28 @@ def test_keystone_and_noauth_both_let_the_document_through():
     assert auth._is_public({"PATH_INFO": "/openapi.json"})
     assert not auth._is_public({"PATH_INFO": "/openapi.json/x"})
     assert not auth._is_public({"PATH_INFO": "/resource_providers"})
+
+
+def test_the_ordered_candidates_form_documents_its_parameters(doc):
+    """GET /berth/allocation_candidates takes the upstream query and the
+    order parameters (the handler's own schema for them); the upstream
+    URL documents none of them."""
+    from berth.api.schemas import allocation_candidate as cand
+
+    def names(path):
+        return {p["name"] for p in doc["paths"][path]["get"]["parameters"]
+                if "name" in p}
+
+    ordered, upstream = (names("/berth/allocation_candidates"),
+                         names("/allocation_candidates"))
+    assert ordered == upstream | {"order", "weights", "prefer"}
+    assert not {"order", "weights", "prefer"} & upstream
+    spec = {p["name"]: p for p in doc["paths"][
+        "/berth/allocation_candidates"]["get"]["parameters"]
+        if "name" in p}
+    assert spec["order"]["schema"]["enum"] == [
+        "uuid", "random", "spread", "pack"]
+    assert spec["weights"]["schema"] is not None
+    assert OPERATIONS[("/berth/allocation_candidates", "GET")].query is (
+        cand.ORDERED_SCHEMAS)
+    assert cand.ORDER_V.schema["properties"] == cand.ORDER_PROPERTIES

@@ -106,6 +106,11 @@ ROUTES: dict[str, dict[str, Gated]] = {
         "GET": (explain.explain_candidates, "1.10"),
     },
     "/berth/fit": {"GET": (fit.fit_request, "1.10")},
+    # Berth's own: GET /allocation_candidates with the order chosen per
+    # request (docs/allocation-candidates.md, "Order").
+    "/berth/allocation_candidates": {
+        "GET": (allocation_candidate.list_ordered_candidates, "1.10"),
+    },
     # The read-only web view (docs/dashboard.md): HTML, any microversion.
     "/dashboard": {"GET": dashboard.overview},
     "/dashboard/providers": {"GET": dashboard.providers},

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 from berth import conf as berth_conf
 
@@ -25,6 +25,9 @@ def _default(opt: Any) -> str:
         return "(unset)"
     if isinstance(opt.default, list):
         return ", ".join(str(v) for v in opt.default) or "(empty)"
+    if isinstance(opt.default, dict):
+        return ",".join("%s:%s" % kv for kv in opt.default.items()
+                        ) or "(empty)"
     return str(opt.default)
 
 
@@ -48,7 +51,8 @@ def config_reference() -> str:
         for name in sorted(names):
             opt = conf._get_opt_info(
                 name, None if group == "DEFAULT" else group)["opt"]
-            kind = type(opt).__name__.replace("Opt", "").lower() or "string"
+            kind = type(opt).__name__.replace("Opt", "").lower() or (
+                "dict" if isinstance(opt.type, types.Dict) else "string")
             help_text = " ".join((opt.help or "").split()).replace("|", "\\|")
             choices = getattr(getattr(opt, "type", None), "choices", None)
             if choices:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 LOG = logging.getLogger(__name__)
 
@@ -126,6 +126,39 @@ berth_opts = [
                     "request of the same shape without searching the "
                     "trees that have not changed since (about 1.5 KB "
                     "each, encoded answer included). 0 keeps none."),
+    cfg.StrOpt("candidate_order", default="uuid",
+               choices=[("uuid", "Tree by tree in root provider uuid "
+                                 "order (upstream's order is by database "
+                                 "id)"),
+                        ("random", "The whole answer shuffled before "
+                                   "limit applies, as "
+                                   "randomize_allocation_candidates"),
+                        ("spread", "Trees with the most free capacity "
+                                   "first, by candidate_order_weights"),
+                        ("pack", "Trees with the least free capacity "
+                                 "first, by candidate_order_weights")],
+               help="The order of GET /allocation_candidates answers, so "
+                    "that with limit the best trees are the ones "
+                    "returned (docs/allocation-candidates.md, \"Order\"). "
+                    "In spread and pack, trees of equal score come in a "
+                    "random order per request. [placement] "
+                    "randomize_allocation_candidates = true means random "
+                    "where this is uuid."),
+    cfg.Opt("candidate_order_weights",
+            type=types.Dict(value_type=types.Float()),
+            default={"DISK_GB": 1.0, "MEMORY_MB": 1.0, "VCPU": 1.0},
+            help="class:weight pairs: in the spread and pack orders, a "
+                 "tree's score adds, per class, the weight times the "
+                 "share of the tree's capacity of that class that is "
+                 "free (spread) or used (pack), as Nova's RAM, CPU and "
+                 "disk weighers weigh hosts."),
+    cfg.Opt("candidate_order_preferences",
+            type=types.Dict(value_type=types.Float()), default={},
+            help="trait:weight pairs: in the spread and pack orders, a "
+                 "tree with a provider that has the trait adds the "
+                 "weight to its score: positive for preferred traits, "
+                 "negative for discouraged ones (say "
+                 "COMPUTE_STATUS_DISABLED:-10)."),
     cfg.IntOpt("worker_private_memory", min=0,
                help="MiB of private memory after which a `berth serve` "
                     "worker finishes its request and exits, and the "

@@ -12,7 +12,12 @@ from berth.api.schemas import allocation_candidate as schema
 from berth.api.views import allocation_candidate as view
 from berth.domain.allocation_candidate import engine, explain
 from berth.domain.allocation_candidate.engine import Result
-from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.request import (
+    Order,
+    RequestGroup,
+    RequestWide,
+    Settings,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -21,10 +26,11 @@ LOG = logging.getLogger(__name__)
 PARSED_LIMIT = 512
 
 
-def _parsed_query(req: falcon.Request
-                 ) -> tuple[list[RequestGroup], RequestWide]:
-    """``parse_query`` of the request's query string, kept per
-    application by query string and microversion: schedulers ask the same
+def _parsed_query(req: falcon.Request, pairs: list[tuple[str, str]]
+                  ) -> tuple[list[RequestGroup], RequestWide]:
+    """``parse_query`` of ``pairs``, the request's query string (less
+    the order parameters of the Berth form), kept per application by
+    query string and microversion: schedulers ask the same
     few queries again and again, and validating and parsing one costs
     more than the search of a small answer. Only queries that parse are
     kept (a 400 is worked out again each time). Nothing changes a group
@@ -35,7 +41,7 @@ def _parsed_query(req: falcon.Request
     key = (version, req.query_string)
     found = kept.get(key)
     if found is None:
-        groups, wide = schema.parse_query(util.query(req), version)
+        groups, wide = schema.parse_query(pairs, version)
         if len(kept) >= PARSED_LIMIT:
             kept.clear()
         found = kept[key] = (tuple(groups), wide)
@@ -47,10 +53,33 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     or trait), 403, 406."""
     util.check_accept(req)
     util.authorize(req, "placement:allocation_candidates:list")
-    groups, wide = _parsed_query(req)
+    groups, wide = _parsed_query(req, util.query(req))
+    _answer(req, resp, groups, wide,
+            schema.requested_order(util.conf(req), {}))
+
+
+def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
+                            ) -> None:
+    """GET /berth/allocation_candidates: GET /allocation_candidates with
+    the order chosen per request (``order``, ``weights``, ``prefer``);
+    200, or 400 (bad query or order, unknown class or trait), 403,
+    406."""
+    util.check_accept(req)
+    util.authorize(req, "placement:allocation_candidates:list")
+    pairs, given = schema.split_order(util.query(req))
+    order = schema.requested_order(util.conf(req), given)
+    groups, wide = _parsed_query(req, pairs)
+    _answer(req, resp, groups, wide, order)
+
+
+def _answer(req: falcon.Request, resp: falcon.Response,
+            groups: list[RequestGroup], wide: RequestWide, order: Order
+            ) -> None:
+    """Search for ``groups`` and ``wide`` in ``order`` and send the
+    answer."""
     opts = util.conf(req).placement
     settings = Settings(
-        randomize=opts.randomize_allocation_candidates,
+        order=order,
         max_candidates=opts.max_allocation_candidates,
         strategy=opts.allocation_candidates_generation_strategy,
         memo=util.conf(req).berth.candidate_memo)
@@ -64,7 +93,7 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
 
     result = util.db(req).read(work)
     req.context.state.metrics.candidates_answered(
-        len(result.candidates), result.trees, result.cut)
+        len(result.candidates), result.trees, result.cut, order.name)
     if not result.candidates and LOG.isEnabledFor(logging.DEBUG):
         LOG.debug("no allocation candidates for %s: %s", req.query_string,
                   explain.explain(result.world, groups, result.specs,

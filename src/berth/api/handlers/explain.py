@@ -9,7 +9,11 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.errors import HTTPProblem
-from berth.api.schemas.allocation_candidate import parse_query
+from berth.api.schemas.allocation_candidate import (
+    parse_query,
+    requested_order,
+    split_order,
+)
 from berth.api.views import explain as view
 from berth.domain import common, dashboard
 from berth.domain.allocation_candidate import engine, explain
@@ -17,13 +21,14 @@ from berth.domain.allocation_candidate.explain import Explanation
 
 
 def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
-    """Answers 200; 400 for a query GET /allocation_candidates refuses
-    (with the same message) or a malformed ``explain_tree``; 403 unless
-    the caller passes ``berth:explain``; 404 when ``explain_tree`` names
-    no provider; 406."""
+    """Answers 200; 400 for a query GET /berth/allocation_candidates
+    refuses (with the same message) or a malformed ``explain_tree``; 403
+    unless the caller passes ``berth:explain``; 404 when ``explain_tree``
+    names no provider; 406."""
     util.check_accept(req)
     util.authorize(req, "berth:explain")
-    pairs = util.query(req)
+    pairs, given = split_order(util.query(req))
+    order = requested_order(util.conf(req), given)
     trees = [v for k, v in pairs if k == "explain_tree"]
     groups, wide = parse_query(
         [(k, v) for k, v in pairs if k != "explain_tree"], req.context.version)
@@ -46,6 +51,8 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
 
     report, names = util.db(req).read(work)
     body = view.serialize(report, names)
+    if order.scored:
+        body["order"] = view.first_trees(report, order)
     if wanted is not None:
-        body["tree"] = view.tree(report, wanted, names)
+        body["tree"] = view.tree(report, wanted, order, names)
     util.send(req, resp, body)

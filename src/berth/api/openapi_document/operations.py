@@ -261,11 +261,25 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Why trees give no allocation candidate for this "
         "allocation-candidates query: trees considered, dropped per "
         "reason, examples (policy berth:explain, admin).",
-        {200: {"type": "object"}}, errors=(404,), query=cand_s.SCHEMAS,
-        description="Takes the same query as GET /allocation_candidates, "
-        "plus `explain_tree=<provider uuid>` for the exact reasons of one "
-        "tree (404 when no provider has that uuid). See "
+        {200: {"type": "object"}}, errors=(404,),
+        query=cand_s.ORDERED_SCHEMAS,
+        description="Takes the same query as GET "
+        "/berth/allocation_candidates, plus `explain_tree=<provider uuid>` "
+        "for the exact reasons of one tree (404 when no provider has that "
+        "uuid). In a scored order (spread, pack) the answer lists the "
+        "trees the query would get first, with their scores. See "
         "docs/explain-and-fit.md."),
+    ("/berth/allocation_candidates", "GET"): Operation(
+        "GET /allocation_candidates with the order chosen per request: "
+        "order (uuid, random, spread, pack), weights (CLASS:weight,...) "
+        "and prefer (TRAIT:weight,...).", {200: r.CANDIDATES},
+        query=cand_s.ORDERED_SCHEMAS,
+        description="The same query and answer as GET "
+        "/allocation_candidates (policy "
+        "placement:allocation_candidates:list), plus the order "
+        "parameters, each defaulting to its [berth] option. With limit=N "
+        "the answer holds N of the best candidates by the score of "
+        "docs/allocation-candidates.md, \"Order\"."),
     ("/berth/fit", "GET"): Operation(
         "How many more copies of this allocation-candidates query fit, in "
         "total, per tree and per aggregate, with an upper bound (policy "

@@ -9,9 +9,17 @@ import copy
 from typing import Any
 
 from berth.api import util
+from berth.api.errors import HTTPProblem
 from berth.api.schemas import Versioned, pick, validator
 from berth.domain.allocation_candidate import parse
-from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
+from berth.domain.allocation_candidate.order import make_order
+from berth.domain.allocation_candidate.request import (
+    NAMES,
+    SCORED,
+    Order,
+    RequestGroup,
+    RequestWide,
+)
 
 _STRING: dict[str, Any] = {"type": "string"}
 
@@ -89,3 +97,95 @@ def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
     the Placement query codes from 1.23) for one it cannot read."""
     util.validate_pairs(pairs, pick(SCHEMAS, version))
     return parse.parse_request(pairs, version)
+
+
+#: The parameters ``GET /berth/allocation_candidates`` adds to the query
+#: of ``GET /allocation_candidates`` (docs/allocation-candidates.md,
+#: "Order"): the order, and class and trait weights.
+_WEIGHTED = {"type": "string",
+             "pattern": r"^[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?"
+                        r"(,[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?)*$"}
+ORDER_PROPERTIES: dict[str, Any] = {
+    "order": {"type": "string", "enum": list(NAMES),
+              "description": "Berth only: the order of the answer "
+                             "(default: [berth] candidate_order)."},
+    "weights": {**_WEIGHTED,
+                "description": "Berth only, with order spread or pack: "
+                               "CLASS:weight pairs, comma-separated "
+                               "(default: [berth] "
+                               "candidate_order_weights)."},
+    "prefer": {**_WEIGHTED,
+               "description": "Berth only, with order spread or pack: "
+                              "TRAIT:weight pairs, comma-separated; a "
+                              "negative weight discourages (default: "
+                              "[berth] candidate_order_preferences)."},
+}
+ORDER_V = validator({"type": "object", "properties": ORDER_PROPERTIES})
+
+
+def _with_order(schema: Any) -> dict[str, Any]:
+    out: dict[str, Any] = copy.deepcopy(schema)
+    out["properties"].update(ORDER_PROPERTIES)
+    return out
+
+
+#: The query strings of ``GET /berth/allocation_candidates``: those of
+#: ``SCHEMAS`` with the order parameters (the handler checks the order
+#: parameters with ``ORDER_V``, the rest with ``SCHEMAS``).
+ORDERED_SCHEMAS: Versioned = tuple(
+    (since, validator(_with_order(checker.schema)))
+    for since, checker in SCHEMAS)
+
+
+def split_order(pairs: list[tuple[str, str]]
+                ) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """``pairs`` without the order parameters, and those, checked with
+    ``ORDER_V``. Raises HTTPProblem 400 for one given twice or not of
+    its form."""
+    rest, found = [], {}
+    for key, value in pairs:
+        if key not in ORDER_PROPERTIES:
+            rest.append((key, value))
+        elif key in found:
+            raise HTTPProblem(400, "Invalid query string parameters: %s "
+                              "may be given once" % key)
+        else:
+            found[key] = value
+    util.validate_pairs(list(found.items()), ORDER_V)
+    return rest, found
+
+
+def parse_weights(key: str, text: str) -> dict[str, float]:
+    """``weights`` or ``prefer`` (of ``ORDER_V``'s form) as a dict.
+    Raises HTTPProblem 400 for a name given twice."""
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, weight = item.split(":")
+        if name in out:
+            raise HTTPProblem(400, "Invalid query string parameters: %s "
+                              "names %s twice" % (key, name))
+        out[name] = float(weight)
+    return out
+
+
+def requested_order(conf: Any, given: dict[str, str]) -> Order:
+    """The order a request asks for (``given``: its order parameters, as
+    ``split_order`` returns them; none on the upstream URL), each part
+    defaulting to ``conf``'s ``[berth] candidate_order`` and its weights
+    (random where that is uuid and ``[placement]
+    randomize_allocation_candidates`` is set). Raises HTTPProblem 400
+    for a name weighed twice, or weights with an order that has no
+    score."""
+    name = conf.berth.candidate_order
+    if name == "uuid" and conf.placement.randomize_allocation_candidates:
+        name = "random"
+    name = given.get("order", name)
+    weights = (parse_weights("weights", given["weights"])
+               if "weights" in given
+               else dict(conf.berth.candidate_order_weights))
+    prefer = (parse_weights("prefer", given["prefer"]) if "prefer" in given
+              else dict(conf.berth.candidate_order_preferences))
+    if name not in SCORED and ("weights" in given or "prefer" in given):
+        raise HTTPProblem(400, "Invalid query string parameters: weights "
+                          "and prefer apply only to order spread or pack")
+    return make_order(name, weights, prefer)

@@ -3,16 +3,22 @@ dashboard's explain page shows too (see ``docs/explain-and-fit.md``)."""
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from berth.domain import errors
+from berth.domain.allocation_candidate import order
 from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
 from berth.domain.allocation_candidate.faults import KINDS, Fault
+from berth.domain.allocation_candidate.request import Order
 from berth.domain.allocation_candidate.world import World
 
 #: Examples listed per reason.
 EXAMPLES = 3
+#: Trees listed best first in a scored order.
+FIRST = 10
 
 #: The field that names what a fault is about, per kind.
 _SUBJECT = {"no_inventory": "resource_class", "capacity": "resource_class",
@@ -100,12 +106,26 @@ def fault_body(world: World, fault: Fault, pids: list[int],
     return body
 
 
-def tree(report: Explanation, wanted: str,
+def first_trees(report: Explanation, want: Order) -> dict[str, Any]:
+    """The trees that give a candidate, best first under scored order
+    ``want`` (the first ``FIRST``; ties in a random order, as a request
+    draws them), each with its score."""
+    world = report.world
+    good = {t.root for t in report.trees if t.candidate}
+    best = (root for root in order.ranking(world, want).best_first(
+        random.Random()) if root in good)
+    return {"name": want.name,
+            "first": [{"tree": world.uuid(root),
+                       "score": order.tree_score(world, root, want)}
+                      for root in itertools.islice(best, FIRST)]}
+
+
+def tree(report: Explanation, wanted: str, want: Order | None = None,
          names: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The exact reasons of the tree of provider ``wanted`` (a normalized
-    uuid), with the names of its root and providers when ``names`` is
-    given (as in ``serialize``); NotFound when no provider has that
-    uuid."""
+    uuid), with its score under ``want`` when that is a scored order, and
+    the names of its root and providers when ``names`` is given (as in
+    ``serialize``); NotFound when no provider has that uuid."""
     world = report.world
     pid = world.by_uuid.get(wanted)
     if pid is None:
@@ -113,13 +133,15 @@ def tree(report: Explanation, wanted: str,
                               "uuid %s" % wanted)
     root = world.providers[pid].root_id
     verdict = next(t for t in report.trees if t.root == root)
-    order = {k: i for i, k in enumerate(KINDS)}
+    rank = {k: i for i, k in enumerate(KINDS)}
     causes = sorted(verdict.causes.items(),
-                    key=lambda item: order[item[0].kind])
+                    key=lambda item: rank[item[0].kind])
     body: dict[str, Any] = {"root_provider_uuid": world.uuid(root)}
     if names is not None:
         body["root_provider_name"] = names.get(root)
     body["candidate"] = verdict.candidate
     body["reasons"] = [fault_body(world, f, pids, names)
                        for f, pids in causes]
+    if want is not None and want.scored:
+        body["score"] = order.tree_score(world, root, want)
     return body

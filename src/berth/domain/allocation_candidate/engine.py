@@ -3,7 +3,8 @@
 ``find_candidates`` takes the worker's cached world (``world_cache``),
 resolves names, picks the anchors worth visiting, builds each group's
 offers, merges them lazily and applies max_allocation_candidates, the
-nested-provider rule of old microversions, ``limit`` and randomisation.
+nested-provider rule of old microversions, ``limit`` and the order
+(``order``: uuid, random, or trees ranked by a score).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from berth.domain.allocation_candidate import load
 from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
+from berth.domain.allocation_candidate.order import ranking
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.provider import traits_ok
-from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, Settings
+from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.search import AnchorFilter, distinct, world_candidates
 from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import WorldCache
@@ -67,7 +69,7 @@ def find_candidates(conn: Connection, cache: WorldCache,
     world, specs = resolve(conn, cache, groups, wide)
     if specs is None:
         return Result([], world)
-    anchors = plan(world, groups)
+    anchors = plan(world, groups, settings.order)
     # One beyond the limit, so that the answer tells whether it was cut.
     # (A limit of sys.maxsize, the most a query may ask, cuts nothing.)
     limit = wide.limit if wide.limit and wide.limit < sys.maxsize else 0
@@ -104,10 +106,13 @@ def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
     return world, group_specs(world, groups)
 
 
-def plan(world: World, groups: list[RequestGroup]) -> list[int]:
-    """The anchors worth visiting, in uuid order, found as the search
-    asks for them (``planner.Plan``: its length, once the search is done,
-    is the trees visited).
+def plan(world: World, groups: list[RequestGroup],
+         order: Order = Order(), rng: random.Random | None = None
+         ) -> list[int]:
+    """The anchors worth visiting, in uuid order (or, for a scored
+    ``order``, best first, ties in the order ``rng`` draws: by default
+    afresh), found as the search asks for them (``planner.Plan``: its
+    length, once the search is done, is the trees visited).
 
     A tree is only worth visiting when, for every positive ``member_of``
     set and every required-trait set of any group, one of its providers,
@@ -115,8 +120,12 @@ def plan(world: World, groups: list[RequestGroup]) -> list[int]:
     has one of the set's traits. A superset of the trees that can serve:
     the search still checks each candidate exactly.
     """
+    ranked = None
+    if order.scored:
+        ranked = (ranking(world, order), rng or random.Random())
     return Plan(world, tuple(r for g in groups for r in g.required),
-                tuple(m for g in groups for m in g.member_of))
+                tuple(m for g in groups for m in g.member_of),
+                ranked=ranked)
 
 
 def group_specs(world: World, groups: list[RequestGroup]
@@ -162,12 +171,15 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
            settings: Settings = Settings(), nested_aware: bool = True,
            anchors: list[int] | None = None) -> list[Candidate]:
     """The candidates over ``world`` (no database), visiting ``anchors``
-    (default: every root) in order."""
+    (default: every root, in ``settings.order``) in order."""
     memo = world.memo.get(AnchorMemo)
     if memo is None and settings.memo:
         memo = world.memo.setdefault(AnchorMemo, AnchorMemo(settings.memo))
+    if anchors is None:
+        anchors = (list(ranking(world, settings.order).best_first(
+            random.Random())) if settings.order.scored else world.roots)
     stream = distinct(world_candidates(
-        world, specs, wide, world.roots if anchors is None else anchors,
+        world, specs, wide, anchors,
         anchor_filter(world, wide), settings.strategy, memo), set())
     return _select(stream, world, wide, settings, nested_aware)
 
@@ -179,7 +191,7 @@ def _select(stream: Iterator[Candidate], world: World, wide: RequestWide,
     if not nested_aware:
         stream = (c for c in stream if _one_per_tree(world, c))
     limit = wide.limit
-    if not settings.randomize:
+    if settings.order.name != "random":
         return list(itertools.islice(stream, limit) if limit else stream)
     found = list(stream)
     if limit and limit < len(found):

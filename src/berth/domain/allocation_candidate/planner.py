@@ -15,14 +15,21 @@ costs that set's members whatever the limit, which is little when few
 qualify. The planner does not know the limit, so it walks first and,
 once it has walked ``SWITCH`` times as many roots as the index would
 cost, finishes from the index: never much more than the cheaper way.
+
+In a scored order (``order``: ``spread``, ``pack``) the planner hands
+the trees over best first instead: it walks the world's ranking, or,
+when the least common set has few members, collects their trees through
+the name indexes and sorts just those by score.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+import random
 from collections.abc import Iterator
 
+from berth.domain.allocation_candidate.order import Ranking, key
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
@@ -36,16 +43,22 @@ Sets = tuple[frozenset[str], ...]
 
 class Plan(list[int]):
     """The anchors worth visiting, found lazily: iterating yields them in
-    uuid order, and the list holds those found so far, so that once the
-    search is done ``len`` is the number of trees it visited.
+    uuid order (or, ``ranked``, best first by that ranking, ties in the
+    order its random source draws), and the list holds those found so
+    far, so that once the search is done ``len`` is the number of trees
+    it visited.
 
     (A list, because ``engine.search`` takes its anchors as one.)
     """
 
     def __init__(self, world: World, traits: Sets, aggs: Sets,
-                 switch: int = SWITCH) -> None:
+                 switch: int = SWITCH,
+                 ranked: tuple[Ranking, random.Random] | None = None
+                 ) -> None:
         super().__init__()
-        self._source = _viable(world, traits, aggs, switch)
+        self._source = (_viable(world, traits, aggs, switch)
+                        if ranked is None else
+                        _viable_ranked(world, traits, aggs, switch, *ranked))
 
     def __iter__(self) -> Iterator[int]:
         i = 0
@@ -76,6 +89,46 @@ def _viable(world: World, traits: Sets, aggs: Sets, switch: int
         rest = _from_index(world, traits, aggs, budget, switch)
         yield from (_walk(world, traits, aggs, budget, count)
                     if rest is None else rest)
+
+
+def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
+                   ranking: Ranking, rng: random.Random) -> Iterator[int]:
+    """The roots whose trees carry a label of every set, best first by
+    ``ranking`` (ties in the order ``rng`` draws): walked down the
+    ranking, or, when the least common set has few enough members that
+    reading them costs less than ``switch`` root checks per member
+    would, collected through the name indexes and sorted."""
+    if not traits and not aggs:
+        yield from ranking.best_first(rng)
+        return
+    checks = sorted(_sets(traits, aggs),
+                    key=lambda c: _members(world, c[0], c[1]))
+    kind, names = checks[0]
+    cost = _members(world, kind, names)
+    if not cost:
+        return
+    if cost * switch < len(world.roots):
+        index = world.by_trait if kind == "traits" else world.by_agg
+        members: set[int] = set()
+        for name in names:
+            members |= index.get(name, set())
+        found = [(key(world, root, ranking.order), rng.random(), root)
+                 for root in world.roots_of(members)
+                 if world.is_root(root) and _labelled(world, root, checks)]
+        found.sort()
+        yield from (root for _, _, root in found)
+        return
+    for root in ranking.best_first(rng):
+        if _labelled(world, root, checks):
+            yield root
+
+
+def _labelled(world: World, root: int,
+              checks: list[tuple[str, frozenset[str]]]) -> bool:
+    """True when ``root``'s tree carries a label of every set."""
+    traits, aggs = world.tree_labels(root)
+    return all(not names.isdisjoint(traits if kind == "traits" else aggs)
+               for kind, names in checks)
 
 
 def _sets(traits: Sets, aggs: Sets) -> list[tuple[str, frozenset[str]]]:

@@ -49,11 +49,37 @@ class RequestWide:
     same_subtrees: tuple[frozenset[str], ...] = ()
 
 
+#: The orders, by name (``[berth] candidate_order`` and ``order=``).
+NAMES = ("uuid", "random", "spread", "pack")
+#: Those ranked by a score.
+SCORED = ("spread", "pack")
+
+#: Nova's weighers' default multipliers (RAM, CPU, disk), per class.
+DEFAULT_WEIGHTS = (("DISK_GB", 1.0), ("MEMORY_MB", 1.0), ("VCPU", 1.0))
+
+
+@dataclass(frozen=True)
+class Order:
+    """How an answer is ordered: ``name`` one of ``NAMES``; ``weights``
+    (class, weight) and ``preferences`` (trait, weight), sorted, count
+    only in a scored order."""
+
+    name: str = "uuid"
+    weights: tuple[tuple[str, float], ...] = DEFAULT_WEIGHTS
+    preferences: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def scored(self) -> bool:
+        return self.name in SCORED
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The ``[placement]`` options that shape the answer."""
+    """The ``[placement]`` and ``[berth]`` options that shape the answer
+    (``order``: ``[berth] candidate_order`` and its weights, or a
+    request's own; ``random`` is ``randomize_allocation_candidates``)."""
 
-    randomize: bool = False
+    order: Order = Order()
     max_candidates: int = -1
     strategy: str = "depth-first"
     #: candidates the search may keep for later requests (``[berth]

@@ -33,6 +33,9 @@ class World:
     #: provider id -> ``ancestors(id)``, worked out as asked (the tree
     #: shape is shared by every usage refresh of this world)
     ancestry: dict[int, frozenset[int]]
+    #: ``order.Order`` -> ``order.Ranking`` of the roots, for the scored
+    #: orders asked for so far (kept up to date by ``world_patch``)
+    rankings: dict[Any, Any]
     by_uuid: dict[str, int]
     #: trait name -> providers with it; aggregate uuid -> members
     by_trait: dict[str, set[int]]
@@ -68,6 +71,7 @@ class World:
         self.providers = {p.id: p for p in providers}
         self.memo = {}
         self.ancestry = {}
+        self.rankings = {}
         self.by_uuid = {p.uuid: p.id for p in self.providers.values()}
         self._index_labels()
         self._index_trees()

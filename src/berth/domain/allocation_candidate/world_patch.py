@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from berth.domain.allocation_candidate import indexes
+from berth.domain.allocation_candidate import indexes, order
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 
@@ -73,9 +73,11 @@ def _swapped(world: World, fresh: dict[int, Provider], in_place: bool
     """A world sharing every index with ``world``, whose provider map
     holds ``fresh`` in place of the providers of the same ids: a copy of
     ``world``'s map, or (``in_place``) that map itself."""
+    was = order.before(world, {p.root_id for p in fresh.values()})
     other = copy.copy(world)
     other.providers = world.providers if in_place else dict(world.providers)
     other.providers.update(fresh)
+    other.rankings = order.reranked(world, other, was, in_place)
     return other
 
 
@@ -115,6 +117,9 @@ def with_changes(world: World, fresh: Iterable[Provider],
     # What the edits need of this world, read before any is made (in
     # place, this world's maps are the ones edited).
     near = _near(changes)
+    # Every changed tree's root is near, or (a tree whose providers
+    # changed amounts only) the root of one of ``fresh``.
+    ranked = order.before(world, near | {p.root_id for p in new_of.values()})
     was_root = {pid for pid in near if world.is_root(pid)}
     before = {old.id: old for old, _ in changes if old is not None}
     providers = world.providers if in_place else dict(world.providers)
@@ -128,6 +133,7 @@ def with_changes(world: World, fresh: Iterable[Provider],
                                    providers, in_place))
     except indexes.Unpatchable:
         return None
+    other.rankings = order.reranked(world, other, ranked, in_place)
     return other
 
 

@@ -1,0 +1,150 @@
+"""The order of allocation candidates over HTTP, on every database:
+``[berth] candidate_order`` for GET /allocation_candidates (unchanged
+Nova) and the per-request form GET /berth/allocation_candidates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berth.api.app import create_app
+from berth.db.engine import Database
+from support.numbered_providers import allocate, inventory, provider, traits, uuid
+from tests.conftest import Client, make_conf
+
+#: host -> VCPU used of 10 (MEMORY_MB: 1000, used 100 per VCPU)
+USED = {1: 6, 2: 2, 3: 9, 4: 0, 5: 4}
+
+
+def hosts(client: Client) -> None:
+    for n, used in USED.items():
+        provider(client, n)
+        inventory(client, uuid(n), VCPU=10, MEMORY_MB=1000)
+        if used:
+            allocate(client, uuid(n), VCPU=used, MEMORY_MB=100 * used)
+
+
+def first(client: Client, query: str, path: str = "/allocation_candidates"
+          ) -> list[str]:
+    resp = client.get(path + "?" + query)
+    assert resp.status_code == 200, resp.text
+    return [next(iter(r["allocations"]))
+            for r in resp.json()["allocation_requests"]]
+
+
+def app(db: Database, **opts: Any) -> Client:
+    return Client(create_app(make_conf(**opts), db))
+
+
+def test_default_is_uuid_order(client: Client) -> None:
+    hosts(client)
+    assert first(client, "resources=VCPU:1&limit=3") == [
+        uuid(1), uuid(2), uuid(3)]
+
+
+def test_spread_gives_the_emptiest_and_follows_claims(db: Database) -> None:
+    with app(db, berth__candidate_order="spread") as client:
+        hosts(client)
+        assert first(client, "resources=VCPU:1&limit=2") == [
+            uuid(4), uuid(2)]
+        # A claim on the emptiest host moves it down (the cache's usage
+        # refresh re-ranks it).
+        allocate(client, uuid(4), VCPU=8, MEMORY_MB=800)
+        assert first(client, "resources=VCPU:1&limit=2") == [
+            uuid(2), uuid(5)]
+        assert first(client, "resources=VCPU:1") == [
+            uuid(2), uuid(5), uuid(1), uuid(4), uuid(3)]
+
+
+def test_pack_gives_the_fullest(db: Database) -> None:
+    with app(db, berth__candidate_order="pack") as client:
+        hosts(client)
+        assert first(client, "resources=VCPU:1&limit=3") == [
+            uuid(3), uuid(1), uuid(5)]
+
+
+def test_weights_and_a_discouraged_trait(db: Database) -> None:
+    with app(db, berth__candidate_order="spread",
+             berth__candidate_order_weights={"MEMORY_MB": 1.0},
+             berth__candidate_order_preferences={
+                 "COMPUTE_STATUS_DISABLED": -10.0}) as client:
+        hosts(client)
+        traits(client, uuid(4), "COMPUTE_STATUS_DISABLED")
+        assert first(client, "resources=VCPU:1") == [
+            uuid(2), uuid(5), uuid(1), uuid(3), uuid(4)]
+
+
+def test_randomize_allocation_candidates_is_the_random_order(
+        db: Database) -> None:
+    with app(db, placement__randomize_allocation_candidates=True) as client:
+        hosts(client)
+        seen = {tuple(first(client, "resources=VCPU:1&limit=2"))
+                for _ in range(30)}
+        assert len(seen) > 1
+        assert all(len(set(s)) == 2 for s in seen)
+
+
+def test_per_request_order(client: Client) -> None:
+    hosts(client)
+    path = "/berth/allocation_candidates"
+    assert first(client, "resources=VCPU:1&limit=2&order=spread", path) == [
+        uuid(4), uuid(2)]
+    assert first(client, "resources=VCPU:1&limit=2&order=pack", path) == [
+        uuid(3), uuid(1)]
+    assert first(client, "resources=VCPU:1&order=uuid&limit=2", path) == [
+        uuid(1), uuid(2)]
+    traits(client, uuid(2), "CUSTOM_FAST")
+    assert first(client, "resources=VCPU:1&limit=2&order=pack"
+                 "&weights=VCPU:1&prefer=CUSTOM_FAST:5", path) == [
+        uuid(2), uuid(3)]
+    # Without order parameters it is GET /allocation_candidates.
+    assert first(client, "resources=VCPU:1", path) == first(
+        client, "resources=VCPU:1")
+
+
+@pytest.mark.parametrize("query,text", [
+    ("order=best", "'best' is not one of ['uuid', 'random', 'spread'"),
+    ("order=uuid&weights=VCPU:1", "apply only to order spread or pack"),
+    ("weights=VCPU:1", "apply only to order spread or pack"),
+    ("order=spread&weights=VCPU", "'VCPU' does not match"),
+    ("order=spread&weights=VCPU:1,VCPU:2", "weights names VCPU twice"),
+    ("order=spread&prefer=X:1e9", "'X:1e9' does not match"),
+    ("order=spread&prefer=X:12345678", "'X:12345678' does not match"),
+    ("order=spread&order=pack", "order may be given once"),
+    ("order=spread&bogus=1", "does not match any of the regexes"),
+])
+def test_per_request_errors(client: Client, query: str, text: str) -> None:
+    resp = client.get("/berth/allocation_candidates?resources=VCPU:1&"
+                      + query)
+    assert resp.status_code == 400, resp.text
+    assert text in resp.json()["errors"][0]["detail"]
+
+
+def test_upstream_url_takes_no_order_parameters(client: Client) -> None:
+    for name in ("order=spread", "weights=VCPU:1", "prefer=CUSTOM_X:1"):
+        resp = client.get("/allocation_candidates?resources=VCPU:1&" + name)
+        assert resp.status_code == 400
+
+
+def test_explain_shows_the_trees_scores(db: Database) -> None:
+    """Explain lists the trees a query would get first, with their
+    scores, under the configured order or the one asked for, and one
+    tree's score with ``explain_tree``."""
+    explain = "/berth/explain/allocation_candidates?resources=VCPU:1"
+    with app(db, berth__candidate_order="spread",
+             berth__candidate_order_weights={"VCPU": 1.0}) as client:
+        hosts(client)
+        body = client.get(explain).json()
+        assert body["order"] == {"name": "spread", "first": [
+            {"tree": uuid(n), "score": (10 - USED[n]) / 10}
+            for n in (4, 2, 5, 1, 3)]}
+        body = client.get(explain + "&order=pack&limit=1").json()
+        assert [t["tree"] for t in body["order"]["first"]][:2] == [
+            uuid(3), uuid(1)]
+        body = client.get(explain + "&explain_tree=" + uuid(1)).json()
+        assert body["tree"]["score"] == 0.4
+        assert "order" not in client.get(explain + "&order=uuid").json()
+        # Weights need a scored order here too.
+        resp = client.get(explain + "&order=uuid&weights=VCPU:1")
+        assert resp.status_code == 400

@@ -1,0 +1,258 @@
+"""The scored orders (``order``): with ``limit=N`` the search returns N
+of the best candidates of the whole answer, by the score
+docs/allocation-candidates.md defines, checked against the brute-force
+oracle (``candidate_worlds``) with the score worked out here plainly;
+and the rankings the cache's refreshes keep equal rankings made anew.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from berth.domain.allocation_candidate import order, world_patch
+from berth.domain.allocation_candidate.engine import group_specs, plan, search
+from berth.domain.allocation_candidate.planner import Plan
+from berth.domain.allocation_candidate.request import (
+    SCORED,
+    Order,
+    RequestGroup,
+    RequestWide,
+    Settings,
+)
+from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from support.candidate_worlds import (
+    AGGS,
+    CLASSES,
+    TRAITS,
+    Key,
+    oracle_at,
+    prov,
+    queries,
+    worlds,
+)
+
+
+def plain_score(world: World, root: int, want: Order) -> float:
+    """The documented score of the tree rooted at ``root``, from its
+    providers alone: per weighted class, the weight times the free
+    (spread) or used (pack) share of the tree's capacity; plus the weight
+    of each preferred trait some provider of the tree has."""
+    tree = [p for p in world.providers.values() if p.root_id == root]
+    score = 0.0
+    for rc, weight in want.weights:
+        cap = sum(p.inventories[rc].capacity for p in tree
+                  if rc in p.inventories)
+        used = sum(p.used.get(rc, 0) for p in tree if rc in p.inventories)
+        if cap > 0:
+            share = used / cap if want.name == "pack" else (cap - used) / cap
+            score += weight * share
+    traits = set().union(*(p.traits for p in tree))
+    score += sum(w for name, w in want.preferences if name in traits)
+    return round(score, 9)
+
+
+def scored_oracle(world: World, groups: list[RequestGroup],
+                  wide: RequestWide, want: Order) -> dict[Key, float]:
+    """Every valid candidate and its score: that of the tree it is built
+    around, or, for one several trees can serve (sharing providers
+    only), the best of theirs."""
+    found: dict[Key, float] = {}
+    for root in (p.id for p in world.providers.values()
+                 if p.parent_id is None):
+        score = plain_score(world, root, want)
+        for key in oracle_at(world, groups, wide, root):
+            found[key] = max(score, found.get(key, score))
+    return found
+
+
+orders = st.builds(
+    Order, st.sampled_from(SCORED),
+    st.lists(st.tuples(st.sampled_from(CLASSES),
+                       st.sampled_from([0.5, 1.0, 2.0])),
+             min_size=1, max_size=3, unique_by=lambda w: w[0]).map(
+                 lambda ws: tuple(sorted(ws))),
+    st.lists(st.tuples(st.sampled_from(TRAITS),
+                       st.sampled_from([-10.0, -1.0, 0.5, 3.0])),
+             max_size=2, unique_by=lambda w: w[0]).map(
+                 lambda ws: tuple(sorted(ws))))
+
+
+@st.composite
+def busy_worlds(draw: Any) -> World:
+    """2-6 compute-node-like trees (a root with VCPU and DISK_GB, maybe
+    children with VF), used in part, maybe a sharing DISK_GB provider:
+    worlds whose answers span trees of different scores."""
+    providers = []
+    ids = iter(range(1, 100))
+
+    def inv() -> dict[str, int]:
+        return {rc: draw(st.integers(1, 8))
+                for rc in draw(st.sets(st.sampled_from(CLASSES), min_size=1))}
+
+    def make(root: int | None, parent: int | None, sharing: bool = False
+             ) -> int:
+        pid = next(ids)
+        totals = inv()
+        traits = set(draw(st.sets(st.sampled_from(TRAITS))))
+        if sharing:
+            traits.add(SHARING_TRAIT)
+        providers.append(prov(
+            pid, root, parent, totals,
+            {rc: draw(st.integers(0, n)) for rc, n in totals.items()},
+            tuple(traits), tuple(draw(st.sets(st.sampled_from(AGGS))))))
+        return pid
+
+    for _ in range(draw(st.integers(2, 6))):
+        root = make(None, None)
+        for _ in range(draw(st.integers(0, 2))):
+            make(root, root)
+    if draw(st.booleans()):
+        make(None, None, sharing=True)
+    return World(providers)
+
+
+@st.composite
+def loose_queries(draw: Any) -> tuple[list[RequestGroup], RequestWide]:
+    """``queries``, often without the aggregate, tree and root-trait
+    limits (and sometimes without trait limits), so that answers span
+    several trees of different scores."""
+    groups, wide = draw(queries())
+    if draw(st.booleans()):
+        keep_traits = draw(st.booleans())
+        groups = [dataclasses.replace(
+            g, in_tree=None, member_of=(), forbidden_aggs=frozenset(),
+            required=g.required if keep_traits else (),
+            forbidden=g.forbidden if keep_traits else frozenset())
+            for g in groups]
+        wide = dataclasses.replace(wide, root_required=frozenset())
+    return groups, wide
+
+
+def check(world: World, query: tuple[list[RequestGroup], RequestWide],
+          want: Order, limit: int, seed: int) -> None:
+    groups, wide = query
+    specs = group_specs(world, groups)
+    if specs is None:
+        return
+    scores = scored_oracle(world, groups, wide, want)
+    best = sorted(scores.values(), reverse=True)
+    # The planner walks the ranking, or (switch 0) reads the name
+    # indexes and sorts what they give; the search alone walks it all.
+    traits = tuple(r for g in groups for r in g.required)
+    aggs = tuple(m for g in groups for m in g.member_of)
+    ranked = (order.ranking(world, want), random.Random(seed))
+    for anchors in (plan(world, groups, want, random.Random(seed)),
+                    Plan(world, traits, aggs, 0, ranked), None):
+        found = search(world, specs, dataclasses.replace(wide, limit=limit),
+                       Settings(order=want, memo=0), anchors=anchors)
+        keys = [c.key() for c in found]
+        assert len(keys) == len(set(keys)), "repeated candidates"
+        assert set(keys) <= scores.keys()
+        got = [scores[k] for k in keys]
+        # Best first, and the best of the whole answer.
+        assert got == sorted(got, reverse=True)
+        assert got == best[:limit]
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(trees=6), busy_worlds()), loose_queries(), orders, st.integers(1, 6),
+       st.integers(0, 99))
+def test_limit_returns_the_best_by_score(world: World, query: Any,
+                                         want: Order, limit: int,
+                                         seed: int) -> None:
+    check(world, query, want, limit, seed)
+
+
+@pytest.mark.stress
+@settings(max_examples=2000, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(trees=6), busy_worlds()), loose_queries(), orders,
+       st.integers(1, 6), st.integers(0, 99))
+def test_limit_returns_the_best_by_score_long(world: World, query: Any,
+                                              want: Order, limit: int,
+                                              seed: int) -> None:
+    check(world, query, want, limit, seed)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), orders, st.data())
+def test_usage_refresh_keeps_rankings_exact(world: World, want: Order,
+                                            data: Any) -> None:
+    """A usage refresh re-ranks the trees it touched: the ranking it
+    keeps is the one ranking the new world anew gives, copied or (in
+    place) edited, and the old world's is unchanged."""
+    kept = order.ranking(world, want)
+    before = list(kept.keys)
+    changed = {pid: {rc: data.draw(st.integers(0, 6))
+                     for rc in world.providers[pid].inventories}
+               for pid in data.draw(st.sets(st.sampled_from(
+                   sorted(world.providers))))}
+    fresh = World([dataclasses.replace(p, used=changed.get(p.id, p.used))
+                   for p in world.providers.values()])
+    refreshed = world_patch.with_usage(world, changed)
+    assert refreshed.rankings[want] == order.Ranking.build(fresh, want)
+    assert kept.keys == before
+    edited = world_patch.with_usage(world, changed, in_place=True)
+    assert edited.rankings[want] is kept
+    assert kept == order.Ranking.build(fresh, want)
+
+
+def test_ties_come_in_another_order_per_request() -> None:
+    """Equal trees are drawn in a random order for each request, so
+    concurrent schedulers do not all take the same first tree; every
+    tree still comes exactly once."""
+    world = World([prov(i, inv={"VCPU": 4}) for i in range(1, 41)])
+    ranked = order.ranking(world, Order("spread"))
+    firsts = set()
+    for seed in range(20):
+        walk = list(ranked.best_first(random.Random(seed)))
+        assert sorted(walk) == sorted(world.roots)
+        firsts.add(walk[0])
+    assert len(firsts) > 5
+
+
+def test_spread_pack_and_preferences() -> None:
+    """Spread puts the emptiest tree (by share of capacity) first, pack
+    the fullest; a discouraged trait sends a tree to the back."""
+    world = World([
+        prov(1, inv={"VCPU": 10}, used={"VCPU": 9}),
+        prov(2, inv={"VCPU": 100}, used={"VCPU": 50}),
+        prov(3, inv={"VCPU": 4}, used={"VCPU": 0},
+             traits=("COMPUTE_STATUS_DISABLED",)),
+    ])
+
+    def first(want: Order) -> list[int]:
+        return list(order.Ranking.build(world, want).best_first(
+            random.Random(0)))
+
+    weights = (("VCPU", 1.0),)
+    assert first(Order("spread", weights)) == [3, 2, 1]
+    assert first(Order("pack", weights)) == [1, 2, 3]
+    assert first(Order("spread", weights,
+                       (("COMPUTE_STATUS_DISABLED", -10.0),))) == [2, 1, 3]
+
+
+def test_a_ranking_made_during_a_refresh_is_not_carried_over() -> None:
+    """A request may rank the old world while a refresh makes the new
+    one: that ranking, made after the refresh read the old keys, is left
+    out of the new world (which ranks anew when asked), never carried
+    over stale."""
+    world = World([prov(i, inv={"VCPU": 4}) for i in (1, 2, 3)])
+    spread, pack = Order("spread"), Order("pack")
+    order.ranking(world, spread)
+    was = order.before(world, {1})
+    order.ranking(world, pack)
+    fresh = World([dataclasses.replace(p, used={"VCPU": 3} if p.id == 1
+                                       else p.used)
+                   for p in world.providers.values()])
+    kept = order.reranked(world, fresh, was, in_place=False)
+    assert list(kept) == [spread]
+    assert kept[spread] == order.Ranking.build(fresh, spread)
