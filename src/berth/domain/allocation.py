@@ -38,7 +38,7 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import claim, common, consumer, errors, usage
+from berth.domain import change, claim, common, consumer, errors, usage
 from berth.domain.claim import Claim
 from berth.domain.usage import Owner
 
@@ -257,8 +257,10 @@ def replace_allocations(conn: Connection,
     changes.note(conn, changes.USAGE, held)
     # What the consumers held counted in their owners' usages (those
     # created here had none: allocations without a consumer count nowhere).
-    old = usage.held_amounts(
-        conn, [u for u in taken if owners[u][0] is not None]) if held else {}
+    existing = [u for u in taken if owners[u][0] is not None]
+    old = usage.held_amounts(conn, existing) if held else {}
+    # What they held, for the change feed's events.
+    before = change.holdings(conn, existing) if held else {}
     if held:  # else they hold nothing (a new consumer): nothing to delete
         a = t.allocations
         conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
@@ -267,6 +269,36 @@ def replace_allocations(conn: Connection,
     _insert(conn, claims)
     consumer.delete_if_unused(conn, emptied)
     _note_usages(conn, owners, old, claims)
+    _record(conn, requests, owners, claims, before)
+
+
+def _record(conn: Connection, requests: list[ConsumerAllocations],
+            owners: dict[str, _Owners], claims: list[Claim],
+            before: dict[str, change.Holding]) -> None:
+    """Record the change feed's event of each consumer written."""
+    written = {r.consumer_uuid: change.Written(
+        r.consumer_uuid, {}, {}, r.project_id, r.user_id, r.consumer_type, 1)
+        for r in requests if r.consumer_uuid in owners}
+    for c in claims:
+        entry = written[c.consumer_uuid]
+        entry.allocations.setdefault(c.provider_uuid, {})[c.class_name] = (
+            c.amount)
+        entry.provider_ids[c.provider_id] = c.provider_uuid
+    for uuid, entry in sorted(written.items()):
+        old = before.get(uuid)
+        if owners[uuid][0] is not None and entry.allocations:
+            if old is None:  # it held nothing: read what it is now
+                old_row = consumer.get(conn, uuid)
+                type_id = owners[uuid][1][2]
+                entry.generation = old_row.generation if old_row else 1
+                if entry.consumer_type is None and type_id is not None:
+                    entry.consumer_type = consumer.names_of_types(
+                        conn, [type_id]).get(type_id)
+            else:
+                entry.generation = (old.generation or 0)
+                if entry.consumer_type is None:
+                    entry.consumer_type = old.consumer_type
+        change.allocations_event(conn, entry, old)
 
 
 def run_claim(db: Database, fn: Callable[[Connection], T], attempts: int) -> T:
@@ -298,6 +330,9 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
         old = usage.held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
         changes.note_usage(conn, usage.deltas(
             [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
+    held = change.holdings(conn, [consumer_uuid]).get(consumer_uuid)
+    if held is not None:
+        change.removed_event(conn, consumer_uuid, held)
     a, c = t.allocations, t.consumers
     result = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid))
     if result.rowcount == 0:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from berth.db import changes
 from berth.db import tables as t
+from berth.domain import change as feed
 from berth.domain import errors
 
 
@@ -75,6 +76,7 @@ def bump_provider_generation(conn: Connection, provider_id: int,
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict")
     changes.note(conn, change, [provider_id])
+    feed.note_generation(conn, provider_id, expected + 1)
     return expected + 1
 
 
