@@ -542,3 +542,46 @@ def test_a_project_reader_sees_its_own_consumers_only(
     resp = nobody.get("/berth/changes",
                       params={"after": start, "project": "proj-a"})
     assert resp.status_code == 403
+
+
+def test_a_reshape_replays(client: Client) -> None:
+    """Inventories and allocations moved in one transaction: their
+    events rebuild the state, generations included."""
+    start = position(client)
+    root = client.post("/resource_providers", json={"name": "cn"}).json()
+    client.put("/resource_providers/%s/inventories" % root["uuid"], json={
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 8}, "DISK_GB": {"total": 100}}})
+    consumer = str(uuidlib.uuid4())
+    resp = client.put("/allocations/%s" % consumer, json={
+        "allocations": {root["uuid"]: {"resources": {"VCPU": 2,
+                                                     "DISK_GB": 10}}},
+        "project_id": "p", "user_id": "u", "consumer_generation": None,
+        "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+    child = client.post("/resource_providers", json={
+        "name": "numa0", "parent_provider_uuid": root["uuid"]}).json()
+    generation = client.get("/resource_providers/%s" % root["uuid"]).json()[
+        "generation"]
+    resp = client.post("/reshaper", headers={"x-roles": "service"}, json={
+        "inventories": {
+            root["uuid"]: {"resource_provider_generation": generation,
+                           "inventories": {"DISK_GB": {"total": 100}}},
+            child["uuid"]: {"resource_provider_generation": 0,
+                            "inventories": {"VCPU": {"total": 8}}}},
+        "allocations": {consumer: {
+            "allocations": {root["uuid"]: {"resources": {"DISK_GB": 10}},
+                            child["uuid"]: {"resources": {"VCPU": 2}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": 1,
+            "consumer_type": "INSTANCE"}}})
+    assert resp.status_code == 204, resp.text
+    replica = Replica()
+    got = feed(client, start)
+    for event in got:
+        replica.apply(event)
+    assert replica.state() == listed(client)
+    # The reshape is one write: its events share one position.
+    last = [e for e in got if e["position"] == got[-1]["position"]]
+    assert sorted(e["kind"] for e in last) == [
+        events.ALLOCATIONS_REPLACED, events.INVENTORIES_SET,
+        events.INVENTORIES_SET]

@@ -63,6 +63,7 @@ ALLOCATION_KINDS = (ALLOCATIONS_REPLACED, ALLOCATIONS_REMOVED)
 DEFAULT_RETENTION = 86400.0
 
 _RECORDED = "berth.events.recorded"
+_GENERATIONS = "berth.events.generations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +90,24 @@ def resync(conn: Connection) -> None:
     record(conn, Event(RESYNC, None, None, None))
 
 
+def note_generation(conn: Connection, provider_id: int,
+                    generation: int) -> None:
+    """Keep, for the running transaction, a provider's new generation
+    (allocation events carry those of the providers they touch)."""
+    conn.info.setdefault(_GENERATIONS, {})[provider_id] = generation
+
+
+def generations(conn: Connection) -> dict[int, int]:
+    """The generations the running transaction gave providers, by id."""
+    found: dict[int, int] = conn.info.get(_GENERATIONS, {})
+    return found
+
+
 def take(conn: Connection) -> list[Event]:
-    """The events recorded in the running transaction, forgotten here."""
+    """The events recorded in the running transaction; they and the
+    generations noted are forgotten here (a pooled connection serves
+    other transactions next)."""
+    conn.info.pop(_GENERATIONS, None)
     recorded: list[Event] = conn.info.pop(_RECORDED, None) or []
     return recorded
 

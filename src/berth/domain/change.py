@@ -36,8 +36,6 @@ INVENTORIES = events.INVENTORIES_SET
 TRAITS = events.TRAITS_SET
 AGGREGATES = events.AGGREGATES_SET
 
-_GENERATIONS = "berth.change.generations"
-
 
 def provider_value(row: Any) -> dict[str, Any]:
     """A provider's event value, from a row with the columns of
@@ -127,13 +125,6 @@ def watching(conn: Connection, providers: Iterable[int | str],
                                   tree=root))
 
 
-def note_generation(conn: Connection, provider_id: int,
-                    generation: int) -> None:
-    """Keep, for the running transaction, a provider's new generation
-    (allocation events carry those of the providers they touch)."""
-    conn.info.setdefault(_GENERATIONS, {})[provider_id] = generation
-
-
 @dataclass(slots=True)
 class Holding:
     """What one consumer holds, and its owner, as the feed shows them."""
@@ -196,7 +187,7 @@ def allocations_event(conn: Connection, written: Written,
                       old: Holding | None) -> None:
     """Record a consumer's allocations replaced (or, with none left,
     removed), with the generations the write gave its providers."""
-    bumped: Mapping[int, int] = conn.info.get(_GENERATIONS, {})
+    bumped = events.generations(conn)
     providers = {**(old.provider_ids if old else {}), **written.provider_ids}
     generations = {uuid: bumped[pid] for pid, uuid in sorted(
         providers.items(), key=lambda item: item[1]) if pid in bumped}

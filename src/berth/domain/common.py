@@ -18,9 +18,8 @@ from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
-from berth.domain import change as feed
 from berth.domain import errors
 
 
@@ -76,7 +75,7 @@ def bump_provider_generation(conn: Connection, provider_id: int,
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict")
     changes.note(conn, change, [provider_id])
-    feed.note_generation(conn, provider_id, expected + 1)
+    events.note_generation(conn, provider_id, expected + 1)
     return expected + 1
 
 
