@@ -585,3 +585,41 @@ def test_a_reshape_replays(client: Client) -> None:
     assert sorted(e["kind"] for e in last) == [
         events.ALLOCATIONS_REPLACED, events.INVENTORIES_SET,
         events.INVENTORIES_SET]
+
+
+def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
+    """``berth watch --once`` over the configured database: one JSON line
+    per event, each with the position to resume from after it; a pruned
+    position is one error line."""
+    import json
+
+    from berth import conf as berth_conf
+    from berth.cli.run import main
+    from berth.direct import PlacementDirect
+    conf_file = tmp_path / "placement.conf"
+    conf_file.write_text("[api]\nauth_strategy = noauth2\n"
+                         "[placement_database]\nconnection = sqlite:///%s\n"
+                         % (tmp_path / "watch.sqlite"))
+    args = ["--config-file", str(conf_file)]
+    assert main(["db", "sync", *args]) == 0
+    with PlacementDirect(berth_conf.load(args), microversion="latest") as h:
+        start = h.get("/").headers["berth-position"]
+        a = h.post("/resource_providers", json={"name": "a"}).json()
+        h.put("/traits/CUSTOM_WATCHED")
+        h.post("/resource_providers", json={"name": "b"})
+    capsys.readouterr()
+    assert main(["watch", "--once", "--after", start, *args]) == 0
+    lines = [json.loads(line) for line in
+             capsys.readouterr().out.splitlines()]
+    assert [(e["kind"], e["subject"]) for e in lines[:2]] == [
+        (events.PROVIDER_CREATED, a["uuid"]),
+        (events.TRAIT_CREATED, "CUSTOM_WATCHED")]
+    assert len(lines) == 3
+    assert main(["watch", "--once", "--after", lines[0]["after"],
+                 "--kind", "provider.created", *args]) == 0
+    again = [json.loads(line) for line in
+             capsys.readouterr().out.splitlines()]
+    assert [e["new"]["name"] for e in again] == ["b"]
+    with pytest.raises(SystemExit) as bad:
+        main(["watch", "--once", "--after", "1:999", *args])
+    assert "oldest position kept" in str(bad.value)
