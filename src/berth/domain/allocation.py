@@ -257,10 +257,10 @@ def replace_allocations(conn: Connection,
     changes.note(conn, changes.USAGE, held)
     # What the consumers held counted in their owners' usages (those
     # created here had none: allocations without a consumer count nowhere).
-    existing = [u for u in taken if owners[u][0] is not None]
-    old = usage.held_amounts(conn, existing) if held else {}
-    # What they held, for the change feed's events.
-    before = change.holdings(conn, existing) if held else {}
+    # What they held: for the usage deltas, and the change feed's events.
+    before = change.holdings(
+        conn, [u for u in taken if owners[u][0] is not None]) if held else {}
+    old = {u: h.by_class for u, h in before.items()}
     if held:  # else they hold nothing (a new consumer): nothing to delete
         a = t.allocations
         conn.execute(a.delete().where(a.c.consumer_id.in_(taken)))
@@ -326,11 +326,11 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
                  _held_provider_ids(conn, [consumer_uuid]))
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
+    held = change.holdings(conn, [consumer_uuid]).get(consumer_uuid)
     if owner is not None:
-        old = usage.held_amounts(conn, [consumer_uuid]).get(consumer_uuid, {})
+        old = held.by_class if held is not None else {}
         changes.note_usage(conn, usage.deltas(
             [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
-    held = change.holdings(conn, [consumer_uuid]).get(consumer_uuid)
     if held is not None:
         change.removed_event(conn, consumer_uuid, held)
     a, c = t.allocations, t.consumers

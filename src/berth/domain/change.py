@@ -135,6 +135,9 @@ class Holding:
     user_id: str | None
     consumer_type: str | None
     generation: int | None
+    #: Resource class id -> amount over every provider (what the usage
+    #: deltas subtract: ``usage.held_amounts``'s answer, for free).
+    by_class: dict[int, int]
 
 
 def holdings(conn: Connection, consumer_uuids: Iterable[str]
@@ -147,7 +150,8 @@ def holdings(conn: Connection, consumer_uuids: Iterable[str]
     a, rc, c = t.allocations, t.resource_classes, t.consumers
     p, u, ct = t.projects, t.users, t.consumer_types
     rows = conn.execute(
-        sa.select(a.c.consumer_id, RP.c.id, RP.c.uuid, rc.c.name, a.c.used,
+        sa.select(a.c.consumer_id, RP.c.id, RP.c.uuid, rc.c.id, rc.c.name,
+                  a.c.used,
                   p.c.external_id.label("project"),
                   u.c.external_id.label("user"),
                   ct.c.name.label("type"), c.c.generation)
@@ -159,14 +163,16 @@ def holdings(conn: Connection, consumer_uuids: Iterable[str]
                      .outerjoin(ct, ct.c.id == c.c.consumer_type_id))
         .where(a.c.consumer_id.in_(wanted)))
     found: dict[str, Holding] = {}
-    for consumer, pid, puuid, name, used, project, user, kind, gen in rows:
+    for (consumer, pid, puuid, class_id, name, used, project, user, kind,
+         gen) in rows:
         held = found.get(consumer)
         if held is None:
             held = found[consumer] = Holding(
                 {}, {}, project, user, kind,
-                None if gen is None else int(gen))
+                None if gen is None else int(gen), {})
         held.allocations.setdefault(puuid, {})[name] = int(used)
         held.provider_ids[int(pid)] = puuid
+        held.by_class[class_id] = held.by_class.get(class_id, 0) + int(used)
     return found
 
 
