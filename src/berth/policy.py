@@ -134,6 +134,13 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("berth:fit", "rule:admin_api",
      "Count how many more copies of a request fit.",
      [("GET", "/berth/fit")]),
+    # The change feed: every provider's and consumer's changes, so as
+    # /usages: admins and services, and a project's readers only their
+    # own project's consumers (the handler narrows what they see).
+    ("berth:changes:list", ADMIN_OR_PROJECT_READER_OR_SERVICE,
+     "Read the change feed (a project reader: its own project's "
+     "allocation events only, with project set to it).",
+     [("GET", "/berth/changes")]),
     ("berth:dashboard", "rule:admin_api",
      "Read the dashboard: every page under /dashboard.",
      [("GET", "/dashboard"), ("GET", "/dashboard/providers"),

@@ -14,7 +14,7 @@ from support.processes import BERTH, free_port, run, wait_ready
 
 COMMANDS = [[], ["serve"], ["db"], ["db", "sync"], ["db", "version"],
             ["policy"], ["policy", "list"], ["status", "upgrade", "check"],
-            ["migrate-inventory"], ["explain"], ["fit"]]
+            ["migrate-inventory"], ["explain"], ["fit"], ["watch"]]
 
 
 def write_conf(folder: Path, db: str = "placement.sqlite") -> Path:

@@ -16,7 +16,9 @@ the legacy mode, also allows its deprecated ``role:admin``. So:
   system-scoped token passes nothing; admin may not reshape.
 
 Members and readers of a project may only read their own project's
-``/usages``. Keystone's implied roles give every member the reader role.
+``/usages``, and the change feed of their own project's consumers
+(``GET /berth/changes?project=...``, the same rule kind). Keystone's
+implied roles give every member the reader role.
 
 A refused request is a Placement-format 403 (401 without a token) and
 changes nothing in the database.
@@ -108,6 +110,7 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("GET", "/metrics", "admin", None),
     ("GET", "/berth/explain/allocation_candidates", "admin", None),
     ("GET", "/berth/fit", "admin", None),
+    ("GET", "/berth/changes", "usages", None),
     ("GET", "/dashboard", "admin", None),
     ("GET", "/dashboard/providers", "admin", None),
     ("GET", "/dashboard/consumers", "admin", None),
@@ -156,6 +159,8 @@ class World:
                            consumer_uuid=self.consumer)
         if route == "/usages":
             url += "?project_id=" + self.project
+        if route == "/berth/changes":  # a project reader: its own only
+            url += "?after=0&project=" + self.project
         if route in ("/allocation_candidates", "/berth/fit",
                      "/berth/explain/allocation_candidates"):
             url += "?resources=VCPU:1"

@@ -32,8 +32,10 @@ UPSTREAM_RULES = {
 
 
 #: Berth's own endpoints (docs/explain-and-fit.md), admin only.
-BERTH_RULES = {"berth:explain", "berth:fit", "berth:healthcheck:details",
-               "berth:metrics:show", "berth:dashboard"}
+BERTH_ADMIN_RULES = {"berth:explain", "berth:fit",
+                     "berth:healthcheck:details", "berth:metrics:show",
+                     "berth:dashboard"}
+BERTH_RULES = BERTH_ADMIN_RULES | {"berth:changes:list"}
 
 
 def test_rule_names_match_upstream():
@@ -41,7 +43,7 @@ def test_rule_names_match_upstream():
                                                         | BERTH_RULES)
 
 
-@pytest.mark.parametrize("rule", sorted(BERTH_RULES))
+@pytest.mark.parametrize("rule", sorted(BERTH_ADMIN_RULES))
 @pytest.mark.parametrize("new_defaults", [False, True])
 def test_berth_rules_are_admin_only(rule, new_defaults):
     pol = policy.Policy(make_conf(
@@ -90,6 +92,28 @@ def test_project_reader_reads_own_usages_only():
     with pytest.raises(Forbidden):
         pol.authorize(ctx, "placement:usages",
                       {"project_id": "p2", "user_id": None})
+
+
+@pytest.mark.parametrize("new_defaults", [False, True])
+def test_change_feed_rule(new_defaults):
+    """Admins and services read the whole feed; a project's reader only
+    with its own project as the target (the handler then narrows the
+    events to that project's consumers); others nothing."""
+    pol = policy.Policy(make_conf(
+        oslo_policy__enforce_new_defaults=new_defaults))
+    whole = {"project_id": None, "user_id": None}
+    rule = "berth:changes:list"
+    pol.authorize(_ctx(["admin"]), rule, whole)
+    pol.authorize(_ctx(["service"]), rule, whole)
+    reader = _ctx(["reader"], project="p1")
+    with pytest.raises(Forbidden):
+        pol.authorize(reader, rule, whole)
+    pol.authorize(reader, rule, {"project_id": "p1", "user_id": None})
+    with pytest.raises(Forbidden):
+        pol.authorize(reader, rule, {"project_id": "p2", "user_id": None})
+    with pytest.raises(Forbidden):
+        pol.authorize(_ctx([], project="p1"), rule,
+                      {"project_id": "p1", "user_id": None})
 
 
 def test_policy_file_overrides(tmp_path):

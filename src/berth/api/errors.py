@@ -30,11 +30,13 @@ RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
 QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
 QUERY_BAD_VALUE = "placement.query.bad_value"
 QUERY_MISSING_VALUE = "placement.query.missing_value"
+#: Berth's own: the change feed's history after that position is gone.
+CHANGES_GONE = "berth.changes.gone"
 
 ALL_CODES = (DEFAULT, INVENTORY_INUSE, CONCURRENT_UPDATE, DUPLICATE_NAME,
              PROVIDER_IN_USE, PROVIDER_CANNOT_DELETE_PARENT,
              RESOURCE_PROVIDER_NOT_FOUND, QUERY_DUPLICATE_KEY,
-             QUERY_BAD_VALUE, QUERY_MISSING_VALUE)
+             QUERY_BAD_VALUE, QUERY_MISSING_VALUE, CHANGES_GONE)
 
 #: Title and explanation per status, worded as upstream (webob) words them.
 STATUS_TEXT: dict[int, tuple[str, str]] = {
@@ -50,6 +52,8 @@ STATUS_TEXT: dict[int, tuple[str, str]] = {
           "acceptable to your browser."),
     409: ("Conflict", "There was a conflict when trying to complete your "
           "request."),
+    410: ("Gone", "This resource is no longer available.  No forwarding "
+          "address is given."),
     411: ("Length Required", "Content-Length header required."),
     413: ("Request Entity Too Large", "The body of your request was too "
           "large for this server."),
@@ -87,6 +91,7 @@ DOMAIN_ERRORS: dict[type[de.DomainError], tuple[int, str]] = {
     de.UnknownResourceClass: (400, DEFAULT),
     de.ProviderGenerationRace: (409, CONCURRENT_UPDATE),
     de.ProviderNotFoundInBody: (400, RESOURCE_PROVIDER_NOT_FOUND),
+    de.HistoryGone: (410, CHANGES_GONE),
 }
 
 
@@ -139,7 +144,9 @@ class HTTPProblem(Exception):
 def from_domain(exc: de.DomainError) -> HTTPProblem:
     """Turn a domain error into the HTTP error it stands for."""
     status, code = status_and_code(exc)
-    return HTTPProblem(status, exc.message, code)
+    extra = ({"oldest_position": exc.oldest}
+             if isinstance(exc, de.HistoryGone) else None)
+    return HTTPProblem(status, exc.message, code, extra=extra)
 
 
 #: jsonschema's words for a query parameter no schema property or pattern

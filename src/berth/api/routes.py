@@ -17,6 +17,7 @@ from berth.api.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    change,
     dashboard,
     explain,
     fit,
@@ -111,6 +112,8 @@ ROUTES: dict[str, dict[str, Gated]] = {
     "/berth/allocation_candidates": {
         "GET": (allocation_candidate.list_ordered_candidates, "1.10"),
     },
+    # The change feed (docs/change-feed.md): any microversion.
+    "/berth/changes": {"GET": change.list_changes},
     # The read-only web view (docs/dashboard.md): HTML, any microversion.
     "/dashboard": {"GET": dashboard.overview},
     "/dashboard/providers": {"GET": dashboard.providers},

@@ -11,9 +11,11 @@
     berth migrate-inventory --driver module:Class [--nodename N ...]
     berth explain QUERY [--tree UUID] [--json]
     berth fit QUERY [--json]
+    berth watch [--after POSITION] [--kind K] [--tree U] [--consumer U]
+                [--project P] [--interval S] [--once]
 
 One module per command group (``serve``, ``db``, ``policy``, ``status``,
-``migrate_inventory``, ``explain``), each with a ``register`` that adds its
+``migrate_inventory``, ``explain``, ``watch``), each with a ``register`` that adds its
 parsers; what they share is in ``common``. A command imports what it runs
 when it runs, so ``berth --help`` loads no database driver.
 ``placement-manage`` and ``placement-status`` are in ``upstream``.

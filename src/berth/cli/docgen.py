@@ -186,9 +186,13 @@ def api_reference() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     which = (argv or sys.argv[1:] or ["config"])[0]
-    text = {"config": config_reference, "cli": cli_reference,
-            "api": api_reference}[which]()
-    sys.stdout.write(text)
+    pages = {"config": config_reference, "cli": cli_reference,
+             "api": api_reference}
+    if which not in pages:
+        sys.stderr.write("usage: python -m berth.cli.docgen {%s}\n"
+                         % ",".join(pages))
+        return 2
+    sys.stdout.write(pages[which]())
     return 0
 
 

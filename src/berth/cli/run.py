@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from berth import __version__
-from berth.cli import common, db, explain, migrate_inventory, policy, serve, status
+from berth.cli import (
+    common,
+    db,
+    explain,
+    migrate_inventory,
+    policy,
+    serve,
+    status,
+    watch,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                         version="berth %s" % __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (serve, db, policy, status, migrate_inventory, explain):
+    for module in (serve, db, policy, status, migrate_inventory, explain,
+                   watch):
         module.register(sub)
     return parser
 

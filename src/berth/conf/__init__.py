@@ -177,6 +177,14 @@ berth_opts = [
                     "one does. 0: workers are never replaced for their "
                     "memory. Only with the candidate cache on (a master "
                     "that holds the world)."),
+    cfg.IntOpt("change_feed_retention", default=86400, min=0,
+               help="Seconds the change feed (GET /berth/changes) keeps "
+                    "the events of each write. Older events are pruned "
+                    "every 512 writes; a reader asking for events after "
+                    "a position older than the kept history gets 410 "
+                    "with the oldest position kept, and lists again. "
+                    "Events cost about 200 bytes each (an allocation "
+                    "write's more with many providers)."),
 ]
 
 

@@ -30,6 +30,7 @@ it, so any snapshot that shows the later one shows both.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import events
 from berth.db import tables as t
 
 #: A provider's usage changed (allocations written or removed).
@@ -143,29 +145,44 @@ def note_usage(conn: Connection, deltas: Mapping[UsageKey, int]) -> None:
 
 
 def discard(conn: Connection) -> None:
-    """Forget notes left over from a transaction that did not commit."""
+    """Forget notes (and recorded events) left over from a transaction
+    that did not commit."""
     conn.info.pop(_PENDING, None)
     conn.info.pop(_DELTAS, None)
+    events.take(conn)
 
 
-def flush(conn: Connection) -> int | None:
-    """Write the transaction's notes under a new sequence number of this
-    connection's slot (None when nothing was noted). Call last, just
-    before the commit."""
+def flush(conn: Connection,
+          retention: float = events.DEFAULT_RETENTION) -> int | None:
+    """Write the transaction's notes, and the change feed's events its
+    writers recorded (``berth.db.events``), under a new sequence number
+    of this connection's slot (None when nothing was noted). Call last,
+    just before the commit. Every ``PRUNE_EVERY`` numbers, change rows
+    beyond ``KEEP`` numbers and events older than ``retention`` seconds
+    go."""
     pending: set[tuple[str, int | None]] = conn.info.pop(_PENDING, None) or set()
     deltas: Counter[UsageKey] = conn.info.pop(_DELTAS, None) or Counter()
-    if not pending and not deltas:
+    recorded = events.take(conn)
+    if not pending and not deltas and not recorded:
         return None
     mine = slot(conn)
     seq = _next(conn, mine)
     ch = t.berth_changes
     empty = {"user_id": None, "consumer_type_id": None,
              "resource_class_id": None, "amount": None}
+    # Every numbered write leaves a change row (:func:`since` counts on
+    # it); one that only recorded events (a trait or class created) names
+    # provider 0, which is none: readers refresh their classes and traits.
+    rows = (_rows(pending, deltas) if pending or deltas
+            else [{"kind": STRUCTURE, "resource_provider_id": 0}])
     conn.execute(ch.insert(), [{**empty, **row, "slot": mine, "seq": seq}
-                               for row in _rows(pending, deltas)])
+                               for row in rows])
+    if recorded:  # else nothing a feed reader keeps changed
+        events.write(conn, mine, seq, recorded)
     if seq % PRUNE_EVERY == 0:
         conn.execute(ch.delete().where(ch.c.slot == mine,
                                        ch.c.seq <= seq - KEEP))
+        events.prune(conn, mine, time.time() - retention)
     return seq
 
 
@@ -226,7 +243,9 @@ def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
                             .where(ch.c.slot == mine)) or 0) + 1
     try:
         with conn.begin_nested():
-            conn.execute(state.insert().values(id=mine, seq=first))
+            # The feed kept no events of the numbers before ``first``.
+            conn.execute(state.insert().values(id=mine, seq=first,
+                                               pruned=first - 1))
         return first
     except sa.exc.IntegrityError:
         conn.execute(bump)

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from berth.db import changes, urls
+from berth.db import changes, events, urls
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -274,6 +274,8 @@ class Database:
         #: ``create_engine`` report SQL time)
         self.observer: Observer | None = None
         self._in_use = 0
+        #: How long (seconds) the change feed keeps its events.
+        self.event_retention = events.DEFAULT_RETENTION
         #: execution options of a write and of a read transaction
         self._options: dict[bool, dict[str, Any]] = {True: {}, False: {}}
         if self.backend == "sqlite":
@@ -328,7 +330,7 @@ class Database:
                     changes.discard(conn)
                     result = fn(conn)
                     if write:
-                        changes.flush(conn)
+                        changes.flush(conn, self.event_retention)
                     committing = True
                 return result
             except sa.exc.DBAPIError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 metadata = sa.MetaData(naming_convention={
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -164,6 +165,9 @@ berth_state = sa.Table(
     "berth_state", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("seq", sa.BigInteger, nullable=False),
+    # The newest number of this slot whose events the change feed pruned
+    # (berth_events): a feed reader behind it has lost history.
+    sa.Column("pruned", sa.BigInteger, nullable=False, server_default="0"),
     **MYSQL,
 )
 
@@ -188,5 +192,28 @@ berth_changes = sa.Table(
     sa.Column("resource_class_id", sa.Integer, nullable=True),
     sa.Column("amount", sa.BigInteger, nullable=True),
     sa.Index(None, "slot", "seq"),
+    **MYSQL,
+)
+
+#: The change feed's event log (``berth.db.events``): what each numbered
+#: write did, written by ``berth.db.changes.flush`` in the write's own
+#: transaction, one row per event under the write's (slot, seq).
+berth_events = sa.Table(
+    "berth_events", metadata,
+    sa.Column("slot", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    # A provider uuid, consumer uuid, resource class or trait name.
+    sa.Column("subject", NAME, nullable=True),
+    # The root provider uuid of the tree a provider event is about.
+    sa.Column("tree", UUID, nullable=True),
+    # The project (external id) of an allocation event's consumer.
+    sa.Column("project", NAME, nullable=True),
+    # When the write committed, in seconds since the epoch (retention).
+    sa.Column("created_at", sa.Double, nullable=False),
+    # {"new": ..., "old": ...} as JSON.
+    sa.Column("body", sa.Text().with_variant(
+        mysql.MEDIUMTEXT(), "mysql"), nullable=False),
     **MYSQL,
 )

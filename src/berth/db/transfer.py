@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from berth.db import changes, dump, upstream
+from berth.db import changes, dump, events, upstream
 from berth.db import tables as t
 from berth.db.dump import Dump, Row
 from berth.db.engine import Database, create_engine
@@ -149,6 +149,7 @@ def import_database(source_url: str, target: Database, *,
         _make_room(conn, replace)
         _write_berth(conn, source, progress)
         changes.note(conn, changes.STRUCTURE)
+        events.resync(conn)
         clock["write"] = time.monotonic() - began
         _verify(conn, source, raw, report, clock, consumer_types=True)
         if not report.ok:

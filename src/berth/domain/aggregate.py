@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import changes
 from berth.db import tables as t
-from berth.domain import common, errors
+from berth.domain import change, common, errors
 
 AGG = t.placement_aggregates
 LINK = t.resource_provider_aggregates
@@ -83,6 +83,13 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
     Raises NotFound or ConcurrentUpdate.
     """
     row = common.require_provider(conn, provider_uuid)
+    with change.watching(conn, [row.id], change.AGGREGATES):
+        return _set_aggregates(conn, row, uuids, generation)
+
+
+def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
+                    uuids: list[str], generation: int | None
+                    ) -> tuple[list[str], int]:
     new_generation = int(row.generation)
     if generation is not None:
         if generation != row.generation:

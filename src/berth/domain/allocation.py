@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import claim, common, consumer, errors, usage
+from berth.domain import change, claim, common, consumer, errors, usage
 from berth.domain.claim import Claim
 from berth.domain.usage import Owner
 
@@ -85,9 +85,6 @@ _RP = t.resource_providers
 _A = t.allocations
 _RESOLVE = sa.select(_RP.c.id, _RP.c.uuid).where(
     _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
-_HELD = sa.select(_A.c.consumer_id, _A.c.resource_provider_id,
-                  _A.c.resource_class_id, _A.c.used).where(
-    _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
 _DELETE_CONSUMER = t.consumers.delete().where(
     t.consumers.c.uuid == sa.bindparam("b_uuid"))
 _DELETE = _A.delete().where(
@@ -96,6 +93,9 @@ _DELETE = _A.delete().where(
 # takes the row lock, so what it adds to is the latest committed value.
 _BUMP = _RP.update().where(_RP.c.id == sa.bindparam("rp")).values(
     generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp"))
+_BUMP_RETURNING = _BUMP.returning(_RP.c.generation)
+_GENERATIONS = sa.select(_RP.c.id, _RP.c.generation).where(
+    _RP.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 
 def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
@@ -188,42 +188,34 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     ProviderGenerationRace.
     """
     stamp = common.now()
+    # The change feed's allocation events carry the new generations: the
+    # UPDATE returns them where the database can (SQLite, PostgreSQL),
+    # else one read after the bumps gives them all (MySQL, MariaDB).
+    returning = conn.dialect.update_returning
     for provider_id in sorted(provider_ids):
-        if conn.execute(_BUMP, {"rp": provider_id,
-                                "stamp": stamp}).rowcount != 1:
+        params = {"rp": provider_id, "stamp": stamp}
+        if returning:
+            generation = conn.execute(_BUMP_RETURNING, params).scalar()
+            if generation is None:
+                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+            events.note_generation(conn, provider_id, int(generation))
+        elif conn.execute(_BUMP, params).rowcount != 1:
             raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+    if not returning and provider_ids:
+        for provider_id, generation in conn.execute(
+                _GENERATIONS, {"ids": sorted(provider_ids)}):
+            events.note_generation(conn, provider_id, int(generation))
     changes.note(conn, changes.USAGE, provider_ids)
 
 
-#: What consumers hold now: consumer uuid -> [(provider id, class id,
-#: amount)].
-_Held = dict[str, list[tuple[int, int, int]]]
-
-
-def _held(conn: Connection, consumer_uuids: list[str]) -> _Held:
-    """What ``consumer_uuids`` hold, by consumer (those holding nothing
-    are left out)."""
-    held: _Held = {}
-    if consumer_uuids:
-        for uuid, provider_id, class_id, used in conn.execute(
-                _HELD, {"uuids": sorted(consumer_uuids)}):
-            held.setdefault(uuid, []).append((provider_id, class_id, used))
-    return held
+#: What consumers hold now, by consumer uuid (one read: the providers to
+#: lock and note, the amounts the usage deltas subtract, and the change
+#: feed's old value).
+_Held = dict[str, change.Holding]
 
 
 def _providers_of(held: _Held, uuids: Iterable[str]) -> set[int]:
-    return {provider_id for u in uuids for provider_id, _, _ in held.get(u, ())}
-
-
-def _amounts(held: _Held, uuids: Iterable[str]) -> dict[str, dict[int, int]]:
-    """Per consumer, class id -> amount it holds (as
-    ``usage.held_amounts``)."""
-    amounts: dict[str, dict[int, int]] = {}
-    for u in uuids:
-        for _, class_id, used in held.get(u, ()):
-            mine = amounts.setdefault(u, {})
-            mine[class_id] = mine.get(class_id, 0) + int(used)
-    return amounts
+    return {pid for u in uuids if u in held for pid in held[u].provider_ids}
 
 
 def _lock(conn: Connection, claims: list[Claim], held: _Held,
@@ -290,13 +282,14 @@ def replace_allocations(conn: Connection,
                if not r.allocations and r.consumer_uuid in owners]
     # What the taken consumers hold now (one created here that no
     # allocation carries holds nothing: no statement for it).
-    held = _held(conn, holding)
+    held = change.holdings(conn, holding)
     _lock(conn, claims, held, emptied)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, _providers_of(held, held))
     # What the consumers held counted in their owners' usages (those
     # created here had none: allocations without a consumer count nowhere).
-    old = _amounts(held, [u for u in held if owners[u][0] is not None])
+    before = {u: h for u, h in held.items() if owners[u][0] is not None}
+    old = {u: h.by_class for u, h in before.items()}
     if held:  # else they hold nothing (a new consumer): nothing to delete
         conn.execute(_DELETE, {"uuids": sorted(owners)})
     if claims:
@@ -304,6 +297,36 @@ def replace_allocations(conn: Connection,
     _insert(conn, claims)
     consumer.delete_if_unused(conn, emptied)
     _note_usages(conn, owners, old, claims)
+    _record(conn, requests, owners, claims, before)
+
+
+def _record(conn: Connection, requests: list[ConsumerAllocations],
+            owners: dict[str, _Owners], claims: list[Claim],
+            before: dict[str, change.Holding]) -> None:
+    """Record the change feed's event of each consumer written."""
+    written = {r.consumer_uuid: change.Written(
+        r.consumer_uuid, {}, {}, r.project_id, r.user_id, r.consumer_type, 1)
+        for r in requests if r.consumer_uuid in owners}
+    for c in claims:
+        entry = written[c.consumer_uuid]
+        entry.allocations.setdefault(c.provider_uuid, {})[c.class_name] = (
+            c.amount)
+        entry.provider_ids[c.provider_id] = c.provider_uuid
+    for uuid, entry in sorted(written.items()):
+        old = before.get(uuid)
+        if owners[uuid][0] is not None and entry.allocations:
+            if old is None:  # it held nothing: read what it is now
+                old_row = consumer.get(conn, uuid)
+                type_id = owners[uuid][1][2]
+                entry.generation = old_row.generation if old_row else 1
+                if entry.consumer_type is None and type_id is not None:
+                    entry.consumer_type = consumer.names_of_types(
+                        conn, [type_id]).get(type_id)
+            else:
+                entry.generation = (old.generation or 0)
+                if entry.consumer_type is None:
+                    entry.consumer_type = old.consumer_type
+        change.allocations_event(conn, entry, old)
 
 
 def run_claim(db: Database, fn: Callable[[Connection], T], attempts: int) -> T:
@@ -327,17 +350,18 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     consumer holds nothing.
     """
     owner = consumer.get(conn, consumer_uuid, lock=True)
-    held = _held(conn, [consumer_uuid])
-    if not held:
+    held = change.holdings(conn, [consumer_uuid]).get(consumer_uuid)
+    if held is None:
         raise errors.NotFound("No allocations for consumer '%s'"
                               % consumer_uuid)
-    changes.note(conn, changes.USAGE, _providers_of(held, held))
+    changes.note(conn, changes.USAGE, set(held.provider_ids))
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
     if owner is not None:
-        old = _amounts(held, held).get(consumer_uuid, {})
         changes.note_usage(conn, usage.deltas(
-            [(usage.owner_of(owner), old, usage.owner_of(owner), {})]))
+            [(usage.owner_of(owner), held.by_class, usage.owner_of(owner),
+              {})]))
+    change.removed_event(conn, consumer_uuid, held)
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
     conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 

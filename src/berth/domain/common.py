@@ -18,7 +18,7 @@ from oslo_utils import uuidutils
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
 from berth.domain import errors
 
@@ -83,6 +83,7 @@ def bump_provider_generation(conn: Connection, provider_id: int,
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict")
     changes.note(conn, change, [provider_id])
+    events.note_generation(conn, provider_id, expected + 1)
     return expected + 1
 
 

@@ -83,3 +83,13 @@ class ProviderGenerationRace(ConcurrentUpdate):
 class ProviderNotFoundInBody(BadRequest):
     """A body names a provider that does not exist (400 with the
     resource_provider.not_found code; the reshaper's inventories)."""
+
+
+class HistoryGone(DomainError):
+    """The change feed no longer keeps the events after the position
+    asked for (410); ``oldest`` is the oldest position it can read on
+    from."""
+
+    def __init__(self, message: str, oldest: str) -> None:
+        super().__init__(message)
+        self.oldest = oldest

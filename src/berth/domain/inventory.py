@@ -17,21 +17,24 @@ As upstream does, an inventory may shrink below what is already allocated
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from berth.db import tables as t
-from berth.domain import common, errors
+from berth.domain import change, common, errors
 from berth.domain.capacity import MAX_CAPACITY, Inventory
 
 LOG = logging.getLogger(__name__)
 
 FIELDS: tuple[str, ...] = Inventory._fields
+
+F = TypeVar("F", bound=Callable[..., int])
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,16 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
+def _watched(fn: F) -> F:
+    """Record an inventories event for the provider (``fn``'s uuid
+    argument) when ``fn`` changes its inventory (the change feed)."""
+    @functools.wraps(fn)
+    def run(conn: Connection, uuid: str, *args: Any, **kwargs: Any) -> Any:
+        with change.watching(conn, [uuid], change.INVENTORIES):
+            return fn(conn, uuid, *args, **kwargs)
+    return cast(F, run)
+
+
 def _provider_uuid(conn: Connection, provider_id: int) -> str:
     rp = t.resource_providers
     return str(conn.execute(sa.select(rp.c.uuid)
@@ -276,6 +289,7 @@ def _check_capacity(uuid: str, items: Mapping[str, Inventory],
                 prefix, uuid, _invalid(rc, uuid, problem)))
 
 
+@_watched
 def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
                   reserved_can_be_total: bool) -> int:
     """Add one class to the provider's inventory; return the generation.
@@ -305,6 +319,7 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
                                            provider.generation)
 
 
+@_watched
 def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
                      generation: int, *, reserved_can_be_total: bool) -> int:
     """Change one class of the provider's inventory; return the generation.
@@ -334,6 +349,7 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
                                            provider.generation)
 
 
+@_watched
 def replace_inventories(conn: Connection, uuid: str,
                         inventories: Mapping[str, Inventory], generation: int,
                         *, reserved_can_be_total: bool) -> int:
@@ -359,6 +375,7 @@ def replace_inventories(conn: Connection, uuid: str,
                                            provider.generation)
 
 
+@_watched
 def delete_inventories(conn: Connection, uuid: str) -> int:
     """Remove every inventory of the provider; return the generation.
 
@@ -370,6 +387,7 @@ def delete_inventories(conn: Connection, uuid: str) -> int:
                                            provider.generation)
 
 
+@_watched
 def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     """Remove one class from the provider's inventory; return generation.
 

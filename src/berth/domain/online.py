@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
 from berth.domain import consumer, usage
 
@@ -52,6 +52,7 @@ def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts,
         done.append(row.id)
     if done:
         changes.note(conn, changes.STRUCTURE, done)
+        events.resync(conn)
     return len(rows), len(done)
 
 
@@ -79,6 +80,7 @@ def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
     changes.note(conn, changes.USAGE, conn.scalars(
         sa.select(a.c.resource_provider_id).distinct()
         .where(a.c.consumer_id.in_(missing))))
+    events.resync(conn)
     return len(missing), len(missing)
 
 

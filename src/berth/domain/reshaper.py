@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
-from berth.domain import allocation, common, errors, inventory
+from berth.domain import allocation, change, common, errors, inventory
 from berth.domain.allocation import ConsumerAllocations
 from berth.domain.capacity import Inventory
 
@@ -137,13 +137,14 @@ def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
     _validate(conn, targets)
     LOG.debug("reshaping %d providers, %d consumers", len(targets),
               len(requests))
-    _interim(conn, targets)
-    try:
-        allocation.replace_allocations(conn, requests)
-    except errors.UnknownResourceClass as exc:
-        raise errors.UnknownResourceClass(
-            "malformed reshaper data: " + exc.message) from None
-    except errors.CapacityExceeded as exc:
-        raise errors.CapacityExceeded(
-            "Unable to allocate inventory: " + exc.message) from None
-    _final(conn, targets)
+    with change.watching(conn, [tg.id for tg in targets], change.INVENTORIES):
+        _interim(conn, targets)
+        try:
+            allocation.replace_allocations(conn, requests)
+        except errors.UnknownResourceClass as exc:
+            raise errors.UnknownResourceClass(
+                "malformed reshaper data: " + exc.message) from None
+        except errors.CapacityExceeded as exc:
+            raise errors.CapacityExceeded(
+                "Unable to allocate inventory: " + exc.message) from None
+        _final(conn, targets)

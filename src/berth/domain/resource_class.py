@@ -11,9 +11,9 @@ import os_resource_classes
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
-from berth.domain import common, errors
+from berth.domain import change, common, errors
 
 CUSTOM_PREFIX = os_resource_classes.CUSTOM_NAMESPACE
 
@@ -67,8 +67,11 @@ def get_class(conn: Connection, name: str) -> ResourceClass:
 
 def _insert(conn: Connection, name: str) -> bool:
     """Insert a custom class; False when it exists (even by a race)."""
-    return (_find(conn, name) is None and common.insert_unique(
+    made = (_find(conn, name) is None and common.insert_unique(
         conn, t.resource_classes.c.name, name) is not None)
+    if made:
+        change.name_event(conn, events.RESOURCE_CLASS_CREATED, name)
+    return made
 
 
 def create_class(conn: Connection, name: str) -> None:
@@ -105,6 +108,9 @@ def rename_class(conn: Connection, name: str, new_name: str) -> None:
         raise errors.Conflict("Resource class already exists: %s"
                               % new_name) from None
     changes.note(conn, changes.STRUCTURE)
+    if new_name != name:
+        change.name_event(conn, events.RESOURCE_CLASS_UPDATED, new_name,
+                          old=name)
 
 
 def delete_class(conn: Connection, name: str) -> None:
@@ -137,3 +143,4 @@ def delete_class(conn: Connection, name: str) -> None:
             prefix + "Cannot delete resource class %s. Class is in use "
             "in inventory." % name) from None
     changes.note(conn, changes.STRUCTURE)
+    change.name_event(conn, events.RESOURCE_CLASS_DELETED, name)

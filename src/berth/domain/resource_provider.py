@@ -18,9 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
-from berth.domain import common, errors
+from berth.domain import change, common, errors
 from berth.domain.memo import Memo
 
 RP = t.resource_providers
@@ -262,7 +262,9 @@ def create_provider(conn: Connection, name: str, uuid: str,
         conn.execute(RP.update().where(RP.c.id == new_id)
                      .values(root_provider_id=new_id))
     changes.note(conn, changes.STRUCTURE, [new_id])
-    return load_provider(conn, uuid)
+    row = load_provider(conn, uuid)
+    change.provider_event(conn, events.PROVIDER_CREATED, uuid, row, None)
+    return row
 
 
 def _duplicate(columns: list[str], values: dict[str, str]) -> errors.DuplicateName:
@@ -293,7 +295,9 @@ def update_provider(conn: Connection, uuid: str, name: str,
         raise _conflicting_name(name) from None
     # The candidate engine holds no names, but listings keep rows.
     changes.note(conn, changes.STRUCTURE, [row.id])
-    return load_provider(conn, uuid)
+    new = load_provider(conn, uuid)
+    change.provider_event(conn, events.PROVIDER_UPDATED, uuid, new, row)
+    return new
 
 
 def _conflicting_name(name: str) -> errors.DuplicateName:
@@ -349,7 +353,7 @@ def delete_provider(conn: Connection, uuid: str) -> None:
     (it has allocations).
     """
     missing = "No resource provider with uuid %s found for delete" % uuid
-    row = common.provider_by_uuid(conn, uuid)
+    row = get_provider(conn, uuid)
     if row is None or lock_tree(conn, row.id) is None:
         raise errors.NotFound(missing)
     # Allocation writers bump (so lock) this row; locking it too means
@@ -372,3 +376,4 @@ def delete_provider(conn: Connection, uuid: str) -> None:
     conn.execute(_UNLINK, {"b_id": row.id})
     conn.execute(_DELETE, {"b_id": row.id})
     changes.note(conn, changes.STRUCTURE, [row.id])
+    change.provider_event(conn, events.PROVIDER_DELETED, uuid, None, row)

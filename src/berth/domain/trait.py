@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import changes, events
 from berth.db import tables as t
-from berth.domain import common, errors
+from berth.domain import change, common, errors
 
 CUSTOM_PREFIX = "CUSTOM_"
 
@@ -78,6 +78,7 @@ def ensure_trait(conn: Connection, name: str) -> tuple[bool, Trait]:
     stamp = common.now()
     if common.insert_unique(conn, t.traits.c.name, name, stamp) is None:
         return False, get_trait(conn, name)  # a concurrent request's
+    change.name_event(conn, events.TRAIT_CREATED, name)
     return True, Trait(name, stamp)
 
 
@@ -102,6 +103,7 @@ def delete_trait(conn: Connection, name: str) -> None:
     except sa.exc.IntegrityError:
         raise in_use from None
     changes.note(conn, changes.STRUCTURE)
+    change.name_event(conn, events.TRAIT_DELETED, name)
 
 
 def traits_of(conn: Connection, provider_id: int) -> list[Trait]:
@@ -164,9 +166,10 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     if missing:
         raise errors.BadRequest("No such trait %s" % ", ".join(missing))
     new = provider.generation
-    if set_traits(conn, provider.id, ids.values()):
-        new = common.bump_provider_generation(conn, provider.id,
-                                              provider.generation)
+    with change.watching(conn, [provider.id], change.TRAITS):
+        if set_traits(conn, provider.id, ids.values()):
+            new = common.bump_provider_generation(conn, provider.id,
+                                                  provider.generation)
     return new, traits_of(conn, provider.id)
 
 
@@ -174,7 +177,8 @@ def delete_provider_traits(conn: Connection, uuid: str) -> int:
     """Remove all the provider's traits; return the new generation (the
     same one when it had none, as upstream)."""
     provider = common.require_provider(conn, uuid)
-    if not set_traits(conn, provider.id, ()):
-        return int(provider.generation)
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    with change.watching(conn, [provider.id], change.TRAITS):
+        if not set_traits(conn, provider.id, ()):
+            return int(provider.generation)
+        return common.bump_provider_generation(conn, provider.id,
+                                               provider.generation)

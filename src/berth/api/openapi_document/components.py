@@ -28,6 +28,9 @@ ERROR_TEXT = {
          "exceeded; the code field says which.",
     304: "Not modified: the page's ETag (the change sequence) still "
          "holds.",
+    410: "Gone: the change feed no longer keeps the events after that "
+         "position (the error's oldest_position says which it keeps); "
+         "list again.",
     413: "Request body too large.",
     414: "URL too long.",
     415: "Request body not declared as application/json.",

@@ -15,6 +15,7 @@ from berth.api.schemas import Versioned, validator
 from berth.api.schemas import aggregate as agg_s
 from berth.api.schemas import allocation as alloc_s
 from berth.api.schemas import allocation_candidate as cand_s
+from berth.api.schemas import change as change_s
 from berth.api.schemas import inventory as inv_s
 from berth.api.schemas import reshaper as reshaper_s
 from berth.api.schemas import resource_class as rc_s
@@ -287,6 +288,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         query=cand_s.SCHEMAS,
         description="See docs/explain-and-fit.md for how the count and "
         "the bound are worked out."),
+    ("/berth/changes", "GET"): Operation(
+        "The change feed: the events after a position (the Berth-Position "
+        "header of any read), oldest first, and the position to read on "
+        "from (policy berth:changes:list).", {200: r.CHANGES},
+        errors=(410,), query=(("1.0", change_s.QUERY),),
+        description="Filters: `kind` (comma-separated), `tree`, "
+        "`consumer`, `project`; `limit` (default 1000). 410 when the "
+        "events after `after` are no longer kept. See "
+        "docs/change-feed.md."),
     # The dashboard (docs/dashboard.md): HTML for browsers, policy
     # berth:dashboard (admin); under noauth2 a browser's request without
     # a token stands for admin.

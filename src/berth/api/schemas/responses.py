@@ -26,6 +26,14 @@ def _map(values: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": values}
 
 
+#: ``GET /berth/changes`` (docs/change-feed.md).
+CHANGES: dict[str, Any] = _obj({
+    "position": _STR, "more": {"type": "boolean"},
+    "events": {"type": "array", "items": _obj({
+        "position": _STR, "index": _INT, "kind": _STR,
+        "subject": _UUID_OR_NULL, "time": {"type": "number"},
+        "new": {}, "old": {}})}})
+
 LINKS: dict[str, Any] = {"type": "array", "items": _obj(
     {"rel": _STR, "href": _STR})}
 

@@ -1,0 +1,81 @@
+"""``berth watch``: the change feed (``GET /berth/changes``) as JSON lines,
+through direct access (``direct.py``: the real app in-process over the
+configured database, so it holds no API worker; docs/change-feed.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from berth.cli import common
+
+_FILTERS = ("kind", "tree", "consumer", "project")
+
+
+def register(sub: common.Subparsers) -> None:
+    parser = common.add_command(
+        sub, "watch", "print the change feed's events as JSON lines",
+        cmd_watch)
+    parser.add_argument("--after", metavar="POSITION",
+                        help="print the events after this position (a "
+                             "Berth-Position header's value); default: "
+                             "from now on")
+    parser.add_argument("--kind", help="only these kinds (comma separated)")
+    parser.add_argument("--tree", metavar="UUID",
+                        help="only events of this provider's tree")
+    parser.add_argument("--consumer", metavar="UUID",
+                        help="only this consumer's allocation events")
+    parser.add_argument("--project", help="only allocation events of this "
+                                          "project's consumers")
+    parser.add_argument("--interval", type=float, default=1.0,
+                        metavar="SECONDS",
+                        help="how often to read on (default 1)")
+    parser.add_argument("--once", action="store_true",
+                        help="print the events there are, then stop")
+
+
+def _page(http: Any, after: str, filters: dict[str, str]) -> dict[str, Any]:
+    resp = http.get("/berth/changes", params={"after": after, **filters})
+    body: dict[str, Any] = resp.json()
+    if resp.status_code != 200:
+        from berth.api.errors import for_people
+        error = body["errors"][0]
+        extra = (" (oldest position kept: %s)" % error["oldest_position"]
+                 if "oldest_position" in error else "")
+        raise SystemExit("berth: error: %s%s" % (
+            for_people(error["detail"]), extra))
+    return body
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Print each event as one JSON line, with the position to resume
+    from after it (``"after"``); an error is one ``berth: error:``
+    line (a 410: the events after that position are no longer kept)."""
+    from berth.direct import PlacementDirect
+    from berth.domain.change import format_position, parse_position
+    filters = {name: getattr(args, name) for name in _FILTERS
+               if getattr(args, name) is not None}
+    with PlacementDirect(common.load_conf(args), microversion="latest") as http:
+        after = args.after or http.get("/").headers["berth-position"]
+        while True:
+            page = _page(http, after, filters)
+            # Resuming from an event's "after" gives the events after it
+            # (one slot's numbers come in order, and a page never splits
+            # a write).
+            seen = parse_position(after)
+            for event in page["events"]:
+                slot, seq = (int(x) for x in event["position"].split(":"))
+                seen[slot] = seq
+                print(json.dumps({**event, "after": format_position(seen)},
+                                 sort_keys=True))
+            sys.stdout.flush()
+            after = page["position"]
+            if page["more"]:
+                continue
+            if args.once:
+                return 0
+            time.sleep(args.interval)
