@@ -187,11 +187,13 @@ def run_queries(kind: str, workdir: Path, args: argparse.Namespace
 
 
 def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
-               results: Any) -> None:
+               results: Any, query: str = BASE + "&limit=5",
+               first: bool = False) -> None:
     """One scheduler process: ``count`` claims (no new one after
-    ``seconds``), each a candidates request with ``limit=5`` and a PUT of
-    one of them, again on a 409. Puts its (claims, conflicts, errors, CPU
-    seconds) on ``results``."""
+    ``seconds``), each a candidates request (``query``, by default with
+    ``limit=5``) and a PUT of one of them (the first with ``first``, as
+    Nova does when its weighers tie), again on a 409. Puts its (claims,
+    conflicts, errors, CPU seconds) on ``results``."""
     parsed = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1",
                                       parsed.port, timeout=60)
@@ -205,13 +207,14 @@ def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
             break
         consumer = str(uuid.uuid4())
         for _attempt in range(10):
-            status, body = _call(conn, "GET", "/allocation_candidates?" + BASE
-                                 + "&limit=5", None, headers)
+            status, body = _call(conn, "GET", "/allocation_candidates?" + query,
+                                 None, headers)
             reqs = json.loads(body)["allocation_requests"] if status == 200 else []
             if not reqs:
                 errors += status != 200
                 break
-            claim = {"allocations": reqs[(n + i) % len(reqs)]["allocations"],
+            pick = 0 if first else (n + i) % len(reqs)
+            claim = {"allocations": reqs[pick]["allocations"],
                      "project_id": world_mod.uid("p"),
                      "user_id": world_mod.uid("u"),
                      "consumer_generation": None,
@@ -247,7 +250,9 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     """``args.clients`` schedulers racing to claim ``args.claims`` in all
     (none started after ``args.claims_seconds``, when given): claims per
     second, and the server's CPU per claim (its whole process group over
-    the run, divided by the claims made).
+    the run, divided by the claims made). ``args.query`` and
+    ``args.first``, when given, are the schedulers' candidates query and
+    whether each takes the first candidate (see ``_scheduler``).
 
     Each scheduler is its own process with a plain ``http.client``
     connection: 16 threads of one Python client share one GIL, and their
@@ -260,7 +265,8 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     results = ctx.Queue()
     seconds = getattr(args, "claims_seconds", None) or float("inf")
     procs = [ctx.Process(target=_scheduler, args=(
-        server.url, n, args.claims // args.clients, seconds, ready, results))
+        server.url, n, args.claims // args.clients, seconds, ready, results,
+        getattr(args, "query", BASE + "&limit=5"), getattr(args, "first", False)))
         for n in range(args.clients)]
     for proc in procs:
         proc.start()
