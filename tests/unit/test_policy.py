@@ -6,6 +6,7 @@ import pytest
 from oslo_context import context
 
 from berth import policy
+from berth.api.handlers.change import EVERY_PROJECT
 from berth.domain.errors import Forbidden
 from tests.conftest import make_conf
 
@@ -101,7 +102,7 @@ def test_change_feed_rule(new_defaults):
     events to that project's consumers); others nothing."""
     pol = policy.Policy(make_conf(
         oslo_policy__enforce_new_defaults=new_defaults))
-    whole = {"project_id": None, "user_id": None}
+    whole = {"project_id": EVERY_PROJECT, "user_id": None}
     rule = "berth:changes:list"
     pol.authorize(_ctx(["admin"]), rule, whole)
     pol.authorize(_ctx(["service"]), rule, whole)
@@ -114,6 +115,14 @@ def test_change_feed_rule(new_defaults):
     with pytest.raises(Forbidden):
         pol.authorize(_ctx([], project="p1"), rule,
                       {"project_id": "p1", "user_id": None})
+    # A reader with no project (system-scoped, where scopes are not
+    # enforced) matches no project: not the whole feed's target either.
+    loose = policy.Policy(make_conf(
+        oslo_policy__enforce_new_defaults=new_defaults,
+        oslo_policy__enforce_scope=False))
+    with pytest.raises(Forbidden):
+        loose.authorize(_ctx(["reader"], project=None, system="all"), rule,
+                        whole)
 
 
 def test_policy_file_overrides(tmp_path):

@@ -13,6 +13,10 @@ from berth.db import events
 from berth.domain import change, common, errors
 
 RULE = "berth:changes:list"
+#: The project of the whole feed's policy target: no caller's project is
+#: this, so ``project_id:%(project_id)s`` never matches it (not even a
+#: caller with no project, whose project reads as "None" to oslo.policy).
+EVERY_PROJECT = "(every project)"
 
 
 def _filters(req: falcon.Request, params: dict[str, str]) -> events.Filters:
@@ -23,9 +27,12 @@ def _filters(req: falcon.Request, params: dict[str, str]) -> events.Filters:
     consumer = params.get("consumer")
     project = params.get("project")
     try:  # the whole feed
-        util.authorize(req, RULE, {"project_id": None, "user_id": None})
+        util.authorize(req, RULE, {"project_id": EVERY_PROJECT,
+                                   "user_id": None})
     except errors.Forbidden:
-        # A project reader: only its own project's consumers.
+        # A project reader: only its own project's consumers, named.
+        if project is None:
+            raise
         util.authorize(req, RULE, {"project_id": project, "user_id": None})
         allowed = frozenset(events.ALLOCATION_KINDS)
         kinds = allowed if kinds is None else kinds & allowed
