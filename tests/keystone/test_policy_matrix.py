@@ -110,6 +110,8 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("GET", "/metrics", "admin", None),
     ("GET", "/berth/explain/allocation_candidates", "admin", None),
     ("GET", "/berth/fit", "admin", None),
+    # The candidates in an order chosen per request: upstream's rule.
+    ("GET", "/berth/allocation_candidates", AS, None),
     ("GET", "/berth/changes", "usages", None),
     ("GET", "/dashboard", "admin", None),
     ("GET", "/dashboard/providers", "admin", None),
@@ -162,7 +164,8 @@ class World:
         if route == "/berth/changes":  # a project reader: its own only
             url += "?after=0&project=" + self.project
         if route in ("/allocation_candidates", "/berth/fit",
-                     "/berth/explain/allocation_candidates"):
+                     "/berth/explain/allocation_candidates",
+                     "/berth/allocation_candidates"):
             url += "?resources=VCPU:1"
         if route in ("/dashboard/explain", "/dashboard/fit"):
             url += "?q=resources%3DVCPU%3A1"
