@@ -14,7 +14,7 @@ _KINDS = "^(%s)(,(%s))*$" % (("|".join(k.replace(".", r"\.")
 _CHANGES: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "after": {"type": "string", "minLength": 1, "maxLength": 4000},
+        "after": {"type": "string", "minLength": 1, "maxLength": 255},
         "kind": {"type": "string", "pattern": _KINDS},
         "tree": {"type": "string", "format": "uuid"},
         "consumer": {"type": "string", "format": "uuid"},
