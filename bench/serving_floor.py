@@ -20,13 +20,16 @@ import argparse
 import http.client
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The repository root, for support/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from support.processes import free_port, stop_group  # noqa: E402
+from support.servers import process_cpu  # noqa: E402
 
 BARE = '''
 BODY = b'{"versions": [{"id": "v1.0", "status": "CURRENT"}]}'
@@ -43,29 +46,11 @@ auth_strategy = noauth2
 connection = sqlite:///{db}
 """
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cpu(pgid: int) -> float:
-    """CPU seconds of every live process in group ``pgid``."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc/%s/stat" % entry).read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid:
-            total += int(fields[11]) + int(fields[12])
-    return total / TICK
+    """CPU seconds of every process in group ``pgid``."""
+    return process_cpu(lambda pid, fields: int(fields[2]) == pgid)
 
 
 def servers(app: str, port: int, bindir: Path | None) -> dict[str, list[str]]:
@@ -151,12 +136,7 @@ def measure(cmd: list[str], port: int, env: dict[str, str], count: int
                 out[mode] = None
         return out
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         log.close()
 
 
@@ -184,7 +164,7 @@ def main() -> int:
         print("%-18s %-14s %10s %12s" % ("server", "app", "close us",
                                          "keep-alive us"))
         for app in ("bare_app:application", "berth.wsgi:application"):
-            port = _free_port()
+            port = free_port()
             bindir = args.extra / "bin" if args.extra else None
             for name, cmd in servers(app, port, bindir).items():
                 try:

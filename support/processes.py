@@ -59,10 +59,13 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes],
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """Stop a ``berth serve`` started in its own session, with its
-    workers: SIGTERM, then SIGKILL after 20 s."""
-    os.killpg(proc.pid, signal.SIGTERM)
+    workers: SIGTERM, then SIGKILL after 20 s. A group already gone (a
+    server that exited on its own) is only reaped."""
     try:
+        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(20)
+    except ProcessLookupError:
+        proc.wait()
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
