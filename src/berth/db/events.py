@@ -219,7 +219,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     _check(after, current, pruned)
     per_slot: list[list[Stored]] = []
     upto: dict[int, int] = {}
-    more = False
+    cuts: list[Key] = []
     for slot, last in sorted(current.items()):
         first = after.get(slot, 0)
         upto[slot] = max(first, last)
@@ -227,14 +227,33 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
             continue
         rows, cut = _slot_rows(conn, slot, first, last, filters, limit)
         if cut is not None:
-            upto[slot], more = cut, True
+            upto[slot] = cut
+            cuts.append(_key(rows[-1]))
         per_slot.append(rows)
     # Pruning that committed meanwhile may have taken rows this read
     # wanted: then say so rather than hand out a gap.
     _check(after, current, marks(conn)[1])
-    merged = list(heapq.merge(*per_slot,
-                              key=lambda e: (e.created_at, e.slot, e.seq)))
-    return Page(merged, upto, more)
+    merged = list(heapq.merge(*per_slot, key=_key))
+    if not cuts:
+        return Page(merged, upto, False)
+    # A slot cut short may hold, past its cut, writes that come before
+    # other slots' later rows: keep only the merged prefix up to the
+    # earliest cut, and read each slot on from what was kept.
+    bound = min(cuts)
+    kept = [e for e in merged if _key(e) <= bound]
+    for e in merged[len(kept):]:
+        if upto[e.slot] >= e.seq:
+            upto[e.slot] = e.seq - 1
+    return Page(kept, upto, True)
+
+
+#: Where an event sorts in the order a reader can see the writes: the
+#: time its write committed, then its slot and number.
+Key = tuple[float, int, int]
+
+
+def _key(e: Stored) -> Key:
+    return (e.created_at, e.slot, e.seq)
 
 
 def _slot_rows(conn: Connection, slot: int, first: int, last: int,
