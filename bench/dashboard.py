@@ -6,7 +6,9 @@ allocations, so the consumers list is 10,000 rows long), then asks each
 page through the whole WSGI stack in this process, once unmeasured (the
 world cache fills) and then ``--repeat`` times, and prints the median and
 the worst time per page. Also the cost of an unchanged page (a 304 on its
-ETag) and of the ``/dashboard/seq`` poll.
+ETag), of the live refresh's poll of the change feed when nothing
+changed (``/dashboard/changes``) and of its fallback, the
+``/dashboard/seq`` poll.
 
     .venv/bin/python bench/dashboard.py                  # about a minute
     .venv/bin/python bench/dashboard.py --hosts 200 --repeat 5
@@ -47,6 +49,12 @@ PAGES = [
     ("by consumer type", "/dashboard/consumers?view=type"),
     ("explain form", "/dashboard/explain?q=" + QUERY.replace("&", "%26")),
     ("fit form", "/dashboard/fit?q=" + QUERY.replace("&", "%26")),
+    ("first hosts, spread", "/dashboard/first?order=spread&q="
+     + QUERY.replace("&", "%26")),
+    ("first hosts, spread, limit 1000", "/dashboard/first?order=spread&q="
+     + QUERY.replace("&", "%26") + "%26limit%3D1000"),
+    ("first hosts, uuid, limit 1000", "/dashboard/first?order=uuid&q="
+     + QUERY.replace("&", "%26") + "%26limit%3D1000"),
 ]
 
 
@@ -90,6 +98,17 @@ def main() -> int:
         median, worst, resp = timed("/dashboard", {"if-none-match": tag})
         assert resp.status_code == 304
         print("%-30s %10.1f %10.1f" % ("unchanged page (304)", median, worst))
+        page = client.get("/dashboard").text
+        position = page.split('data-position="')[1].split('"')[0]
+        kinds = {k for part in page.split('data-live="')[1:]
+                 for k in part.split('"')[0].split(",")}
+        median, worst, resp = timed(
+            "/dashboard/changes?after=%s&limit=50&kind=%s" % (
+                position, ",".join(sorted(kinds | {"resync"}))),
+            {"accept": "application/json"})
+        assert resp.status_code == 200 and resp.json()["events"] == []
+        print("%-30s %10.1f %10.1f" % ("feed poll, no event", median,
+                                       worst))
         median, worst, resp = timed("/dashboard/seq")
         print("%-30s %10.1f %10.1f" % ("/dashboard/seq poll", median, worst))
         engine.dispose()

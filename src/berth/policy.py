@@ -140,12 +140,14 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("berth:changes:list", ADMIN_OR_PROJECT_READER_OR_SERVICE,
      "Read the change feed (a project reader: its own project's "
      "allocation events only, with project set to it).",
-     [("GET", "/berth/changes")]),
+     [("GET", "/berth/changes"), ("GET", "/dashboard/changes")]),
     ("berth:dashboard", "rule:admin_api",
-     "Read the dashboard: every page under /dashboard.",
+     "Read the dashboard: every page under /dashboard (its live "
+     "refresh's feed, /dashboard/changes, needs berth:changes:list).",
      [("GET", "/dashboard"), ("GET", "/dashboard/providers"),
       ("GET", "/dashboard/consumers"), ("GET", "/dashboard/explain"),
-      ("GET", "/dashboard/fit"), ("GET", "/dashboard/seq")]),
+      ("GET", "/dashboard/fit"), ("GET", "/dashboard/first"),
+      ("GET", "/dashboard/seq")]),
 ]
 
 

@@ -4,8 +4,11 @@ for uuids, sizes are in binary units, trees come by name and a disabled
 host is marked; navigation, search, pagination and the explain and fit
 forms work, and their errors are one line; every page fits an 800 px
 window with no clipped number; a browser refused on a dashboard route
-gets an HTML page; the page reloads itself when the change sequence
-moves. Screenshots go to ``tests/browser/screenshots/``."""
+gets an HTML page; the first-hosts form lists hosts in the order chosen;
+live refresh reads the change feed and re-renders only the parts a
+change touches (and nothing without one), falls back to polling the
+sequence number when the feed refuses (403) and reloads on 410.
+Screenshots go to ``tests/browser/screenshots/``."""
 
 from __future__ import annotations
 
@@ -54,7 +57,8 @@ def test_navigation_reaches_every_page(tab: Page) -> None:
     page = tab.go("/dashboard")
     for label, title in (("Provider trees", "Provider trees"),
                          ("Consumers", "Consumers"), ("Explain", "Explain"),
-                         ("Fit", "Fit"), ("Overview", "Overview")):
+                         ("Fit", "Fit"), ("First hosts", "First hosts"),
+                         ("Overview", "Overview")):
         page.click("header nav >> text=%s" % label)
         page.wait_for_load_state()
         assert page.title() == title + " · Berth"
@@ -191,7 +195,9 @@ PAGES = ("/dashboard", "/dashboard/providers",
          "/dashboard/consumers", "/dashboard/consumers?view=project",
          "/dashboard/explain?q=resources%3DVCPU%3A8%2CMEMORY_MB%3A16384"
          "%26required%3DHW_CPU_X86_AVX2",
-         "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096")
+         "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096",
+         "/dashboard/first?q=resources%3DVCPU%3A4%26limit%3D20&order=spread"
+         "&prefer=COMPUTE_STATUS_DISABLED%3A-10")
 
 #: Cells, numbers and the page itself wider than their box (clipped or
 #: sticking out): what an 800 px window must not show.
@@ -246,7 +252,7 @@ def test_browser_routes_answer_html_error_pages(tab: Page,
         assert page.inner_text("h1").startswith(str(status))
         assert page.inner_text("#error") == line
         # The dashboard's look: its header and stylesheet.
-        assert page.locator("header nav a").count() == 5
+        assert page.locator("header nav a").count() == 6
         assert page.evaluate("getComputedStyle(document.querySelector("
                              "'header')).backgroundColor") == "rgb(31, 43, 61)"
     tab.shot("error")
@@ -260,19 +266,149 @@ def test_browser_routes_answer_html_error_pages(tab: Page,
         assert resp.json()["errors"][0]["status"] == 404
 
 
-def test_live_refresh_follows_the_change_sequence(tab: Page,
-                                                  server: str) -> None:
-    page = tab.go("/dashboard")
-    before = value(page, "#cloud tr[data-class=VCPU] .used")
-    seq = number(page, "#seq")
-    body = {"allocations": {w.rp_uuid(20, 1): {"resources": {"VCPU": 3}}},
+def test_first_hosts_form(tab: Page, server: str) -> None:
+    query = "resources=VCPU:4&limit=10"
+    page = tab.go("/dashboard/first")
+    page.fill("#q", query)
+    page.select_option("#order", "pack")
+    page.click("form.query button")
+    page.wait_for_load_state()
+    rows = page.locator("#first-hosts tbody tr[data-uuid]")
+    with api_client(server) as api:
+        body = api.get("/berth/allocation_candidates?%s&order=pack"
+                       % query).json()
+    summaries = body["provider_summaries"]
+    roots = list(dict.fromkeys(
+        summaries[next(iter(r["allocations"]))]["root_provider_uuid"]
+        for r in body["allocation_requests"]))
+    # Ties are drawn per request: the same number of hosts, best first.
+    assert rows.count() == len(roots) > 0
+    scores = [float(x) for x in page.locator(
+        "#first-hosts td.score").all_inner_texts()]
+    assert scores == sorted(scores, reverse=True)
+    assert len(scores) == rows.count()
+    assert "random order drawn afresh for every request" in page.inner_text(
+        "#ties")
+    assert page.locator("#order").input_value() == "pack"
+    tab.shot("first")
+    page.fill("#weights", "VCPU")
+    page.click("form.query button")
+    page.wait_for_load_state()
+    assert "is not NAME:weight pairs" in page.inner_text("#error")
+    assert page.locator("#error").bounding_box()["height"] < 50
+
+
+#: Counts re-renders and marks the page, so that a reload (which drops
+#: both) shows.
+WATCH = """() => {
+  window.kept = true;
+  window.rerendered = 0;
+  document.body.addEventListener("berth:rerendered",
+                                 () => { window.rerendered += 1; });
+  for (const id of ["counts", "cloud", "fullest"]) {
+    document.getElementById(id).dataset.old = "1";
+  }
+}"""
+
+
+def claim(server: str, vcpu: int) -> None:
+    body = {"allocations": {w.rp_uuid(20, 1): {"resources": {"VCPU": vcpu}}},
             "project_id": "p", "user_id": "u", "consumer_generation": None,
             "consumer_type": "INSTANCE"}
     with api_client(server) as api:
         resp = api.put("/allocations/%s" % uuid.uuid4(), json=body)
         assert resp.status_code == 204, resp.text
-    # The poller runs every 5 s; the page reloads with the new numbers.
-    page.wait_for_function(
-        "s => Number(document.getElementById('seq').textContent) > s",
-        arg=seq, timeout=20000)
+
+
+def asked(page: Any) -> list[str]:
+    """The URLs the page requests from now on."""
+    urls: list[str] = []
+    page.on("request", lambda r: urls.append(r.url))
+    return urls
+
+
+def refused(tab: Page, status: int) -> None:
+    """The only errors the tab saw were the feed's refusals (``status``,
+    as the response and as chromium's console line for it; a feed
+    request a reload cut short fails)."""
+    assert tab.errors
+    for e in tab.errors:
+        assert e.startswith("%d " % status) or (
+            "status of %d" % status in e) or (
+            e.startswith("request failed: ") and "/dashboard/changes?" in e), e
+    tab.errors.clear()
+
+
+def test_live_refresh_reads_the_feed_and_rerenders_what_changed(
+        tab: Page, server: str) -> None:
+    page = tab.go("/dashboard")
+    urls = asked(page)
+    page.evaluate(WATCH)
+    before = value(page, "#cloud tr[data-class=VCPU] .used")
+    seq = number(page, "#seq")
+    shown = page.evaluate("document.body.dataset.position")
+    # Nothing changed: a feed request (every 5 s), no re-render.
+    with page.expect_response(lambda r: "/dashboard/changes?" in r.url,
+                              timeout=15000) as quiet:
+        pass
+    assert quiet.value.status == 200 and quiet.value.json()["events"] == []
+    assert "after=%s&limit=50&kind=" % shown.replace(":", "%3A") in \
+        quiet.value.url
+    page.wait_for_timeout(500)
+    assert page.evaluate("window.rerendered") == 0
+    assert page.evaluate("document.getElementById('cloud').dataset.old") \
+        == "1"
+    claim(server, 3)
+    page.wait_for_function("() => window.rerendered > 0", timeout=20000)
     assert value(page, "#cloud tr[data-class=VCPU] .used") == before + 3
+    assert number(page, "#seq") > seq
+    # Re-rendered in place (no reload), only the parts an allocation
+    # touches: the cloud and fullest tables, not the provider counts.
+    assert page.evaluate("window.kept") is True
+    marks = page.evaluate("""() => ["counts", "cloud", "fullest"].map(
+        id => document.getElementById(id).dataset.old || null)""")
+    assert marks == ["1", None, None]
+    assert len([u for u in urls if "/dashboard/changes?" in u]) >= 2
+    assert not any(u.endswith("/dashboard/seq") for u in urls)
+    # One page fetch: the re-render after the write.
+    assert [u for u in urls if u.endswith("/dashboard")] == [
+        server + "/dashboard"]
+
+
+def test_live_refresh_without_the_feed_polls_the_sequence(
+        tab: Page, server: str) -> None:
+    """A user who may see the dashboard but not the feed (403): the page
+    polls /dashboard/seq instead, as it did before the feed, and
+    re-renders on a change."""
+    tab.page.route("**/dashboard/changes?**", lambda route: route.fulfill(
+        status=403, content_type="application/json",
+        body='{"errors": [{"status": 403, "title": "Forbidden"}]}'))
+    page = tab.go("/dashboard")
+    urls = asked(page)
+    page.evaluate(WATCH)
+    before = value(page, "#cloud tr[data-class=VCPU] .used")
+    with page.expect_request(lambda r: r.url.endswith("/dashboard/seq"),
+                             timeout=20000):
+        pass
+    claim(server, 2)
+    page.wait_for_function("() => window.rerendered > 0", timeout=20000)
+    assert value(page, "#cloud tr[data-class=VCPU] .used") == before + 2
+    assert page.evaluate("window.kept") is True
+    # The feed was asked once; then only the sequence.
+    assert len([u for u in urls if "/dashboard/changes?" in u]) == 1
+    refused(tab, 403)
+
+
+def test_live_refresh_reloads_when_the_position_is_too_old(
+        tab: Page) -> None:
+    tab.page.route("**/dashboard/changes?**", lambda route: route.fulfill(
+        status=410, content_type="application/json",
+        body='{"errors": [{"status": 410, "title": "Gone"}]}'))
+    page = tab.go("/dashboard")
+    page.evaluate(WATCH)
+    page.wait_for_function("() => window.kept === undefined",
+                           timeout=20000)
+    page.unroute("**/dashboard/changes?**")
+    page.wait_for_load_state()
+    assert page.title() == "Overview · Berth"
+    refused(tab, 410)

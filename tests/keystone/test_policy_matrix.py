@@ -118,6 +118,8 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("GET", "/dashboard/consumers", "admin", None),
     ("GET", "/dashboard/explain", "admin", None),
     ("GET", "/dashboard/fit", "admin", None),
+    ("GET", "/dashboard/first", "admin", None),
+    ("GET", "/dashboard/changes", "usages", None),
     ("GET", "/dashboard/seq", "admin", None),
     ("GET", "/dashboard/static/{name}", "public", None),
 ]
@@ -161,13 +163,15 @@ class World:
                            consumer_uuid=self.consumer)
         if route == "/usages":
             url += "?project_id=" + self.project
-        if route == "/berth/changes":  # a project reader: its own only
+        if route in ("/berth/changes", "/dashboard/changes"):
+            # a project reader: its own only
             url += "?after=0&project=" + self.project
         if route in ("/allocation_candidates", "/berth/fit",
                      "/berth/explain/allocation_candidates",
                      "/berth/allocation_candidates"):
             url += "?resources=VCPU:1"
-        if route in ("/dashboard/explain", "/dashboard/fit"):
+        if route in ("/dashboard/explain", "/dashboard/fit",
+                     "/dashboard/first"):
             url += "?q=resources%3DVCPU%3A1"
         return url
 

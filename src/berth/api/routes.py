@@ -120,6 +120,10 @@ ROUTES: dict[str, dict[str, Gated]] = {
     "/dashboard/consumers": {"GET": dashboard.consumers},
     "/dashboard/explain": {"GET": dashboard.explain_page},
     "/dashboard/fit": {"GET": dashboard.fit_page},
+    "/dashboard/first": {"GET": dashboard.first_page},
+    # The change feed's own handler, where the dashboard's pages reach it
+    # (a browser's token-less request, a proxy open to /dashboard only).
+    "/dashboard/changes": {"GET": change.list_changes},
     "/dashboard/seq": {"GET": dashboard.sequence},
     "/dashboard/static/{name}": {"GET": dashboard.static},
 }

@@ -17,6 +17,9 @@ from sqlalchemy.engine import Connection, Row
 
 from berth.db import tables as t
 from berth.domain import common
+from berth.domain.allocation_candidate.merge import Candidate
+from berth.domain.allocation_candidate.order import tree_score
+from berth.domain.allocation_candidate.request import Order
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
 from berth.domain.capacity import capacity
 
@@ -172,6 +175,47 @@ def members(world: World, agg: str, named: dict[int, str],
         agg, ())}
     return [named.get(r, world.uuid(r))
             for r in by_name(world, roots, named)[:shown]]
+
+
+@dataclass
+class FirstHost:
+    """A tree an allocation-candidates answer reaches, in answer order."""
+
+    uuid: str
+    name: str
+    #: candidates of the answer in this tree
+    candidates: int
+    #: its score under the order (None in an order with no score)
+    score: float | None
+    #: each class the order weighs, over the tree's own providers
+    weighed: list[Amounts]
+    disabled: bool
+
+
+def first_hosts(conn: Connection, world: World,
+                candidates: Iterable[Candidate], want: Order
+                ) -> list[FirstHost]:
+    """The trees ``candidates`` (an answer, in its order) come from, in
+    the order each first appears: each with its score under ``want``
+    (``order.tree_score``, what the ranking sorts by and explain shows)
+    and the capacity and use of the classes ``want`` weighs, over the
+    tree's own providers, as the score counts them (a sharing pool
+    serves many trees alike and is left out)."""
+    counts: dict[int, int] = {}
+    for cand in candidates:
+        root = world.providers[cand.anchor].root_id
+        counts[root] = counts.get(root, 0) + 1
+    named = names(conn, counts)
+    out = []
+    for root, n in counts.items():
+        have = {a.resource_class: a for a in _amounts(world,
+                                                     world.trees[root])}
+        out.append(FirstHost(
+            world.uuid(root), named.get(root, ""), n,
+            tree_score(world, root, want) if want.scored else None,
+            [have.get(rc, Amounts(rc)) for rc, _ in want.weights],
+            disabled(world, root)))
+    return out
 
 
 @dataclass

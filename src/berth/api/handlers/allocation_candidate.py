@@ -16,7 +16,6 @@ from berth.domain.allocation_candidate.request import (
     Order,
     RequestGroup,
     RequestWide,
-    Settings,
 )
 
 LOG = logging.getLogger(__name__)
@@ -77,12 +76,7 @@ def _answer(req: falcon.Request, resp: falcon.Response,
             ) -> None:
     """Search for ``groups`` and ``wide`` in ``order`` and send the
     answer."""
-    opts = util.conf(req).placement
-    settings = Settings(
-        order=order,
-        max_candidates=opts.max_allocation_candidates,
-        strategy=opts.allocation_candidates_generation_strategy,
-        memo=util.conf(req).berth.candidate_memo)
+    settings = schema.candidate_settings(util.conf(req), order)
     nested = util.want(req, "1.29")
 
     cache = util.world_cache(req)

@@ -9,12 +9,18 @@ for JSON gets the Placement JSON error as anywhere else.
 
 Every page is tagged with the change sequence number it shows (``ETag``);
 a browser revalidating a page whose sequence did not move gets a 304 for
-the price of one small query. ``/dashboard/seq`` answers just the number,
-which the pages poll to reload themselves when the cloud changes.
+the price of one small query. Each page also carries the change feed's
+position it reflects and marks the parts of it that events change
+(``data-live``: the kinds of :data:`LIVE`); its script reads the feed
+after that position (``/dashboard/changes``, the feed's own handler)
+and re-renders those parts when events of their kinds arrive, or, for a
+caller the feed refuses, polls ``/dashboard/seq`` (just the number).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -30,9 +36,10 @@ from berth.api.schemas import allocation_candidate as candidate_schema
 from berth.api.schemas.allocation_candidate import parse_query
 from berth.api.views import explain as explain_view
 from berth.api.views import fit as fit_view
-from berth.db import changes
-from berth.domain import dashboard
+from berth.db import changes, events
+from berth.domain import change, dashboard
 from berth.domain.allocation_candidate import engine, explain, fit
+from berth.domain.allocation_candidate.request import NAMES
 from berth.domain.errors import DomainError
 
 RULE = "berth:dashboard"
@@ -47,6 +54,26 @@ STATIC = {"dashboard.css": "text/css; charset=utf-8"}
 UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _SIZE_STEP = {u[0] + "B": step for step, u in enumerate(UNITS)}
 
+_TREES = (events.PROVIDER_CREATED, events.PROVIDER_UPDATED,
+          events.PROVIDER_DELETED)
+_USE = (events.INVENTORIES_SET, *events.ALLOCATION_KINDS)
+#: The change feed's kinds that change each part of a page (its
+#: ``data-live`` attribute; "" for any kind): live refresh re-renders a
+#: part when events of its kinds arrive (``resync`` re-renders all).
+LIVE = {name: ",".join(kinds) for name, kinds in {
+    "counts": (*_TREES, events.AGGREGATES_SET),
+    "capacity": (*_TREES, *_USE),
+    "fullest": (*_TREES, *_USE, events.TRAITS_SET),
+    "aggregates": (*_TREES, *_USE, events.AGGREGATES_SET),
+    "trees": (*_TREES, *_USE, events.TRAITS_SET, events.AGGREGATES_SET),
+    "consumers": events.ALLOCATION_KINDS,
+    # A query's answer: any change (a trait created makes it valid).
+    "query": (),
+}.items()}
+#: Candidates the first-hosts page asks for when its query names no
+#: ``limit`` (the whole answer of a large cloud is no page to read).
+FIRST_LIMIT = 50
+
 
 @cache
 def _templates() -> jinja2.Environment:
@@ -59,6 +86,7 @@ def _templates() -> jinja2.Environment:
     env.filters["amount"] = _amount
     env.globals["unit"] = _unit
     env.globals["pager"] = _pager_links
+    env.globals["live"] = LIVE
     return env
 
 
@@ -128,32 +156,46 @@ def _choice(params: dict[str, str], key: str, allowed: tuple[str, ...]
     return value
 
 
-def _seq(conn: Connection) -> int:
-    """The change sequence as one number: writes numbered so far over
-    every counter slot (Galera nodes each keep one), so any write moves
-    it."""
-    return changes.current(conn).total
+@dataclass(frozen=True)
+class _At:
+    """Where in the change sequence a page was built: the number of
+    writes over every counter slot (Galera nodes each keep one, so any
+    write moves it: the ``ETag`` and ``/dashboard/seq``), and the feed
+    position (read in the page's own transaction, so the page reflects
+    at least every write up to it)."""
+
+    seq: int
+    position: str
+
+    @property
+    def tag(self) -> str:
+        return '"seq-%d"' % self.seq
+
+
+def _at(conn: Connection) -> _At:
+    now = changes.current(conn)
+    return _At(now.total, change.format_position(dict(now.seqs)))
 
 
 def _not_modified(req: falcon.Request, resp: falcon.Response,
-                  seq: int) -> bool:
-    """Tag the answer with ``seq``; True (and a 304) when the browser
+                  at: _At) -> bool:
+    """Tag the answer with ``at``; True (and a 304) when the browser
     already has it."""
-    tag = '"seq-%d"' % seq
-    resp.set_header("etag", tag)
+    resp.set_header("etag", at.tag)
     resp.set_header("cache-control", "no-cache")
-    if req.get_header("if-none-match") == tag:
+    if req.get_header("if-none-match") == at.tag:
         resp.status = 304
         resp.data = b""
         return True
     return False
 
 
-def _render(resp: falcon.Response, template: str, **context: Any) -> None:
+def _render(resp: falcon.Response, template: str, at: _At,
+            **context: Any) -> None:
     resp.status = 200
     resp.content_type = HTML
     resp.data = _templates().get_template(template).render(
-        **context).encode()
+        seq=at.seq, position=at.position, **context).encode()
 
 
 def _page(req: falcon.Request, resp: falcon.Response, template: str,
@@ -162,16 +204,16 @@ def _page(req: falcon.Request, resp: falcon.Response, template: str,
     or a 304 when the sequence number did not move."""
     cache_ = util.world_cache(req)
 
-    def work(conn: Connection) -> tuple[int, Any]:
-        seq = _seq(conn)
-        if req.get_header("if-none-match") == '"seq-%d"' % seq:
-            return seq, None
-        return seq, build(conn, cache_.current(conn))
+    def work(conn: Connection) -> tuple[_At, Any]:
+        at = _at(conn)
+        if req.get_header("if-none-match") == at.tag:
+            return at, None
+        return at, build(conn, cache_.current(conn))
 
-    seq, data = util.db(req).read(work)
-    if _not_modified(req, resp, seq) or data is None:
+    at, data = util.db(req).read(work)
+    if _not_modified(req, resp, at) or data is None:
         return
-    _render(resp, template, seq=seq, data=data, **context)
+    _render(resp, template, at, data=data, **context)
 
 
 def overview(req: falcon.Request, resp: falcon.Response) -> None:
@@ -222,51 +264,66 @@ def _one_line(problem: HTTPProblem, method: str = "") -> str:
     return errors.for_people(detail, known=candidate_schema.QUERY_NAMES)
 
 
+def _refusal(exc: Exception) -> str:
+    """Why the API would refuse a query, in one line: ``exc`` is the
+    HTTPProblem or DomainError it would answer."""
+    if isinstance(exc, DomainError):
+        exc = errors.from_domain(exc)
+    assert isinstance(exc, HTTPProblem)
+    return _one_line(exc)
+
+
 def _parse(text: str, version: tuple[int, int]) -> Any:
     """The request groups and request-wide parameters of the query
     ``text``, or the one line that says why the API would refuse it."""
     try:
         return parse_query(_query_pairs(text), version)
-    except HTTPProblem as exc:
-        return _one_line(exc)
-    except DomainError as exc:
-        return _one_line(errors.from_domain(exc))
+    except (HTTPProblem, DomainError) as exc:
+        return _refusal(exc)
 
 
 def _tool(req: falcon.Request, resp: falcon.Response, template: str,
-          run: Any) -> None:
-    """An explain or fit page: the form, and for a query the report (a
-    query the API would refuse shows why, in one line, instead)."""
-    _begin(req)
-    text = _params(req).get("q", "").strip()
-    parsed = _parse(text, req.context.version) if text else None
-    cache_ = util.world_cache(req)
-
-    def work(conn: Connection) -> tuple[int, Any]:
-        seq = _seq(conn)
+          parsed: Any, run: Any, **context: Any) -> None:
+    """A query page (explain, fit, first hosts): the form, and for a
+    query (``parsed``: a tuple, or the line saying why the API would
+    refuse it) the report and labels ``run(conn, parsed)`` gives (a
+    refusal, e.g. an unknown resource class, shows in one line
+    instead)."""
+    def work(conn: Connection) -> tuple[_At, Any]:
+        at = _at(conn)
         if not isinstance(parsed, tuple) or req.get_header(
-                "if-none-match") == '"seq-%d"' % seq:
-            return seq, parsed
-        groups, wide = parsed
-        try:  # e.g. an unknown resource class
-            world, specs = engine.resolve(conn, cache_, groups, wide)
+                "if-none-match") == at.tag:
+            return at, parsed
+        try:
+            return at, run(conn, parsed)
         except DomainError as exc:
-            return seq, _one_line(errors.from_domain(exc))
-        report = run(world, groups, specs, wide)
-        return seq, (report, dashboard.labels(
-            conn, world, _uuids(report), (a["aggregate"] for a in
-                                          report.get("aggregates", ()))))
+            return at, _refusal(exc)
 
-    seq, outcome = util.db(req).read(work)
+    at, outcome = util.db(req).read(work)
     error = outcome if isinstance(outcome, str) else None
-    if error is None and _not_modified(req, resp, seq):
+    if error is None and _not_modified(req, resp, at):
         return
     report, labels = (outcome if isinstance(outcome, tuple)
                       else (None, dashboard.Labels({}, {})))
     resp.set_header("cache-control", "no-cache")
-    _render(resp, template, seq=seq, q=text, error=error, report=report,
+    _render(resp, template, at, error=error, report=report,
             named=labels.names, members=labels.members,
-            active=template.split(".")[0], args={})
+            active=template.split(".")[0], args={}, **context)
+
+
+def _explained(req: falcon.Request, make: Any) -> Any:
+    """``run`` for ``_tool`` of explain or fit: the report ``make(world,
+    groups, specs, wide)`` gives, and its providers' labels."""
+    cache_ = util.world_cache(req)
+
+    def run(conn: Connection, parsed: Any) -> Any:
+        groups, wide = parsed
+        world, specs = engine.resolve(conn, cache_, groups, wide)
+        report = make(world, groups, specs, wide)
+        return report, dashboard.labels(
+            conn, world, _uuids(report), (a["aggregate"] for a in
+                                          report.get("aggregates", ())))
+    return run
 
 
 def _uuids(report: dict[str, Any]) -> set[str]:
@@ -282,20 +339,91 @@ def _uuids(report: dict[str, Any]) -> set[str]:
     return found
 
 
+def _query_text(req: falcon.Request) -> str:
+    _begin(req)
+    return _params(req).get("q", "").strip()
+
+
 def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/explain?q=<allocation-candidates query>: 200 (a
     refused query shows why in the page); 403."""
+    text = _query_text(req)
     _tool(req, resp, "explain.html",
-          lambda world, groups, specs, wide: explain_view.serialize(
-              explain.explain(world, groups, specs, wide)))
+          _parse(text, req.context.version) if text else None,
+          _explained(req, lambda world, groups, specs, wide:
+                     explain_view.serialize(explain.explain(
+                         world, groups, specs, wide))), q=text)
 
 
 def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/fit?q=<allocation-candidates query>: 200 (a refused
     query shows why in the page); 403."""
+    text = _query_text(req)
     _tool(req, resp, "fit.html",
-          lambda world, groups, specs, wide: fit_view.serialize(
-              world, fit.fit(world, specs, wide)))
+          _parse(text, req.context.version) if text else None,
+          _explained(req, lambda world, groups, specs, wide:
+                     fit_view.serialize(world, fit.fit(world, specs, wide))),
+          q=text)
+
+
+#: The first-hosts form's order fields (those of GET
+#: /berth/allocation_candidates).
+ORDER_FIELDS = ("order", "weights", "prefer")
+
+
+def _ordered_query(req: falcon.Request, text: str,
+                   form: dict[str, str]) -> Any:
+    """The query ``text`` with the form's order fields, read as GET
+    /berth/allocation_candidates reads its query string: (groups, wide
+    with a limit, order), or the one line saying why it would refuse it.
+    A query that names no ``limit`` gets ``FIRST_LIMIT``."""
+    for key, example in (("weights", "VCPU:1,MEMORY_MB:2"),
+                         ("prefer", "COMPUTE_STATUS_DISABLED:-10")):
+        # Said in the form's words, not as the schema's pattern.
+        if form.get(key) and not re.fullmatch(
+                candidate_schema.ORDER_PROPERTIES[key]["pattern"], form[key]):
+            return "%s: %r is not NAME:weight pairs, comma-separated " \
+                "(e.g. %s)" % (key, form[key], example)
+    pairs = _query_pairs(text) + [(k, v) for k, v in form.items() if v]
+    try:
+        rest, given = candidate_schema.split_order(pairs)
+        want = candidate_schema.requested_order(util.conf(req), given)
+        groups, wide = parse_query(rest, req.context.version)
+    except (HTTPProblem, DomainError) as exc:
+        return _refusal(exc)
+    if wide.limit is None:
+        wide = replace(wide, limit=FIRST_LIMIT)
+    return groups, wide, want
+
+
+def first_page(req: falcon.Request, resp: falcon.Response) -> None:
+    """GET /dashboard/first?q=<allocation-candidates query>&order=
+    &weights=&prefer=: the hosts the query gets first in that order
+    (default: the configured one), as GET /berth/allocation_candidates
+    answers it; 200 (a refused query or order shows why in the page;
+    304 when the sequence did not move); 403."""
+    text = _query_text(req)
+    params = _params(req)
+    form = {k: params.get(k, "").strip() for k in ORDER_FIELDS}
+    conf = util.conf(req)
+    cache_ = util.world_cache(req)
+
+    def run(conn: Connection, parsed: Any) -> Any:
+        groups, wide, want = parsed
+        # The API's own search (GET /berth/allocation_candidates).
+        result = engine.find_candidates(
+            conn, cache_, groups, wide,
+            candidate_schema.candidate_settings(conf, want))
+        return {"order": want, "limit": wide.limit, "cut": result.cut,
+                "count": len(result.candidates),
+                "hosts": dashboard.first_hosts(
+                    conn, result.world, result.candidates, want),
+                }, dashboard.Labels({}, {})
+
+    _tool(req, resp, "first.html",
+          _ordered_query(req, text, form) if text else None, run,
+          q=text, form=form, orders=NAMES,
+          configured=candidate_schema.requested_order(conf, {}).name)
 
 
 def wants_page(req: falcon.Request) -> bool:
@@ -303,7 +431,8 @@ def wants_page(req: falcon.Request) -> bool:
     dashboard page (not its number or its files) asked for as HTML."""
     path = req.path
     return ((path == "/dashboard" or path.startswith("/dashboard/"))
-            and not path.startswith(("/dashboard/seq", "/dashboard/static/"))
+            and not path.startswith(("/dashboard/seq", "/dashboard/changes",
+                                     "/dashboard/static/"))
             and render.error_media(req.get_header("accept")) == "text/html")
 
 
@@ -331,7 +460,7 @@ def sequence(req: falcon.Request, resp: falcon.Response) -> None:
     resp.status = 200
     resp.content_type = "text/plain; charset=utf-8"
     resp.set_header("cache-control", "no-store")
-    resp.data = str(util.db(req).read(_seq)).encode()
+    resp.data = str(util.db(req).read(_at).seq).encode()
 
 
 def static(req: falcon.Request, resp: falcon.Response, name: str) -> None:

@@ -323,6 +323,19 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Dashboard fit form: how many more copies of a request fit "
         "(HTML).", {200: {"type": "string"}}, media=_HTML,
         description="Query: `q`, the allocation-candidates query string.", token_optional=True),
+    ("/dashboard/first", "GET"): Operation(
+        "Dashboard first hosts: the hosts an allocation-candidates query "
+        "gets first in an order, with their scores (HTML).",
+        {200: {"type": "string"}}, errors=(304,), media=_HTML,
+        description="Query: `q`, the allocation-candidates query string; "
+        "`order`, `weights`, `prefer` as in GET "
+        "/berth/allocation_candidates.", token_optional=True),
+    ("/dashboard/changes", "GET"): Operation(
+        "The change feed (GET /berth/changes, the same handler and policy "
+        "berth:changes:list) where the dashboard's pages reach it for "
+        "their live refresh.", {200: r.CHANGES}, errors=(410,),
+        query=(("1.0", change_s.QUERY),), token_optional=True,
+        description="See GET /berth/changes and docs/dashboard.md."),
     ("/dashboard/seq", "GET"): Operation(
         "The change-sequence number the dashboard polls to refresh "
         "(plain text).", {200: {"type": "string"}},

@@ -19,6 +19,7 @@ from berth.domain.allocation_candidate.request import (
     Order,
     RequestGroup,
     RequestWide,
+    Settings,
 )
 
 _STRING: dict[str, Any] = {"type": "string"}
@@ -189,3 +190,14 @@ def requested_order(conf: Any, given: dict[str, str]) -> Order:
         raise HTTPProblem(400, "Invalid query string parameters: weights "
                           "and prefer apply only to order spread or pack")
     return make_order(name, weights, prefer)
+
+
+def candidate_settings(conf: Any, order: Order) -> Settings:
+    """What shapes an answer in ``order`` besides the query: the
+    ``[placement]`` and ``[berth]`` options (the candidates endpoints and
+    the dashboard's first-hosts page search alike)."""
+    return Settings(
+        order=order,
+        max_candidates=conf.placement.max_allocation_candidates,
+        strategy=conf.placement.allocation_candidates_generation_strategy,
+        memo=conf.berth.candidate_memo)
