@@ -17,11 +17,10 @@ As upstream does, an inventory may shrink below what is already allocated
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -34,7 +33,9 @@ LOG = logging.getLogger(__name__)
 
 FIELDS: tuple[str, ...] = Inventory._fields
 
-F = TypeVar("F", bound=Callable[..., int])
+#: A provider's inventories as a writer reads them first: class id ->
+#: (class name, inventory).
+Current = dict[int, tuple[str, Inventory]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +165,36 @@ def _values(inv: Inventory) -> dict[str, Any]:
     return {f: getattr(inv, f) for f in FIELDS}
 
 
+# Built once: every inventory write reads what the provider has first.
+_CURRENT = (sa.select(t.inventories.c.resource_class_id,
+                      t.resource_classes.c.name,
+                      *[t.inventories.c[f] for f in FIELDS])
+            .join(t.resource_classes,
+                  t.resource_classes.c.id == t.inventories.c.resource_class_id)
+            .where(t.inventories.c.resource_provider_id
+                   == sa.bindparam("b_rp")))
+
+
+def current(conn: Connection, provider_id: int) -> Current:
+    """The provider's inventories, for a writer (one statement)."""
+    return {int(cid): (name, Inventory(total, reserved, low, high, step,
+                                       float(ratio)))
+            for cid, name, total, reserved, low, high, step, ratio
+            in conn.execute(_CURRENT, {"b_rp": provider_id})}
+
+
+def by_name(found: Current) -> dict[str, Inventory]:
+    """:func:`current`'s inventories by class name."""
+    return dict(found.values())
+
+
 def set_inventories(conn: Connection, provider_id: int,
                     inventories: Mapping[str, Inventory], *,
-                    check_in_use: bool = True) -> None:
-    """Replace the provider's whole inventory with ``inventories``.
+                    check_in_use: bool = True,
+                    before: Current | None = None) -> dict[str, Inventory]:
+    """Replace the provider's whole inventory with ``inventories``;
+    return the inventories it replaced, by class name (``before``, when
+    the caller has just read them with :func:`current`, else read here).
 
     No generation handling: callers bump it. Raises NotFound naming the
     first unknown class ("No such resource class X."), and InventoryInUse
@@ -177,9 +204,9 @@ def set_inventories(conn: Connection, provider_id: int,
     if unknown:
         raise errors.NotFound("No such resource class %s." % unknown[0])
     inv = t.inventories
-    existing = {cid for (cid,) in conn.execute(
-        sa.select(inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id == provider_id))}
+    if before is None:
+        before = current(conn, provider_id)
+    existing = set(before)
     wanted = set(ids.values())
     removed = sorted(existing - wanted)
     if removed:
@@ -201,6 +228,7 @@ def set_inventories(conn: Connection, provider_id: int,
         conn.execute(_UPDATE, kept)
     _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
                                        if ids[n] in existing})
+    return by_name(before)
 
 
 # Built once: every inventory write of a class already there runs it.
@@ -209,14 +237,15 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
-def _watched(fn: F) -> F:
-    """Record an inventories event for the provider (``fn``'s uuid
-    argument) when ``fn`` changes its inventory (the change feed)."""
-    @functools.wraps(fn)
-    def run(conn: Connection, uuid: str, *args: Any, **kwargs: Any) -> Any:
-        with change.watching(conn, [uuid], change.INVENTORIES):
-            return fn(conn, uuid, *args, **kwargs)
-    return cast(F, run)
+def record(conn: Connection, provider: Row,  # type: ignore[type-arg]
+           old: Mapping[str, Inventory], new: Mapping[str, Inventory],
+           generation: int) -> None:
+    """Record the change feed's event of the provider's inventories
+    replaced (``provider`` read with its root, at its old generation)."""
+    change.set_event(
+        conn, change.INVENTORIES, provider,
+        (int(provider.generation), change.inventories_value(old)),
+        (generation, change.inventories_value(new)))
 
 
 def _provider_uuid(conn: Connection, provider_id: int) -> str:
@@ -289,7 +318,6 @@ def _check_capacity(uuid: str, items: Mapping[str, Inventory],
                 prefix, uuid, _invalid(rc, uuid, problem)))
 
 
-@_watched
 def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
                   reserved_can_be_total: bool) -> int:
     """Add one class to the provider's inventory; return the generation.
@@ -297,29 +325,31 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
     NotFound (no provider), BadRequest (capacity, unknown class),
     ConcurrentUpdate (class already present, or a concurrent change).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     prefix = "Unable to create inventory for resource provider"
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.BadRequest("%s %s: No such resource class %s."
                                 % (prefix, uuid, rc))
-    it = t.inventories
-    present = conn.execute(sa.select(it.c.id).where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc])).first()
-    if present is not None:
+    before = current(conn, provider.id)
+    if ids[rc] in before:
         raise errors.ConcurrentUpdate(
             "Update conflict: Inventory for '%s' on resource provider '%s' "
             "already exists." % (rc, uuid))
-    conn.execute(it.insert().values(
-        resource_provider_id=provider.id, resource_class_id=ids[rc],
-        created_at=common.now(), **_values(inv)))
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    conn.execute(_INSERT_ONE, {"resource_provider_id": provider.id,
+                               "resource_class_id": ids[rc],
+                               "created_at": common.now(), **_values(inv)})
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    old = by_name(before)
+    record(conn, provider, old, {**old, rc: inv}, generation)
+    return generation
 
 
-@_watched
+_INSERT_ONE = t.inventories.insert()
+
+
 def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
                      generation: int, *, reserved_can_be_total: bool) -> int:
     """Change one class of the provider's inventory; return the generation.
@@ -327,7 +357,7 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (capacity, class not in the inventory).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     _check_generation(provider, generation)
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
@@ -336,20 +366,23 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.BadRequest(prefix + "No such resource class %s." % rc)
-    it = t.inventories
-    result = conn.execute(it.update().where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc])
-        .values(updated_at=common.now(), **_values(inv)))
-    if result.rowcount != 1:
+    before = current(conn, provider.id)
+    result = None
+    if ids[rc] in before:
+        result = conn.execute(_UPDATE, {"b_rp": provider.id, "b_rc": ids[rc],
+                                        "updated_at": common.now(),
+                                        **_values(inv)})
+    if result is None or result.rowcount != 1:
         raise errors.BadRequest(prefix + "No inventory of class %s found."
                                 % rc)
     _warn_exceeded(conn, provider.id, {ids[rc]: inv})
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    new_generation = common.bump_provider_generation(conn, provider.id,
+                                                     provider.generation)
+    old = by_name(before)
+    record(conn, provider, old, {**old, rc: inv}, new_generation)
+    return new_generation
 
 
-@_watched
 def replace_inventories(conn: Connection, uuid: str,
                         inventories: Mapping[str, Inventory], generation: int,
                         *, reserved_can_be_total: bool) -> int:
@@ -359,42 +392,44 @@ def replace_inventories(conn: Connection, uuid: str,
     BadRequest (capacity, unknown class), InventoryInUse (a removed class
     has allocations).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     _check_generation(provider, generation)
     _check_capacity(uuid, inventories, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
     try:
-        set_inventories(conn, provider.id, inventories)
+        old = set_inventories(conn, provider.id, inventories)
     except errors.InventoryInUse as exc:
         raise errors.InventoryInUse("update conflict: " + exc.message) from None
     except errors.NotFound as exc:
         raise errors.BadRequest(
             "Unknown resource class in inventory for resource provider "
             "%s: %s" % (uuid, exc.message)) from None
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    new_generation = common.bump_provider_generation(conn, provider.id,
+                                                     provider.generation)
+    record(conn, provider, old, inventories, new_generation)
+    return new_generation
 
 
-@_watched
 def delete_inventories(conn: Connection, uuid: str) -> int:
     """Remove every inventory of the provider; return the generation.
 
     NotFound (no provider), InventoryInUse (a class has allocations).
     """
-    provider = common.require_provider(conn, uuid)
-    set_inventories(conn, provider.id, {})
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    provider = common.require_provider(conn, uuid, root=True)
+    old = set_inventories(conn, provider.id, {})
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    record(conn, provider, old, {}, generation)
+    return generation
 
 
-@_watched
 def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     """Remove one class from the provider's inventory; return generation.
 
     NotFound (no provider, or no such inventory), ConcurrentUpdate (the
     class has allocations: upstream reports it with that code).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     prefix = "No inventory of class %s found for delete: " % rc
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
@@ -405,12 +440,19 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
         raise errors.ConcurrentUpdate(
             "Unable to delete inventory of class %s: %s"
             % (rc, exc.message)) from None
+    before = current(conn, provider.id)
     it = t.inventories
-    result = conn.execute(it.delete().where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc]))
-    if result.rowcount != 1:
+    result = None
+    if ids[rc] in before:
+        result = conn.execute(it.delete().where(
+            it.c.resource_provider_id == provider.id,
+            it.c.resource_class_id == ids[rc]))
+    if result is None or result.rowcount != 1:
         raise errors.NotFound(prefix + "No inventory of class %s found for "
                               "delete" % rc)
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    old = by_name(before)
+    record(conn, provider, old,
+           {name: inv for name, inv in old.items() if name != rc}, generation)
+    return generation
