@@ -318,6 +318,10 @@ def _check_capacity(uuid: str, items: Mapping[str, Inventory],
                 prefix, uuid, _invalid(rc, uuid, problem)))
 
 
+# Built once: every POST of one class runs it.
+_INSERT_ONE = t.inventories.insert()
+
+
 def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
                   reserved_can_be_total: bool) -> int:
     """Add one class to the provider's inventory; return the generation.
@@ -346,8 +350,6 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
     record(conn, provider, old, {**old, rc: inv}, generation)
     return generation
 
-
-_INSERT_ONE = t.inventories.insert()
 
 
 def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
