@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +34,9 @@ LOG = logging.getLogger(__name__)
 FIELDS: tuple[str, ...] = Inventory._fields
 
 #: A provider's inventories as a writer reads them first: class id ->
-#: (class name, inventory).
-Current = dict[int, tuple[str, Inventory]]
+#: (class name, inventory, amount allocated or None when no allocation
+#: is of that class).
+Current = dict[int, tuple[str, Inventory, int | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +166,18 @@ def _values(inv: Inventory) -> dict[str, Any]:
     return {f: getattr(inv, f) for f in FIELDS}
 
 
-# Built once: every inventory write reads what the provider has first.
+# Built once: every inventory write reads what the provider has first,
+# and how much of each class is allocated (to refuse removing a class in
+# use, and to warn of one now over capacity).
 _CURRENT = (sa.select(t.inventories.c.resource_class_id,
                       t.resource_classes.c.name,
-                      *[t.inventories.c[f] for f in FIELDS])
+                      *[t.inventories.c[f] for f in FIELDS],
+                      sa.select(common.sum_used(t.allocations)).where(
+                          t.allocations.c.resource_provider_id
+                          == t.inventories.c.resource_provider_id,
+                          t.allocations.c.resource_class_id
+                          == t.inventories.c.resource_class_id)
+                      .scalar_subquery())
             .join(t.resource_classes,
                   t.resource_classes.c.id == t.inventories.c.resource_class_id)
             .where(t.inventories.c.resource_provider_id
@@ -177,15 +186,25 @@ _CURRENT = (sa.select(t.inventories.c.resource_class_id,
 
 def current(conn: Connection, provider_id: int) -> Current:
     """The provider's inventories, for a writer (one statement)."""
-    return {int(cid): (name, Inventory(total, reserved, low, high, step,
-                                       float(ratio)))
-            for cid, name, total, reserved, low, high, step, ratio
-            in conn.execute(_CURRENT, {"b_rp": provider_id})}
+    found: Current = {}
+    for cid, name, *values in conn.execute(_CURRENT, {"b_rp": provider_id}):
+        total, reserved, low, high, step, ratio, used = values
+        found[int(cid)] = (name, Inventory(total, reserved, low, high, step,
+                                           float(ratio)),
+                           None if used is None else int(used))
+    return found
 
 
 def by_name(found: Current) -> dict[str, Inventory]:
     """:func:`current`'s inventories by class name."""
-    return dict(found.values())
+    return {name: inv for name, inv, _ in found.values()}
+
+
+def _used(found: Current, class_ids: Iterable[int]) -> dict[int, int]:
+    """:func:`current`'s amounts allocated, of the classes that have
+    allocations among ``class_ids`` (each in ``found``)."""
+    return {cid: used for cid in class_ids
+            if (used := found[cid][2]) is not None}
 
 
 def set_inventories(conn: Connection, provider_id: int,
@@ -211,7 +230,7 @@ def set_inventories(conn: Connection, provider_id: int,
     removed = sorted(existing - wanted)
     if removed:
         if check_in_use:
-            _refuse_in_use(conn, provider_id, removed)
+            _refuse_in_use(conn, provider_id, _used(before, removed))
         conn.execute(inv.delete().where(
             inv.c.resource_provider_id == provider_id,
             inv.c.resource_class_id.in_(removed)))
@@ -226,8 +245,8 @@ def set_inventories(conn: Connection, provider_id: int,
             if ids[n] in existing]
     if kept:  # one statement for them all
         conn.execute(_UPDATE, kept)
-    _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
-                                       if ids[n] in existing})
+    updated = {ids[n]: i for n, i in inventories.items() if ids[n] in existing}
+    _warn_exceeded(conn, provider_id, updated, _used(before, updated))
     return by_name(before)
 
 
@@ -255,8 +274,9 @@ def _provider_uuid(conn: Connection, provider_id: int) -> str:
 
 
 def _refuse_in_use(conn: Connection, provider_id: int,
-                   class_ids: list[int]) -> None:
-    used = _usage(conn, provider_id, class_ids)
+                   used: Mapping[int, int]) -> None:
+    """InventoryInUse when ``used`` (class id -> amount allocated, of
+    the classes to remove that have allocations) names any."""
     if used:
         names = common.resource_class_names(conn)
         raise errors.InventoryInUse(_in_use(
@@ -274,9 +294,10 @@ def check_in_use(conn: Connection, provider_id: int) -> None:
     have = {cid for (cid,) in conn.execute(
         sa.select(inv.c.resource_class_id)
         .where(inv.c.resource_provider_id == provider_id))}
-    stranded = sorted(set(_usage(conn, provider_id)) - have)
-    if stranded:
-        _refuse_in_use(conn, provider_id, stranded)
+    used = _usage(conn, provider_id)
+    _refuse_in_use(conn, provider_id,
+                   {cid: amount for cid, amount in used.items()
+                    if cid not in have})
 
 
 def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
@@ -290,10 +311,10 @@ def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
 
 
 def _warn_exceeded(conn: Connection, provider_id: int,
-                   updated: dict[int, Inventory]) -> None:
-    if not updated:
-        return
-    used = _usage(conn, provider_id, list(updated))
+                   updated: dict[int, Inventory],
+                   used: Mapping[int, int]) -> None:
+    """Log a warning when ``used`` (class id -> amount allocated) of an
+    ``updated`` class now exceeds its capacity."""
     over = [cid for cid, amount in used.items()
             if amount > updated[cid].capacity]
     if over:
@@ -377,7 +398,8 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     if result is None or result.rowcount != 1:
         raise errors.BadRequest(prefix + "No inventory of class %s found."
                                 % rc)
-    _warn_exceeded(conn, provider.id, {ids[rc]: inv})
+    _warn_exceeded(conn, provider.id, {ids[rc]: inv},
+                   _used(before, [ids[rc]]))
     new_generation = common.bump_provider_generation(conn, provider.id,
                                                      provider.generation)
     old = by_name(before)
@@ -436,13 +458,17 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.NotFound(prefix + "No such resource class %s." % rc)
+    before = current(conn, provider.id)
     try:
-        _refuse_in_use(conn, provider.id, [ids[rc]])
+        # Allocations of a class with no inventory left (a stranded
+        # one) refuse it too: read them then.
+        _refuse_in_use(conn, provider.id,
+                       _used(before, [ids[rc]]) if ids[rc] in before
+                       else _usage(conn, provider.id, [ids[rc]]))
     except errors.InventoryInUse as exc:
         raise errors.ConcurrentUpdate(
             "Unable to delete inventory of class %s: %s"
             % (rc, exc.message)) from None
-    before = current(conn, provider.id)
     it = t.inventories
     result = None
     if ids[rc] in before:
