@@ -67,6 +67,7 @@ SCENARIOS: list[tuple[str, str]] = [
     ("POST /reshaper", "reshaper"),
     ("PUT /resource_classes/CUSTOM_X (new)", "put_resource_class"),
     ("PUT /traits/CUSTOM_X (new)", "put_trait"),
+    ("GET /resource_providers/{u}/usages (a read)", "get_usages"),
     ("GET / (not a write: the serving floor)", "version_document"),
 ]
 

@@ -20,7 +20,9 @@ runs right after the previous one's write, so a read (``claim_get``)
 includes bringing the candidate cache up to date after the claim before
 it, as a scheduler's next request does.
 
-``--cpu`` reports instead the median process CPU per request; ``--profile
+``--cpu`` reports instead the process CPU per request (the mean over
+``--count``) and the statements each ran (cursor executions, BEGIN
+included on SQLite, COMMIT not); ``--profile
 NAME`` prints cProfile's top functions for one scenario.
 """
 
@@ -73,9 +75,24 @@ class Meter:
         self.lib.berth_dump.argtypes = [ctypes.c_char_p]
         self.on = False
         self.cpu = 0.0
+        #: Statements the measured calls ran (cursor executions: an
+        #: ``executemany`` is one; BEGIN and COMMIT are not counted).
+        self.statements = 0
+        self._counting = False
+
+    def count_statements(self) -> None:
+        """Count the statements of the measured calls (not under
+        valgrind: a listener puts SQLAlchemy on a slower path)."""
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute",
+                        self._count)
+
+    def _count(self, *args: Any) -> None:
+        if self._counting:
+            self.statements += 1
 
     def start(self) -> None:
         if self.on:
+            self._counting = True
             self.cpu -= time.process_time()
             self.lib.berth_toggle()
 
@@ -83,6 +100,7 @@ class Meter:
         if self.on:
             self.lib.berth_toggle()
             self.cpu += time.process_time()
+            self._counting = False
 
     def dump(self, name: str) -> None:
         self.lib.berth_dump(name.encode())
@@ -162,6 +180,11 @@ class Scenarios:
     def claim_get(self) -> None:
         """GET /allocation_candidates?...&limit=5 (no write in between)."""
         self.call("GET", "/allocation_candidates?" + CANDIDATES)
+
+    def get_usages(self) -> None:
+        """GET /resource_providers/{uuid}/usages of a host (a read, issue
+        24's lagging one)."""
+        self.call("GET", "/resource_providers/%s/usages" % self._next_host())
 
     def claim_put(self) -> None:
         """PUT /allocations/{new consumer} of a candidate."""
@@ -332,7 +355,8 @@ class Scenarios:
 NAMES = ["claim_get", "claim_put", "claim_cycle", "put_allocations_move", "post_allocations",
          "delete_allocations", "put_inventories", "put_inventory",
          "put_traits", "put_aggregates", "post_resource_provider",
-         "put_resource_provider", "delete_resource_provider", "reshaper"]
+         "put_resource_provider", "delete_resource_provider", "reshaper",
+         "get_usages"]
 
 
 #: With ``--gc``, the collector runs as in a server (``tune_gc``).
@@ -363,11 +387,13 @@ def _copy(db: Path) -> Iterator[str]:
 
 
 def run(url: str, names: list[str], count: int, warm: int,
-        each: Callable[[str, Meter], None]) -> None:
+        each: Callable[[str, Meter], None], statements: bool = False) -> None:
     """Run the scenarios in order; ``each(name, meter)`` after each."""
     if not SERVER_GC:
         gc.disable()
     meter = Meter()
+    if statements:
+        meter.count_statements()
     scen = Scenarios(Client(_app(url), meter), url)
     for name in names:
         step = getattr(scen, name)
@@ -375,6 +401,7 @@ def run(url: str, names: list[str], count: int, warm: int,
             step()
         meter.on = True
         meter.cpu = 0.0
+        meter.statements = 0
         for _ in range(count):
             step()
         meter.on = False
@@ -454,8 +481,10 @@ def main() -> int:
     if args.cpu:
         for url in _copy(args.db):
             def show(name: str, meter: Meter) -> None:
-                print("%-26s %.2f ms" % (name, meter.cpu / args.count * 1e3))
-            run(url, names, args.count, args.warm, show)
+                print("%-26s %.2f ms %5.1f statements" % (
+                    name, meter.cpu / args.count * 1e3,
+                    meter.statements / args.count))
+            run(url, names, args.count, args.warm, show, statements=True)
         return 0
     _under_valgrind(args, names)
     return 0

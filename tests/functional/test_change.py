@@ -177,7 +177,9 @@ class Walk:
                self.traits, self.aggregates, self.custom_class,
                self.custom_trait, self.allocate, self.allocate,
                self.allocate, self.allocate_many, self.remove, self.empty,
-               self.delete_custom, self.delete_custom, self.rename_class]
+               self.delete_custom, self.delete_custom, self.rename_class,
+               self.one_inventory, self.one_inventory, self.drop_traits,
+               self.aggregates]
         self.rng.choice(ops)()
 
     def create(self) -> None:
@@ -228,6 +230,35 @@ class Walk:
                                            self.rng.choice([1.0, 1.5, 16.0])}
                                   for rc in chosen}})
 
+    def one_inventory(self) -> None:
+        """One class added, changed or removed, or all removed: each of
+        these writers records its event from what it read and wrote."""
+        rp = self.pick()
+        if rp is None:
+            return
+        base = "/resource_providers/%s/inventories" % rp["uuid"]
+        have = sorted(self.client.get(base).json()["inventories"])
+        rc = self.rng.choice(INVENTORY_CLASSES)
+        fields = {"total": self.rng.randint(8, 64),
+                  "allocation_ratio": self.rng.choice([1.0, 2.5])}
+        gen = {"resource_provider_generation": rp["generation"]}
+        choice = self.rng.randrange(4)
+        if choice == 0:
+            self.client.post(base, json={"resource_class": rc, **gen,
+                                         **fields})
+        elif choice == 1 and have:
+            self.client.put(base + "/" + self.rng.choice(have),
+                            json={**gen, **fields})
+        elif choice == 2 and have:
+            self.client.delete(base + "/" + self.rng.choice(have))
+        else:
+            self.client.delete(base)
+
+    def drop_traits(self) -> None:
+        rp = self.pick()
+        if rp is not None:
+            self.client.delete("/resource_providers/%s/traits" % rp["uuid"])
+
     def traits(self) -> None:
         rp = self.pick()
         if rp is None:
@@ -245,10 +276,14 @@ class Walk:
         if rp is None:
             return
         pool = ["7e3b1a2c-0000-4000-8000-00000000000%d" % i for i in range(4)]
-        self.client.put("/resource_providers/%s/aggregates" % rp["uuid"],
-                        json={"resource_provider_generation": rp["generation"],
-                              "aggregates": self.rng.sample(
-                                  pool, self.rng.randint(0, 3))})
+        chosen = self.rng.sample(pool, self.rng.randint(0, 3))
+        path = "/resource_providers/%s/aggregates" % rp["uuid"]
+        if self.rng.random() < 0.5:  # before 1.19: no generation moves
+            self.client.at("1.18").put(path, json=chosen)
+        else:
+            self.client.put(path, json={
+                "resource_provider_generation": rp["generation"],
+                "aggregates": chosen})
 
     def custom_class(self) -> None:
         self.client.put("/resource_classes/CUSTOM_C%d"

@@ -3,6 +3,7 @@ database."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -188,15 +189,24 @@ def test_delete_all_and_replace_in_use(db: Database, client: Any) -> None:
     assert client.at("1.4").delete(_url(uuid)).status_code == 405
 
 
-def test_shrinking_below_usage_is_allowed(db: Database, client: Any) -> None:
+def test_shrinking_below_usage_is_allowed(db: Database, client: Any,
+                                          caplog: Any) -> None:
     # Upstream lets an inventory shrink under existing allocations (the
-    # provider is then over capacity); only removal is refused.
+    # provider is then over capacity, and a warning says so); only
+    # removal is refused.
     rp_id, uuid = make_provider(db)
-    _put_all(client, uuid, 0, {"VCPU": {"total": 8}})
+    _put_all(client, uuid, 0, {"VCPU": {"total": 8}, "DISK_GB": {"total": 9}})
     allocate(db, rp_id, "VCPU", 6)
-    resp = client.put(_url(uuid, "VCPU"), json={
-        "resource_provider_generation": 1, "total": 4})
-    assert resp.status_code == 200
+    with caplog.at_level(logging.WARNING, logger="berth.domain.inventory"):
+        resp = client.put(_url(uuid, "VCPU"), json={
+            "resource_provider_generation": 1, "total": 5})
+        assert resp.status_code == 200
+        assert "over capacity for VCPU" in caplog.text
+        caplog.clear()
+        resp = _put_all(client, uuid, 2, {"VCPU": {"total": 4},
+                                          "DISK_GB": {"total": 1}})
+        assert resp.status_code == 200
+        assert "over capacity for VCPU:" in caplog.text  # not DISK_GB
     assert db.read(lambda c: inventory.exceeded_classes(c, rp_id)) == [
         "VCPU"]
 

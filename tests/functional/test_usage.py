@@ -38,6 +38,18 @@ def test_provider_usages(client: Client, db: Database) -> None:
                       ).json()["usages"] == {"VCPU": 0}
 
 
+def test_provider_usages_without_inventory_or_provider(client: Client) -> None:
+    made = client.post("/resource_providers", json={"name": "bare"})
+    uuid = made.json()["uuid"]
+    got = client.get("/resource_providers/%s/usages" % uuid).json()
+    assert got == {"resource_provider_generation": 0, "usages": {}}
+    missing = str(uuidlib.uuid4())
+    resp = client.get("/resource_providers/%s/usages" % missing)
+    assert resp.status_code == 404
+    assert ("No resource provider with uuid %s found" % missing
+            in resp.json()["errors"][0]["detail"])
+
+
 def test_project_and_user_usages(client: Client, db: Database) -> None:
     _fill(client, db)
     old = client.at("1.9")

@@ -186,19 +186,26 @@ def flush(conn: Connection,
     return seq
 
 
+#: Built once (every numbered write runs one): the slot's counter +1,
+#: and the same returning the new number where the database can.
+_BUMP = t.berth_state.update().where(
+    t.berth_state.c.id == sa.bindparam("b_slot")).values(
+        seq=t.berth_state.c.seq + 1)
+_BUMP_RETURNING = _BUMP.returning(t.berth_state.c.seq)
+
+
 def _next(conn: Connection, mine: int) -> int:
     """Bump the slot's counter row (taking its lock until the commit)
     and return the new number."""
-    state = t.berth_state
-    bump = state.update().where(state.c.id == mine).values(seq=state.c.seq + 1)
     seq: int | None
+    params = {"b_slot": mine}
     if conn.dialect.update_returning:
-        seq = conn.scalar(bump.returning(state.c.seq))
+        seq = conn.scalar(_BUMP_RETURNING, params)
     else:
-        bumped = conn.execute(bump)
+        bumped = conn.execute(_BUMP, params)
         seq = _seq_of(conn, mine) if bumped.rowcount == 1 else None
     if seq is None:
-        seq = _first(conn, mine, bump)
+        seq = _first(conn, mine)
     return seq
 
 
@@ -232,7 +239,7 @@ def _by_kind_and_provider(note: tuple[str, int | None]) -> tuple[str, int]:
     return kind, pid or 0
 
 
-def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
+def _first(conn: Connection, mine: int) -> int:
     """The slot's counter row is missing (a new Galera node, or a
     database not built by ``berth db sync``): create it, or, if a
     concurrent writer just did, bump it. It starts past any change rows
@@ -248,7 +255,7 @@ def _first(conn: Connection, mine: int, bump: sa.Update) -> int:
                                                pruned=first - 1))
         return first
     except sa.exc.IntegrityError:
-        conn.execute(bump)
+        conn.execute(_BUMP, {"b_slot": mine})
         return _seq_of(conn, mine)
 
 

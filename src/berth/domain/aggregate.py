@@ -49,8 +49,10 @@ def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
 # Built once: every aggregate write of a provider runs them.
 _IDS = sa.select(AGG.c.uuid, AGG.c.id).where(
     AGG.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)))
-_LINKED = sa.select(LINK.c.aggregate_id).where(
-    LINK.c.resource_provider_id == sa.bindparam("b_rp"))
+# What the provider is in, with the uuids: the change feed's old value.
+_LINKED = (sa.select(LINK.c.aggregate_id, AGG.c.uuid)
+           .join(AGG, AGG.c.id == LINK.c.aggregate_id)
+           .where(LINK.c.resource_provider_id == sa.bindparam("b_rp")))
 _UNLINK = LINK.delete().where(
     LINK.c.resource_provider_id == sa.bindparam("b_rp"),
     LINK.c.aggregate_id.in_(sa.bindparam("b_ids", expanding=True)))
@@ -82,9 +84,8 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
     provider row is only locked, as before 1.19 nothing changed it.
     Raises NotFound or ConcurrentUpdate.
     """
-    row = common.require_provider(conn, provider_uuid)
-    with change.watching(conn, [row.id], change.AGGREGATES):
-        return _set_aggregates(conn, row, uuids, generation)
+    row = common.require_provider(conn, provider_uuid, root=True)
+    return _set_aggregates(conn, row, uuids, generation)
 
 
 def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
@@ -104,7 +105,8 @@ def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
                      .with_for_update())
     stored = storable(uuids)
     ids = ensure_aggregates(conn, stored)
-    current = set(conn.scalars(_LINKED, {"b_rp": row.id}))
+    linked = dict(conn.execute(_LINKED, {"b_rp": row.id}).all())
+    current = set(linked)
     keep = set(ids.values())
     gone = sorted(current - keep)
     if gone:
@@ -116,4 +118,9 @@ def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
             {"resource_provider_id": row.id, "aggregate_id": agg_id,
              "created_at": stamp} for agg_id in added])
     changes.note(conn, changes.STRUCTURE, [row.id])
+    # Uuids compare exactly (a binary collation on MySQL), so the stored
+    # spellings are those the table holds.
+    change.set_event(conn, change.AGGREGATES, row,
+                     (int(row.generation), sorted(linked.values())),
+                     (new_generation, sorted(stored)))
     return stored, new_generation

@@ -9,15 +9,16 @@ changes nothing.
 
 Recording costs a write little: an allocation write for a new consumer
 reads nothing more (everything is in hand); one that replaces or removes
-an existing consumer's allocations reads them once, before they go; a
-provider's inventories, traits or aggregates are read before and after
-their change (:func:`watching`).
+an existing consumer's allocations reads them once, before they go (a
+read that also gives the providers to lock and the usage to subtract);
+a provider's inventories, traits or aggregates writer reads the old
+ones once, as it must to write the new, and passes both
+(:func:`set_event`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,63 +67,36 @@ def name_event(conn: Connection, kind: str, name: str,
         if deleted or old is not None else None))
 
 
-def _snapshot(conn: Connection, provider: int | str, what: str
-              ) -> tuple[str, str | None, dict[str, Any]] | None:
-    """(uuid, root uuid, value) of one provider's ``what`` (the provider
-    by id or uuid), or None when there is no such provider."""
-    head = conn.execute(
-        sa.select(RP.c.id, RP.c.uuid, RP.c.generation,
-                  _ROOT.c.uuid.label("root"))
-        .select_from(RP.outerjoin(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
-        .where(RP.c.id == provider if isinstance(provider, int)
-               else RP.c.uuid == provider)).first()
-    if head is None:
-        return None
-    provider_id = head.id
-    value: dict[str, Any] = {"generation": int(head.generation)}
-    if what == INVENTORIES:
-        inv, rc = t.inventories, t.resource_classes
-        fields = ("total", "reserved", "min_unit", "max_unit", "step_size",
-                  "allocation_ratio")
-        rows = conn.execute(
-            sa.select(rc.c.name, *[inv.c[f] for f in fields])
-            .join(rc, rc.c.id == inv.c.resource_class_id)
-            .where(inv.c.resource_provider_id == provider_id)
-            .order_by(rc.c.name))
-        value["inventories"] = {
-            row.name: {f: (float(row._mapping[f]) if f == "allocation_ratio"
-                           else int(row._mapping[f])) for f in fields}
-            for row in rows}
-    elif what == TRAITS:
-        link, tr = t.resource_provider_traits, t.traits
-        value["traits"] = sorted(conn.scalars(
-            sa.select(tr.c.name).join(link, link.c.trait_id == tr.c.id)
-            .where(link.c.resource_provider_id == provider_id)))
-    else:
-        link, agg = t.resource_provider_aggregates, t.placement_aggregates
-        value["aggregates"] = sorted(conn.scalars(
-            sa.select(agg.c.uuid).join(link, link.c.aggregate_id == agg.c.id)
-            .where(link.c.resource_provider_id == provider_id)))
-    return head.uuid, head.root, value
+#: The key of each kind's value beside the provider's generation.
+_KEYS = {INVENTORIES: "inventories", TRAITS: "traits",
+         AGGREGATES: "aggregates"}
 
 
-@contextmanager
-def watching(conn: Connection, providers: Iterable[int | str],
-             what: str) -> Iterator[None]:
-    """Record, for each provider (by id or uuid), its ``what``
-    (``INVENTORIES``, ``TRAITS`` or ``AGGREGATES``) as set by the body of
-    the ``with``, if the body changed it (and its old value)."""
-    ids = list(dict.fromkeys(providers))
-    before = {pid: _snapshot(conn, pid, what) for pid in ids}
-    yield
-    for pid in ids:
-        after, old = _snapshot(conn, pid, what), before[pid]
-        if after is None or after == old:
-            continue
-        uuid, root, value = after
-        events.record(conn, Event(what, uuid, value,
-                                  None if old is None else old[2],
-                                  tree=root))
+def inventories_value(inventories: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider's inventories (``capacity.Inventory`` by class name) as
+    its inventories event shows them."""
+    return {name: {field: (float(value) if field == "allocation_ratio"
+                           else int(value))
+                   for field, value in inv._asdict().items()}
+            for name, inv in sorted(inventories.items())}
+
+
+def set_event(conn: Connection, what: str, provider: Any,
+              old: tuple[int, Any], new: tuple[int, Any]) -> None:
+    """Record a provider's ``what`` (``INVENTORIES``, ``TRAITS`` or
+    ``AGGREGATES``) replaced, unless nothing changed. ``provider`` is a
+    row with its ``uuid`` and ``root_uuid``; ``old`` and ``new`` are
+    (generation, content): the content an :func:`inventories_value`, or
+    sorted trait names or aggregate uuids. The writers know both (they
+    read the old content anyway to write the new), so recording reads
+    nothing."""
+    if old == new:
+        return
+    key = _KEYS[what]
+    events.record(conn, Event(
+        what, provider.uuid, {"generation": new[0], key: new[1]},
+        {"generation": old[0], key: old[1]},
+        tree=provider.root_uuid or provider.uuid))
 
 
 @dataclass(slots=True)

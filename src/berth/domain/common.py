@@ -50,10 +50,23 @@ _PROVIDER = sa.select(t.resource_providers).where(
     t.resource_providers.c.uuid == sa.bindparam("b_uuid"))
 
 
+_ROOT = t.resource_providers.alias("root")
+#: Built once: the writers of a provider's inventories, traits and
+#: aggregates read it, and its root's uuid for the change feed's event.
+_PROVIDER_ROOT = (
+    sa.select(t.resource_providers, _ROOT.c.uuid.label("root_uuid"))
+    .select_from(t.resource_providers.outerjoin(
+        _ROOT, _ROOT.c.id == t.resource_providers.c.root_provider_id))
+    .where(t.resource_providers.c.uuid == sa.bindparam("b_uuid")))
+
+
 def require_provider(conn: Connection, uuid: str,
-                     message: str | None = None) -> Row:  # type: ignore[type-arg]
-    """The provider row, or NotFound with upstream's wording."""
-    row = provider_by_uuid(conn, uuid)
+                     message: str | None = None, *,
+                     root: bool = False) -> Row:  # type: ignore[type-arg]
+    """The provider row, or NotFound with upstream's wording. With
+    ``root``, the row also has its root's uuid (``root_uuid``)."""
+    row = (conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first() if root
+           else provider_by_uuid(conn, uuid))
     if row is None:
         raise errors.NotFound(message or
                               "No resource provider with uuid %s found" % uuid)

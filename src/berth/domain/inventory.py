@@ -17,11 +17,10 @@ As upstream does, an inventory may shrink below what is already allocated
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -34,7 +33,10 @@ LOG = logging.getLogger(__name__)
 
 FIELDS: tuple[str, ...] = Inventory._fields
 
-F = TypeVar("F", bound=Callable[..., int])
+#: A provider's inventories as a writer reads them first: class id ->
+#: (class name, inventory, amount allocated or None when no allocation
+#: is of that class).
+Current = dict[int, tuple[str, Inventory, int | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +166,54 @@ def _values(inv: Inventory) -> dict[str, Any]:
     return {f: getattr(inv, f) for f in FIELDS}
 
 
+# Built once: every inventory write reads what the provider has first,
+# and how much of each class is allocated (to refuse removing a class in
+# use, and to warn of one now over capacity).
+_CURRENT = (sa.select(t.inventories.c.resource_class_id,
+                      t.resource_classes.c.name,
+                      *[t.inventories.c[f] for f in FIELDS],
+                      sa.select(common.sum_used(t.allocations)).where(
+                          t.allocations.c.resource_provider_id
+                          == t.inventories.c.resource_provider_id,
+                          t.allocations.c.resource_class_id
+                          == t.inventories.c.resource_class_id)
+                      .scalar_subquery())
+            .join(t.resource_classes,
+                  t.resource_classes.c.id == t.inventories.c.resource_class_id)
+            .where(t.inventories.c.resource_provider_id
+                   == sa.bindparam("b_rp")))
+
+
+def current(conn: Connection, provider_id: int) -> Current:
+    """The provider's inventories, for a writer (one statement)."""
+    found: Current = {}
+    for cid, name, *values in conn.execute(_CURRENT, {"b_rp": provider_id}):
+        total, reserved, low, high, step, ratio, used = values
+        found[int(cid)] = (name, Inventory(total, reserved, low, high, step,
+                                           float(ratio)),
+                           None if used is None else int(used))
+    return found
+
+
+def by_name(found: Current) -> dict[str, Inventory]:
+    """:func:`current`'s inventories by class name."""
+    return {name: inv for name, inv, _ in found.values()}
+
+
+def _used(found: Current, class_ids: Iterable[int]) -> dict[int, int]:
+    """:func:`current`'s amounts allocated, of the classes that have
+    allocations among ``class_ids`` (each in ``found``)."""
+    return {cid: used for cid in class_ids
+            if (used := found[cid][2]) is not None}
+
+
 def set_inventories(conn: Connection, provider_id: int,
                     inventories: Mapping[str, Inventory], *,
-                    check_in_use: bool = True) -> None:
-    """Replace the provider's whole inventory with ``inventories``.
+                    check_in_use: bool = True,
+                    before: Current | None = None) -> dict[str, Inventory]:
+    """Replace the provider's whole inventory with ``inventories``;
+    return the inventories it replaced, by class name (``before``, when
+    the caller has just read them with :func:`current`, else read here).
 
     No generation handling: callers bump it. Raises NotFound naming the
     first unknown class ("No such resource class X."), and InventoryInUse
@@ -177,14 +223,14 @@ def set_inventories(conn: Connection, provider_id: int,
     if unknown:
         raise errors.NotFound("No such resource class %s." % unknown[0])
     inv = t.inventories
-    existing = {cid for (cid,) in conn.execute(
-        sa.select(inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id == provider_id))}
+    if before is None:
+        before = current(conn, provider_id)
+    existing = set(before)
     wanted = set(ids.values())
     removed = sorted(existing - wanted)
     if removed:
         if check_in_use:
-            _refuse_in_use(conn, provider_id, removed)
+            _refuse_in_use(conn, provider_id, _used(before, removed))
         conn.execute(inv.delete().where(
             inv.c.resource_provider_id == provider_id,
             inv.c.resource_class_id.in_(removed)))
@@ -199,8 +245,9 @@ def set_inventories(conn: Connection, provider_id: int,
             if ids[n] in existing]
     if kept:  # one statement for them all
         conn.execute(_UPDATE, kept)
-    _warn_exceeded(conn, provider_id, {ids[n]: i for n, i in inventories.items()
-                                       if ids[n] in existing})
+    updated = {ids[n]: i for n, i in inventories.items() if ids[n] in existing}
+    _warn_exceeded(conn, provider_id, updated, _used(before, updated))
+    return by_name(before)
 
 
 # Built once: every inventory write of a class already there runs it.
@@ -209,14 +256,15 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
-def _watched(fn: F) -> F:
-    """Record an inventories event for the provider (``fn``'s uuid
-    argument) when ``fn`` changes its inventory (the change feed)."""
-    @functools.wraps(fn)
-    def run(conn: Connection, uuid: str, *args: Any, **kwargs: Any) -> Any:
-        with change.watching(conn, [uuid], change.INVENTORIES):
-            return fn(conn, uuid, *args, **kwargs)
-    return cast(F, run)
+def record(conn: Connection, provider: Row,  # type: ignore[type-arg]
+           old: Mapping[str, Inventory], new: Mapping[str, Inventory],
+           generation: int) -> None:
+    """Record the change feed's event of the provider's inventories
+    replaced (``provider`` read with its root, at its old generation)."""
+    change.set_event(
+        conn, change.INVENTORIES, provider,
+        (int(provider.generation), change.inventories_value(old)),
+        (generation, change.inventories_value(new)))
 
 
 def _provider_uuid(conn: Connection, provider_id: int) -> str:
@@ -226,8 +274,9 @@ def _provider_uuid(conn: Connection, provider_id: int) -> str:
 
 
 def _refuse_in_use(conn: Connection, provider_id: int,
-                   class_ids: list[int]) -> None:
-    used = _usage(conn, provider_id, class_ids)
+                   used: Mapping[int, int]) -> None:
+    """InventoryInUse when ``used`` (class id -> amount allocated, of
+    the classes to remove that have allocations) names any."""
     if used:
         names = common.resource_class_names(conn)
         raise errors.InventoryInUse(_in_use(
@@ -245,9 +294,10 @@ def check_in_use(conn: Connection, provider_id: int) -> None:
     have = {cid for (cid,) in conn.execute(
         sa.select(inv.c.resource_class_id)
         .where(inv.c.resource_provider_id == provider_id))}
-    stranded = sorted(set(_usage(conn, provider_id)) - have)
-    if stranded:
-        _refuse_in_use(conn, provider_id, stranded)
+    used = _usage(conn, provider_id)
+    _refuse_in_use(conn, provider_id,
+                   {cid: amount for cid, amount in used.items()
+                    if cid not in have})
 
 
 def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
@@ -261,10 +311,10 @@ def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
 
 
 def _warn_exceeded(conn: Connection, provider_id: int,
-                   updated: dict[int, Inventory]) -> None:
-    if not updated:
-        return
-    used = _usage(conn, provider_id, list(updated))
+                   updated: dict[int, Inventory],
+                   used: Mapping[int, int]) -> None:
+    """Log a warning when ``used`` (class id -> amount allocated) of an
+    ``updated`` class now exceeds its capacity."""
     over = [cid for cid, amount in used.items()
             if amount > updated[cid].capacity]
     if over:
@@ -289,7 +339,10 @@ def _check_capacity(uuid: str, items: Mapping[str, Inventory],
                 prefix, uuid, _invalid(rc, uuid, problem)))
 
 
-@_watched
+# Built once: every POST of one class runs it.
+_INSERT_ONE = t.inventories.insert()
+
+
 def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
                   reserved_can_be_total: bool) -> int:
     """Add one class to the provider's inventory; return the generation.
@@ -297,29 +350,29 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
     NotFound (no provider), BadRequest (capacity, unknown class),
     ConcurrentUpdate (class already present, or a concurrent change).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     prefix = "Unable to create inventory for resource provider"
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.BadRequest("%s %s: No such resource class %s."
                                 % (prefix, uuid, rc))
-    it = t.inventories
-    present = conn.execute(sa.select(it.c.id).where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc])).first()
-    if present is not None:
+    before = current(conn, provider.id)
+    if ids[rc] in before:
         raise errors.ConcurrentUpdate(
             "Update conflict: Inventory for '%s' on resource provider '%s' "
             "already exists." % (rc, uuid))
-    conn.execute(it.insert().values(
-        resource_provider_id=provider.id, resource_class_id=ids[rc],
-        created_at=common.now(), **_values(inv)))
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    conn.execute(_INSERT_ONE, {"resource_provider_id": provider.id,
+                               "resource_class_id": ids[rc],
+                               "created_at": common.now(), **_values(inv)})
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    old = by_name(before)
+    record(conn, provider, old, {**old, rc: inv}, generation)
+    return generation
 
 
-@_watched
+
 def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
                      generation: int, *, reserved_can_be_total: bool) -> int:
     """Change one class of the provider's inventory; return the generation.
@@ -327,7 +380,7 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (capacity, class not in the inventory).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     _check_generation(provider, generation)
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
@@ -336,20 +389,24 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.BadRequest(prefix + "No such resource class %s." % rc)
-    it = t.inventories
-    result = conn.execute(it.update().where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc])
-        .values(updated_at=common.now(), **_values(inv)))
-    if result.rowcount != 1:
+    before = current(conn, provider.id)
+    result = None
+    if ids[rc] in before:
+        result = conn.execute(_UPDATE, {"b_rp": provider.id, "b_rc": ids[rc],
+                                        "updated_at": common.now(),
+                                        **_values(inv)})
+    if result is None or result.rowcount != 1:
         raise errors.BadRequest(prefix + "No inventory of class %s found."
                                 % rc)
-    _warn_exceeded(conn, provider.id, {ids[rc]: inv})
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    _warn_exceeded(conn, provider.id, {ids[rc]: inv},
+                   _used(before, [ids[rc]]))
+    new_generation = common.bump_provider_generation(conn, provider.id,
+                                                     provider.generation)
+    old = by_name(before)
+    record(conn, provider, old, {**old, rc: inv}, new_generation)
+    return new_generation
 
 
-@_watched
 def replace_inventories(conn: Connection, uuid: str,
                         inventories: Mapping[str, Inventory], generation: int,
                         *, reserved_can_be_total: bool) -> int:
@@ -359,58 +416,71 @@ def replace_inventories(conn: Connection, uuid: str,
     BadRequest (capacity, unknown class), InventoryInUse (a removed class
     has allocations).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     _check_generation(provider, generation)
     _check_capacity(uuid, inventories, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
     try:
-        set_inventories(conn, provider.id, inventories)
+        old = set_inventories(conn, provider.id, inventories)
     except errors.InventoryInUse as exc:
         raise errors.InventoryInUse("update conflict: " + exc.message) from None
     except errors.NotFound as exc:
         raise errors.BadRequest(
             "Unknown resource class in inventory for resource provider "
             "%s: %s" % (uuid, exc.message)) from None
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    new_generation = common.bump_provider_generation(conn, provider.id,
+                                                     provider.generation)
+    record(conn, provider, old, inventories, new_generation)
+    return new_generation
 
 
-@_watched
 def delete_inventories(conn: Connection, uuid: str) -> int:
     """Remove every inventory of the provider; return the generation.
 
     NotFound (no provider), InventoryInUse (a class has allocations).
     """
-    provider = common.require_provider(conn, uuid)
-    set_inventories(conn, provider.id, {})
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    provider = common.require_provider(conn, uuid, root=True)
+    old = set_inventories(conn, provider.id, {})
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    record(conn, provider, old, {}, generation)
+    return generation
 
 
-@_watched
 def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     """Remove one class from the provider's inventory; return generation.
 
     NotFound (no provider, or no such inventory), ConcurrentUpdate (the
     class has allocations: upstream reports it with that code).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     prefix = "No inventory of class %s found for delete: " % rc
     ids, unknown = _class_ids(conn, [rc])
     if unknown:
         raise errors.NotFound(prefix + "No such resource class %s." % rc)
+    before = current(conn, provider.id)
     try:
-        _refuse_in_use(conn, provider.id, [ids[rc]])
+        # Allocations of a class with no inventory left (a stranded
+        # one) refuse it too: read them then.
+        _refuse_in_use(conn, provider.id,
+                       _used(before, [ids[rc]]) if ids[rc] in before
+                       else _usage(conn, provider.id, [ids[rc]]))
     except errors.InventoryInUse as exc:
         raise errors.ConcurrentUpdate(
             "Unable to delete inventory of class %s: %s"
             % (rc, exc.message)) from None
     it = t.inventories
-    result = conn.execute(it.delete().where(
-        it.c.resource_provider_id == provider.id,
-        it.c.resource_class_id == ids[rc]))
-    if result.rowcount != 1:
+    result = None
+    if ids[rc] in before:
+        result = conn.execute(it.delete().where(
+            it.c.resource_provider_id == provider.id,
+            it.c.resource_class_id == ids[rc]))
+    if result is None or result.rowcount != 1:
         raise errors.NotFound(prefix + "No inventory of class %s found for "
                               "delete" % rc)
-    return common.bump_provider_generation(conn, provider.id,
-                                           provider.generation)
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    old = by_name(before)
+    record(conn, provider, old,
+           {name: inv for name, inv in old.items() if name != rc}, generation)
+    return generation

@@ -21,12 +21,13 @@ inventory step that runs and +1 where the allocation write bumps them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import events
 from berth.db import tables as t
 from berth.domain import allocation, change, common, errors, inventory
 from berth.domain.allocation import ConsumerAllocations
@@ -48,7 +49,28 @@ class ProviderInventory:
 class _Target:
     id: int
     uuid: str
+    root_uuid: str
+    #: The generation when locked, and its inventories then (read by
+    #: the first inventory step that runs).
+    generation: int
     wanted: ProviderInventory
+    old: dict[str, Inventory] | None = None
+
+
+def _root_uuids(conn: Connection, rows: Iterable[sa.Row]  # type: ignore[type-arg]
+                ) -> dict[int, str]:
+    """Root provider id -> uuid for the locked ``rows`` (the change
+    feed's events name the tree): no statement when each root is among
+    them, else one plain read (a lock on a root outside the id order
+    every writer locks in could deadlock)."""
+    rows = list(rows)
+    found = {r.id: r.uuid for r in rows}
+    missing = sorted({r.root_provider_id for r in rows} - set(found))
+    if missing:
+        rp = t.resource_providers
+        found.update(conn.execute(sa.select(rp.c.id, rp.c.uuid)
+                                  .where(rp.c.id.in_(missing))))
+    return found
 
 
 def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]
@@ -57,9 +79,10 @@ def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]
     writer) and check the generations the caller gave."""
     rp = t.resource_providers
     rows = {r.uuid: r for r in conn.execute(
-        sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
+        sa.select(rp.c.id, rp.c.uuid, rp.c.generation, rp.c.root_provider_id)
         .where(rp.c.uuid.in_(sorted(wanted)))
         .order_by(rp.c.id).with_for_update())}
+    roots = _root_uuids(conn, rows.values())
     targets = []
     for uuid, inv in wanted.items():
         row = rows.get(uuid)
@@ -72,7 +95,8 @@ def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]
                 "resource provider generation conflict for provider %s: "
                 "actual: %s, given: %s" % (uuid, row.generation,
                                            inv.generation))
-        targets.append(_Target(row.id, uuid, inv))
+        targets.append(_Target(row.id, uuid, roots[row.root_provider_id],
+                               int(row.generation), inv))
     return targets
 
 
@@ -92,12 +116,14 @@ def _validate(conn: Connection, targets: list[_Target]) -> None:
                     "greater than total." % (rc, tg.uuid))
 
 
-def _bump(conn: Connection, provider_id: int) -> None:
-    """+1 on a provider this transaction already holds locked."""
-    rp = t.resource_providers
-    current = conn.execute(sa.select(rp.c.generation)
-                           .where(rp.c.id == provider_id)).scalar_one()
-    common.bump_provider_generation(conn, provider_id, current)
+def _bump(conn: Connection, tg: _Target) -> int:
+    """+1 on a provider this transaction holds locked; the new generation.
+
+    Every bump in the transaction notes the generation it gave
+    (``events.note_generation``), the allocation write's too, so the
+    current one is known without reading it."""
+    return common.bump_provider_generation(
+        conn, tg.id, events.generations(conn).get(tg.id, tg.generation))
 
 
 def _interim(conn: Connection, targets: list[_Target]) -> None:
@@ -106,20 +132,28 @@ def _interim(conn: Connection, targets: list[_Target]) -> None:
         # rewrite the current one unchanged) -- and so its generation bump.
         if not tg.wanted.inventories:
             continue
-        union = dict(inventory.get_inventories(conn, tg.id))
-        union.update(tg.wanted.inventories)
-        inventory.set_inventories(conn, tg.id, union, check_in_use=False)
-        _bump(conn, tg.id)
+        before = inventory.current(conn, tg.id)
+        tg.old = inventory.by_name(before)
+        union = {**tg.old, **tg.wanted.inventories}
+        inventory.set_inventories(conn, tg.id, union, check_in_use=False,
+                                  before=before)
+        _bump(conn, tg)
 
 
 def _final(conn: Connection, targets: list[_Target]) -> None:
     for tg in targets:
         try:
-            inventory.set_inventories(conn, tg.id, tg.wanted.inventories)
+            replaced = inventory.set_inventories(conn, tg.id,
+                                                 tg.wanted.inventories)
         except errors.InventoryInUse as exc:
             raise errors.InventoryInUse("update conflict: "
                                         + exc.message) from None
-        _bump(conn, tg.id)
+        generation = _bump(conn, tg)
+        change.set_event(
+            conn, change.INVENTORIES, tg,
+            (tg.generation, change.inventories_value(
+                replaced if tg.old is None else tg.old)),
+            (generation, change.inventories_value(tg.wanted.inventories)))
 
 
 def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
@@ -137,14 +171,13 @@ def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
     _validate(conn, targets)
     LOG.debug("reshaping %d providers, %d consumers", len(targets),
               len(requests))
-    with change.watching(conn, [tg.id for tg in targets], change.INVENTORIES):
-        _interim(conn, targets)
-        try:
-            allocation.replace_allocations(conn, requests)
-        except errors.UnknownResourceClass as exc:
-            raise errors.UnknownResourceClass(
-                "malformed reshaper data: " + exc.message) from None
-        except errors.CapacityExceeded as exc:
-            raise errors.CapacityExceeded(
-                "Unable to allocate inventory: " + exc.message) from None
-        _final(conn, targets)
+    _interim(conn, targets)
+    try:
+        allocation.replace_allocations(conn, requests)
+    except errors.UnknownResourceClass as exc:
+        raise errors.UnknownResourceClass(
+            "malformed reshaper data: " + exc.message) from None
+    except errors.CapacityExceeded as exc:
+        raise errors.CapacityExceeded(
+            "Unable to allocate inventory: " + exc.message) from None
+    _final(conn, targets)

@@ -120,9 +120,13 @@ def provider_traits(conn: Connection, uuid: str) -> tuple[int, list[Trait]]:
     return provider.generation, traits_of(conn, provider.id)
 
 
-# Built once: every trait write of a provider runs them.
-_HAVE = sa.select(t.resource_provider_traits.c.trait_id).where(
-    t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"))
+# Built once: every trait write of a provider runs them. What it has,
+# with the names, is also the change feed's old value.
+_HAVE = (sa.select(t.resource_provider_traits.c.trait_id, t.traits.c.name)
+         .join(t.traits,
+               t.traits.c.id == t.resource_provider_traits.c.trait_id)
+         .where(t.resource_provider_traits.c.resource_provider_id
+                == sa.bindparam("b_rp")))
 _DROP = t.resource_provider_traits.delete().where(
     t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"),
     t.resource_provider_traits.c.trait_id.in_(
@@ -130,13 +134,14 @@ _DROP = t.resource_provider_traits.delete().where(
 
 
 def set_traits(conn: Connection, provider_id: int,
-               trait_ids: Iterable[int]) -> bool:
+               trait_ids: Iterable[int]) -> list[str]:
     """Make ``trait_ids`` the provider's traits; no generation handling.
 
-    Returns whether anything changed."""
+    Returns the names of the traits it had, sorted."""
     rpt = t.resource_provider_traits
     wanted = set(trait_ids)
-    have = {tid for (tid,) in conn.execute(_HAVE, {"b_rp": provider_id})}
+    old = dict(conn.execute(_HAVE, {"b_rp": provider_id}).all())
+    have = set(old)
     if have - wanted:
         conn.execute(_DROP, {"b_rp": provider_id,
                              "b_ids": sorted(have - wanted)})
@@ -145,7 +150,7 @@ def set_traits(conn: Connection, provider_id: int,
         conn.execute(rpt.insert(), [
             {"resource_provider_id": provider_id, "trait_id": tid,
              "created_at": stamp} for tid in sorted(wanted - have)])
-    return wanted != have
+    return sorted(old.values())
 
 
 def set_provider_traits(conn: Connection, uuid: str, generation: int,
@@ -156,7 +161,7 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (unknown traits).
     """
-    provider = common.require_provider(conn, uuid)
+    provider = common.require_provider(conn, uuid, root=True)
     if provider.generation != generation:
         raise errors.ConcurrentUpdate(
             "Resource provider's generation already changed. Please update "
@@ -165,20 +170,28 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     missing = sorted(set(names) - set(ids))
     if missing:
         raise errors.BadRequest("No such trait %s" % ", ".join(missing))
-    new = provider.generation
-    with change.watching(conn, [provider.id], change.TRAITS):
-        if set_traits(conn, provider.id, ids.values()):
-            new = common.bump_provider_generation(conn, provider.id,
-                                                  provider.generation)
+    new = _replace(conn, provider, ids)
     return new, traits_of(conn, provider.id)
+
+
+def _replace(conn: Connection, provider: sa.Row,  # type: ignore[type-arg]
+             ids: dict[str, int]) -> int:
+    """Make ``ids`` (name -> id) the traits of ``provider`` (read with
+    its root); bump its generation and record the change feed's event if
+    that changed them. Return the generation."""
+    old = set_traits(conn, provider.id, ids.values())
+    new = sorted(ids)
+    if old == new:
+        return int(provider.generation)
+    generation = common.bump_provider_generation(conn, provider.id,
+                                                 provider.generation)
+    change.set_event(conn, change.TRAITS, provider,
+                     (int(provider.generation), old), (generation, new))
+    return generation
 
 
 def delete_provider_traits(conn: Connection, uuid: str) -> int:
     """Remove all the provider's traits; return the new generation (the
     same one when it had none, as upstream)."""
-    provider = common.require_provider(conn, uuid)
-    with change.watching(conn, [provider.id], change.TRAITS):
-        if not set_traits(conn, provider.id, ()):
-            return int(provider.generation)
-        return common.bump_provider_generation(conn, provider.id,
-                                               provider.generation)
+    provider = common.require_provider(conn, uuid, root=True)
+    return _replace(conn, provider, {})

@@ -31,18 +31,33 @@ ALL_TYPES = "all"
 V = TypeVar("V")
 
 
-def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
-    """Class name -> amount used, for every class the provider has
-    inventory of (0 when nothing is allocated)."""
-    inv, a = t.inventories, t.allocations
-    used = (sa.select(sa.func.coalesce(common.sum_used(a), 0))
-            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
-                   a.c.resource_class_id == inv.c.resource_class_id)
-            .scalar_subquery())
-    rows = conn.execute(sa.select(inv.c.resource_class_id, used.label("used"))
-                        .where(inv.c.resource_provider_id == provider_id))
-    names = common.resource_class_names(conn)
-    return {names[row.resource_class_id]: int(row.used) for row in rows}
+_RP, _INV, _A = t.resource_providers, t.inventories, t.allocations
+#: Built once (``GET /resource_providers/{uuid}/usages``): the provider's
+#: generation and, per class it has inventory of, the class name and the
+#: amount allocated, in one statement. The outer joins leave one row,
+#: with no class, for a provider without inventory.
+_PROVIDER_USAGES = (
+    sa.select(_RP.c.generation, t.resource_classes.c.name,
+              sa.select(sa.func.coalesce(common.sum_used(_A), 0))
+              .where(_A.c.resource_provider_id == _INV.c.resource_provider_id,
+                     _A.c.resource_class_id == _INV.c.resource_class_id)
+              .scalar_subquery())
+    .select_from(_RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id)
+                 .outerjoin(t.resource_classes, t.resource_classes.c.id
+                            == _INV.c.resource_class_id))
+    .where(_RP.c.uuid == sa.bindparam("b_uuid")))
+
+
+def provider_usages(conn: Connection, uuid: str
+                    ) -> tuple[int, dict[str, int]] | None:
+    """The provider's generation and, for every class it has inventory
+    of, the amount used (0 when nothing is allocated); None when there
+    is no such provider."""
+    rows = conn.execute(_PROVIDER_USAGES, {"b_uuid": uuid}).all()
+    if not rows:
+        return None
+    return int(rows[0][0]), {name: int(used) for _, name, used in rows
+                             if name is not None}
 
 
 def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]

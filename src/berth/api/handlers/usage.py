@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.schemas import pick
 from berth.api.schemas import usage as schema
-from berth.domain import common, usage
+from berth.domain import errors, usage
 
 
 def provider_usages(req: falcon.Request, resp: falcon.Response,
@@ -22,11 +22,13 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
     util.authorize(req, "placement:resource_providers:usages")
 
     def work(conn: Connection) -> dict[str, Any]:
-        row = common.require_provider(
-            conn, uuid, "No resource provider with uuid %s found: No "
-            "resource provider with uuid %s found" % (uuid, uuid))
-        return {"resource_provider_generation": row.generation,
-                "usages": usage.provider_usages(conn, row.id)}
+        found = usage.provider_usages(conn, uuid)
+        if found is None:
+            raise errors.NotFound(
+                "No resource provider with uuid %s found: No resource "
+                "provider with uuid %s found" % (uuid, uuid))
+        return {"resource_provider_generation": found[0],
+                "usages": found[1]}
 
     # Usage is a "now" question: last-modified is the time of the answer.
     util.send(req, resp, util.db(req).read(work))
