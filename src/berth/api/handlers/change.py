@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -17,15 +18,22 @@ RULE = "berth:changes:list"
 EVERY_PROJECT = change.EVERY_PROJECT
 
 
-def _filters(req: falcon.Request, params: dict[str, str]) -> events.Filters:
-    """The filters asked for, narrowed to what policy lets the caller
-    read (``change.feed_filters``, shared with the watch form)."""
+def feed_query(params: dict[str, str], authorize: Callable[[str], None]
+               ) -> tuple[events.Filters, str | None, int]:
+    """The filters (narrowed by ``change.feed_filters``: ``authorize``
+    raises Forbidden), tree and page size of a validated feed query:
+    those of ``GET /berth/changes`` and of its watch form
+    (``berth.serve.watch``)."""
     kinds = (frozenset(params["kind"].split(",")) if "kind" in params
              else None)
-    return change.feed_filters(
-        kinds, params.get("consumer"), params.get("project"),
-        lambda project: util.authorize(
-            req, RULE, {"project_id": project, "user_id": None}))
+    filters = change.feed_filters(kinds, params.get("consumer"),
+                                  params.get("project"), authorize)
+    limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
+                schema.MAX_LIMIT)
+    tree = params.get("tree")
+    if tree is not None:
+        tree = common.normalize_uuid(tree) or tree
+    return filters, tree, limit
 
 
 def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
@@ -38,12 +46,8 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     kept)."""
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
-    filters = _filters(req, params)
-    limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
-                schema.MAX_LIMIT)
-    tree = params.get("tree")
-    if tree is not None:
-        tree = common.normalize_uuid(tree) or tree
+    filters, tree, limit = feed_query(params, lambda project: util.authorize(
+        req, RULE, {"project_id": project, "user_id": None}))
 
     def work(conn: Connection) -> events.Page:
         return change.read_feed(conn, params["after"], filters, tree, limit)
