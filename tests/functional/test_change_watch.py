@@ -173,6 +173,9 @@ def test_streams_the_writes_in_order_as_the_list_gives_them(
     assert [{k: v for k, v in e.items() if k != "after"} for e in got] \
         == listed(client, start)
     assert [e["after"] for e in got] == [e["position"] for e in got]
+    registry = feed.running.feed.metrics.registry
+    assert registry.get_sample_value("berth_feed_watchers") == 1
+    assert registry.get_sample_value("berth_feed_events_sent_total") == 3
     stream.close()
 
 

@@ -201,6 +201,11 @@ class FeedProcess:
             done, status = self.pid, -1
         if not done:
             return
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if folder:  # its live gauges (watchers) go with it
+            from prometheus_client import multiprocess
+            multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                self.pid, folder)
         now = time.monotonic()
         self.delay = (0.0 if now - self.started > 60
                       else min(max(1.0, self.delay * 2), 30.0))

@@ -39,6 +39,7 @@ from oslo_config import cfg
 
 from berth.db import setup
 from berth.db.engine import Database
+from berth.metrics import Metrics
 from berth.policy import Policy
 from berth.serve.watch.feed import PATH, Feed
 from berth.serve.watch.http import Gate, Server
@@ -122,7 +123,7 @@ async def open_server(conf: cfg.ConfigOpts, db: Database,
     """Serve the watch on ``sock`` from this event loop, reading ``db``
     (:func:`close_server` stops it)."""
     pool = ThreadPoolExecutor(8, thread_name_prefix="berth-watch")
-    feed = Feed(db, pool)
+    feed = Feed(db, pool, Metrics())
     await feed.start()
     server = Server(feed, Gate(conf, db, Policy(conf)), pool)
     app = web.Application()

@@ -21,6 +21,7 @@ from berth.api.schemas import change as schema
 from berth.db import events
 from berth.db.engine import Database
 from berth.domain import change
+from berth.metrics import Metrics
 
 LOG = logging.getLogger("berth.server")
 
@@ -149,8 +150,9 @@ def _key(e: events.Stored) -> tuple[int, int, int]:
 class Feed:
     """The one reader of the change table and its watchers."""
 
-    def __init__(self, db: Database, pool: ThreadPoolExecutor) -> None:
-        self.db, self.pool = db, pool
+    def __init__(self, db: Database, pool: ThreadPoolExecutor,
+                 metrics: Metrics) -> None:
+        self.db, self.pool, self.metrics = db, pool, metrics
         self.position: Vector = {}
         self.text = "0"
         self.ring: deque[tuple[float, Entry, Vector]] = deque()
@@ -224,6 +226,7 @@ class Feed:
             if not mine:
                 continue
             by_fmt: dict[str, bytes] = {}
+            self.metrics.feed_events.inc(len(mine) * len(group))
             for w in list(group):
                 data = by_fmt.get(w.fmt)
                 if data is None:
@@ -254,8 +257,9 @@ class Feed:
 
     def leave(self, w: Watcher) -> None:
         group = self.groups.get(w.group)
-        if group is not None:
+        if group is not None and w in group:
             group.discard(w)
+            self.metrics.feed_watchers.dec()
             if not group:
                 del self.groups[w.group]
 
@@ -264,6 +268,7 @@ class Feed:
             for w in group:
                 w.push(None)
         self.groups.clear()
+        self.metrics.feed_watchers.set(0)
 
     async def follow(self, w: Watcher, at: Vector,
                      write: Callable[[bytes], Any]) -> None:
@@ -285,6 +290,7 @@ class Feed:
                      if x.event.seq > at.get(x.event.slot, 0)]
             if not fresh:  # nothing between: join (one step of the loop)
                 self.groups.setdefault(w.group, set()).add(w)
+                self.metrics.feed_watchers.inc()
                 w.push(bookmark(w.fmt, self.text))
                 return
             reached = dict(self.position)
