@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from berth.api import util as api_util
 from berth.api.handlers import change as handler
 from berth.api.schemas import change as schema
 from berth.db import events
-from berth.db.engine import Database
+from berth.db.engine import Database, is_unavailable
 from berth.domain import change
 from berth.domain import errors as de
 from berth.policy import Policy
@@ -38,6 +39,8 @@ from berth.serve.watch.feed import (
     frames,
     merged,
 )
+
+LOG = logging.getLogger("berth.server")
 
 
 class Refusal(NamedTuple):
@@ -88,9 +91,8 @@ class Gate:
             environ["berth.watch"] = self._ask(environ)
             start_response("200 OK", [])
             return [b""]
-        except (errors.HTTPProblem, de.DomainError) as exc:
-            problem = (exc if isinstance(exc, errors.HTTPProblem)
-                       else errors.from_domain(exc))
+        except Exception as exc:  # noqa: BLE001 - every refusal in format
+            problem = _as_problem(exc, environ["berth.request_id"])
             body = orjson.dumps(problem.to_dict(
                 environ["berth.request_id"], True, "GET"))
             start_response("%d %s" % (problem.status, errors.STATUS_TEXT.get(
@@ -117,6 +119,22 @@ class Gate:
             change.read_feed, after=params["after"], filters=filters,
             tree=tree, limit=limit))
         return Ask(filters, tree, page, change.parse_position(params["after"]))
+
+
+def _as_problem(exc: Exception, request_id: str) -> errors.HTTPProblem:
+    """The answer to a watch refused before its stream starts, as the
+    API's error handler would give it."""
+    if isinstance(exc, errors.HTTPProblem):
+        return exc
+    if isinstance(exc, de.DomainError):
+        return errors.from_domain(exc)
+    if is_unavailable(exc):
+        LOG.warning("database unavailable starting a watch: %s",
+                    getattr(exc, "orig", exc))
+        return errors.HTTPProblem(503, "The database is not reachable.")
+    LOG.exception("unexpected error starting a watch (%s)", request_id)
+    return errors.HTTPProblem(500, "An unexpected error occurred; the "
+                              "request id identifies it in the server log.")
 
 
 def _format(request: web.Request) -> str | None:
@@ -199,8 +217,11 @@ class Server:
                 await resp.write(data)
         except events.Gone:
             pass  # pruned while catching up: the next request says 410
-        except (ConnectionError, asyncio.CancelledError):
+        except ConnectionError:
             pass  # the watcher went away
+        except Exception as exc:  # noqa: BLE001 - end this watch only
+            # It resumes from its last position on its next request.
+            LOG.warning("ending a watch (%s): %s", rid, exc)
         finally:
             self.feed.leave(w)
         return resp
