@@ -348,3 +348,48 @@ def test_a_listener_refuses_a_taken_port() -> None:
         "10.0.0.1", 8779)
     assert watch.listen_address(make_conf(berth__watch_listen=""),
                                 "127.0.0.1", 8778) is None
+
+
+def test_a_writes_events_resume_as_a_whole(client: Client,
+                                           feed: FeedServer) -> None:
+    rp = new_provider(client, "host")
+    allocate(client, rp, str(uuidlib.uuid4()), "p1")
+    start = position(client)
+    stream = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
+    one, two = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    resp = client.post("/allocations", json={
+        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p1", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"} for c in (one, two)})
+    assert resp.status_code == 204, resp.text
+    first, second = stream.events(2)
+    assert first["position"] == second["position"]  # one write
+    # Not the last of its write: resuming from it sends the write whole.
+    assert first["after"] == start
+    assert second["after"] == second["position"]
+    again = Stream(feed.port, "after=%s&kind=allocations.replaced"
+                   % first["after"])
+    assert [e["subject"] for e in again.events(2)] == [
+        first["subject"], second["subject"]]
+
+
+def test_after_now_and_berth_watch_url(client: Client, feed: FeedServer,
+                                       capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    from berth.cli.run import main
+    start = position(client)
+    now = Stream(feed.port, "after=now")
+    assert now.frame() == {"after": start}
+    made = [new_provider(client, "cli%d" % i) for i in range(2)]
+    assert [e["subject"] for e in now.events(2)] == made
+    url = "http://127.0.0.1:%d" % feed.port
+    capsys.readouterr()
+    # --once: what there is after the position, up to the first bookmark.
+    assert main(["watch", "--url", url, "--once", "--after", start]) == 0
+    lines = [json.loads(line) for line in
+             capsys.readouterr().out.splitlines()]
+    assert [e["subject"] for e in lines] == made
+    assert lines[-1]["after"] == position(client)
+    with pytest.raises(SystemExit) as refused:
+        main(["watch", "--url", url, "--once", "--after", "1:x"])
+    assert str(refused.value).startswith("berth: error: Invalid position")

@@ -112,6 +112,9 @@ class Gate:
             pairs.append(("after", resume))
         params = api_util.query_dict(api_util.validate_pairs(
             pairs, schema.QUERY))
+        if params["after"] == "now":  # the watch's own: from here on
+            params["after"] = change.format_position(
+                self.db.read(events.marks)[0])
         filters, tree, limit = handler.feed_query(
             params, lambda project: self.policy.authorize(
                 ctx, handler.RULE, {"project_id": project, "user_id": None}))
