@@ -176,10 +176,6 @@ class Feed:
         self.ring.clear()
         self.ring_start = dict(current)
 
-    @property
-    def watchers(self) -> int:
-        return sum(len(group) for group in self.groups.values())
-
     async def run(self) -> None:
         """Poll, deliver and send bookmarks until cancelled."""
         beat = time.monotonic()
