@@ -18,8 +18,9 @@ URL of an empty database), then for each count of watchers:
    ``time``, the API's clock, here the same machine's) to its receipt.
 
 It prints, per count: the delay's p50, p99 and max; the share of
-(event, watcher) deliveries made; the feed process's RSS and CPU; the
-API workers' CPU per write without and with the watchers.
+(event, watcher) deliveries made; the feed process's RSS (with the
+watches open) and CPU, and the client processes' CPU, during the load;
+the API workers' CPU per write without and with the watchers.
 """
 
 from __future__ import annotations
@@ -178,12 +179,14 @@ def client(url: str, count: int, probes: int, opened: Any, go: Any,
                 await asyncio.sleep(0.05)
             lines[0] = 0  # from here on: the load's events
             delays.clear()
+            cpu = time.process_time()
             while not stop.is_set():
                 await asyncio.sleep(0.1)
+            cpu = time.process_time() - cpu
             await asyncio.sleep(1.0)  # the last events in flight
             for task in tasks:
                 task.cancel()
-        out.put((lines[0], delays))
+        out.put((lines[0], delays, cpu))
 
     asyncio.run(main())
 
@@ -228,8 +231,9 @@ def run_count(serve: Serve, provider: str, count: int,
     results = [out.get(timeout=120) for _ in procs]
     for proc in procs:
         proc.join(30)
-    delays = sorted(d for _, ds in results for d in ds)
-    lines = sum(n for n, _ in results)
+    delays = sorted(d for _, ds, _ in results for d in ds)
+    lines = sum(n for n, _, _ in results)
+    clients_cpu = sum(c for _, _, c in results) / args.seconds
 
     def quantile(q: float) -> float:
         if not delays:
@@ -243,6 +247,7 @@ def run_count(serve: Serve, provider: str, count: int,
             # lines counted include bookmarks: at least every event
             "delivered": min(1.0, lines / (writes * count)),
             "feed_rss_mb": rss_open, "feed_cpu": feed_cpu,
+            "clients_cpu": clients_cpu,
             "api_ms_alone": alone * 1000, "api_ms_with": api_with * 1000}
 
 
@@ -268,13 +273,15 @@ def main() -> None:
                              "inventories": {"VCPU": {"total": 10**9}}})
             print("| watchers | open (s) | p50 (ms) | p99 (ms) | max (ms) "
                   "| delivered | feed RSS (MB) | feed CPU (cores) "
+                  "| clients CPU (cores) "
                   "| API CPU/write alone (ms) | with watchers (ms) |")
-            print("| --- " * 10 + "|")
+            print("| --- " * 11 + "|")
             for count in args.watchers:
                 r = run_count(serve, provider, count, args)
                 print("| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
                       "{p99_ms:.0f} | {max_ms:.0f} | {delivered:.1%} | "
                       "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
+                      "{clients_cpu:.2f} | "
                       "{api_ms_alone:.2f} | {api_ms_with:.2f} |".format(**r),
                       flush=True)
         finally:
