@@ -201,6 +201,7 @@ def run_count(serve: Serve, provider: str, count: int,
     note("%d watchers: the load alone" % count)
     cpu0 = serve.api_cpu()
     writes = write_load(serve.port, provider, args.rate, args.seconds)
+    note("%d writes in %.0f s alone" % (writes, args.seconds))
     alone = (serve.api_cpu() - cpu0) / writes
     url = ("http://127.0.0.1:%d/berth/changes/watch?after=now"
            % serve.watch_port)
@@ -225,6 +226,8 @@ def run_count(serve: Serve, provider: str, count: int,
     go.set()
     time.sleep(0.5)
     writes = write_load(serve.port, provider, args.rate, args.seconds)
+    note("%d writes in %.0f s with the watches (%.0f a second asked)"
+         % (writes, args.seconds, args.rate))
     api_with = (serve.api_cpu() - cpu0) / writes
     feed_cpu = (serve.feed_cpu() - feed0) / args.seconds
     stop.set()
