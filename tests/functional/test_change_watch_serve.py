@@ -166,18 +166,40 @@ def test_the_feed_process_stops_with_the_master(tmp_path: Path) -> None:
         stop_group(srv.proc)  # type: ignore[arg-type]
 
 
-def test_a_taken_watch_port_stops_serve_with_one_line(tmp_path: Path) -> None:
+def test_a_taken_watch_port(tmp_path: Path) -> None:
+    """Set, it stops ``berth serve`` with one line; by default (the API's
+    port + 1), the API is served without the watch, and a warning."""
     port = two_free_ports()
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
+           "OS_PLACEMENT_CONFIG_DIR": ""}
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n"
+                    "[placement_database]\nconnection = sqlite:///%s\n"
+                    "[berth]\nwatch_listen = 127.0.0.1:%d\n"
+                    % (tmp_path / "db.sqlite", port + 1))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen(1)
         result = subprocess.run(
-            [*BERTH, "serve", "--port", str(port)], capture_output=True,
-            text=True, timeout=60,
-            env={**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-                 "OS_PLACEMENT_CONFIG_DIR": ""})
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "berth: error: cannot listen on 127.0.0.1:%d for the change feed: "
-        % (port + 1))
-    assert "Traceback" not in result.stderr
+            [*BERTH, "serve", "--port", str(port), "--config-file",
+             str(conf)], capture_output=True, text=True, timeout=60,
+            env=env)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1].startswith(
+            "berth: error: cannot listen on 127.0.0.1:%d for the change "
+            "feed: " % (port + 1))
+        assert "Traceback" not in result.stderr
+        log = tmp_path / "serve.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                [*BERTH, "serve", "--port", str(port), "--workers", "1"],
+                stderr=sink, stdout=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+        server = Server(proc, port, log)
+        try:
+            text = server.wait_log("serving Placement API")
+            assert "not serving the change feed's watch: cannot listen on " \
+                "127.0.0.1:%d" % (port + 1) in text
+            assert position(server)
+        finally:
+            stop_group(proc)  # type: ignore[arg-type]

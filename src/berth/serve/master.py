@@ -272,6 +272,11 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         conf.set_override("auth_strategy", "noauth2", group="api")
     check.check_bind(conf, host)
     check_port_free(host, port)
+    address = watch.listen_address(conf, host, port)
+    if address is not None:
+        check.check_bind(conf, address[0])
+    sock = watch.listener(conf, host, port)  # bound once, for every restart
+    feed = None if sock is None else FeedProcess(conf, sock)
     if berth_conf.is_embedded(conf):
         LOG.warning("no configuration file: serving an embedded SQLite "
                     "database in %s with noauth2. This mode is for local "
@@ -280,11 +285,6 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     listen = conf.berth.metrics_listen
     if listen:
         metrics.parse_listen(listen)  # fail before forking
-    feed = None
-    address = watch.listen_address(conf, host, port)
-    if address is not None:
-        check.check_bind(conf, address[0])
-        feed = FeedProcess(conf, watch.listen_socket(*address))
     with metrics.multiprocess_dir() as folder:
         return _serve(conf, host, port, workers,
                       metrics.gunicorn_hooks(listen, folder), feed)

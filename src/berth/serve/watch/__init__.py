@@ -72,6 +72,27 @@ def listen_address(conf: cfg.ConfigOpts, host: str, port: int
         raise SystemExit("berth: error: %s" % exc) from None
 
 
+def listener(conf: cfg.ConfigOpts, host: str, port: int
+             ) -> socket.socket | None:
+    """The feed's listening socket for an API on ``host:port``, or None
+    (no watch). SystemExit with one line when the ``watch_listen`` set
+    cannot be bound; when none is set and the API's port + 1 is taken,
+    a warning and no watch, so that a server that ran before the feed
+    existed still starts."""
+    address = listen_address(conf, host, port)
+    if address is None:
+        return None
+    try:
+        return listen_socket(*address)
+    except SystemExit as exc:
+        if conf.berth.watch_listen is not None:
+            raise
+        LOG.warning("not serving the change feed's watch: %s; set [berth] "
+                    "watch_listen to a free host:port",
+                    str(exc).removeprefix("berth: error: "))
+        return None
+
+
 def listen_socket(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``; SystemExit with one line when
     it cannot be bound (in use, not this machine's address)."""
