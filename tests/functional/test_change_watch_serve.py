@@ -166,6 +166,30 @@ def test_the_feed_process_stops_with_the_master(tmp_path: Path) -> None:
         stop_group(srv.proc)  # type: ignore[arg-type]
 
 
+def test_the_feed_process_ends_when_the_master_is_killed(
+        tmp_path: Path) -> None:
+    srv = start(tmp_path)
+    try:
+        srv.wait_log(PATTERN)
+        pid = feed_pids(srv)[0]
+        srv.proc.kill()  # no word to anyone: the feed notices by itself
+        srv.proc.wait(30)
+        deadline = time.monotonic() + 30
+        while os.path.exists("/proc/%d" % pid) and _state(pid) != "Z":
+            assert time.monotonic() < deadline, "the feed outlived its master"
+            time.sleep(0.1)
+    finally:
+        stop_group(srv.proc)  # type: ignore[arg-type]
+
+
+def _state(pid: int) -> str:
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
+
+
 def test_a_taken_watch_port(tmp_path: Path) -> None:
     """Set, it stops ``berth serve`` with one line; by default (the API's
     port + 1), the API is served without the watch, and a warning."""

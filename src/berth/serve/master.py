@@ -9,6 +9,10 @@ loads the world before forking (``preload_app``, ``berth.serve.preload``): the
 workers share it copy-on-write and each opens its own connections after
 the fork, so no database connection is ever shared between processes.
 With ``[berth] candidate_cache = false`` each worker builds its own app.
+
+The change feed's watch (``berth.serve.watch``) is one more process the
+master forks beside the workers (:class:`FeedProcess`): started once the
+API listens, started again when it dies, stopped with the master.
 """
 
 from __future__ import annotations
