@@ -225,12 +225,22 @@ def run_count(serve: Serve, provider: str, count: int,
     note("the load with the watches")
     go.set()
     time.sleep(0.5)
+    spy = None
+    if args.profile:  # sample the feed's process while it serves the load
+        spy = subprocess.Popen(
+            [args.py_spy, "record", "-p", str(serve.feed_pid), "-d",
+             str(int(args.seconds)), "-f", "raw", "--nonblocking", "-o",
+             "%s-%d.txt" % (args.profile, count)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     writes = write_load(serve.port, provider, args.rate, args.seconds)
     note("%d writes in %.0f s with the watches (%.0f a second asked)"
          % (writes, args.seconds, args.rate))
     api_with = (serve.api_cpu() - cpu0) / writes
     feed_cpu = (serve.feed_cpu() - feed0) / args.seconds
     stop.set()
+    if spy is not None:
+        spy.wait(60)
+        profile_summary("%s-%d.txt" % (args.profile, count))
     results = [out.get(timeout=120) for _ in procs]
     for proc in procs:
         proc.join(30)
@@ -254,6 +264,29 @@ def run_count(serve: Serve, provider: str, count: int,
             "api_ms_alone": alone * 1000, "api_ms_with": api_with * 1000}
 
 
+def profile_summary(path: str, top: int = 15) -> None:
+    """The functions the feed's process was found in most (py-spy's raw
+    stacks), by own samples and with what they called."""
+    own: dict[str, int] = {}
+    within: dict[str, int] = {}
+    total = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            frames = stack.split(";")
+            n = int(count)
+            total += n
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+            for frame in set(frames):
+                within[frame] = within.get(frame, 0) + n
+    for title, table in (("own", own), ("with callees", within)):
+        note("profile of the feed (%s), %d samples:" % (title, total))
+        # What every sample holds (the loop, the start-up) says nothing.
+        telling = {k: n for k, n in table.items() if n < 0.9 * total}
+        for frame, n in sorted(telling.items(), key=lambda kv: -kv[1])[:top]:
+            note("  %5.1f%%  %s" % (100 * n / total, frame))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--watchers", type=int, nargs="+", default=[1000])
@@ -262,6 +295,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--db", help="URL of an empty database")
+    parser.add_argument("--profile", metavar="PREFIX",
+                        help="sample the feed's process with py-spy during "
+                             "each load with watchers, into PREFIX-N.txt")
+    parser.add_argument("--py-spy", default="py-spy")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
