@@ -32,6 +32,7 @@ import json
 import multiprocessing
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -300,6 +301,8 @@ def main() -> None:
                              "each load with watchers, into PREFIX-N.txt")
     parser.add_argument("--py-spy", default="py-spy")
     args = parser.parse_args()
+    # Stopped (timeout, Ctrl-C), still stop the server it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="berth-watchers-") as tmp:
