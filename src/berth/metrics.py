@@ -48,6 +48,7 @@ class Metrics:
         self._add_database_metrics(self.registry)
         self._add_world_metrics(self.registry)
         self._add_worker_metrics(self.registry)
+        self._add_feed_metrics(self.registry)
         self.db = _DatabaseMetrics(self)
         # labels() builds and locks on every call; requests repeat a few
         # hundred label sets, so their children are kept here.
@@ -137,6 +138,15 @@ class Metrics:
             "replaced by a fresh fork of the master's world, because "
             "their private memory passed [berth] worker_private_memory.",
             registry=r)
+
+    def _add_feed_metrics(self, r: prom.CollectorRegistry) -> None:
+        """The change feed's watch server (``berth.serve.watch``)."""
+        self.feed_watchers = prom.Gauge(
+            "berth_feed_watchers", "Watches of the change feed following "
+            "the live stream now.", registry=r, multiprocess_mode="livesum")
+        self.feed_events = prom.Counter(
+            "berth_feed_events_sent", "Events the change feed's watch "
+            "sent, counted once per watcher that got them.", registry=r)
 
     def request(self, route: str, method: str, status: str,
                 microversion: str, seconds: float) -> None:

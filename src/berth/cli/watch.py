@@ -1,6 +1,7 @@
 """``berth watch``: the change feed (``GET /berth/changes``) as JSON lines,
 through direct access (``direct.py``: the real app in-process over the
-configured database, so it holds no API worker; docs/change-feed.md).
+configured database, so it holds no API worker), or with ``--url`` from a
+server's watch stream (``GET /berth/changes/watch``); docs/change-feed.md.
 """
 
 from __future__ import annotations
@@ -36,19 +37,50 @@ def register(sub: common.Subparsers) -> None:
                         help="how often to read on (default 1)")
     parser.add_argument("--once", action="store_true",
                         help="print the events there are, then stop")
+    parser.add_argument("--url", metavar="URL",
+                        help="follow this server's watch stream instead "
+                             "(its [berth] watch_listen, as "
+                             "http://host:8779), as it commits")
+    parser.add_argument("--token", default="admin",
+                        help="X-Auth-Token for --url (default admin, as "
+                             "noauth2 reads it)")
+
+
+def _refused(body: dict[str, Any]) -> SystemExit:
+    """One ``berth: error:`` line for a Placement-format error body."""
+    from berth.api.errors import for_people
+    error = body["errors"][0]
+    extra = (" (oldest position kept: %s)" % error["oldest_position"]
+             if "oldest_position" in error else "")
+    return SystemExit("berth: error: %s%s" % (for_people(error["detail"]),
+                                               extra))
 
 
 def _page(http: Any, after: str, filters: dict[str, str]) -> dict[str, Any]:
     resp = http.get("/berth/changes", params={"after": after, **filters})
     body: dict[str, Any] = resp.json()
     if resp.status_code != 200:
-        from berth.api.errors import for_people
-        error = body["errors"][0]
-        extra = (" (oldest position kept: %s)" % error["oldest_position"]
-                 if "oldest_position" in error else "")
-        raise SystemExit("berth: error: %s%s" % (
-            for_people(error["detail"]), extra))
+        raise _refused(body)
     return body
+
+
+def _stream(args: argparse.Namespace, filters: dict[str, str]) -> int:
+    """Print the watch stream's events until it ends (``--url``)."""
+    import httpx
+    params = {"after": args.after or "now", "format": "jsonl", **filters}
+    with httpx.stream("GET", args.url.rstrip("/") + "/berth/changes/watch",
+                      params=params, headers={"x-auth-token": args.token},
+                      timeout=httpx.Timeout(30, read=None)) as resp:
+        if resp.status_code != 200:
+            resp.read()
+            raise _refused(resp.json())
+        for line in resp.iter_lines():
+            frame = json.loads(line)
+            if "kind" in frame:
+                print(json.dumps(frame, sort_keys=True), flush=True)
+            elif args.once:  # a bookmark: caught up
+                return 0
+    return 0
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -59,18 +91,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from berth.domain.change import format_position, parse_position
     filters = {name: getattr(args, name) for name in _FILTERS
                if getattr(args, name) is not None}
+    if args.url:
+        return _stream(args, filters)
     with PlacementDirect(common.load_conf(args), microversion="latest") as http:
         after = args.after or http.get("/").headers["berth-position"]
         while True:
             page = _page(http, after, filters)
             # Resuming from an event's "after" gives the events after it
             # (one slot's numbers come in order, and a page never splits
-            # a write).
+            # a write); one followed by more of its write says the
+            # position before the write, which a resumption sends whole.
             seen = parse_position(after)
-            for event in page["events"]:
+            listed = page["events"]
+            for n, event in enumerate(listed):
+                before = format_position(seen)
                 slot, seq = (int(x) for x in event["position"].split(":"))
                 seen[slot] = seq
-                print(json.dumps({**event, "after": format_position(seen)},
+                more = (n + 1 < len(listed)
+                        and listed[n + 1]["position"] == event["position"])
+                print(json.dumps({**event, "after": before if more
+                                  else format_position(seen)},
                                  sort_keys=True))
             sys.stdout.flush()
             after = page["position"]

@@ -177,6 +177,16 @@ berth_opts = [
                     "one does. 0: workers are never replaced for their "
                     "memory. Only with the candidate cache on (a master "
                     "that holds the world)."),
+    cfg.StrOpt("watch_listen",
+               help="host:port on which `berth serve` serves the change "
+                    "feed's watch form (GET /berth/changes/watch, "
+                    "docs/change-feed.md) from its own process, with the "
+                    "API's authentication. Unset: the API's own host and "
+                    "its port + 1 (127.0.0.1:8779 by default), so never "
+                    "wider than the API (if that port is taken, a "
+                    "warning and no watch); empty: no watch listener. A "
+                    "bad value, or a set one whose port is in use, stops "
+                    "`berth serve` at start."),
     cfg.IntOpt("change_feed_retention", default=86400, min=0,
                help="Seconds the change feed (GET /berth/changes) keeps "
                     "the events of each write. Older events are pruned "

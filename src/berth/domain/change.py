@@ -18,7 +18,7 @@ ones once, as it must to write the new, and passes both
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from berth.db import events
 from berth.db import tables as t
 from berth.db.events import Event, Filters, Page
-from berth.domain import errors
+from berth.domain import common, errors
 
 RP = t.resource_providers
 _ROOT = RP.alias("feed_root")
@@ -210,31 +210,75 @@ def removed_event(conn: Connection, consumer_uuid: str,
 def read(conn: Connection, after: Mapping[int, int], filters: Filters,
          tree: str | None, limit: int) -> Page:
     """The events after ``after`` that pass ``filters`` and, with
-    ``tree`` (the uuid of any provider of a tree, or of a deleted tree's
-    root), are about that tree: its providers' events, and allocation
-    events naming one of its providers (those in it now, or named by
-    this page's events of the tree). Raises ``events.Gone``."""
+    ``tree``, :func:`of_tree`. Raises ``events.Gone``."""
     page = events.read(conn, after, filters, limit)
     if tree is None:
         return page
+    return Page(of_tree(conn, page.events, tree), page.upto, page.more)
+
+
+def of_tree(conn: Connection, found: list[events.Stored],
+            tree: str) -> list[events.Stored]:
+    """Those of ``found`` (events read together) about ``tree`` (the
+    uuid of any provider of a tree, or of a deleted tree's root): its
+    providers' events, and allocation events naming one of its providers
+    (those in it now, or named by ``found``'s events of the tree)."""
     root = conn.scalar(sa.select(_ROOT.c.uuid).select_from(
         RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
         .where(RP.c.uuid == tree)) or tree
     members = set(conn.scalars(sa.select(RP.c.uuid).select_from(
         RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
         .where(_ROOT.c.uuid == root)))
-    members |= {e.subject for e in page.events
+    members |= {e.subject for e in found
                 if e.tree == root and e.subject is not None}
-    kept = [e for e in page.events
+    return [e for e in found
             if e.tree == root or (e.kind in events.ALLOCATION_KINDS
                                   and _names_any(e, members))]
-    return Page(kept, page.upto, page.more)
 
 
 def _names_any(event: events.Stored, providers: set[str]) -> bool:
     named = set((event.new or {}).get("allocations", {}))
     named |= set((event.old or {}).get("allocations", {}))
     return not named.isdisjoint(providers)
+
+
+#: The project of the whole feed's policy target: no caller's project is
+#: this, so ``project_id:%(project_id)s`` never matches it (not even a
+#: caller with no project, whose project reads as "None" to oslo.policy).
+EVERY_PROJECT = "(every project)"
+
+
+def feed_filters(kinds: frozenset[str] | None, consumer: str | None,
+                 project: str | None,
+                 authorize: Callable[[str], None]) -> Filters:
+    """The filters a reader asked for, narrowed to what it may read.
+
+    ``authorize(project)`` raises ``errors.Forbidden`` unless policy lets
+    the caller read the feed of ``project`` (:data:`EVERY_PROJECT`: the
+    whole feed). A caller refused the whole feed may still read its own
+    project's allocation events when it names that project (a project
+    reader); otherwise Forbidden (403). The one narrowing of
+    ``GET /berth/changes`` and of its watch form (``berth.serve.watch``).
+    """
+    try:  # the whole feed
+        authorize(EVERY_PROJECT)
+    except errors.Forbidden:
+        # A project reader: only its own project's consumers, named.
+        if project is None:
+            raise
+        authorize(project)
+        allowed = frozenset(events.ALLOCATION_KINDS)
+        kinds = allowed if kinds is None else kinds & allowed
+    return Filters(kinds, None if consumer is None else frozenset(
+        [common.normalize_uuid(consumer) or consumer]), project)
+
+
+def passes(filters: Filters, event: events.Stored) -> bool:
+    """Whether ``event`` passes ``filters`` (what ``events.read`` asks
+    the database, for events already in hand)."""
+    return ((filters.kinds is None or event.kind in filters.kinds)
+            and (filters.subjects is None or event.subject in filters.subjects)
+            and (filters.project is None or event.project == filters.project))
 
 
 def format_position(seqs: Mapping[int, int]) -> str:

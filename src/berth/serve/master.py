@@ -9,6 +9,10 @@ loads the world before forking (``preload_app``, ``berth.serve.preload``): the
 workers share it copy-on-write and each opens its own connections after
 the fork, so no database connection is ever shared between processes.
 With ``[berth] candidate_cache = false`` each worker builds its own app.
+
+The change feed's watch (``berth.serve.watch``) is one more process the
+master forks beside the workers (:class:`FeedProcess`): started once the
+API listens, started again when it dies, stopped with the master.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +40,7 @@ from berth.api.app import HEADER_FIELDS, HEADER_LINE_LIMIT, create_app
 from berth.conf import check
 from berth.db import setup
 from berth.db.engine import Database
-from berth.serve import metrics, preload
+from berth.serve import metrics, preload, watch
 from berth.serve.edge import REQUEST_LINE_LIMIT
 from berth.serve.memory import Recycler, tune_gc
 
@@ -66,6 +72,9 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
     def load_config(self) -> None:
         for key, value in self.options.items():
             self.cfg.set(key, value)
+
+    #: The change feed's process (``berth.serve.watch``), if any.
+    feed: FeedProcess | None = None
 
     def run(self) -> None:
         try:
@@ -135,6 +144,98 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
                  "get up to %ds to finish", self.cfg.graceful_timeout)
         super().handle_term()
 
+    # The change feed's process lives and dies with the master: started
+    # once the API listens, restarted from the arbiter's loop (which runs
+    # at least every second) when it died, stopped before the workers.
+    def start(self) -> None:
+        super().start()
+        if self.app.feed is not None:
+            self.app.feed.start(self)
+
+    def manage_workers(self) -> None:
+        super().manage_workers()
+        if self.app.feed is not None:
+            self.app.feed.check(self)
+
+    def stop(self, graceful: bool = True) -> None:
+        if self.app.feed is not None:
+            self.app.feed.stop()
+        super().stop(graceful)
+
+
+class FeedProcess:
+    """The change feed's watch server (``berth.serve.watch``), forked
+    from the master on a socket the master bound once (so a restart
+    never loses the port)."""
+
+    def __init__(self, conf: cfg.ConfigOpts, sock: socket.socket) -> None:
+        self.conf, self.sock = conf, sock
+        self.pid: int | None = None
+        #: When it may start again: a process that keeps failing at once
+        #: is restarted after 1, 2, 4 ... up to 30 seconds.
+        self.delay, self.started, self.not_before = 0.0, 0.0, 0.0
+
+    def start(self, arbiter: Arbiter) -> None:
+        parent = os.getpid()
+        self.started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: none of the arbiter's sockets or pipes
+            status = 0
+            try:
+                for listener in arbiter.LISTENERS:
+                    listener.close()
+                watch.serve(self.conf, self.sock, parent)
+            except BaseException:  # noqa: BLE001 - say why, then exit
+                LOG.exception("the change feed's process failed")
+                status = 1
+            finally:
+                os._exit(status)
+        self.pid = pid
+
+    def check(self, arbiter: Arbiter) -> None:
+        """Start the process again when it died (the arbiter may have
+        reaped it already)."""
+        if self.pid is None:
+            if time.monotonic() >= self.not_before:
+                self.start(arbiter)
+            return
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = self.pid, -1
+        if not done:
+            return
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if folder:  # its live gauges (watchers) go with it
+            from prometheus_client import multiprocess
+            multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                self.pid, folder)
+        now = time.monotonic()
+        self.delay = (0.0 if now - self.started > 60
+                      else min(max(1.0, self.delay * 2), 30.0))
+        LOG.warning("the change feed's process (pid %d) exited (%s); "
+                    "starting it again in %.0f s", self.pid,
+                    "status %d" % status if status >= 0 else "reaped",
+                    self.delay)
+        self.pid, self.not_before = None, now + self.delay
+        self.check(arbiter)
+
+    def stop(self) -> None:
+        pid, self.pid = self.pid, None
+        self.not_before = float("inf")  # for good
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(50):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+                time.sleep(0.1)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
 
 def check_port_free(host: str, port: int) -> None:
     """Exit with one line when ``host:port`` cannot be bound (in use,
@@ -175,6 +276,11 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         conf.set_override("auth_strategy", "noauth2", group="api")
     check.check_bind(conf, host)
     check_port_free(host, port)
+    address = watch.listen_address(conf, host, port)
+    if address is not None:
+        check.check_bind(conf, address[0])
+    sock = watch.listener(conf, host, port)  # bound once, for every restart
+    feed = None if sock is None else FeedProcess(conf, sock)
     if berth_conf.is_embedded(conf):
         LOG.warning("no configuration file: serving an embedded SQLite "
                     "database in %s with noauth2. This mode is for local "
@@ -185,7 +291,7 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         metrics.parse_listen(listen)  # fail before forking
     with metrics.multiprocess_dir() as folder:
         return _serve(conf, host, port, workers,
-                      metrics.gunicorn_hooks(listen, folder))
+                      metrics.gunicorn_hooks(listen, folder), feed)
 
 
 def _post_fork(server: Any, worker: Any) -> None:
@@ -212,7 +318,7 @@ def _both(first: Callable[..., Any], then: Callable[..., Any]
 
 
 def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
-           hooks: dict[str, Any]) -> int:
+           hooks: dict[str, Any], feed: FeedProcess | None = None) -> int:
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
     options = gunicorn_options(host, port, workers)
@@ -231,5 +337,7 @@ def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
         limit = conf.berth.worker_private_memory
         if limit != 0:
             options["post_request"] = Recycler(limit)
-    _Gunicorn(conf, options).run()
+    server = _Gunicorn(conf, options)
+    server.feed = feed
+    server.run()
     return 0

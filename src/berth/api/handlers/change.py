@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -10,35 +11,29 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.schemas import change as schema
 from berth.db import events
-from berth.domain import change, common, errors
+from berth.domain import change, common
 
 RULE = "berth:changes:list"
-#: The project of the whole feed's policy target: no caller's project is
-#: this, so ``project_id:%(project_id)s`` never matches it (not even a
-#: caller with no project, whose project reads as "None" to oslo.policy).
-EVERY_PROJECT = "(every project)"
+#: The whole feed's policy target project (``change.EVERY_PROJECT``).
+EVERY_PROJECT = change.EVERY_PROJECT
 
 
-def _filters(req: falcon.Request, params: dict[str, str]) -> events.Filters:
-    """The filters asked for, narrowed to the caller's project's consumer
-    events when policy lets the caller read no more than that."""
+def feed_query(params: dict[str, str], authorize: Callable[[str], None]
+               ) -> tuple[events.Filters, str | None, int]:
+    """The filters (narrowed by ``change.feed_filters``: ``authorize``
+    raises Forbidden), tree and page size of a validated feed query:
+    those of ``GET /berth/changes`` and of its watch form
+    (``berth.serve.watch``)."""
     kinds = (frozenset(params["kind"].split(",")) if "kind" in params
              else None)
-    consumer = params.get("consumer")
-    project = params.get("project")
-    try:  # the whole feed
-        util.authorize(req, RULE, {"project_id": EVERY_PROJECT,
-                                   "user_id": None})
-    except errors.Forbidden:
-        # A project reader: only its own project's consumers, named.
-        if project is None:
-            raise
-        util.authorize(req, RULE, {"project_id": project, "user_id": None})
-        allowed = frozenset(events.ALLOCATION_KINDS)
-        kinds = allowed if kinds is None else kinds & allowed
-    return events.Filters(
-        kinds, None if consumer is None else frozenset(
-            [common.normalize_uuid(consumer) or consumer]), project)
+    filters = change.feed_filters(kinds, params.get("consumer"),
+                                  params.get("project"), authorize)
+    limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
+                schema.MAX_LIMIT)
+    tree = params.get("tree")
+    if tree is not None:
+        tree = common.normalize_uuid(tree) or tree
+    return filters, tree, limit
 
 
 def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
@@ -51,12 +46,8 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     kept)."""
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
-    filters = _filters(req, params)
-    limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
-                schema.MAX_LIMIT)
-    tree = params.get("tree")
-    if tree is not None:
-        tree = common.normalize_uuid(tree) or tree
+    filters, tree, limit = feed_query(params, lambda project: util.authorize(
+        req, RULE, {"project_id": project, "user_id": None}))
 
     def work(conn: Connection) -> events.Page:
         return change.read_feed(conn, params["after"], filters, tree, limit)
@@ -65,10 +56,11 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     util.send(req, resp, {
         "position": change.format_position(page.upto),
         "more": page.more,
-        "events": [_event(e) for e in page.events]}, cache=False)
+        "events": [event_body(e) for e in page.events]}, cache=False)
 
 
-def _event(e: events.Stored) -> dict[str, Any]:
+def event_body(e: events.Stored) -> dict[str, Any]:
+    """One event as the feed shows it (here and in its watch form)."""
     return {"position": "%d:%d" % (e.slot, e.seq), "index": e.idx,
             "kind": e.kind, "subject": e.subject, "time": e.created_at,
             "new": e.new, "old": e.old}

@@ -1,0 +1,185 @@
+"""The change feed's watch form: ``GET /berth/changes/watch`` on
+``[berth] watch_listen``, served by one asynchronous process beside
+gunicorn's workers (``berth.serve.master`` forks it, restarts it when it
+dies and stops it with itself), so a watcher never holds a request worker.
+
+One event loop. One reader (:class:`Feed`) polls the change sequence
+every ``POLL`` seconds; when it moved, it reads the new events once (from
+the shared table, so every server's writes reach every server's
+watchers), keeps them in a short ring for watchers that join, and hands
+each group of watchers with the same filters the frames of the events
+that pass them, each frame encoded once per format. A watcher that joins
+reads from the database until its position is inside the ring, replays
+the ring after it, and joins the live stream with nothing between (the
+loop is single-threaded: the last replay and the joining are one step).
+
+Each watcher is authenticated exactly as the API authenticates
+(``berth.api.auth.wrap``: keystonemiddleware or noauth2, run in a thread
+for each new watcher), then authorized and narrowed by the one function
+``GET /berth/changes`` uses (``handlers.change.feed_query``). Frames are
+JSON lines (default) or Server-Sent Events (``Accept: text/event-stream``
+or ``format=sse``); every event says the position to resume from after
+it, and an idle stream gets a bookmark (a frame with only the position)
+every ``HEARTBEAT`` seconds (docs/change-feed.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from aiohttp import web
+from oslo_config import cfg
+
+from berth.db import setup
+from berth.db.engine import Database
+from berth.metrics import Metrics
+from berth.policy import Policy
+from berth.serve.watch.feed import PATH, Feed
+from berth.serve.watch.http import Gate, Server
+
+LOG = logging.getLogger("berth.server")
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 hosts in brackets); ValueError otherwise."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError("[berth] watch_listen must be host:port, not %r"
+                         % value)
+    return host.strip("[]"), int(port)
+
+
+def listen_address(conf: cfg.ConfigOpts, host: str, port: int
+                   ) -> tuple[str, int] | None:
+    """Where the feed listens for an API on ``host:port``: ``[berth]
+    watch_listen``, unset meaning the API's host and its port + 1, empty
+    meaning nowhere (None). SystemExit with one line for a bad value."""
+    value = conf.berth.watch_listen
+    if value is None:
+        return host, port + 1
+    if not value:
+        return None
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise SystemExit("berth: error: %s" % exc) from None
+
+
+def listener(conf: cfg.ConfigOpts, host: str, port: int
+             ) -> socket.socket | None:
+    """The feed's listening socket for an API on ``host:port``, or None
+    (no watch). SystemExit with one line when the ``watch_listen`` set
+    cannot be bound; when none is set and the API's port + 1 is taken,
+    a warning and no watch, so that a server that ran before the feed
+    existed still starts."""
+    address = listen_address(conf, host, port)
+    if address is None:
+        return None
+    try:
+        return listen_socket(*address)
+    except SystemExit as exc:
+        if conf.berth.watch_listen is not None:
+            raise
+        LOG.warning("not serving the change feed's watch: %s; set [berth] "
+                    "watch_listen to a free host:port",
+                    str(exc).removeprefix("berth: error: "))
+        return None
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; SystemExit with one line when
+    it cannot be bound (in use, not this machine's address)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise SystemExit("berth: error: cannot listen on %s:%d for the "
+                         "change feed ([berth] watch_listen): %s"
+                         % (host, port, exc.strerror or exc)) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        hint = (" (set [berth] watch_listen to a free host:port, or empty "
+                "to serve no watch)" if exc.errno == errno.EADDRINUSE else "")
+        raise SystemExit("berth: error: cannot listen on %s:%d for the "
+                         "change feed: %s%s" % (host, port,
+                                                exc.strerror or exc, hint)
+                         ) from None
+    sock.setblocking(False)
+    return sock
+
+
+def serve(conf: cfg.ConfigOpts, sock: socket.socket, parent: int) -> None:
+    """Serve the watch on ``sock`` until SIGTERM or SIGINT, or until
+    process ``parent`` (the master) is gone."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
+        signal.signal(sig, signal.SIG_DFL)
+    asyncio.run(_main(conf, sock, parent))
+
+
+class Running(NamedTuple):
+    """A started watch server (:func:`open_server`)."""
+
+    runner: web.AppRunner
+    reader: asyncio.Task[None]
+    feed: Feed
+    pool: ThreadPoolExecutor
+
+
+async def open_server(conf: cfg.ConfigOpts, db: Database,
+                      sock: socket.socket) -> Running:
+    """Serve the watch on ``sock`` from this event loop, reading ``db``
+    (:func:`close_server` stops it)."""
+    pool = ThreadPoolExecutor(8, thread_name_prefix="berth-watch")
+    feed = Feed(db, pool, Metrics())
+    await feed.start()
+    server = Server(feed, Gate(conf, db, Policy(conf)), pool)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", server.anything)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                           shutdown_timeout=1.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return Running(runner, asyncio.create_task(feed.run()), feed, pool)
+
+
+async def close_server(running: Running) -> None:
+    """End every watch and stop serving."""
+    running.reader.cancel()
+    running.feed.end_all()
+    await running.runner.cleanup()
+    running.pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _main(conf: cfg.ConfigOpts, sock: socket.socket,
+                parent: int) -> None:
+    db = Database(setup.engine_from_conf(conf))
+    running = await open_server(conf, db, sock)
+    host, port = sock.getsockname()[:2]
+    LOG.info("serving the change feed's watch on http://%s:%d%s (pid %d)",
+             host, port, PATH, os.getpid())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # Ends with the master, even one killed without a word.
+    while not stop.is_set() and os.getppid() == parent:
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except TimeoutError:
+            pass
+    await close_server(running)
+    db.dispose()

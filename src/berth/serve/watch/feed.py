@@ -1,0 +1,320 @@
+"""The change feed's reader and its watchers (``berth.serve.watch``):
+positions, frames, the ring of recent events, and the fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+from sqlalchemy.engine import Connection
+
+from berth.api.handlers import change as handler
+from berth.api.schemas import change as schema
+from berth.db import events
+from berth.db.engine import Database
+from berth.domain import change
+from berth.metrics import Metrics
+
+LOG = logging.getLogger("berth.server")
+
+PATH = "/berth/changes/watch"
+#: Seconds between two looks at the change sequence.
+POLL = 0.05
+#: Seconds of silence after which a watcher gets a bookmark.
+HEARTBEAT = 5.0
+#: The ring of recent events joining watchers replay (whichever is less).
+RING_SECONDS, RING_EVENTS = 60.0, 100_000
+#: Frames queued for a watcher that does not read; beyond, it is dropped
+#: (it resumes from its last position, missing nothing).
+MAX_PENDING = 1000
+SSE, JSONL = "text/event-stream", "application/x-ndjson"
+#: The event name of a bookmark frame.
+BOOKMARK = b"bookmark"
+
+Vector = dict[int, int]
+
+
+def covers(a: Vector, b: Vector) -> bool:
+    """Whether position ``a`` is at or after ``b`` in every slot."""
+    return all(a.get(slot, 0) >= seq for slot, seq in b.items())
+
+
+def merged(a: Vector, b: Vector) -> Vector:
+    """The position at or after both ``a`` and ``b``."""
+    out = dict(a)
+    for slot, seq in b.items():
+        if seq > out.get(slot, 0):
+            out[slot] = seq
+    return out
+
+
+class Entry(NamedTuple):
+    """An event in stream order, with the position to resume from when
+    it is the last of its write a watcher gets (``after``) and when more
+    of its write follow (``before``: the write is not seen whole)."""
+
+    event: events.Stored
+    before: str
+    after: str
+
+
+def entries(start: Vector, found: Iterable[events.Stored]) -> list[Entry]:
+    """``found`` (events in stream order, after ``start``) as entries."""
+    vec, out = dict(start), []
+    for e in found:
+        before = change.format_position(vec)
+        vec[e.slot] = max(vec.get(e.slot, 0), e.seq)
+        out.append(Entry(e, before, change.format_position(vec)))
+    return out
+
+
+def frame(fmt: str, name: bytes, resume: str, data: bytes) -> bytes:
+    """One frame: a JSON line, or an SSE event whose id is ``resume``."""
+    if fmt == SSE:
+        return b"id: %s\nevent: %s\ndata: %s\n\n" % (resume.encode(), name,
+                                                      data)
+    return data + b"\n"
+
+
+def bookmark(fmt: str, position: str) -> bytes:
+    """A frame with only the position (``{"after": ...}``)."""
+    return frame(fmt, BOOKMARK, position,
+                 orjson.dumps({"after": position}))
+
+
+def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None
+           ) -> bytes:
+    """The frames of ``got`` (what one watcher gets, in order); ``cache``
+    shares each encoding between the watchers of one batch."""
+    out = []
+    for n, entry in enumerate(got):
+        e = entry.event
+        whole = n + 1 == len(got) or (got[n + 1].event.slot,
+                                      got[n + 1].event.seq) != (e.slot, e.seq)
+        key = (id(entry), whole, fmt)
+        data = None if cache is None else cache.get(key)
+        if data is None:
+            resume = entry.after if whole else entry.before
+            data = frame(fmt, e.kind.encode(), resume, orjson.dumps(
+                {**handler.event_body(e), "after": resume}))
+            if cache is not None:
+                cache[key] = data
+        out.append(data)
+    return b"".join(out)
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One open stream: its format, filters and queued frames."""
+
+    fmt: str
+    filters: events.Filters
+    tree: str | None
+    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    last: float = field(default_factory=time.monotonic)
+
+    @property
+    def group(self) -> tuple[events.Filters, str | None]:
+        return self.filters, self.tree
+
+    def push(self, data: bytes | None) -> bool:
+        """Queue ``data`` (None: end the stream); False when the watcher
+        reads too slowly and was ended instead."""
+        if data is not None and self.queue.qsize() >= MAX_PENDING:
+            self.queue.put_nowait(None)
+            return False
+        self.last = time.monotonic()
+        self.queue.put_nowait(data)
+        return True
+
+
+class Batch(NamedTuple):
+    found: list[events.Stored]
+    upto: Vector
+    #: Per tree watched: the (slot, seq, idx) of the events about it.
+    trees: dict[str, frozenset[tuple[int, int, int]]]
+
+
+def _key(e: events.Stored) -> tuple[int, int, int]:
+    return e.slot, e.seq, e.idx
+
+
+class Feed:
+    """The one reader of the change table and its watchers."""
+
+    def __init__(self, db: Database, pool: ThreadPoolExecutor,
+                 metrics: Metrics) -> None:
+        self.db, self.pool, self.metrics = db, pool, metrics
+        self.position: Vector = {}
+        self.text = "0"
+        self.ring: deque[tuple[float, Entry, Vector]] = deque()
+        self.ring_start: Vector = {}
+        self.groups: dict[tuple[events.Filters, str | None],
+                      set[Watcher]] = {}
+        self.reading = False
+        self._tick = asyncio.Event()
+
+    async def _db(self, fn: Callable[[Connection], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, self.db.read, fn)
+
+    async def start(self) -> None:
+        current, _ = await self._db(events.marks)
+        self._reset(current)
+
+    def _reset(self, current: Vector) -> None:
+        self.position, self.text = dict(current), change.format_position(
+            current)
+        self.ring.clear()
+        self.ring_start = dict(current)
+
+    async def run(self) -> None:
+        """Poll, deliver and send bookmarks until cancelled."""
+        beat = time.monotonic()
+        while True:
+            await self._poll()
+            now = time.monotonic()
+            if now - beat >= 1.0:
+                beat = now
+                self._heartbeats(now)
+            await asyncio.sleep(POLL)
+
+    async def _poll(self) -> None:
+        trees = {tree for _, tree in self.groups if tree is not None}
+        self.reading = True
+        try:
+            batch = await self._db(functools.partial(
+                _read_batch, after=dict(self.position), trees=trees))
+        except events.Gone:
+            LOG.warning("change feed: the watched history is gone (pruned "
+                        "or another database); ending every watch")
+            self.end_all()
+            self._reset((await self._db(events.marks))[0])
+            batch = None
+        except Exception as exc:  # noqa: BLE001 - keep serving; retry
+            LOG.warning("change feed: reading the change table failed: %s",
+                        exc)
+            await asyncio.sleep(1.0)
+            batch = None
+        finally:
+            self.reading = False
+        if batch is not None:
+            self._deliver(batch)
+        self._tick.set()
+        self._tick = asyncio.Event()
+
+    def _deliver(self, batch: Batch) -> None:
+        start = self.position
+        got = entries(start, batch.found)
+        cache: dict[Any, bytes] = {}
+        for (filters, tree), group in list(self.groups.items()):
+            about = None if tree is None else batch.trees.get(tree, frozenset())
+            mine = [x for x in got if change.passes(filters, x.event) and (
+                about is None or _key(x.event) in about)]
+            if not mine:
+                continue
+            by_fmt: dict[str, bytes] = {}
+            self.metrics.feed_events.inc(len(mine) * len(group))
+            for w in list(group):
+                data = by_fmt.get(w.fmt)
+                if data is None:
+                    data = by_fmt[w.fmt] = frames(w.fmt, mine, cache)
+                if not w.push(data):
+                    self.leave(w)
+        self.position = merged(self.position, batch.upto)
+        self.text = change.format_position(self.position)
+        now = time.monotonic()
+        vec = dict(start)
+        for x in got:
+            vec = merged(vec, {x.event.slot: x.event.seq})
+            self.ring.append((now, x, vec))
+        while self.ring and (len(self.ring) > RING_EVENTS
+                             or now - self.ring[0][0] > RING_SECONDS):
+            self.ring_start = merged(self.ring_start, self.ring.popleft()[2])
+
+    def _heartbeats(self, now: float) -> None:
+        marks: dict[str, bytes] = {}
+        for group in list(self.groups.values()):
+            for w in list(group):
+                if now - w.last >= HEARTBEAT:
+                    data = marks.get(w.fmt)
+                    if data is None:
+                        data = marks[w.fmt] = bookmark(w.fmt, self.text)
+                    if not w.push(data):
+                        self.leave(w)
+
+    def leave(self, w: Watcher) -> None:
+        group = self.groups.get(w.group)
+        if group is not None and w in group:
+            group.discard(w)
+            self.metrics.feed_watchers.dec()
+            if not group:
+                del self.groups[w.group]
+
+    def end_all(self) -> None:
+        for group in list(self.groups.values()):
+            for w in group:
+                w.push(None)
+        self.groups.clear()
+        self.metrics.feed_watchers.set(0)
+
+    async def follow(self, w: Watcher, at: Vector,
+                     write: Callable[[bytes], Any]) -> None:
+        """Bring ``w`` from position ``at`` up to the live stream (the
+        database, then the ring), writing what it gets, and join it.
+        Raises ``events.Gone`` when the history after ``at`` is pruned."""
+        while True:
+            if not covers(at, self.ring_start):  # older than the ring
+                page = await self._db(functools.partial(
+                    change.read, after=at, filters=w.filters, tree=w.tree,
+                    limit=schema.DEFAULT_LIMIT))
+                await write(frames(w.fmt, entries(at, page.events)))
+                at = merged(at, page.upto)
+                continue
+            if self.reading or not covers(self.position, at):
+                await self._tick.wait()  # the reader is not there yet
+                continue
+            fresh = [x.event for _, x, _ in self.ring
+                     if x.event.seq > at.get(x.event.slot, 0)]
+            if not fresh:  # nothing between: join (one step of the loop)
+                self.groups.setdefault(w.group, set()).add(w)
+                self.metrics.feed_watchers.inc()
+                w.push(bookmark(w.fmt, self.text))
+                return
+            reached = dict(self.position)
+            mine = [e for e in fresh if change.passes(w.filters, e)]
+            if w.tree is not None and mine:
+                mine = await self._db(functools.partial(
+                    change.of_tree, found=mine, tree=w.tree))
+            await write(frames(w.fmt, entries(at, mine)))
+            at = merged(at, reached)
+
+
+def _read_batch(conn: Connection, after: Vector,
+                trees: set[str]) -> Batch | None:
+    """Every event after ``after`` (None when the sequence has not
+    moved), and which are about each of ``trees``."""
+    current, _ = events.marks(conn)
+    if covers(after, current):
+        return None
+    found: list[events.Stored] = []
+    pos: Vector = dict(after)
+    while True:
+        page = events.read(conn, pos, events.Filters(), schema.MAX_LIMIT)
+        found += page.events
+        pos = merged(pos, page.upto)
+        if not page.more:
+            break
+    about = {tree: frozenset(_key(e) for e in change.of_tree(conn, found, tree))
+             for tree in trees}
+    return Batch(found, pos, about)
+
+

@@ -1,0 +1,232 @@
+"""The watch's HTTP side (``berth.serve.watch``): authentication as the
+API's, the query and policy as ``GET /berth/changes``'s, one handler per
+watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+from urllib.parse import parse_qsl
+
+import orjson
+from aiohttp import web
+from oslo_config import cfg
+from oslo_context import context as oslo_context
+
+from berth.api import auth, errors
+from berth.api import util as api_util
+from berth.api.handlers import change as handler
+from berth.api.schemas import change as schema
+from berth.db import events
+from berth.db.engine import Database, is_unavailable
+from berth.domain import change
+from berth.domain import errors as de
+from berth.policy import Policy
+from berth.serve.watch.feed import (
+    JSONL,
+    PATH,
+    SSE,
+    Feed,
+    Vector,
+    Watcher,
+    entries,
+    frames,
+    merged,
+)
+
+LOG = logging.getLogger("berth.server")
+
+
+class Refusal(NamedTuple):
+    """An answer in the Placement error format, instead of a stream."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class Ask(NamedTuple):
+    """An authorized watch: its filters and the first page."""
+
+    filters: events.Filters
+    tree: str | None
+    page: events.Page
+    after: Vector
+
+
+class Gate:
+    """Authentication exactly as the API's (``auth.wrap``), then the
+    query, the policy narrowing and the first page, as ``GET
+    /berth/changes`` answers them. Blocking: run in a thread."""
+
+    def __init__(self, conf: cfg.ConfigOpts, db: Database,
+                 policy: Policy) -> None:
+        self.db, self.policy = db, policy
+        self.app = auth.wrap(self._inner, conf)
+
+    def __call__(self, environ: dict[str, Any]) -> Refusal | Ask:
+        said: dict[str, Any] = {}
+
+        def start(status: str, headers: list[tuple[str, str]],
+                  exc_info: Any = None) -> Callable[[bytes], None]:
+            said["status"], said["headers"] = status, headers
+            return lambda data: None
+
+        body = b"".join(self.app(environ, start))
+        ask: Ask | None = environ.get("berth.watch")
+        if ask is not None:
+            return ask
+        return Refusal(int(said["status"].split(" ")[0]), said["headers"],
+                       body)
+
+    def _inner(self, environ: dict[str, Any],
+               start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            environ["berth.watch"] = self._ask(environ)
+            start_response("200 OK", [])
+            return [b""]
+        except Exception as exc:  # noqa: BLE001 - every refusal in format
+            problem = _as_problem(exc, environ["berth.request_id"])
+            body = orjson.dumps(problem.to_dict(
+                environ["berth.request_id"], True, "GET"))
+            start_response("%d %s" % (problem.status, errors.STATUS_TEXT.get(
+                problem.status, ("Error",))[0]), [
+                ("Content-Type", "application/json"),
+                *problem.headers.items()])
+            return [body]
+
+    def _ask(self, environ: dict[str, Any]) -> Ask:
+        ctx = oslo_context.RequestContext.from_environ(environ)
+        pairs = [(k, v) for k, v in parse_qsl(
+            environ.get("QUERY_STRING", ""), keep_blank_values=True)
+            if k != "format"]
+        resume = environ.get("HTTP_LAST_EVENT_ID")
+        if resume:  # an EventSource reconnecting: its last event's id
+            pairs = [(k, v) for k, v in pairs if k != "after"]
+            pairs.append(("after", resume))
+        params = api_util.query_dict(api_util.validate_pairs(
+            pairs, schema.QUERY))
+        if params["after"] == "now":  # the watch's own: from here on
+            params["after"] = change.format_position(
+                self.db.read(events.marks)[0])
+        filters, tree, limit = handler.feed_query(
+            params, lambda project: self.policy.authorize(
+                ctx, handler.RULE, {"project_id": project, "user_id": None}))
+        page = self.db.read(functools.partial(
+            change.read_feed, after=params["after"], filters=filters,
+            tree=tree, limit=limit))
+        return Ask(filters, tree, page, change.parse_position(params["after"]))
+
+
+def _as_problem(exc: Exception, request_id: str) -> errors.HTTPProblem:
+    """The answer to a watch refused before its stream starts, as the
+    API's error handler would give it."""
+    if isinstance(exc, errors.HTTPProblem):
+        return exc
+    if isinstance(exc, de.DomainError):
+        return errors.from_domain(exc)
+    if is_unavailable(exc):
+        LOG.warning("database unavailable starting a watch: %s",
+                    getattr(exc, "orig", exc))
+        return errors.HTTPProblem(503, "The database is not reachable.")
+    LOG.exception("unexpected error starting a watch (%s)", request_id)
+    return errors.HTTPProblem(500, "An unexpected error occurred; the "
+                              "request id identifies it in the server log.")
+
+
+def _format(request: web.Request) -> str | None:
+    """The frames asked for: ``format=sse|jsonl``, else by Accept."""
+    asked = request.query.get("format")
+    if asked is not None:
+        return {"sse": SSE, "jsonl": JSONL}.get(asked)
+    accept = request.headers.get("Accept", "")
+    return SSE if SSE in accept else JSONL
+
+
+def _environ(request: web.Request, request_id: str) -> dict[str, Any]:
+    """A WSGI environ of ``request`` for the authentication middleware
+    (its errors always JSON, whatever frames were asked for)."""
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": request.path,
+        "SCRIPT_NAME": "", "QUERY_STRING": request.query_string,
+        "SERVER_NAME": request.host.rpartition(":")[0] or request.host,
+        "SERVER_PORT": "0", "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": request.remote or "", "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(), "wsgi.errors": io.StringIO(),
+        "berth.request_id": request_id, "openstack.request_id": request_id}
+    for name, value in request.headers.items():
+        key = name.upper().replace("-", "_")
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            environ[key] = value
+        else:
+            environ["HTTP_" + key] = value
+    environ["HTTP_ACCEPT"] = "application/json"
+    return environ
+
+
+def _problem(status: int, detail: str, request_id: str) -> web.Response:
+    body = orjson.dumps(errors.HTTPProblem(status, detail).to_dict(
+        request_id, True, "GET"))
+    return web.Response(status=status, body=body,
+                        content_type="application/json",
+                        headers={"x-openstack-request-id": request_id})
+
+
+class Server:
+    """The aiohttp side: one handler per watcher."""
+
+    def __init__(self, feed: Feed, gate: Gate, pool: ThreadPoolExecutor
+                 ) -> None:
+        self.feed, self.gate, self.pool = feed, gate, pool
+
+    async def anything(self, request: web.Request) -> web.StreamResponse:
+        rid = "req-%s" % uuid.uuid4()
+        if request.path != PATH:
+            return _problem(404, "The resource could not be found.", rid)
+        if request.method != "GET":
+            return _problem(405, "Only GET is allowed here.", rid)
+        fmt = _format(request)
+        if fmt is None:
+            return _problem(400, "Invalid format: expected sse or jsonl.",
+                            rid)
+        answer = await asyncio.get_running_loop().run_in_executor(
+            self.pool, self.gate, _environ(request, rid))
+        if isinstance(answer, Refusal):
+            resp = web.Response(status=answer.status, body=answer.body)
+            for name, value in answer.headers:
+                resp.headers[name] = value
+            resp.headers["x-openstack-request-id"] = rid
+            return resp
+        return await self._stream(request, fmt, answer, rid)
+
+    async def _stream(self, request: web.Request, fmt: str, ask: Ask,
+                      rid: str) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={
+            "Content-Type": fmt, "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no", "x-openstack-request-id": rid})
+        await resp.prepare(request)
+        w = Watcher(fmt, ask.filters, ask.tree)
+        try:
+            await resp.write(frames(fmt, entries(ask.after, ask.page.events)))
+            await self.feed.follow(w, merged(ask.after, ask.page.upto),
+                                   resp.write)
+            while (data := await w.queue.get()) is not None:
+                await resp.write(data)
+        except events.Gone:
+            pass  # pruned while catching up: the next request says 410
+        except ConnectionError:
+            pass  # the watcher went away
+        except Exception as exc:  # noqa: BLE001 - end this watch only
+            # It resumes from its last position on its next request.
+            LOG.warning("ending a watch (%s): %s", rid, exc)
+        finally:
+            self.feed.leave(w)
+        return resp
+
+

@@ -1,0 +1,395 @@
+"""The change feed's watch form (``GET /berth/changes/watch``,
+``berth.serve.watch``), served in-process on a free port over the test's
+database, written to through the API: events stream in order with their
+positions; filters and policy as ``GET /berth/changes``; JSON lines and
+SSE framing; bookmarks; 410; resumption without a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from berth.db import events
+from berth.db.engine import Database
+from berth.serve import watch
+from berth.serve.watch import feed as feed_mod
+from support.processes import free_port
+from tests.conftest import Client, make_conf
+
+
+class FeedServer:
+    """The watch server on its own event loop in a thread."""
+
+    def __init__(self, conf: Any, db: Database) -> None:
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        sock = watch.listen_socket("127.0.0.1", self.port)
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.running = self.loop.run_until_complete(
+                watch.open_server(conf, db, sock))
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        assert started.wait(30)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(
+            watch.close_server(self.running), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
+#: Every stream a test opened, closed after it (``_close_streams``).
+OPEN: list[Stream] = []
+
+
+class Stream:
+    """One watch over HTTP, read frame by frame."""
+
+    def __init__(self, port: int, query: str, token: str | None = "admin",
+                 headers: dict[str, str] | None = None) -> None:
+        OPEN.append(self)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        sent = {} if token is None else {"x-auth-token": token}
+        self.conn.request("GET", watch.PATH + "?" + query,
+                          headers={**sent, **(headers or {})})
+        self.resp = self.conn.getresponse()
+
+    def line(self) -> bytes:
+        data = self.resp.readline()
+        assert data, "the stream ended"
+        return data
+
+    def frame(self) -> dict[str, Any]:
+        """The next frame: a JSON line's object, or an SSE event's
+        fields (``id``, ``event``, ``data`` parsed)."""
+        if self.resp.getheader("content-type") != feed_mod.SSE:
+            return json.loads(self.line())  # type: ignore[no-any-return]
+        fields: dict[str, Any] = {}
+        while (text := self.line().decode().rstrip("\n")):
+            name, _, value = text.partition(": ")
+            fields[name] = json.loads(value) if name == "data" else value
+        return fields
+
+    def events(self, count: int) -> list[dict[str, Any]]:
+        """The next ``count`` events, skipping bookmarks."""
+        found: list[dict[str, Any]] = []
+        while len(found) < count:
+            got = self.frame()
+            body = got.get("data", got)
+            if "kind" in body:
+                found.append(got)
+        return found
+
+    def close(self) -> None:
+        self.resp.close()
+        self.conn.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_streams() -> Iterator[None]:
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
+@pytest.fixture
+def feed(conf: Any, db: Database) -> Iterator[FeedServer]:
+    server = FeedServer(conf, db)
+    yield server
+    server.close()
+
+
+def position(client: Client) -> str:
+    return client.get("/resource_classes").headers["berth-position"]
+
+
+def new_provider(client: Client, name: str,
+                 parent: str | None = None) -> str:
+    uuid = str(uuidlib.uuid4())
+    body: dict[str, Any] = {"name": name, "uuid": uuid}
+    if parent:
+        body["parent_provider_uuid"] = parent
+    assert client.post("/resource_providers", json=body).status_code == 200
+    return uuid
+
+
+def set_traits(client: Client, uuid: str, traits: list[str]) -> None:
+    gen = client.get("/resource_providers/%s" % uuid).json()["generation"]
+    resp = client.put("/resource_providers/%s/traits" % uuid, json={
+        "traits": traits, "resource_provider_generation": gen})
+    assert resp.status_code == 200, resp.text
+
+
+def allocate(client: Client, rp: str, consumer: str, project: str) -> None:
+    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
+    client.put("/resource_providers/%s/inventories" % rp, json={
+        "resource_provider_generation": gen,
+        "inventories": {"VCPU": {"total": 64}}})
+    resp = client.put("/allocations/%s" % consumer, json={
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "project_id": project, "user_id": "u", "consumer_generation": None,
+        "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+
+
+def listed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
+    resp = client.get("/berth/changes", params={"after": after, **filters})
+    assert resp.status_code == 200
+    return resp.json()["events"]  # type: ignore[no-any-return]
+
+
+def test_streams_the_writes_in_order_as_the_list_gives_them(
+        client: Client, feed: FeedServer) -> None:
+    start = position(client)
+    stream = Stream(feed.port, "after=" + start)
+    assert stream.resp.status == 200
+    assert stream.resp.getheader("content-type") == feed_mod.JSONL
+    assert stream.frame() == {"after": start}  # joined: a bookmark
+    root = new_provider(client, "root")
+    child = new_provider(client, "child", parent=root)
+    set_traits(client, child, ["HW_CPU_X86_AVX"])
+    got = stream.events(3)
+    assert [(e["kind"], e["subject"]) for e in got] == [
+        ("provider.created", root), ("provider.created", child),
+        ("traits.set", child)]
+    # The same events as the list, each with the position after it.
+    assert [{k: v for k, v in e.items() if k != "after"} for e in got] \
+        == listed(client, start)
+    assert [e["after"] for e in got] == [e["position"] for e in got]
+    registry = feed.running.feed.metrics.registry
+    assert registry.get_sample_value("berth_feed_watchers") == 1
+    assert registry.get_sample_value("berth_feed_events_sent_total") == 3
+    stream.close()
+
+
+def test_resumes_after_a_dropped_connection_without_gap_or_duplicate(
+        client: Client, feed: FeedServer) -> None:
+    stream = Stream(feed.port, "after=" + position(client))
+    first = [new_provider(client, "a%d" % i) for i in range(3)]
+    got = stream.events(3)
+    assert [e["subject"] for e in got] == first
+    stream.close()
+    # Written while nobody watches; then more while it catches up.
+    missed = [new_provider(client, "b%d" % i) for i in range(4)]
+    again = Stream(feed.port, "after=" + got[-1]["after"])
+    later = [new_provider(client, "c%d" % i) for i in range(2)]
+    subjects = [e["subject"] for e in again.events(6)]
+    assert subjects == missed + later
+    # Nothing more: the next frame is a bookmark at the last write.
+    feed_mod.HEARTBEAT, saved = 0.1, feed_mod.HEARTBEAT
+    try:
+        assert again.frame() == {"after": position(client)}
+    finally:
+        feed_mod.HEARTBEAT = saved
+    again.close()
+
+
+def test_server_sent_events_resume_from_last_event_id(
+        client: Client, feed: FeedServer) -> None:
+    start = position(client)
+    stream = Stream(feed.port, "after=" + start,
+                    headers={"accept": "text/event-stream"})
+    assert stream.resp.getheader("content-type") == feed_mod.SSE
+    assert stream.frame() == {"id": start, "event": "bookmark",
+                              "data": {"after": start}}
+    made = [new_provider(client, "s%d" % i) for i in range(3)]
+    got = stream.events(3)
+    assert [f["event"] for f in got] == ["provider.created"] * 3
+    assert [f["data"]["subject"] for f in got] == made
+    assert all(f["id"] == f["data"]["after"] for f in got)
+    stream.close()
+    # EventSource reconnects to the same URL with the last id it saw.
+    again = Stream(feed.port, "after=%s&format=sse" % start,
+                   headers={"last-event-id": got[0]["id"]})
+    assert [f["data"]["subject"] for f in again.events(2)] == made[1:]
+    again.close()
+
+
+def test_filters_as_the_list(client: Client, feed: FeedServer) -> None:
+    start = position(client)
+    root = new_provider(client, "tree-root")
+    other = new_provider(client, "other")
+    traits = Stream(feed.port, "after=%s&kind=traits.set" % start)
+    tree = Stream(feed.port, "after=%s&tree=%s" % (start, root))
+    consumer = str(uuidlib.uuid4())
+    mine = Stream(feed.port, "after=%s&consumer=%s" % (start, consumer))
+    set_traits(client, other, ["HW_CPU_X86_SSE"])
+    child = new_provider(client, "leaf", parent=root)
+    set_traits(client, child, ["HW_CPU_X86_AVX2"])
+    allocate(client, other, consumer, "p1")
+    allocate(client, child, str(uuidlib.uuid4()), "p2")
+    assert [(e["kind"], e["subject"]) for e in traits.events(2)] == [
+        ("traits.set", other), ("traits.set", child)]
+    tree_events = tree.events(5)
+    assert [e["kind"] for e in tree_events] == [
+        "provider.created", "provider.created", "traits.set",
+        "inventories.set", "allocations.replaced"]
+    assert tree_events[0]["subject"] == root
+    assert [e["subject"] for e in mine.events(1)] == [consumer]
+    for name, stream in (("kind", traits), ("tree", tree)):
+        filtered = listed(client, start, **{name: "traits.set"
+                                            if name == "kind" else root})
+        assert len(filtered) == {"kind": 2, "tree": 5}[name]
+        stream.close()
+    mine.close()
+
+
+def test_bookmarks_carry_the_position_past_filtered_writes(
+        client: Client, feed: FeedServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.2)
+    start = position(client)
+    stream = Stream(feed.port, "after=%s&kind=trait.created" % start)
+    assert stream.frame() == {"after": start}
+    new_provider(client, "not-watched")
+    now = position(client)
+    assert now != start
+    # Only bookmarks: the first may still say the old position.
+    deadline = time.monotonic() + 10
+    while (got := stream.frame()) != {"after": now}:
+        assert set(got) == {"after"} and time.monotonic() < deadline
+    stream.close()
+
+
+def test_pruned_position_is_410_in_placement_format(
+        client: Client, db: Database, feed: FeedServer) -> None:
+    old = position(client)
+    new_provider(client, "gone")
+    slot = int(position(client).split(":")[0])
+    db.run(lambda conn: events.prune(conn, slot, time.time() + 1))
+    stream = Stream(feed.port, "after=" + old)
+    assert stream.resp.status == 410
+    error = json.loads(stream.resp.read())["errors"][0]
+    assert error["code"] == "berth.changes.gone"
+    assert error["oldest_position"] == position(client)
+    assert error["request_id"] == stream.resp.getheader(
+        "x-openstack-request-id")
+
+
+def test_bad_queries_are_400(client: Client, feed: FeedServer) -> None:
+    for query in ("after=x:1", "after=0&kind=nope", "after=0&format=xml",
+                  "kind=traits.set", "after=0&colour=red"):
+        stream = Stream(feed.port, query)
+        assert stream.resp.status == 400, query
+        assert json.loads(stream.resp.read())["errors"][0]["status"] == 400
+
+
+def test_policy_as_the_list(client: Client, feed: FeedServer) -> None:
+    start = position(client)
+    no_token = Stream(feed.port, "after=" + start, token=None)
+    assert no_token.resp.status == 401
+    assert json.loads(no_token.resp.read())["errors"][0]["status"] == 401
+    stranger = Stream(feed.port, "after=" + start, token="bob:p1")
+    assert stranger.resp.status == 403
+    # A project reader reads its own project's allocation events only.
+    reader = {"x-roles": "reader"}
+    assert Stream(feed.port, "after=" + start, token="bob:p1",
+                  headers=reader).resp.status == 403
+    assert Stream(feed.port, "after=%s&project=p2" % start, token="bob:p1",
+                  headers=reader).resp.status == 403
+    own = Stream(feed.port, "after=%s&project=p1" % start, token="bob:p1",
+                 headers=reader)
+    assert own.resp.status == 200
+    rp = new_provider(client, "shared")
+    consumer = str(uuidlib.uuid4())
+    allocate(client, rp, str(uuidlib.uuid4()), "p2")
+    allocate(client, rp, consumer, "p1")
+    got = own.events(1)
+    assert (got[0]["kind"], got[0]["subject"]) == (
+        "allocations.replaced", consumer)
+    own.close()
+
+
+def test_keystone_without_a_token_is_401(db: Database) -> None:
+    conf = make_conf(api__auth_strategy="keystone",
+                     keystone_authtoken__www_authenticate_uri=
+                     "http://keystone.test:5000")
+    server = FeedServer(conf, db)
+    try:
+        stream = Stream(server.port, "after=0", token=None)
+        assert stream.resp.status == 401
+        assert "keystone.test" in stream.resp.getheader("www-authenticate", "")
+        error = json.loads(stream.resp.read())["errors"][0]
+        assert error["status"] == 401
+    finally:
+        server.close()
+
+
+def test_a_listener_refuses_a_taken_port() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as exc:
+            watch.listen_socket("127.0.0.1", port)
+    assert "cannot listen on 127.0.0.1:%d for the change feed" % port \
+        in str(exc.value)
+    conf = make_conf(berth__watch_listen="nowhere")
+    with pytest.raises(SystemExit, match="watch_listen must be host:port"):
+        watch.listen_address(conf, "127.0.0.1", 8778)
+    assert watch.listen_address(make_conf(), "10.0.0.1", 8778) == (
+        "10.0.0.1", 8779)
+    assert watch.listen_address(make_conf(berth__watch_listen=""),
+                                "127.0.0.1", 8778) is None
+
+
+def test_a_writes_events_resume_as_a_whole(client: Client,
+                                           feed: FeedServer) -> None:
+    rp = new_provider(client, "host")
+    allocate(client, rp, str(uuidlib.uuid4()), "p1")
+    start = position(client)
+    stream = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
+    one, two = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    resp = client.post("/allocations", json={
+        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p1", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"} for c in (one, two)})
+    assert resp.status_code == 204, resp.text
+    first, second = stream.events(2)
+    assert first["position"] == second["position"]  # one write
+    # Not the last of its write: resuming from it sends the write whole.
+    assert first["after"] == start
+    assert second["after"] == second["position"]
+    again = Stream(feed.port, "after=%s&kind=allocations.replaced"
+                   % first["after"])
+    assert [e["subject"] for e in again.events(2)] == [
+        first["subject"], second["subject"]]
+
+
+def test_after_now_and_berth_watch_url(client: Client, feed: FeedServer,
+                                       capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    from berth.cli.run import main
+    start = position(client)
+    now = Stream(feed.port, "after=now")
+    assert now.frame() == {"after": start}
+    made = [new_provider(client, "cli%d" % i) for i in range(2)]
+    assert [e["subject"] for e in now.events(2)] == made
+    url = "http://127.0.0.1:%d" % feed.port
+    capsys.readouterr()
+    # --once: what there is after the position, up to the first bookmark.
+    assert main(["watch", "--url", url, "--once", "--after", start]) == 0
+    lines = [json.loads(line) for line in
+             capsys.readouterr().out.splitlines()]
+    assert [e["subject"] for e in lines] == made
+    assert lines[-1]["after"] == position(client)
+    with pytest.raises(SystemExit) as refused:
+        main(["watch", "--url", url, "--once", "--after", "1:x"])
+    assert str(refused.value).startswith("berth: error: Invalid position")
