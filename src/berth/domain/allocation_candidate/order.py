@@ -1,8 +1,10 @@
 """The order an answer comes in: trees ranked by a score, kept sorted.
 
 ``uuid`` (the default) lists candidates tree by tree in root uuid order;
-``random`` shuffles the whole answer before ``limit`` applies, as
-upstream's ``randomize_allocation_candidates`` does. ``spread`` and
+``random`` (upstream's ``randomize_allocation_candidates``) lists them
+tree by tree too, the trees in a random order drawn per request and each
+tree's candidates shuffled (``planner``, ``search``), so that ``limit``
+still stops the search early. ``spread`` and
 ``pack`` rank trees by a *score* (``tree_score``) and hand the search the
 trees best first, so that with ``limit`` the search still stops early and
 the candidates it returns are the best of the whole answer.
@@ -137,21 +139,23 @@ class Ranking:
                 i += 1
                 continue
             end = bisect.bisect_right(keys, (score, float("inf")), i)
-            yield from _shuffled(keys, i, end, rng.random)
+            for pick in shuffled(i, end, rng.random):
+                yield keys[pick][1]
             i = end
 
 
-def _shuffled(keys: list[Key], start: int, stop: int,
-              draw: Callable[[], float]) -> Iterator[int]:
-    """The roots of ``keys[start:stop]`` in a random order, drawn one at
-    a time (Fisher-Yates, the swaps kept in a dict; ``draw`` gives
-    floats in [0, 1))."""
+def shuffled(start: int, stop: int, draw: Callable[[], float]
+             ) -> Iterator[int]:
+    """The numbers ``start`` to ``stop - 1`` in a random order, drawn one
+    at a time (Fisher-Yates, the swaps kept in a dict, so that reading
+    the first few of many costs those few; ``draw`` gives floats in
+    [0, 1))."""
     swapped: dict[int, int] = {}
     for i in range(start, stop):
         j = i + int(draw() * (stop - i))
         pick = swapped.get(j, j)
         swapped[j] = swapped.get(i, i)
-        yield keys[pick][1]
+        yield pick
 
 
 def ranking(world: World, order: Order) -> Ranking:
