@@ -21,7 +21,7 @@ from berth.domain.allocation_candidate import load
 from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
-from berth.domain.allocation_candidate.order import ranking
+from berth.domain.allocation_candidate.order import SOURCE, ranking
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.provider import traits_ok
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
@@ -111,7 +111,8 @@ def plan(world: World, groups: list[RequestGroup],
          ) -> list[int]:
     """The anchors worth visiting, in uuid order (or, for a scored
     ``order``, best first, ties in the order ``rng`` draws; for
-    ``random``, in the order ``rng`` draws: by default afresh), found as
+    ``random``, in the order ``rng`` draws: by default the
+    process's ``order.SOURCE``), found as
     the search asks for them (``planner.Plan``: its length, once the
     search is done, is the trees visited).
 
@@ -123,9 +124,9 @@ def plan(world: World, groups: list[RequestGroup],
     """
     ranked = shuffle = None
     if order.scored:
-        ranked = (ranking(world, order), rng or random.Random())
+        ranked = (ranking(world, order), rng or SOURCE)
     elif order.name == "random":
-        shuffle = rng or random.Random()
+        shuffle = rng or SOURCE
     return Plan(world, tuple(r for g in groups for r in g.required),
                 tuple(m for g in groups for m in g.member_of),
                 ranked=ranked, shuffle=shuffle)
@@ -177,15 +178,15 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
     """The candidates over ``world`` (no database), visiting ``anchors``
     (default: every root, in ``settings.order``) in order; in the
     ``random`` order each tree's candidates in the order ``rng`` draws
-    (by default afresh)."""
+    (by default the process's ``order.SOURCE``)."""
     memo = world.memo.get(AnchorMemo)
     if memo is None and settings.memo:
         memo = world.memo.setdefault(AnchorMemo, AnchorMemo(settings.memo))
     name = settings.order.name
-    shuffle = (rng or random.Random()) if name == "random" else None
+    shuffle = (rng or SOURCE) if name == "random" else None
     if anchors is None:
         anchors = (list(ranking(world, settings.order).best_first(
-            rng or random.Random())) if settings.order.scored
+            rng or SOURCE)) if settings.order.scored
             else list(Plan(world, (), (), shuffle=shuffle)) if shuffle
             else world.roots)
     stream = distinct(world_candidates(

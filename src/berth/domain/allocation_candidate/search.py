@@ -69,11 +69,11 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
         gens: Iterable[Iterator[Candidate]] = (
             per_anchor(a) for a in anchors
             if a in world.providers and anchor_ok(a))
+        if shuffle is not None:
+            gens = (_mixed(gen, shuffle) for gen in gens)
     else:
         gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
-                            anchor_ok, per_anchor)
-    if shuffle is not None:
-        gens = (_mixed(gen, shuffle) for gen in gens)
+                            anchor_ok, per_anchor, shuffle)
     if strategy == "breadth-first":
         return _roundrobin(list(gens))
     return itertools.chain.from_iterable(gens)
@@ -120,10 +120,12 @@ def _remembered(memo: AnchorMemo, entries: dict[int, Entry], anchor: int,
 
 def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
                  anchors: Iterable[int], anchor_ok: AnchorFilter,
-                 per_anchor: Callable[[int], Iterator[Candidate]]
+                 per_anchor: Callable[[int], Iterator[Candidate]],
+                 shuffle: random.Random | None = None
                  ) -> Iterator[Iterator[Candidate]]:
     """Each accepted anchor's candidates: from ``memo`` while still valid,
-    else from ``per_anchor`` (and kept)."""
+    else from ``per_anchor`` (and kept); with ``shuffle``, in an order it
+    draws."""
     entries = memo.shape(key)
     providers = world.providers
     for anchor in anchors:
@@ -132,10 +134,14 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         basis = basis_of(world, anchor)
         entry = entries.get(anchor)
         if entry is not None and same_basis(entry[0], basis):
-            yield iter(entry[1])
-        else:
-            yield _remembered(memo, entries, anchor, basis,
-                              per_anchor(anchor))
+            found = entry[1]
+            # (The memo's list is shared: shuffled as a copy.)
+            yield iter(found if shuffle is None or len(found) < 2
+                       else shuffle.sample(found, len(found)))
+            continue
+        fresh = _remembered(memo, entries, anchor, basis,
+                            per_anchor(anchor))
+        yield fresh if shuffle is None else _mixed(fresh, shuffle)
 
 
 def _roundrobin(gens: list[Iterator[Candidate]]) -> Iterator[Candidate]:
