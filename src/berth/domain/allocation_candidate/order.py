@@ -128,10 +128,15 @@ class Ranking:
         itself, edited."""
         keys = self.keys if in_place else list(self.keys)
         for root, was in old.items():
-            if was is not None:
+            now = key(world, root, self.order) if world.is_root(root) \
+                else None
+            if was is None:
+                if now is not None:
+                    bisect.insort(keys, now)
+            elif now is None:
                 del keys[bisect.bisect_left(keys, was)]
-            if world.is_root(root):
-                bisect.insort(keys, key(world, root, self.order))
+            else:
+                _move(keys, bisect.bisect_left(keys, was), now)
         return self if in_place else Ranking(self.order, keys)
 
     def best_first(self, rng: random.Random) -> Iterator[int]:
@@ -156,6 +161,20 @@ class Ranking:
                 swapped[j] = swapped.pop(at, at)
                 yield keys[pick][1]
             i = end
+
+
+def _move(keys: list[Key], i: int, now: Key) -> None:
+    """Replace ``keys[i]`` by ``now``, keeping ``keys`` sorted: only the
+    keys between the old and new places shift (a claim moves a tree a
+    little way, where a ``del`` and an ``insort`` would each move every
+    key after it: 400 KB at 50,000 hosts)."""
+    j = bisect.bisect_left(keys, now)
+    if j > i:
+        keys[i:j - 1] = keys[i + 1:j]
+        keys[j - 1] = now
+    else:
+        keys[j + 1:i + 1] = keys[j:i]
+        keys[j] = now
 
 
 def shuffled(start: int, stop: int, draw: Callable[[], float]
