@@ -5,6 +5,7 @@ before each search (so the cost of keeping the ranking sorted counts).
 
     .venv/bin/python bench/order.py                      # instructions
     .venv/bin/python bench/order.py --cpu --hosts 1000 10000 50000
+    .venv/bin/python bench/order.py --cpu --steady       # after a warm-up
 
 The world is built in memory (no database): ``hosts`` compute nodes with
 VCPU, MEMORY_MB and DISK_GB, each used in part at random (seed 1). Each
@@ -17,6 +18,12 @@ with ``steps + 1`` steps and once with 1, and the difference divided by
 ``steps`` is reported: instructions per step, start-up and the first
 search (which ranks the world) excluded. ``--cpu`` reports instead the
 median CPU time per step in this process (noisy on a shared machine).
+
+``--warm N`` runs N steps before those measured (in both modes), and
+``--steady`` ``STEADY // limit`` of them (a scheduler asks the same
+flavour over and over: after that many tree visits the memo holds what
+the order visits, as far as its budget lets it); without either, the
+figures are the cold start's (one step before, the memo nearly empty).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from berth.domain.allocation_candidate import engine, world_patch  # noqa: E402
-from berth.domain.allocation_candidate.order import make_order  # noqa: E402
+from berth.domain.allocation_candidate.order import SOURCE, make_order  # noqa: E402
 from berth.domain.allocation_candidate.provider import Provider  # noqa: E402
 from berth.domain.allocation_candidate.request import (  # noqa: E402
     RequestGroup,
@@ -46,6 +53,8 @@ from berth.domain.capacity import Inventory  # noqa: E402
 
 ORDERS = ("uuid", "spread", "pack", "random")
 LIMITS = (50, 1000)
+#: Tree visits of ``--steady``'s warm-up.
+STEADY = 100_000
 GROUPS = [RequestGroup("", {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10})]
 
 
@@ -67,14 +76,15 @@ def build(hosts: int, seed: int = 1) -> World:
 
 
 def steps(world: World, order: str, limit: int, count: int,
-          copy: bool = False, memo: int = 20_000) -> World:
+          copy: bool = False, memo: int = 20_000,
+          rng: random.Random | None = None) -> World:
     """``count`` steps (a claim's refresh, then a search); the world
-    after them."""
+    after them (``rng`` chooses the hosts claimed on)."""
     settings = Settings(order=make_order(order), memo=memo)
     wide = RequestWide(limit=limit)
     specs = engine.group_specs(world, GROUPS)
     assert specs is not None
-    rng = random.Random(2)
+    rng = rng or random.Random(2)
     roots = world.roots
     for _ in range(count):
         host = world.providers[rng.choice(roots)]
@@ -104,22 +114,23 @@ def _count(hosts: int, order: str, limit: int, count: int, copy: bool,
 
 
 def instructions(hosts: int, order: str, limit: int, count: int,
-                 copy: bool, memo: int) -> float:
-    """Instructions per step (valgrind)."""
-    return (_count(hosts, order, limit, count + 1, copy, memo)
-            - _count(hosts, order, limit, 1, copy, memo)) / count
+                 copy: bool, memo: int, warm: int = 1) -> float:
+    """Instructions per step (valgrind), after ``warm`` steps."""
+    return (_count(hosts, order, limit, warm + count, copy, memo)
+            - _count(hosts, order, limit, warm, copy, memo)) / count
 
 
 def cpu(hosts: int, order: str, limit: int, count: int, copy: bool,
         memo: int, warm: int = 1) -> float:
     """Median CPU seconds per step, in this process, after ``warm``
     steps."""
-    world = steps(build(hosts), order, limit, warm, copy, memo)
+    claims = random.Random(2)
+    world = steps(build(hosts), order, limit, warm, copy, memo, claims)
     gc.freeze()  # as a server does with its world: no GC of it per step
     times = []
     for _ in range(count):
         start = time.process_time()
-        world = steps(world, order, limit, 1, copy, memo)
+        world = steps(world, order, limit, 1, copy, memo, claims)
         times.append(time.process_time() - start)
     return statistics.median(times)
 
@@ -135,31 +146,37 @@ def main() -> None:
     ap.add_argument("--memo", type=int, default=20_000,
                     help="[berth] candidate_memo (0: every tree searched)")
     ap.add_argument("--warm", type=int, default=1,
-                    help="with --cpu: steps before those measured (to "
-                         "fill the memo)")
+                    help="steps before those measured (to fill the memo)")
+    ap.add_argument("--steady", action="store_true",
+                    help="warm up for %d tree visits (%d // limit steps)"
+                         % (STEADY, STEADY))
     ap.add_argument("--limits", type=int, nargs="+", default=list(LIMITS))
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         hosts, order, limit, count = args.one
+        # Ties drawn alike in both runs, which then differ by the steps.
+        SOURCE.seed(3)
         steps(build(int(hosts)), order, int(limit), int(count), args.copy,
               args.memo)
         return
     unit = "ms CPU" if args.cpu else "M instructions"
-    print("%-7s %-6s %-7s %14s %8s" % ("hosts", "limit", "order", unit,
-                                        "x uuid"))
+    print("%-7s %-6s %-6s %-7s %14s %8s" % ("hosts", "limit", "warm",
+                                             "order", unit, "x uuid"))
     for hosts in args.hosts:
         for limit in args.limits:
             base = None
+            warm = max(1, STEADY // limit) if args.steady else args.warm
             for order in args.orders:
                 cost = (cpu(hosts, order, limit, args.steps, args.copy,
-                            args.memo, args.warm) * 1e3
+                            args.memo, warm) * 1e3
                         if args.cpu else
                         instructions(hosts, order, limit, args.steps,
-                                     args.copy, args.memo) / 1e6)
+                                     args.copy, args.memo, warm) / 1e6)
                 base = cost if base is None else base
-                print("%-7d %-6d %-7s %14.2f %8.2f" % (
-                    hosts, limit, order, cost, cost / base), flush=True)
+                print("%-7d %-6d %-6d %-7s %14.2f %8.2f" % (
+                    hosts, limit, warm, order, cost, cost / base),
+                    flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""The scored orders (``order``): with ``limit=N`` the search returns N
-of the best candidates of the whole answer, by the score
+"""The orders (``order``): with ``limit=N`` the search returns N of the
+best candidates of the whole answer, by the score
 docs/allocation-candidates.md defines, checked against the brute-force
 oracle (``candidate_worlds``) with the score worked out here plainly;
-and the rankings the cache's refreshes keep equal rankings made anew.
+the rankings the cache's refreshes keep equal rankings made anew; and
+``random`` gives valid candidates of the whole answer, every viable tree
+first about as often as any other.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from support.candidate_worlds import (
     CLASSES,
     TRAITS,
     Key,
+    oracle,
     oracle_at,
     prov,
     queries,
@@ -256,3 +259,104 @@ def test_a_ranking_made_during_a_refresh_is_not_carried_over() -> None:
     kept = order.reranked(world, fresh, was, in_place=False)
     assert list(kept) == [spread]
     assert kept[spread] == order.Ranking.build(fresh, spread)
+
+
+def check_random(world: World, query: tuple[list[RequestGroup], RequestWide],
+                 limit: int | None, seed: int) -> None:
+    groups, wide = query
+    specs = group_specs(world, groups)
+    if specs is None:
+        return
+    whole = oracle(world, groups, wide)
+    want = Order("random")
+    traits = tuple(r for g in groups for r in g.required)
+    aggs = tuple(m for g in groups for m in g.member_of)
+    # The planner as the engine runs it, then forced down the name index
+    # (switch 0) and down the shuffled walk; then the search alone.
+    for anchors in (plan(world, groups, want, random.Random(seed)),
+                    Plan(world, traits, aggs, 0,
+                         shuffle=random.Random(seed)),
+                    Plan(world, traits, aggs, 10 ** 9,
+                         shuffle=random.Random(seed)), None):
+        for memo in (0, 20_000):
+            found = search(world, specs, dataclasses.replace(wide,
+                                                             limit=limit),
+                           Settings(order=want, memo=memo),
+                           anchors=anchors, rng=random.Random(seed))
+            keys = [c.key() for c in found]
+            assert len(keys) == len(set(keys)), "repeated candidates"
+            assert set(keys) <= whole
+            assert len(keys) == (len(whole) if limit is None
+                                 else min(limit, len(whole)))
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(trees=6), busy_worlds()), loose_queries(),
+       st.one_of(st.none(), st.integers(1, 6)), st.integers(0, 99))
+def test_random_gives_valid_candidates_of_the_whole_answer(
+        world: World, query: Any, limit: int | None, seed: int) -> None:
+    """``random`` with ``limit=N`` gives min(N, all) valid candidates of
+    the whole answer, none twice; without a limit, the whole answer."""
+    check_random(world, query, limit, seed)
+
+
+def first_trees(world: World, groups: list[RequestGroup],
+                runs: int) -> dict[int, int]:
+    """How often each tree comes first in ``runs`` requests in the
+    ``random`` order with ``limit=1``."""
+    specs = group_specs(world, groups)
+    assert specs is not None
+    counts: dict[int, int] = {}
+    for seed in range(runs):
+        rng = random.Random(seed)
+        found = search(world, specs, RequestWide(limit=1),
+                       Settings(order=Order("random")),
+                       anchors=plan(world, groups, Order("random"), rng),
+                       rng=rng)
+        root = world.providers[next(iter(found[0].allocs))].root_id
+        counts[root] = counts.get(root, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("required", [(), (frozenset(["T1"]),)])
+def test_random_puts_every_viable_tree_first_equally_often(
+        required: tuple[frozenset[str], ...]) -> None:
+    """Over many requests each of the 20 trees that can serve comes first
+    about equally often (chi-square, 19 degrees of freedom, under 43.8,
+    which a uniform draw exceeds once in a thousand; seeded), whether the
+    planner walks a shuffle of the roots (no trait) or reads the name
+    index (T1: 20 of 100 trees); the 80 others never come first."""
+    # Trees 1-20 can serve; 21-60 lack VCPU; 61-100 have VCPU but not T1
+    # (and, with no trait required, too little of it).
+    world = World(
+        [prov(i, inv={"VCPU": 4}, traits=("T1",)) for i in range(1, 21)]
+        + [prov(i, inv={"DISK_GB": 4}, traits=("T2",))
+           for i in range(21, 61)]
+        + [prov(i, inv={"VCPU": 4}, used={"VCPU": 4})
+           for i in range(61, 101)])
+    runs = 2000
+    counts = first_trees(world, [RequestGroup("", {"VCPU": 1},
+                                              required=required)], runs)
+    assert set(counts) <= set(range(1, 21))
+    expected = runs / 20
+    chi2 = sum((counts.get(r, 0) - expected) ** 2 / expected
+               for r in range(1, 21))
+    assert chi2 < 43.8, counts
+
+
+def test_random_shuffles_a_trees_candidates() -> None:
+    """A tree's candidates come in a random order too: with four
+    children that can each serve, each comes first in some requests."""
+    world = World([prov(1, inv={"VCPU": 4})]
+                  + [prov(i, 1, 1, inv={"VF": 2}) for i in range(2, 6)])
+    groups = [RequestGroup("", {"VF": 1})]
+    specs = group_specs(world, groups)
+    assert specs is not None
+    firsts = set()
+    for seed in range(40):
+        found = search(world, specs, RequestWide(limit=1),
+                       Settings(order=Order("random")),
+                       rng=random.Random(seed))
+        firsts |= found[0].allocs.keys()
+    assert firsts == {2, 3, 4, 5}

@@ -64,7 +64,8 @@ api_opts = [
 
 placement_opts = [
     cfg.BoolOpt("randomize_allocation_candidates", default=False,
-                help="Shuffle allocation candidates before applying limit."),
+                help="Return allocation candidates in a random order "
+                     "([berth] candidate_order = random)."),
     cfg.StrOpt("incomplete_consumer_project_id", default=NIL_UUID,
                help="Project recorded for consumers written without one "
                     "(microversions before 1.8)."),
@@ -130,8 +131,9 @@ berth_opts = [
                choices=[("uuid", "Tree by tree in root provider uuid "
                                  "order (upstream's order is by database "
                                  "id)"),
-                        ("random", "The whole answer shuffled before "
-                                   "limit applies, as "
+                        ("random", "Trees in a random order drawn per "
+                                   "request, each tree's candidates "
+                                   "shuffled, as "
                                    "randomize_allocation_candidates"),
                         ("spread", "Trees with the most free capacity "
                                    "first, by candidate_order_weights"),

@@ -21,7 +21,7 @@ from berth.domain.allocation_candidate import load
 from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
-from berth.domain.allocation_candidate.order import ranking
+from berth.domain.allocation_candidate.order import SOURCE, ranking
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.provider import traits_ok
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
@@ -110,9 +110,11 @@ def plan(world: World, groups: list[RequestGroup],
          order: Order = Order(), rng: random.Random | None = None
          ) -> list[int]:
     """The anchors worth visiting, in uuid order (or, for a scored
-    ``order``, best first, ties in the order ``rng`` draws: by default
-    afresh), found as the search asks for them (``planner.Plan``: its
-    length, once the search is done, is the trees visited).
+    ``order``, best first, ties in the order ``rng`` draws; for
+    ``random``, in the order ``rng`` draws: by default the
+    process's ``order.SOURCE``), found as
+    the search asks for them (``planner.Plan``: its length, once the
+    search is done, is the trees visited).
 
     A tree is only worth visiting when, for every positive ``member_of``
     set and every required-trait set of any group, one of its providers,
@@ -120,12 +122,14 @@ def plan(world: World, groups: list[RequestGroup],
     has one of the set's traits. A superset of the trees that can serve:
     the search still checks each candidate exactly.
     """
-    ranked = None
+    ranked = shuffle = None
     if order.scored:
-        ranked = (ranking(world, order), rng or random.Random())
+        ranked = (ranking(world, order), rng or SOURCE)
+    elif order.name == "random":
+        shuffle = rng or SOURCE
     return Plan(world, tuple(r for g in groups for r in g.required),
                 tuple(m for g in groups for m in g.member_of),
-                ranked=ranked)
+                ranked=ranked, shuffle=shuffle)
 
 
 def group_specs(world: World, groups: list[RequestGroup]
@@ -169,18 +173,25 @@ def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
 
 def search(world: World, specs: list[GroupSpec], wide: RequestWide,
            settings: Settings = Settings(), nested_aware: bool = True,
-           anchors: list[int] | None = None) -> list[Candidate]:
+           anchors: list[int] | None = None,
+           rng: random.Random | None = None) -> list[Candidate]:
     """The candidates over ``world`` (no database), visiting ``anchors``
-    (default: every root, in ``settings.order``) in order."""
+    (default: every root, in ``settings.order``) in order; in the
+    ``random`` order each tree's candidates in the order ``rng`` draws
+    (by default the process's ``order.SOURCE``)."""
     memo = world.memo.get(AnchorMemo)
     if memo is None and settings.memo:
         memo = world.memo.setdefault(AnchorMemo, AnchorMemo(settings.memo))
+    name = settings.order.name
+    shuffle = (rng or SOURCE) if name == "random" else None
     if anchors is None:
         anchors = (list(ranking(world, settings.order).best_first(
-            random.Random())) if settings.order.scored else world.roots)
+            rng or SOURCE)) if settings.order.scored
+            else list(Plan(world, (), (), shuffle=shuffle)) if shuffle
+            else world.roots)
     stream = distinct(world_candidates(
-        world, specs, wide, anchors,
-        anchor_filter(world, wide), settings.strategy, memo), set())
+        world, specs, wide, anchors, anchor_filter(world, wide),
+        settings.strategy, memo, shuffle), set())
     return _select(stream, world, wide, settings, nested_aware)
 
 
@@ -191,13 +202,7 @@ def _select(stream: Iterator[Candidate], world: World, wide: RequestWide,
     if not nested_aware:
         stream = (c for c in stream if _one_per_tree(world, c))
     limit = wide.limit
-    if settings.order.name != "random":
-        return list(itertools.islice(stream, limit) if limit else stream)
-    found = list(stream)
-    if limit and limit < len(found):
-        return random.sample(found, limit)
-    random.shuffle(found)
-    return found
+    return list(itertools.islice(stream, limit) if limit else stream)
 
 
 def _one_per_tree(world: World, cand: Candidate) -> bool:

@@ -19,7 +19,10 @@ cost, finishes from the index: never much more than the cheaper way.
 In a scored order (``order``: ``spread``, ``pack``) the planner hands
 the trees over best first instead: it walks the world's ranking, or,
 when the least common set has few members, collects their trees through
-the name indexes and sorts just those by score.
+the name indexes and sorts just those by score. In the ``random`` order
+(``shuffle``) it hands them over in a random order drawn per request the
+same two ways: down a lazy shuffle of the roots, or collected through
+the name indexes and shuffled.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import operator
 import random
 from collections.abc import Iterator
 
-from berth.domain.allocation_candidate.order import Ranking, key
+from berth.domain.allocation_candidate.order import Ranking, key, shuffled
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
@@ -44,7 +47,8 @@ Sets = tuple[frozenset[str], ...]
 class Plan(list[int]):
     """The anchors worth visiting, found lazily: iterating yields them in
     uuid order (or, ``ranked``, best first by that ranking, ties in the
-    order its random source draws), and the list holds those found so
+    order its random source draws; or, ``shuffle``, in the order that
+    random source draws), and the list holds those found so
     far, so that once the search is done ``len`` is the number of trees
     it visited.
 
@@ -53,12 +57,15 @@ class Plan(list[int]):
 
     def __init__(self, world: World, traits: Sets, aggs: Sets,
                  switch: int = SWITCH,
-                 ranked: tuple[Ranking, random.Random] | None = None
-                 ) -> None:
+                 ranked: tuple[Ranking, random.Random] | None = None,
+                 shuffle: random.Random | None = None) -> None:
         super().__init__()
-        self._source = (_viable(world, traits, aggs, switch)
-                        if ranked is None else
-                        _viable_ranked(world, traits, aggs, switch, *ranked))
+        self._source = (
+            _viable_ranked(world, traits, aggs, switch, *ranked)
+            if ranked is not None else
+            _viable_shuffled(world, traits, aggs, switch, shuffle)
+            if shuffle is not None else
+            _viable(world, traits, aggs, switch))
 
     def __iter__(self) -> Iterator[int]:
         i = 0
@@ -108,19 +115,55 @@ def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
     if not cost:
         return
     if cost * switch < len(world.roots):
-        index = world.by_trait if kind == "traits" else world.by_agg
-        members: set[int] = set()
-        for name in names:
-            members |= index.get(name, set())
         found = [(key(world, root, ranking.order), rng.random(), root)
-                 for root in world.roots_of(members)
-                 if world.is_root(root) and _labelled(world, root, checks)]
+                 for root in _indexed(world, checks)]
         found.sort()
         yield from (root for _, _, root in found)
         return
     for root in ranking.best_first(rng):
         if _labelled(world, root, checks):
             yield root
+
+
+def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
+                     rng: random.Random) -> Iterator[int]:
+    """The roots whose trees carry a label of every set, in a random
+    order ``rng`` draws as they are read: down a lazy shuffle of every
+    root, or (few members, as ``_viable_ranked``) collected through the
+    name indexes and shuffled."""
+    roots = world.roots
+    if not traits and not aggs:
+        yield from map(roots.__getitem__, shuffled(0, len(roots),
+                                                   rng.random))
+        return
+    checks = sorted(_sets(traits, aggs),
+                    key=lambda c: _members(world, c[0], c[1]))
+    cost = _members(world, *checks[0])
+    if not cost:
+        return
+    if cost * switch < len(roots):
+        # Sorted first, so that a seeded ``rng`` draws one order.
+        found = sorted(_indexed(world, checks))
+        rng.shuffle(found)
+        yield from found
+        return
+    for i in shuffled(0, len(roots), rng.random):
+        if _labelled(world, roots[i], checks):
+            yield roots[i]
+
+
+def _indexed(world: World, checks: list[tuple[str, frozenset[str]]]
+             ) -> Iterator[int]:
+    """The roots whose trees carry a label of every set, from the name
+    index of the first set (``checks`` sorted by members, fewest first),
+    in no particular order."""
+    kind, names = checks[0]
+    index = world.by_trait if kind == "traits" else world.by_agg
+    members: set[int] = set()
+    for name in names:
+        members |= index.get(name, set())
+    return (root for root in world.roots_of(members)
+            if world.is_root(root) and _labelled(world, root, checks))
 
 
 def _labelled(world: World, root: int,

@@ -6,12 +6,15 @@ listed under each of those anchors. For each anchor the planner lets
 through, the search takes each group's offers (``offers``) and merges
 them (``merge``), or takes the anchor's candidates from the memo
 (``anchor_memo``) when none of its providers changed since. Candidates
-come out one at a time, which lets ``limit`` stop the search early.
+come out one at a time, which lets ``limit`` stop the search early. In
+the ``random`` order (``shuffle``) each anchor's candidates come in a
+random order: read ``MIXED`` at a time and shuffled.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from berth.domain.allocation_candidate.anchor_memo import (
@@ -30,18 +33,27 @@ from berth.domain.allocation_candidate.world import World
 #: Which anchors a request lets through (``engine.anchor_filter``).
 AnchorFilter = Callable[[int], bool]
 
+#: In the ``random`` order, an anchor's candidates are shuffled this many
+#: at a time: all of them in any tree but one that explodes into
+#: combinations, which is then not read to its end for a small ``limit``.
+MIXED = 1024
+
 
 def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
                      anchors: Iterable[int], anchor_ok: AnchorFilter,
                      strategy: str = "depth-first",
-                     memo: AnchorMemo | None = None) -> Iterator[Candidate]:
+                     memo: AnchorMemo | None = None,
+                     shuffle: random.Random | None = None
+                     ) -> Iterator[Candidate]:
     """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
     by anchor or, breadth-first, one from each anchor in turn. A candidate
     made of sharing providers only may repeat under several anchors. With
     ``memo``, anchors whose providers are unchanged since an earlier search
-    of the same shape give that search's candidates again."""
+    of the same shape give that search's candidates again. With
+    ``shuffle``, each anchor's candidates come in an order it draws."""
     offers = [Offers(world, spec) for spec in specs]
-    if memo is None and len(offers) == 1 and strategy != "breadth-first":
+    if (memo is None and len(offers) == 1 and strategy != "breadth-first"
+            and shuffle is None):
         return _one_group_stream(world, offers[0], anchors, anchor_ok)
     if len(offers) == 1:
         only = offers[0]
@@ -57,9 +69,11 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
         gens: Iterable[Iterator[Candidate]] = (
             per_anchor(a) for a in anchors
             if a in world.providers and anchor_ok(a))
+        if shuffle is not None:
+            gens = (_mixed(gen, shuffle) for gen in gens)
     else:
         gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
-                            anchor_ok, per_anchor)
+                            anchor_ok, per_anchor, shuffle)
     if strategy == "breadth-first":
         return _roundrobin(list(gens))
     return itertools.chain.from_iterable(gens)
@@ -75,6 +89,18 @@ def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
             pieces = offers.at(anchor)
             if pieces:
                 yield from one_group(world, anchor, pieces)
+
+
+def _mixed(cands: Iterator[Candidate], rng: random.Random
+           ) -> Iterator[Candidate]:
+    """``cands`` shuffled ``MIXED`` at a time."""
+    while True:
+        chunk = list(itertools.islice(cands, MIXED))
+        if len(chunk) > 1:
+            rng.shuffle(chunk)
+        yield from chunk
+        if len(chunk) < MIXED:
+            return
 
 
 def _remembered(memo: AnchorMemo, entries: dict[int, Entry], anchor: int,
@@ -94,10 +120,12 @@ def _remembered(memo: AnchorMemo, entries: dict[int, Entry], anchor: int,
 
 def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
                  anchors: Iterable[int], anchor_ok: AnchorFilter,
-                 per_anchor: Callable[[int], Iterator[Candidate]]
+                 per_anchor: Callable[[int], Iterator[Candidate]],
+                 shuffle: random.Random | None = None
                  ) -> Iterator[Iterator[Candidate]]:
     """Each accepted anchor's candidates: from ``memo`` while still valid,
-    else from ``per_anchor`` (and kept)."""
+    else from ``per_anchor`` (and kept); with ``shuffle``, in an order it
+    draws."""
     entries = memo.shape(key)
     providers = world.providers
     for anchor in anchors:
@@ -106,10 +134,14 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         basis = basis_of(world, anchor)
         entry = entries.get(anchor)
         if entry is not None and same_basis(entry[0], basis):
-            yield iter(entry[1])
-        else:
-            yield _remembered(memo, entries, anchor, basis,
-                              per_anchor(anchor))
+            found = entry[1]
+            # (The memo's list is shared: shuffled as a copy.)
+            yield iter(found if shuffle is None or len(found) < 2
+                       else shuffle.sample(found, len(found)))
+            continue
+        fresh = _remembered(memo, entries, anchor, basis,
+                            per_anchor(anchor))
+        yield fresh if shuffle is None else _mixed(fresh, shuffle)
 
 
 def _roundrobin(gens: list[Iterator[Candidate]]) -> Iterator[Candidate]:
