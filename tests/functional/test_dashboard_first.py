@@ -176,7 +176,7 @@ def test_random_order_has_no_score(seeded: Client,
     shown = rows(html)
     assert 1 <= len(shown) <= 6 and sum(r["candidates"] for r in shown) == 6
     assert all(r["score"] is None for r in shown)
-    assert "shuffled for every request" in html
+    assert "<code>random</code> the hosts come in a random order" in html
 
 
 def test_no_candidate_points_to_explain(seeded: Client,
