@@ -75,8 +75,6 @@ class Follower:
     #: Seconds (client clock) of the last poll or listing position.
     polled: float | None = None
     active: bool = True
-    #: Every request the follower sent (for callers that count them).
-    requests: int = field(default=0)
 
     def listed(self, position: str | None, now: float) -> None:
         """A tree listing answered with ``position`` (its ``Berth-Position``
@@ -117,7 +115,6 @@ class Follower:
     def _page(self) -> dict[str, Any]:
         query = urlencode({"after": self.position, "kind": ",".join(KINDS),
                            "limit": PAGE})
-        self.requests += 1
         try:
             page: dict[str, Any] = self.call("GET", PATH + "?" + query)
             return page
