@@ -314,7 +314,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--compare-feed", action="store_true",
                         help="compare the change feed with the per-tree "
-                        "check (bench/feed_agents.py) instead")
+                        "check (see the module docstring) instead")
     parser.add_argument("--interval", type=float, default=60.0,
                         help="with --compare-feed: the association "
                         "refresh interval (default 60 s)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -85,8 +86,10 @@ def test_nothing_changed_costs_one_feed_read_per_interval(
     # (the agent's own writes came back as events and changed nothing).
     assert len(transport.log) == 5
     assert all(line.startswith(FEED) for line in transport.log)
-    assert "tree=" not in transport.log[0]
-    assert "allocations" not in transport.log[0]  # claims are not read
+    # The one request names both trees.
+    query = parse_qs(urlsplit(transport.log[0]).query)
+    assert sorted(query["tree"][0].split(",")) == sorted(
+        [_uuid(direct, "cn1"), _uuid(direct, "cn2")])
 
 
 def test_a_trait_set_by_another_client_is_applied_without_a_read(
@@ -123,7 +126,8 @@ def test_an_aggregate_set_by_another_client_rereads_that_tree_only(
     # cn2's is not touched.
     reread = [line for line in transport.log[1:] if "in_tree=" in line]
     assert reread == ["GET /resource_providers?in_tree=" + cn1]
-    assert not any(_uuid(direct, "cn2") in line for line in transport.log)
+    assert not any(_uuid(direct, "cn2") in line
+                   for line in transport.log[1:])
 
 
 def test_a_new_sharing_provider_in_our_aggregate_is_noticed(
@@ -218,8 +222,11 @@ def test_a_service_without_positions_is_never_asked_for_the_feed(
                for line in transport.log) == 10   # each tree, each interval
 
 
-def test_a_claim_elsewhere_costs_one_conflict_on_the_next_write(
+def test_a_claim_moves_the_cached_generation_without_a_read(
         direct: httpx.Client) -> None:
+    """A claim on the host bumps its provider's generation: the feed's
+    allocation event says to what, so the next inventory write needs no
+    re-read and meets no conflict."""
     updater, transport, clock = _agent(direct)
     cn1 = _uuid(direct, "cn1")
     consumer = str(uuid.uuid4())
@@ -231,8 +238,9 @@ def test_a_claim_elsewhere_costs_one_conflict_on_the_next_write(
     updater.driver = Driver(vcpus=16)
     results = {r.nodename: r for r in updater.update_all()}
     assert results["cn1"].status == "updated"
-    puts = [line for line in transport.log
-            if line.startswith("PUT /resource_providers/%s/inv" % cn1)]
-    assert len(puts) == 2                    # 409 once, then written
+    assert transport.log[0].startswith(FEED)
+    assert [line.split("?")[0] for line in transport.log[1:]] == [
+        "PUT /resource_providers/%s/inventories" % cn1,
+        "PUT /resource_providers/%s/inventories" % _uuid(direct, "cn2")]
     assert ok(direct.get("/resource_providers/%s/inventories" % cn1))[
         "inventories"]["VCPU"]["total"] == 16

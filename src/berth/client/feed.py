@@ -5,15 +5,15 @@ reads ``GET /berth/changes`` once per interval for all its trees, from the
 ``Berth-Position`` of its first listing (list, then follow: no write can
 fall in between), and re-reads only the trees the events say changed.
 Inventories and traits of cached providers are applied from the event's
-``new`` value without any request.
+``new`` value, and the generations claims gave them from the allocation
+events, without any request.
 
-The feed is read with no ``tree`` filter (it takes one tree, and a client
-may manage several plus sharing providers in other trees) but with the
-kinds that touch the cache, so allocation events (the bulk of a cloud's
-writes) are not sent. The price: a claim's generation bump is not seen,
-so a write on a provider after a claim answers a generation conflict
-once, and the client re-reads that tree and the agent's pass starts
-again, as it does today when the refresh interval has not come round.
+The feed is asked for the events of the client's trees and of the sharing
+providers read with them (``tree=`` names them all, ``MAX_TREES`` a
+request), so a client reads about its own trees only, however large the
+cloud. What no tree filter shows, another host's provider becoming a
+sharing provider of one of our aggregates, the client checks as without
+the feed: one query per tree in an aggregate (``ReportClient``).
 
 Events are judged here; :class:`berth.client.report.ReportClient` owns the
 cache and decides when to poll. See docs/client.md.
@@ -33,12 +33,16 @@ from berth.client.provider_tree import SHARING_TRAIT, ProviderTree
 LOG = logging.getLogger(__name__)
 
 PATH = "/berth/changes"
-#: The kinds that can make a cached tree out of date. Allocation events
-#: only move generations (see the module docstring); resource class and
-#: trait creations change no provider.
+#: The kinds that can make a cached tree out of date (allocation events
+#: move generations); resource class and trait creations change no
+#: provider.
 KINDS = ("provider.created", "provider.updated", "provider.deleted",
          "inventories.set", "traits.set", "aggregates.set",
+         "allocations.replaced", "allocations.removed",
          "resource_class.updated", "resync")
+_ALLOCATIONS = frozenset(("allocations.replaced", "allocations.removed"))
+#: Trees one request names at most (the service's limit, too).
+MAX_TREES = 100
 #: Kinds after which nothing cached can be trusted: a custom class renamed
 #: (inventories are keyed by class name) or a write no event describes.
 _EVERYTHING = frozenset(("resource_class.updated", "resync"))
@@ -95,26 +99,39 @@ class Follower:
                         "every refresh interval instead: %s", reason)
         self.active = False
 
-    def poll(self, now: float) -> list[dict[str, Any]]:
-        """Every event after the position (several pages if need be), and
-        move the position past them. Raises Gone (410: the position is
-        forgotten) or Unavailable."""
-        if self.position is None:
+    def poll(self, now: float, trees: list[str]) -> list[dict[str, Any]]:
+        """Every event about ``trees`` (provider uuids) after the
+        position, and move the position past them: one request for up to
+        ``MAX_TREES`` trees (more when there are more pages). Raises Gone
+        (410: the position is forgotten) or Unavailable."""
+        after = self.position
+        if after is None:
             raise Unavailable("no position yet", permanent=False)
         found: list[dict[str, Any]] = []
-        for _ in range(MAX_PAGES):
-            page = self._page()
-            found += page["events"]
-            self.position = page["position"]
-            if not page["more"]:
-                self.polled = now
-                return found
-        raise Unavailable("more than %d events waiting" % (PAGE * MAX_PAGES),
-                          permanent=False)
+        reached: list[str] = []
+        for start in range(0, max(len(trees), 1), MAX_TREES):
+            chunk = ",".join(trees[start:start + MAX_TREES])
+            position = after
+            for _ in range(MAX_PAGES):
+                page = self._page(position, chunk)
+                found += page["events"]
+                position = page["position"]
+                if not page["more"]:
+                    break
+            else:
+                raise Unavailable("more than %d events waiting"
+                                  % (PAGE * MAX_PAGES), permanent=False)
+            reached.append(position)
+        # Each chunk read up to its own position: read on from the
+        # earliest (events seen twice apply twice harmlessly).
+        self.position, self.polled = _earliest(reached), now
+        return found
 
-    def _page(self) -> dict[str, Any]:
-        query = urlencode({"after": self.position, "kind": ",".join(KINDS),
-                           "limit": PAGE})
+    def _page(self, after: str, trees: str) -> dict[str, Any]:
+        params = {"after": after, "kind": ",".join(KINDS), "limit": PAGE}
+        if trees:
+            params["tree"] = trees
+        query = urlencode(params)
         try:
             page: dict[str, Any] = self.call("GET", PATH + "?" + query)
             return page
@@ -126,6 +143,19 @@ class Follower:
                 self.stop("%s answers %d" % (PATH, exc.status))
                 raise Unavailable(str(exc), permanent=True) from exc
             raise Unavailable(str(exc), permanent=False) from exc
+
+
+def _earliest(positions: list[str]) -> str:
+    """Per slot, the smallest number of ``positions`` (``slot:seq,...``)."""
+    if len(positions) == 1:
+        return positions[0]
+    parsed = [dict(pair.split(":") for pair in p.split(",")) if p != "0"
+              else {} for p in positions]
+    slots = set().union(*parsed)
+    low = {int(slot): min(int(p.get(slot, 0)) for p in parsed)
+           for slot in slots}
+    return ",".join("%d:%d" % pair for pair in sorted(low.items())
+                    if pair[1]) or "0"
 
 
 @dataclass
@@ -187,6 +217,9 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
     else the managed roots to read again."""
     kind, subject = event["kind"], event["subject"]
     new, old = event["new"] or {}, event["old"] or {}
+    if kind in _ALLOCATIONS:
+        _claimed(new.get("resource_provider_generations", {}), cache)
+        return None
     owners = _owners(subject, cache, sharing)
     if kind.startswith("provider."):
         return _provider_event(kind, subject, new, owners, cache, sharing)
@@ -216,6 +249,15 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
     changed = cache.update_aggregates(subject, new["aggregates"], generation)
     # Sharing providers may join or leave with the aggregates.
     return owners if changed else None
+
+
+def _claimed(generations: Mapping[str, int], cache: ProviderTree) -> None:
+    """The generations a claim gave cached providers (never backwards)."""
+    for uuid, generation in generations.items():
+        if cache.exists(uuid):
+            cached = cache.data(uuid).generation
+            if cached is None or generation > cached:
+                cache.update_generation(uuid, generation)
 
 
 def _sharing_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:

@@ -68,9 +68,9 @@ class ReportClient(AllocationCalls):
     ``change_feed=True`` (Berth only; opt-in) replaces the per-tree check:
     once per ``association_refresh`` seconds the client reads Berth's
     change feed (one ``GET /berth/changes`` for all its trees, from the
-    ``Berth-Position`` of its first listing), applies inventories and
-    traits others set straight from the events, and reads again only the
-    trees whose providers or aggregates changed. A pruned history (410)
+    ``Berth-Position`` of its first listing), applies inventories, traits
+    and claims' generations straight from the events, and reads again
+    only the trees whose providers or aggregates changed. A pruned history (410)
     makes it read every tree again and follow from there; upstream
     Placement (no ``Berth-Position`` header, 404) or a policy that
     forbids the feed (403) makes it fall back to the per-tree check,
@@ -260,8 +260,10 @@ class ReportClient(AllocationCalls):
                 follower.polled is not None
                 and now - follower.polled < self.association_refresh):
             return True
+        trees = sorted({u for root, shared in self._sharing.items()
+                        for u in [root, *shared]})
         try:
-            judged = feed.judge(follower.poll(now), self._cache,
+            judged = feed.judge(follower.poll(now, trees), self._cache,
                                 self._sharing)
         except feed.Gone:
             LOG.info("the change feed's history was pruned past this "
@@ -280,7 +282,18 @@ class ReportClient(AllocationCalls):
             self._checked.clear()
         for root in judged.stale:
             self._checked.pop(root, None)
+        for root in list(self._checked):
+            # A provider of another tree joining one of our aggregates as
+            # a sharing provider is no event of our trees: ask.
+            if not self._same_sharing(root):
+                self._checked.pop(root)
         return True
+
+    def _same_sharing(self, root: str) -> bool:
+        """Are the sharing providers of the tree of ``root`` those read
+        with it? (No request for a tree in no aggregate.)"""
+        found = self._sharing_providers(self._cached_subset([root]))
+        return {r["uuid"] for r in found} == set(self._sharing.get(root, ()))
 
     def _recent(self, root: str) -> bool:
         checked = self._checked.get(root)

@@ -54,18 +54,32 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     filters = _filters(req, params)
     limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
                 schema.MAX_LIMIT)
-    tree = params.get("tree")
-    if tree is not None:
-        tree = common.normalize_uuid(tree) or tree
+    trees = _trees(params.get("tree"))
 
     def work(conn: Connection) -> events.Page:
-        return change.read_feed(conn, params["after"], filters, tree, limit)
+        return change.read_feed(conn, params["after"], filters, trees, limit)
 
     page = util.db(req).read(work)
     util.send(req, resp, {
         "position": change.format_position(page.upto),
         "more": page.more,
         "events": [_event(e) for e in page.events]}, cache=False)
+
+
+def _trees(value: str | None) -> list[str] | None:
+    """The provider uuids of the ``tree`` filter (comma separated), or
+    QueryBadValue (400) naming one that is not a uuid."""
+    if value is None:
+        return None
+    found = []
+    for item in value.split(","):
+        uuid = common.normalize_uuid(item)
+        if uuid is None:
+            raise errors.QueryBadValue(
+                "Invalid tree %r: expected provider uuids, comma separated "
+                "(at most %d)." % (item, schema.MAX_TREES))
+        found.append(uuid)
+    return found
 
 
 def _event(e: events.Stored) -> dict[str, Any]:
