@@ -29,8 +29,10 @@ saves against the per-tree check at the same refresh interval
 (``--interval``, default 60 s): the same fleet and the same changes, run
 once per mode, each on a fresh database. Every agent manages
 ``--trees-per-agent`` compute trees (a root and two NUMA children each)
-and syncs once per round (one round per interval); the scenarios, each
-``--minutes`` rounds: idle; an operator setting a trait on 1% of the
+and syncs once per round (one round per interval); the scenarios: the
+first round after every agent's first sync (a follower then catches up
+on the events of the agents built after it); then, ``--minutes`` rounds
+each: idle; an operator setting a trait on 1% of the
 roots and aggregates on another 1% each round; claims landing on 10% of
 the trees each round while 1% of the drivers change their VCPU total
 (the operator's writes and the claims are not counted).
@@ -251,10 +253,12 @@ def _feed_mode(args: Any, feed: bool) -> dict[str, Any]:
             agents, roots = _fleet(http, direct, args, feed)
             rng = random.Random(args.seed)
             rounds = 0
-            for scenario in ("idle", "operator", "claims"):
+            for scenario, length in (("first", 1), ("idle", args.minutes),
+                                     ("operator", args.minutes),
+                                     ("claims", args.minutes)):
                 transport.reset()
                 statuses: dict[str, int] = {}
-                for _ in range(args.minutes):
+                for _ in range(length):
                     rounds += 1
                     if scenario == "operator":
                         _operator(direct, roots, rng)
@@ -265,7 +269,7 @@ def _feed_mode(args: Any, feed: bool) -> dict[str, Any]:
                         for result in updater.update_all():
                             statuses[result.status] = statuses.get(
                                 result.status, 0) + 1
-                agent_rounds = len(agents) * args.minutes
+                agent_rounds = len(agents) * length
                 results[scenario] = {
                     "statuses": statuses, "requests": transport.requests,
                     "writes": transport.writes,

@@ -116,16 +116,6 @@ def test_a_resync_or_class_rename_rereads_everything(
     assert judged.everything
 
 
-def test_claims_move_cached_generations_forward_only(cache: ProviderTree
-                                                     ) -> None:
-    judged = judge([ev("allocations.replaced", "consumer", {
-        "allocations": {}, "resource_provider_generations": {
-            CELL: 9, CN: 1, OTHER: 4}})], cache, SHARING)
-    assert (judged.stale, judged.everything) == (set(), False)
-    assert (cache.data(CELL).generation, cache.data(CN).generation) == (9, 3)
-    assert not cache.exists(OTHER)
-
-
 def test_chunks_read_on_from_their_earliest_position() -> None:
     assert _earliest(["1:5,7:3"]) == "1:5,7:3"
     assert _earliest(["1:5,7:3", "1:4,7:9"]) == "1:4,7:3"

@@ -5,8 +5,7 @@ reads ``GET /berth/changes`` once per interval for all its trees, from the
 ``Berth-Position`` of its first listing (list, then follow: no write can
 fall in between), and re-reads only the trees the events say changed.
 Inventories and traits of cached providers are applied from the event's
-``new`` value, and the generations claims gave them from the allocation
-events, without any request.
+``new`` value without any request.
 
 The feed is asked for the events of the client's trees and of the sharing
 providers read with them (``tree=`` names them all, ``MAX_TREES`` a
@@ -14,6 +13,16 @@ request), so a client reads about its own trees only, however large the
 cloud. What no tree filter shows, another host's provider becoming a
 sharing provider of one of our aggregates, the client checks as without
 the feed: one query per tree in an aggregate (``ReportClient``).
+
+Allocation events are not asked for, although they would tell the
+generations claims give our providers: the service filters trees after
+reading every event of the page, so each follower's request would decode
+every claim of the cloud since its last one (``bench/README.md``, "The
+report client with the change feed": server CPU per agent-round 2.9 ms
+with them against 2.0 ms for the per-tree check, at 100 claims a
+minute). Without them, the first write on a provider after a claim
+answers a generation conflict once; the client re-reads that tree and
+the agent's pass starts again, as between two checks without the feed.
 
 Events are judged here; :class:`berth.client.report.ReportClient` owns the
 cache and decides when to poll. See docs/client.md.
@@ -33,14 +42,11 @@ from berth.client.provider_tree import SHARING_TRAIT, ProviderTree
 LOG = logging.getLogger(__name__)
 
 PATH = "/berth/changes"
-#: The kinds that can make a cached tree out of date (allocation events
-#: move generations); resource class and trait creations change no
-#: provider.
+#: The kinds that can make a cached tree out of date (not claims: see
+#: above); resource class and trait creations change no provider.
 KINDS = ("provider.created", "provider.updated", "provider.deleted",
          "inventories.set", "traits.set", "aggregates.set",
-         "allocations.replaced", "allocations.removed",
          "resource_class.updated", "resync")
-_ALLOCATIONS = frozenset(("allocations.replaced", "allocations.removed"))
 #: Trees one request names at most (the service's limit, too).
 MAX_TREES = 100
 #: Kinds after which nothing cached can be trusted: a custom class renamed
@@ -217,9 +223,6 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
     else the managed roots to read again."""
     kind, subject = event["kind"], event["subject"]
     new, old = event["new"] or {}, event["old"] or {}
-    if kind in _ALLOCATIONS:
-        _claimed(new.get("resource_provider_generations", {}), cache)
-        return None
     owners = _owners(subject, cache, sharing)
     if kind.startswith("provider."):
         return _provider_event(kind, subject, new, owners, cache, sharing)
@@ -249,15 +252,6 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
     changed = cache.update_aggregates(subject, new["aggregates"], generation)
     # Sharing providers may join or leave with the aggregates.
     return owners if changed else None
-
-
-def _claimed(generations: Mapping[str, int], cache: ProviderTree) -> None:
-    """The generations a claim gave cached providers (never backwards)."""
-    for uuid, generation in generations.items():
-        if cache.exists(uuid):
-            cached = cache.data(uuid).generation
-            if cached is None or generation > cached:
-                cache.update_generation(uuid, generation)
 
 
 def _sharing_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:

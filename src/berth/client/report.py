@@ -68,9 +68,9 @@ class ReportClient(AllocationCalls):
     ``change_feed=True`` (Berth only; opt-in) replaces the per-tree check:
     once per ``association_refresh`` seconds the client reads Berth's
     change feed (one ``GET /berth/changes`` for all its trees, from the
-    ``Berth-Position`` of its first listing), applies inventories, traits
-    and claims' generations straight from the events, and reads again
-    only the trees whose providers or aggregates changed. A pruned history (410)
+    ``Berth-Position`` of its first listing), applies inventories and
+    traits others set straight from the events, and reads again only the
+    trees whose providers or aggregates changed. A pruned history (410)
     makes it read every tree again and follow from there; upstream
     Placement (no ``Berth-Position`` header, 404) or a policy that
     forbids the feed (403) makes it fall back to the per-tree check,
