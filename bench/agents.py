@@ -23,6 +23,19 @@ Phases, each measured separately:
    random 1% each minute) report a changed VCPU total;
 4. uncached, for comparison: a sample of agents whose client forgets its
    cache before every sync (what every sync cost before the cache), idle.
+
+``--compare-feed`` measures instead what ``ReportClient(change_feed=True)``
+saves against the per-tree check at the same refresh interval
+(``--interval``, default 60 s): the same fleet and the same changes, run
+once per mode, each on a fresh database. Every agent manages
+``--trees-per-agent`` compute trees (a root and two NUMA children each)
+and syncs once per round (one round per interval); the scenarios: the
+first round after every agent's first sync (a follower then catches up
+on the events of the agents built after it); then, ``--minutes`` rounds
+each: idle; an operator setting a trait on 1% of the
+roots and aggregates on another 1% each round; claims landing on 10% of
+the trees each round while 1% of the drivers change their VCPU total
+(the operator's writes and the claims are not counted).
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import random
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +166,145 @@ def _phase(transport: Counting, agents: list[Agent], minutes: range,
             1000 * transport.cpu / agent_minutes, 4)}
 
 
+class Fleet:
+    """One agent's compute trees: a root with DISK_GB and two NUMA cells."""
+
+    def __init__(self, driver: HostDriver, names: list[str]) -> None:
+        self.driver, self.names = driver, names
+
+    def get_available_nodes(self) -> list[str]:
+        return list(self.names)
+
+    def update_provider_tree(self, provider_tree: ProviderTree,
+                             nodename: str, allocations: Any = None) -> None:
+        self.driver.update_provider_tree(provider_tree, nodename)
+
+
+def _fleet(http: httpx.Client, direct: httpx.Client, args: Any,
+           feed: bool) -> tuple[list[tuple[Clock, float, ResourceUpdater]],
+                                list[str]]:
+    """The agents (clock, offset, updater) after their first sync, and
+    the uuids of every root."""
+    agents = []
+    for i in range(args.agents):
+        names = ["host-%05d-%d" % (i, t) for t in range(args.trees_per_agent)]
+        clock = Clock()
+        client = ReportClient(http, clock=clock, change_feed=feed,
+                              association_refresh=args.interval)
+        updater = ResourceUpdater(Fleet(HostDriver(names[0], True), names),
+                                  client)
+        offset = float(int(args.interval) * i // args.agents)
+        clock.now = offset
+        updater.update_all()
+        agents.append((clock, offset, updater))
+    rows = direct.get("/resource_providers").json()["resource_providers"]
+    return agents, [r["uuid"] for r in rows if r["parent_provider_uuid"]
+                    is None]
+
+
+def _operator(direct: httpx.Client, roots: list[str], rng: random.Random
+              ) -> None:
+    """An operator's trait on 1% of the roots, aggregates on another 1%."""
+    chosen = rng.sample(roots, 2 * max(1, len(roots) // 100))
+    for n, root in enumerate(chosen):
+        base = "/resource_providers/" + root
+        gen = direct.get(base).json()["generation"]
+        what, value = (("traits", ["CUSTOM_OPERATOR_%d" % rng.randrange(3)])
+                       if n % 2 else ("aggregates", [str(uuid.UUID(
+                           int=rng.getrandbits(128), version=4))]))
+        direct.put(base + "/" + what, json={
+            what: value, "resource_provider_generation": gen})
+
+
+def _claims(direct: httpx.Client, roots: list[str], rng: random.Random,
+            agents: list[tuple[Clock, float, ResourceUpdater]]) -> None:
+    """A claim on a NUMA cell of 10% of the trees; 1% of the drivers
+    change their VCPU total."""
+    for root in rng.sample(roots, max(1, len(roots) // 10)):
+        cells = direct.get("/resource_providers", params={
+            "in_tree": root}).json()["resource_providers"]
+        cell = rng.choice([c["uuid"] for c in cells
+                           if c["parent_provider_uuid"]])
+        direct.put("/allocations/%s" % uuid.UUID(int=rng.getrandbits(128),
+                                                   version=4), json={
+            "allocations": {cell: {"resources": {"VCPU": 1}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
+    for _, _, updater in rng.sample(agents, max(1, len(agents) // 100)):
+        driver = updater.driver.driver  # type: ignore[attr-defined]
+        driver.vcpus += 2 if driver.vcpus < 40 else -2
+
+
+def _feed_mode(args: Any, feed: bool) -> dict[str, Any]:
+    """Every scenario in one mode, on a fresh database."""
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
+        engine = create_engine("sqlite:///%s/feed.sqlite" % tmp)
+        setup.prepare(engine)
+        conf = berth_conf.load([])
+        results: dict[str, Any] = {}
+        with PlacementDirect(conf, Database(engine),
+                             latest_microversion=True) as direct:
+            for n in range(3):
+                direct.put("/traits/CUSTOM_OPERATOR_%d" % n)
+            transport = Counting(direct._transport)
+            http = httpx.Client(transport=transport, base_url=direct.base_url,
+                                headers=direct.headers)
+            agents, roots = _fleet(http, direct, args, feed)
+            rng = random.Random(args.seed)
+            rounds = 0
+            for scenario, length in (("first", 1), ("idle", args.minutes),
+                                     ("operator", args.minutes),
+                                     ("claims", args.minutes)):
+                transport.reset()
+                statuses: dict[str, int] = {}
+                for _ in range(length):
+                    rounds += 1
+                    if scenario == "operator":
+                        _operator(direct, roots, rng)
+                    elif scenario == "claims":
+                        _claims(direct, roots, rng, agents)
+                    for clock, offset, updater in agents:
+                        clock.now = rounds * args.interval + offset
+                        for result in updater.update_all():
+                            statuses[result.status] = statuses.get(
+                                result.status, 0) + 1
+                agent_rounds = len(agents) * length
+                results[scenario] = {
+                    "statuses": statuses, "requests": transport.requests,
+                    "writes": transport.writes,
+                    "requests_per_agent_round": round(
+                        transport.requests / agent_rounds, 4),
+                    "server_cpu_ms_per_agent_round": round(
+                        1000 * transport.cpu / agent_rounds, 4)}
+                print("feed" if feed else "interval", scenario,
+                      results[scenario], flush=True)
+        engine.dispose()
+    return results
+
+
+def compare_feed(args: Any) -> None:
+    """``--compare-feed``: the per-tree check against the change feed."""
+    results = {"interval": _feed_mode(args, False),
+               "feed": _feed_mode(args, True)}
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    path = out / ("agents-feed-%s.json" % time.strftime("%Y%m%d-%H%M%S"))
+    path.write_text(json.dumps({"args": vars(args), **results}, indent=2))
+    print("\n| scenario | requests / agent-round, per-tree check | with the "
+          "feed | server CPU ms / agent-round, per-tree check | with the "
+          "feed |")
+    print("|---|---|---|---|---|")
+    for scenario in results["feed"]:
+        a, b = results["interval"][scenario], results["feed"][scenario]
+        print("| %s | %.3f | %.3f | %.3f | %.3f |" % (
+            scenario, a["requests_per_agent_round"],
+            b["requests_per_agent_round"],
+            a["server_cpu_ms_per_agent_round"],
+            b["server_cpu_ms_per_agent_round"]))
+    print("results:", path, file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=10_000)
@@ -163,7 +316,19 @@ def main() -> None:
     parser.add_argument("--db-url", help="default: a fresh SQLite file "
                         "(in /dev/shm where there is one)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--compare-feed", action="store_true",
+                        help="compare the change feed with the per-tree "
+                        "check (see the module docstring) instead")
+    parser.add_argument("--interval", type=float, default=60.0,
+                        help="with --compare-feed: the association "
+                        "refresh interval (default 60 s)")
+    parser.add_argument("--trees-per-agent", type=int, default=1,
+                        help="with --compare-feed: compute trees each "
+                        "agent manages (1: Nova's libvirt; more: Ironic)")
     args = parser.parse_args()
+    if args.compare_feed:
+        compare_feed(args)
+        return
 
     shm = Path("/dev/shm")
     tmp = tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None)

@@ -477,6 +477,34 @@ def test_filters(client: Client) -> None:
     assert all(other not in str(e) for e in tree)
 
 
+def test_a_tree_filter_names_several_trees(client: Client) -> None:
+    """``tree=a,b``: the events of either tree (any provider of a tree
+    names it), as one filter each would give them together."""
+    start = position(client)
+    root, other, _ = _world(client)
+    third = client.post("/resource_providers", json={"name": "third"})
+    assert third.status_code == 200
+    child = [rp["uuid"] for rp in client.get("/resource_providers", params={
+        "in_tree": root}).json()["resource_providers"] if rp["uuid"] != root]
+    both = feed(client, start, tree="%s,%s" % (child[0], other.upper()))
+    alone = feed(client, start, tree=root) + feed(client, start, tree=other)
+    assert sorted(e["position"] for e in both) == sorted(
+        e["position"] for e in alone)
+    assert len(both) == 7
+    assert third.json()["uuid"] not in str(both)
+    # A provider moved out of a tree is an event of that tree too.
+    moved = client.put("/resource_providers/%s" % child[0], json={
+        "name": "child", "parent_provider_uuid": third.json()["uuid"]})
+    assert moved.status_code == 200, moved.text
+    last = feed(client, start, tree=root)[-1]
+    assert (last["kind"], last["subject"]) == (events.PROVIDER_UPDATED,
+                                               child[0])
+    for bad in ("%s,not-a-uuid" % root, ",".join([root] * 101), root + ","):
+        resp = client.get("/berth/changes", params={"after": start,
+                                                    "tree": bad})
+        assert resp.status_code == 400, (bad, resp.text)
+
+
 def test_events_carry_old_and_new_values(client: Client) -> None:
     rp = client.post("/resource_providers", json={"name": "a"}).json()
     start = position(client)

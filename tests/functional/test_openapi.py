@@ -85,5 +85,10 @@ def test_answers_fit_the_document(client, version):
         schema = _schema(doc, template, "get", r.status_code)
         assert schema is not None, (url, r.status_code)
         jsonschema.validate(r.json(), schema)
+        if r.status_code == 200:  # the header the document lists
+            assert "Berth-Position" in doc["paths"][template]["get"][
+                "responses"]["200"]["headers"]
+            jsonschema.validate(r.headers["berth-position"], doc[
+                "components"]["headers"]["Berth-Position"]["schema"])
         seen += r.status_code == 200
     assert seen >= 5

@@ -83,6 +83,28 @@ def test_errors_headers_and_security_are_described(doc):
     assert doc["security"] == [{"token": []}]
 
 
+def test_every_read_answer_lists_the_berth_position_header(doc):
+    header = doc["components"]["headers"]["Berth-Position"]
+    assert "change sequence" in header["description"]
+    ref = {"$ref": "#/components/headers/Berth-Position"}
+    reads = writes = 0
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            for status, reply in op["responses"].items():
+                if not status.startswith("2"):
+                    continue
+                listed = reply["headers"].get("Berth-Position")
+                if method in ("get", "head"):
+                    assert listed == ref, (method, path, status)
+                    reads += 1
+                else:  # writes carry none (docs/change-feed.md)
+                    assert listed is None, (method, path, status)
+                    writes += 1
+    assert reads > 20 and writes > 10
+    assert "Berth-Position" in doc["paths"]["/berth/changes"]["get"][
+        "responses"]["200"]["headers"]
+
+
 def test_keystone_and_noauth_both_let_the_document_through():
     from berth.api import auth
     assert auth._is_public({"PATH_INFO": "/openapi.json"})

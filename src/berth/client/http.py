@@ -12,6 +12,7 @@ service (keystoneauth) and in tools and tests (httpx, or direct access):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -50,6 +51,9 @@ class Response(Protocol):
     @property
     def text(self) -> str: ...
 
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
     def json(self) -> Any: ...
 
 
@@ -59,6 +63,9 @@ class Connection:
     def __init__(self, http: Any, interface: str = "internal") -> None:
         self.http = http
         self.interface = interface
+        #: The ``Berth-Position`` header of the last answer (None when it
+        #: had none: a write, or upstream Placement).
+        self.position: str | None = None
 
     def _send(self, method: str, path: str, version: str,
               body: Any | None) -> Response:
@@ -82,6 +89,7 @@ class Connection:
              body: Any | None = None, ok: tuple[int, ...] = (200,)) -> Any:
         """The decoded JSON body (None for 204), or PlacementAPIError."""
         response = self._send(method, path, version, body)
+        self.position = response.headers.get("berth-position")
         if response.status_code not in ok:
             code, detail = _error_of(response)
             raise PlacementAPIError(method, path, response.status_code,

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
+from berth.client import feed
 from berth.client.allocations import AllocationCalls
 from berth.client.compat import ensure_root_args, flush_args
 from berth.client.exceptions import (
@@ -63,11 +64,23 @@ class ReportClient(AllocationCalls):
     sharing providers when the tree is in aggregates) and reads it whole
     only if a generation moved. A failed write re-reads the trees it
     touched. ``clock`` (seconds, monotonic) is for tests.
+
+    ``change_feed=True`` (Berth only; opt-in) replaces the per-tree check:
+    once per ``association_refresh`` seconds the client reads Berth's
+    change feed (one ``GET /berth/changes`` for all its trees, from the
+    ``Berth-Position`` of its first listing), applies inventories and
+    traits others set straight from the events, and reads again only the
+    trees whose providers or aggregates changed. A pruned history (410)
+    makes it read every tree again and follow from there; upstream
+    Placement (no ``Berth-Position`` header, 404) or a policy that
+    forbids the feed (403) makes it fall back to the per-tree check,
+    logged once. See :mod:`berth.client.feed`.
     """
 
     def __init__(self, http: Any, *, interface: str = "internal",
                  retries: int = DEFAULT_RETRIES,
                  association_refresh: float = DEFAULT_ASSOCIATION_REFRESH,
+                 change_feed: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1, not %r" % retries)
@@ -83,6 +96,8 @@ class ReportClient(AllocationCalls):
         self._checked: dict[str, float] = {}
         #: root uuid -> the sharing roots read with it
         self._sharing: dict[str, list[str]] = {}
+        self._feed = (feed.Follower(lambda method, path: self._call(
+            method, path)) if change_feed else None)
 
     @classmethod
     def from_url(cls, url: str, token: str,
@@ -113,10 +128,18 @@ class ReportClient(AllocationCalls):
         providers: list[dict[str, Any]] = rows["resource_providers"]
         return providers[0] if providers else None
 
-    def _read_tree(self, root_uuid: str) -> ProviderTree:
+    def _list_tree(self, root_uuid: str) -> list[dict[str, Any]]:
+        """The providers of a tree; the first listing's position is where
+        the change feed is followed from."""
         rows = self._call("GET", RP + "?in_tree=" + quote(root_uuid))
+        if self._feed is not None:
+            self._feed.listed(self._conn.position, self._clock())
+        providers: list[dict[str, Any]] = rows["resource_providers"]
+        return providers
+
+    def _read_tree(self, root_uuid: str) -> ProviderTree:
         tree = ProviderTree()
-        pending = list(rows["resource_providers"])
+        pending = self._list_tree(root_uuid)
         while pending:  # parents before children, whatever the order
             placed = [r for r in pending if r["parent_provider_uuid"] is None
                       or tree.exists(r["parent_provider_uuid"])]
@@ -189,8 +212,7 @@ class ReportClient(AllocationCalls):
         nodename, uuid, parent = ensure_root_args(args, kwargs)
         with self._lock:
             root = self._cached_root(uuid or nodename)
-            if root is not None and (self._recent(root)
-                                     or self._still_current(root)):
+            if root is not None and self._current(root):
                 return self._cached_subset([root] + self._sharing[root])
             row = self._find_provider(nodename, uuid)
             if row is None:
@@ -220,6 +242,59 @@ class ReportClient(AllocationCalls):
         root = self._root_of(provider)
         return root if root in self._sharing else None
 
+    def _current(self, root: str) -> bool:
+        """Is the cached tree of ``root`` still what Placement has?"""
+        if self._following():
+            return root in self._checked
+        return self._recent(root) or self._still_current(root)
+
+    def _following(self) -> bool:
+        """Follow the change feed if it is due; False when the client is
+        not following it (then each tree is checked as without it). A
+        tree the feed says changed leaves ``_checked``: read it again."""
+        follower = self._feed
+        if follower is None or not follower.active:
+            return False
+        now = self._clock()
+        if self.association_refresh == 0 or (
+                follower.polled is not None
+                and now - follower.polled < self.association_refresh):
+            return True
+        trees = sorted({u for root, shared in self._sharing.items()
+                        for u in [root, *shared]})
+        try:
+            judged = feed.judge(follower.poll(now, trees), self._cache,
+                                self._sharing)
+        except feed.Gone:
+            LOG.info("the change feed's history was pruned past this "
+                     "client's position; reading every tree again")
+            self._checked.clear()
+            return True
+        except feed.Unavailable as exc:
+            if exc.permanent:
+                return False
+            LOG.warning("could not read the change feed (%s); reading "
+                        "every tree again", exc)
+            follower.polled = now
+            self._checked.clear()
+            return True
+        if judged.everything:
+            self._checked.clear()
+        for root in judged.stale:
+            self._checked.pop(root, None)
+        for root in list(self._checked):
+            # A provider of another tree joining one of our aggregates as
+            # a sharing provider is no event of our trees: ask.
+            if not self._same_sharing(root):
+                self._checked.pop(root)
+        return True
+
+    def _same_sharing(self, root: str) -> bool:
+        """Are the sharing providers of the tree of ``root`` those read
+        with it? (No request for a tree in no aggregate.)"""
+        found = self._sharing_providers(self._cached_subset([root]))
+        return {r["uuid"] for r in found} == set(self._sharing.get(root, ()))
+
     def _recent(self, root: str) -> bool:
         checked = self._checked.get(root)
         if checked is None:
@@ -230,11 +305,10 @@ class ReportClient(AllocationCalls):
     def _still_current(self, root: str) -> bool:
         """One cheap read (two with aggregates): do the cached tree and its
         sharing providers still have the generations Placement has?"""
-        rows = self._call("GET", RP + "?in_tree=" + quote(root))
+        rows = self._list_tree(root)
         cached = {u: self._cache.data(u).generation
                   for u in self._cache.get_provider_uuids(root)}
-        if {r["uuid"]: r["generation"] for r in rows["resource_providers"]
-            } != cached:
+        if {r["uuid"]: r["generation"] for r in rows} != cached:
             return False
         sharing = self._sharing_providers(self._cached_subset([root]))
         known = {u: self._cache.data(u).generation

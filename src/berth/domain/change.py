@@ -18,7 +18,7 @@ ones once, as it must to write the new, and passes both
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,32 +208,46 @@ def removed_event(conn: Connection, consumer_uuid: str,
 
 
 def read(conn: Connection, after: Mapping[int, int], filters: Filters,
-         tree: str | None, limit: int) -> Page:
+         trees: Collection[str] | None, limit: int) -> Page:
     """The events after ``after`` that pass ``filters`` and, with
-    ``tree``, :func:`of_tree`. Raises ``events.Gone``."""
+    ``trees`` (each the uuid of any provider of a tree, or of a deleted
+    tree's root), are about one of those trees: their providers' events
+    (a provider moved out of one included), allocation events naming one
+    of their providers (those in them now, or named by this page's events
+    of them), and the events that change every tree (``_EVERY_TREE``).
+    Raises ``events.Gone``."""
     page = events.read(conn, after, filters, limit)
-    if tree is None:
+    if trees is None:
         return page
-    return Page(of_tree(conn, page.events, tree), page.upto, page.more)
+    return Page(of_tree(conn, page.events, trees), page.upto, page.more)
 
 
 def of_tree(conn: Connection, found: list[events.Stored],
-            tree: str) -> list[events.Stored]:
-    """Those of ``found`` (events read together) about ``tree`` (the
-    uuid of any provider of a tree, or of a deleted tree's root): its
-    providers' events, and allocation events naming one of its providers
-    (those in it now, or named by ``found``'s events of the tree)."""
-    root = conn.scalar(sa.select(_ROOT.c.uuid).select_from(
-        RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
-        .where(RP.c.uuid == tree)) or tree
+            trees: Collection[str]) -> list[events.Stored]:
+    """Those of ``found`` (events read together) about one of ``trees``
+    (as for :func:`read`)."""
+    wanted = sorted(set(trees))
+    roots_of = {uuid: root for uuid, root in conn.execute(
+        sa.select(RP.c.uuid, _ROOT.c.uuid).select_from(
+            RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
+        .where(RP.c.uuid.in_(wanted)))}
+    roots = {roots_of.get(tree, tree) for tree in wanted}
     members = set(conn.scalars(sa.select(RP.c.uuid).select_from(
         RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
-        .where(_ROOT.c.uuid == root)))
+        .where(_ROOT.c.uuid.in_(sorted(roots)))))
     members |= {e.subject for e in found
-                if e.tree == root and e.subject is not None}
+                if e.tree in roots and e.subject is not None}
     return [e for e in found
-            if e.tree == root or (e.kind in events.ALLOCATION_KINDS
-                                  and _names_any(e, members))]
+            if e.tree in roots or e.kind in _EVERY_TREE
+            or (e.kind == events.PROVIDER_UPDATED
+                and (e.old or {}).get("root_provider_uuid") in roots)
+            or (e.kind in events.ALLOCATION_KINDS
+                and _names_any(e, members))]
+
+
+#: Events every tree filter passes: a custom class renamed (inventories
+#: and allocations name it anew) and a write no event describes.
+_EVERY_TREE = frozenset((events.RESOURCE_CLASS_UPDATED, events.RESYNC))
 
 
 def _names_any(event: events.Stored, providers: set[str]) -> bool:
@@ -308,13 +322,13 @@ def parse_position(text: str) -> dict[int, int]:
 
 
 def read_feed(conn: Connection, after: str, filters: Filters,
-              tree: str | None, limit: int) -> Page:
+              trees: Collection[str] | None, limit: int) -> Page:
     """:func:`read` from a position as clients write it; QueryBadValue
     (400) for a malformed one, HistoryGone (410, naming the oldest
     position kept) when the events after it are no longer kept."""
     seqs = parse_position(after)
     try:
-        return read(conn, seqs, filters, tree, limit)
+        return read(conn, seqs, filters, trees, limit)
     except events.Gone as gone:
         oldest = format_position(gone.oldest)
         raise errors.HistoryGone(

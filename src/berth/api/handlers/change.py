@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.schemas import change as schema
 from berth.db import events
-from berth.domain import change, common
+from berth.domain import change, common, errors
 
 RULE = "berth:changes:list"
 #: The whole feed's policy target project (``change.EVERY_PROJECT``).
@@ -19,9 +19,9 @@ EVERY_PROJECT = change.EVERY_PROJECT
 
 
 def feed_query(params: dict[str, str], authorize: Callable[[str], None]
-               ) -> tuple[events.Filters, str | None, int]:
+               ) -> tuple[events.Filters, tuple[str, ...] | None, int]:
     """The filters (narrowed by ``change.feed_filters``: ``authorize``
-    raises Forbidden), tree and page size of a validated feed query:
+    raises Forbidden), trees and page size of a validated feed query:
     those of ``GET /berth/changes`` and of its watch form
     (``berth.serve.watch``)."""
     kinds = (frozenset(params["kind"].split(",")) if "kind" in params
@@ -30,10 +30,7 @@ def feed_query(params: dict[str, str], authorize: Callable[[str], None]
                                   params.get("project"), authorize)
     limit = min(int(params.get("limit", schema.DEFAULT_LIMIT)),
                 schema.MAX_LIMIT)
-    tree = params.get("tree")
-    if tree is not None:
-        tree = common.normalize_uuid(tree) or tree
-    return filters, tree, limit
+    return filters, _trees(params.get("tree")), limit
 
 
 def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
@@ -46,17 +43,33 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     kept)."""
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
-    filters, tree, limit = feed_query(params, lambda project: util.authorize(
+    filters, trees, limit = feed_query(params, lambda project: util.authorize(
         req, RULE, {"project_id": project, "user_id": None}))
 
     def work(conn: Connection) -> events.Page:
-        return change.read_feed(conn, params["after"], filters, tree, limit)
+        return change.read_feed(conn, params["after"], filters, trees, limit)
 
     page = util.db(req).read(work)
     util.send(req, resp, {
         "position": change.format_position(page.upto),
         "more": page.more,
         "events": [event_body(e) for e in page.events]}, cache=False)
+
+
+def _trees(value: str | None) -> tuple[str, ...] | None:
+    """The provider uuids of the ``tree`` filter (comma separated), or
+    QueryBadValue (400) naming one that is not a uuid."""
+    if value is None:
+        return None
+    found = []
+    for item in value.split(","):
+        uuid = common.normalize_uuid(item)
+        if uuid is None:
+            raise errors.QueryBadValue(
+                "Invalid tree %r: expected provider uuids, comma separated "
+                "(at most %d)." % (item, schema.MAX_TREES))
+        found.append(uuid)
+    return tuple(found)
 
 
 def event_body(e: events.Stored) -> dict[str, Any]:

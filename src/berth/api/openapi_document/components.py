@@ -42,9 +42,10 @@ ERROR_TEXT = {
 
 
 
-def headers(cached: bool) -> dict[str, Any]:
+def headers(cached: bool, read: bool = False) -> dict[str, Any]:
     """References to the headers an answer carries (``cached``: with
-    ``last-modified`` and ``cache-control``)."""
+    ``last-modified`` and ``cache-control``; ``read``: the answer of a
+    GET or HEAD, with ``Berth-Position``)."""
     headers = {"OpenStack-API-Version": {"$ref": "#/components/headers/"
                                          "OpenStack-API-Version"},
                "x-openstack-request-id": {"$ref": "#/components/headers/"
@@ -54,9 +55,10 @@ def headers(cached: bool) -> dict[str, Any]:
                                     "last-modified"}
         headers["cache-control"] = {"$ref": "#/components/headers/"
                                     "cache-control"}
+    if read:
+        headers["Berth-Position"] = {"$ref": "#/components/headers/"
+                                     "Berth-Position"}
     return headers
-
-
 
 
 def components() -> dict[str, Any]:
@@ -97,7 +99,18 @@ def components() -> dict[str, Any]:
                 "schema": {"type": "string"}},
             "cache-control": {
                 "description": "From 1.15: always `no-cache`.",
-                "schema": {"type": "string"}}},
+                "schema": {"type": "string"}},
+            "Berth-Position": {
+                "description": "On every read (any microversion): the "
+                               "position of the change sequence the answer "
+                               "reflects at least, as `slot:number` pairs "
+                               "(`0` before the first write); read on from "
+                               "it with `GET /berth/changes?after=` (see "
+                               "docs/change-feed.md). Absent when the "
+                               "database could not say.",
+                "schema": {"type": "string",
+                           "pattern": "^(0|[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*)$"},
+                "example": "1:4711"}},
         "securitySchemes": {"token": {
             "type": "apiKey", "in": "header", "name": "X-Auth-Token",
             "description": "A Keystone token (or `admin` under noauth2)."}},

@@ -79,12 +79,12 @@ def _path_parameters(template: str) -> list[dict[str, Any]]:
              "schema": {"type": "string"}} for n in names]
 
 
-def _success(op: Operation) -> dict[str, Any]:
+def _success(op: Operation, read: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status, schema in sorted(op.ok.items()):
         reply: dict[str, Any] = {
             "description": "Success.",
-            "headers": headers(op.cached and schema is not None)}
+            "headers": headers(op.cached and schema is not None, read)}
         if op.media is not None and schema is not None:
             reply["content"] = copy.deepcopy(op.media)
         elif schema is not None:
@@ -124,7 +124,8 @@ def operation(template: str, method: str, spec: Any) -> dict[str, Any]:
         "parameters": (_path_parameters(template)
                        + [{"$ref": "#/components/parameters/ApiVersion"}]
                        + _query_parameters(op.query)),
-        "responses": {**_success(op), **_errors(op, spec)},
+        "responses": {**_success(op, method in ("GET", "HEAD")),
+                      **_errors(op, spec)},
     }
     if op.description:
         doc["description"] = op.description

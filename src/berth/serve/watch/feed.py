@@ -117,12 +117,12 @@ class Watcher:
 
     fmt: str
     filters: events.Filters
-    tree: str | None
+    tree: tuple[str, ...] | None
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     last: float = field(default_factory=time.monotonic)
 
     @property
-    def group(self) -> tuple[events.Filters, str | None]:
+    def group(self) -> tuple[events.Filters, tuple[str, ...] | None]:
         return self.filters, self.tree
 
     def push(self, data: bytes | None) -> bool:
@@ -140,7 +140,7 @@ class Batch(NamedTuple):
     found: list[events.Stored]
     upto: Vector
     #: Per tree watched: the (slot, seq, idx) of the events about it.
-    trees: dict[str, frozenset[tuple[int, int, int]]]
+    trees: dict[tuple[str, ...], frozenset[tuple[int, int, int]]]
 
 
 def _key(e: events.Stored) -> tuple[int, int, int]:
@@ -157,7 +157,7 @@ class Feed:
         self.text = "0"
         self.ring: deque[tuple[float, Entry, Vector]] = deque()
         self.ring_start: Vector = {}
-        self.groups: dict[tuple[events.Filters, str | None],
+        self.groups: dict[tuple[events.Filters, tuple[str, ...] | None],
                       set[Watcher]] = {}
         self.reading = False
         self._tick = asyncio.Event()
@@ -274,7 +274,7 @@ class Feed:
         while True:
             if not covers(at, self.ring_start):  # older than the ring
                 page = await self._db(functools.partial(
-                    change.read, after=at, filters=w.filters, tree=w.tree,
+                    change.read, after=at, filters=w.filters, trees=w.tree,
                     limit=schema.DEFAULT_LIMIT))
                 await write(frames(w.fmt, entries(at, page.events)))
                 at = merged(at, page.upto)
@@ -293,13 +293,13 @@ class Feed:
             mine = [e for e in fresh if change.passes(w.filters, e)]
             if w.tree is not None and mine:
                 mine = await self._db(functools.partial(
-                    change.of_tree, found=mine, tree=w.tree))
+                    change.of_tree, found=mine, trees=w.tree))
             await write(frames(w.fmt, entries(at, mine)))
             at = merged(at, reached)
 
 
 def _read_batch(conn: Connection, after: Vector,
-                trees: set[str]) -> Batch | None:
+                trees: set[tuple[str, ...]]) -> Batch | None:
     """Every event after ``after`` (None when the sequence has not
     moved), and which are about each of ``trees``."""
     current, _ = events.marks(conn)

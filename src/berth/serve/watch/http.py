@@ -55,7 +55,7 @@ class Ask(NamedTuple):
     """An authorized watch: its filters and the first page."""
 
     filters: events.Filters
-    tree: str | None
+    tree: tuple[str, ...] | None
     page: events.Page
     after: Vector
 
@@ -120,7 +120,7 @@ class Gate:
                 ctx, handler.RULE, {"project_id": project, "user_id": None}))
         page = self.db.read(functools.partial(
             change.read_feed, after=params["after"], filters=filters,
-            tree=tree, limit=limit))
+            trees=tree, limit=limit))
         return Ask(filters, tree, page, change.parse_position(params["after"]))
 
 
