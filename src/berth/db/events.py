@@ -175,6 +175,10 @@ class Filters:
     kinds: frozenset[str] | None = None
     subjects: frozenset[str] | None = None
     project: str | None = None
+    #: With trees (root uuids): only events about one of them, or of one
+    #: of the ``any_tree`` kinds (whose tree the reader judges itself).
+    trees: frozenset[str] | None = None
+    any_tree: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +275,9 @@ def _slot_rows(conn: Connection, slot: int, first: int, last: int,
         query = query.where(ev.c.subject.in_(sorted(filters.subjects)))
     if filters.project is not None:
         query = query.where(ev.c.project == filters.project)
+    if filters.trees is not None:
+        query = query.where(sa.or_(ev.c.tree.in_(sorted(filters.trees)),
+                                   ev.c.kind.in_(sorted(filters.any_tree))))
     rows = [_stored(row) for row in conn.execute(query)]
     if len(rows) <= limit:
         return rows, None

@@ -18,6 +18,7 @@ ones once, as it must to write the new, and passes both
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -216,22 +217,37 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     of their providers (those in them now, or named by this page's events
     of them), and the events that change every tree (``_EVERY_TREE``).
     Raises ``events.Gone``."""
-    page = events.read(conn, after, filters, limit)
     if trees is None:
-        return page
-    return Page(of_tree(conn, page.events, trees), page.upto, page.more)
+        return events.read(conn, after, filters, limit)
+    roots = _roots(conn, trees)
+    # Only the named trees' events and those that may be about any tree
+    # are read (and decoded); which of those are about the trees is
+    # judged here.
+    page = events.read(conn, after, dataclasses.replace(
+        filters, trees=frozenset(roots), any_tree=_ANY_TREE), limit)
+    return Page(_about(conn, page.events, roots), page.upto, page.more)
 
 
 def of_tree(conn: Connection, found: list[events.Stored],
             trees: Collection[str]) -> list[events.Stored]:
     """Those of ``found`` (events read together) about one of ``trees``
     (as for :func:`read`)."""
+    return _about(conn, found, _roots(conn, trees))
+
+
+def _roots(conn: Connection, trees: Collection[str]) -> set[str]:
+    """The root uuids of ``trees`` (a uuid no provider has: itself, the
+    root of a deleted tree)."""
     wanted = sorted(set(trees))
     roots_of = {uuid: root for uuid, root in conn.execute(
         sa.select(RP.c.uuid, _ROOT.c.uuid).select_from(
             RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
         .where(RP.c.uuid.in_(wanted)))}
-    roots = {roots_of.get(tree, tree) for tree in wanted}
+    return {roots_of.get(tree, tree) for tree in wanted}
+
+
+def _about(conn: Connection, found: list[events.Stored],
+           roots: set[str]) -> list[events.Stored]:
     members = set(conn.scalars(sa.select(RP.c.uuid).select_from(
         RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
         .where(_ROOT.c.uuid.in_(sorted(roots)))))
@@ -248,6 +264,9 @@ def of_tree(conn: Connection, found: list[events.Stored],
 #: Events every tree filter passes: a custom class renamed (inventories
 #: and allocations name it anew) and a write no event describes.
 _EVERY_TREE = frozenset((events.RESOURCE_CLASS_UPDATED, events.RESYNC))
+#: Events about a tree whatever their ``tree`` column says: those above,
+#: a provider moved out of it (its old root), allocations (no tree).
+_ANY_TREE = _EVERY_TREE | {events.PROVIDER_UPDATED, *events.ALLOCATION_KINDS}
 
 
 def _names_any(event: events.Stored, providers: set[str]) -> bool:
