@@ -267,6 +267,7 @@ def test_reshape_allocations_version_and_validation() -> None:
 class FakeResponse:
     def __init__(self, status: int, body: str) -> None:
         self.status_code, self.text = status, body
+        self.headers: dict[str, str] = {}
 
     def json(self) -> Any:
         import json

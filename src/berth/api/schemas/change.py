@@ -1,11 +1,15 @@
-"""JSON Schema for the query string of ``GET /berth/changes``."""
+"""The query of the change feed, in both its forms (``GET /berth/changes``
+and its watch form, ``berth.serve.watch``): its JSON Schema, and what a
+validated query asks for (:func:`feed_query`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from berth.api.schemas import validator
 from berth.db import events
+from berth.domain import change, common, errors
 
 #: One kind, or several separated by commas.
 _KINDS = "^(%s)(,(%s))*$" % (("|".join(k.replace(".", r"\.")
@@ -37,3 +41,37 @@ QUERY = validator(_CHANGES)
 #: The most events one page returns (whole writes: one may exceed it).
 MAX_LIMIT = 10_000
 DEFAULT_LIMIT = 1000
+
+
+#: The policy rule of reading the feed, in either form.
+RULE = "berth:changes:list"
+
+
+def feed_query(params: dict[str, str], authorize: Callable[[str], None]
+               ) -> tuple[events.Filters, tuple[str, ...] | None, int]:
+    """The filters (narrowed by ``change.feed_filters``: ``authorize``
+    raises Forbidden), trees and page size of a validated feed query:
+    both forms'."""
+    kinds = (frozenset(params["kind"].split(",")) if "kind" in params
+             else None)
+    filters = change.feed_filters(kinds, params.get("consumer"),
+                                  params.get("project"), authorize)
+    limit = min(int(params.get("limit", DEFAULT_LIMIT)),
+                MAX_LIMIT)
+    return filters, _trees(params.get("tree")), limit
+
+
+def _trees(value: str | None) -> tuple[str, ...] | None:
+    """The provider uuids of the ``tree`` filter (comma separated), or
+    QueryBadValue (400) naming one that is not a uuid."""
+    if value is None:
+        return None
+    found = []
+    for item in value.split(","):
+        uuid = common.normalize_uuid(item)
+        if uuid is None:
+            raise errors.QueryBadValue(
+                "Invalid tree %r: expected provider uuids, comma separated "
+                "(at most %d)." % (item, MAX_TREES))
+        found.append(uuid)
+    return tuple(found)

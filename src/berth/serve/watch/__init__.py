@@ -16,7 +16,7 @@ loop is single-threaded: the last replay and the joining are one step).
 Each watcher is authenticated exactly as the API authenticates
 (``berth.api.auth.wrap``: keystonemiddleware or noauth2, run in a thread
 for each new watcher), then authorized and narrowed by the one function
-``GET /berth/changes`` uses (``handlers.change.feed_query``). Frames are
+``GET /berth/changes`` uses (``api/views/change.feed_query``). Frames are
 JSON lines (default) or Server-Sent Events (``Accept: text/event-stream``
 or ``format=sse``); every event says the position to resume from after
 it, and an idle stream gets a bookmark (a frame with only the position)

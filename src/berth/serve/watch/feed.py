@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 import orjson
 from sqlalchemy.engine import Connection
 
-from berth.api.handlers import change as handler
 from berth.api.schemas import change as schema
+from berth.api.views import change as feed_view
 from berth.db import events
 from berth.db.engine import Database
 from berth.domain import change
@@ -104,7 +104,7 @@ def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None
         if data is None:
             resume = entry.after if whole else entry.before
             data = frame(fmt, e.kind.encode(), resume, orjson.dumps(
-                {**handler.event_body(e), "after": resume}))
+                {**feed_view.event_body(e), "after": resume}))
             if cache is not None:
                 cache[key] = data
         out.append(data)

@@ -21,7 +21,6 @@ from oslo_context import context as oslo_context
 
 from berth.api import auth, errors
 from berth.api import util as api_util
-from berth.api.handlers import change as handler
 from berth.api.schemas import change as schema
 from berth.db import events
 from berth.db.engine import Database, is_unavailable
@@ -115,9 +114,9 @@ class Gate:
         if params["after"] == "now":  # the watch's own: from here on
             params["after"] = change.format_position(
                 self.db.read(events.marks)[0])
-        filters, tree, limit = handler.feed_query(
+        filters, tree, limit = schema.feed_query(
             params, lambda project: self.policy.authorize(
-                ctx, handler.RULE, {"project_id": project, "user_id": None}))
+                ctx, schema.RULE, {"project_id": project, "user_id": None}))
         page = self.db.read(functools.partial(
             change.read_feed, after=params["after"], filters=filters,
             trees=tree, limit=limit))

@@ -1,0 +1,15 @@
+"""The body of a change-feed event, as both forms of the feed write it
+(``GET /berth/changes`` and its watch form, ``berth.serve.watch``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.db import events
+
+
+def event_body(e: events.Stored) -> dict[str, Any]:
+    """One event as the feed shows it (here and in its watch form)."""
+    return {"position": "%d:%d" % (e.slot, e.seq), "index": e.idx,
+            "kind": e.kind, "subject": e.subject, "time": e.created_at,
+            "new": e.new, "old": e.old}
