@@ -248,11 +248,14 @@ def _roots(conn: Connection, trees: Collection[str]) -> set[str]:
 
 def _about(conn: Connection, found: list[events.Stored],
            roots: set[str]) -> list[events.Stored]:
-    members = set(conn.scalars(sa.select(RP.c.uuid).select_from(
-        RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
-        .where(_ROOT.c.uuid.in_(sorted(roots)))))
-    members |= {e.subject for e in found
-                if e.tree in roots and e.subject is not None}
+    members: set[str] = set()
+    if any(e.kind in events.ALLOCATION_KINDS for e in found):
+        # Allocations name providers, not trees: the trees' providers.
+        members = set(conn.scalars(sa.select(RP.c.uuid).select_from(
+            RP.join(_ROOT, _ROOT.c.id == RP.c.root_provider_id))
+            .where(_ROOT.c.uuid.in_(sorted(roots)))))
+        members |= {e.subject for e in found
+                    if e.tree in roots and e.subject is not None}
     return [e for e in found
             if e.tree in roots or e.kind in _EVERY_TREE
             or (e.kind == events.PROVIDER_UPDATED
