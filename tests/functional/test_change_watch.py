@@ -343,11 +343,12 @@ def test_a_listener_refuses_a_taken_port() -> None:
         in str(exc.value)
     conf = make_conf(berth__watch_listen="nowhere")
     with pytest.raises(SystemExit, match="watch_listen must be host:port"):
-        watch.listen_address(conf, "127.0.0.1", 8778)
-    assert watch.listen_address(make_conf(), "10.0.0.1", 8778) == (
-        "10.0.0.1", 8779)
-    assert watch.listen_address(make_conf(berth__watch_listen=""),
-                                "127.0.0.1", 8778) is None
+        watch.listen_address(conf)
+    assert watch.listen_address(make_conf(
+        berth__watch_listen="[::1]:8779")) == ("::1", 8779)
+    # Unset or empty: no watch, and no port taken that nobody asked for.
+    assert watch.listen_address(make_conf()) is None
+    assert watch.listen_address(make_conf(berth__watch_listen="")) is None
 
 
 def test_a_writes_events_resume_as_a_whole(client: Client,

@@ -40,14 +40,30 @@ def two_free_ports() -> int:
         return port
 
 
-def start(tmp_path: Path) -> Server:
+def config(tmp_path: Path, watch: str | None) -> Path:
+    """A placement.conf: noauth2, SQLite in ``tmp_path``, and ``[berth]
+    watch_listen = watch`` unless None."""
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n"
+                    "[placement_database]\nconnection = sqlite:///%s\n%s"
+                    % (tmp_path / "db.sqlite", "" if watch is None else
+                       "[berth]\nwatch_listen = %s\n" % watch))
+    return conf
+
+
+def start(tmp_path: Path, watch: bool = True) -> Server:
+    """``berth serve`` with one worker on a free port, and its watch on
+    the next port (unless not ``watch``)."""
     port = two_free_ports()
+    conf = config(tmp_path, "127.0.0.1:%d" % (port + 1) if watch else None)
     log = tmp_path / "serve.log"
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-           "OS_PLACEMENT_CONFIG_DIR": ""}
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}
+    subprocess.run([*BERTH, "db", "sync", "--config-file", str(conf)],
+                   check=True, capture_output=True, env=env, timeout=120)
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [*BERTH, "serve", "--port", str(port), "--workers", "1"],
+            [*BERTH, "serve", "--port", str(port), "--workers", "1",
+             "--config-file", str(conf)],
             stderr=sink, stdout=subprocess.DEVNULL, env=env,
             start_new_session=True)
     return Server(proc, port, log)
@@ -191,16 +207,12 @@ def _state(pid: int) -> str:
 
 
 def test_a_taken_watch_port(tmp_path: Path) -> None:
-    """Set, it stops ``berth serve`` with one line; by default (the API's
-    port + 1), the API is served without the watch, and a warning."""
+    """A ``watch_listen`` whose port is taken stops ``berth serve`` with
+    one line; with none set, no watch is served and no port but the API's
+    is taken (the next port stays free for another server)."""
     port = two_free_ports()
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-           "OS_PLACEMENT_CONFIG_DIR": ""}
-    conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = sqlite:///%s\n"
-                    "[berth]\nwatch_listen = 127.0.0.1:%d\n"
-                    % (tmp_path / "db.sqlite", port + 1))
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}
+    conf = config(tmp_path, "127.0.0.1:%d" % (port + 1))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen(1)
@@ -208,22 +220,17 @@ def test_a_taken_watch_port(tmp_path: Path) -> None:
             [*BERTH, "serve", "--port", str(port), "--config-file",
              str(conf)], capture_output=True, text=True, timeout=60,
             env=env)
-        assert result.returncode == 1
-        assert result.stderr.strip().splitlines()[-1].startswith(
-            "berth: error: cannot listen on 127.0.0.1:%d for the change "
-            "feed: " % (port + 1))
-        assert "Traceback" not in result.stderr
-        log = tmp_path / "serve.log"
-        with log.open("wb") as sink:
-            proc = subprocess.Popen(
-                [*BERTH, "serve", "--port", str(port), "--workers", "1"],
-                stderr=sink, stdout=subprocess.DEVNULL, env=env,
-                start_new_session=True)
-        server = Server(proc, port, log)
-        try:
-            text = server.wait_log("serving Placement API")
-            assert "not serving the change feed's watch: cannot listen on " \
-                "127.0.0.1:%d" % (port + 1) in text
-            assert position(server)
-        finally:
-            stop_group(proc)  # type: ignore[arg-type]
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "berth: error: cannot listen on 127.0.0.1:%d for the change "
+        "feed: " % (port + 1))
+    assert "Traceback" not in result.stderr
+    server = start(tmp_path, watch=False)
+    try:
+        text = server.wait_log("serving Placement API")
+        assert position(server)
+        assert not re.search(PATTERN, text)
+        with socket.socket() as probe:  # the next port is still free
+            probe.bind(("127.0.0.1", server.port + 1))
+    finally:
+        stop_group(server.proc)  # type: ignore[arg-type]

@@ -183,12 +183,11 @@ berth_opts = [
                help="host:port on which `berth serve` serves the change "
                     "feed's watch form (GET /berth/changes/watch, "
                     "docs/change-feed.md) from its own process, with the "
-                    "API's authentication. Unset: the API's own host and "
-                    "its port + 1 (127.0.0.1:8779 by default), so never "
-                    "wider than the API (if that port is taken, a "
-                    "warning and no watch); empty: no watch listener. A "
-                    "bad value, or a set one whose port is in use, stops "
-                    "`berth serve` at start."),
+                    "API's authentication, say 127.0.0.1:8779 beside an "
+                    "API on 127.0.0.1:8778. Unset or empty: no watch "
+                    "listener (a port nobody asked for is never taken). "
+                    "A bad value, or a port in use, stops `berth serve` "
+                    "at start."),
     cfg.IntOpt("change_feed_retention", default=86400, min=0,
                help="Seconds the change feed (GET /berth/changes) keeps "
                     "the events of each write. Older events are pruned "

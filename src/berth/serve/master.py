@@ -276,10 +276,10 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         conf.set_override("auth_strategy", "noauth2", group="api")
     check.check_bind(conf, host)
     check_port_free(host, port)
-    address = watch.listen_address(conf, host, port)
+    address = watch.listen_address(conf)
     if address is not None:
         check.check_bind(conf, address[0])
-    sock = watch.listener(conf, host, port)  # bound once, for every restart
+    sock = watch.listener(conf)  # bound once, for every restart
     feed = None if sock is None else FeedProcess(conf, sock)
     if berth_conf.is_embedded(conf):
         LOG.warning("no configuration file: serving an embedded SQLite "

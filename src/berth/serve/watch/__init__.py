@@ -56,14 +56,11 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def listen_address(conf: cfg.ConfigOpts, host: str, port: int
-                   ) -> tuple[str, int] | None:
-    """Where the feed listens for an API on ``host:port``: ``[berth]
-    watch_listen``, unset meaning the API's host and its port + 1, empty
-    meaning nowhere (None). SystemExit with one line for a bad value."""
+def listen_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
+    """Where the feed listens: ``[berth] watch_listen``, or None when it
+    is unset or empty (no watch: a port nobody asked for is never
+    taken). SystemExit with one line for a bad value."""
     value = conf.berth.watch_listen
-    if value is None:
-        return host, port + 1
     if not value:
         return None
     try:
@@ -72,25 +69,11 @@ def listen_address(conf: cfg.ConfigOpts, host: str, port: int
         raise SystemExit("berth: error: %s" % exc) from None
 
 
-def listener(conf: cfg.ConfigOpts, host: str, port: int
-             ) -> socket.socket | None:
-    """The feed's listening socket for an API on ``host:port``, or None
-    (no watch). SystemExit with one line when the ``watch_listen`` set
-    cannot be bound; when none is set and the API's port + 1 is taken,
-    a warning and no watch, so that a server that ran before the feed
-    existed still starts."""
-    address = listen_address(conf, host, port)
-    if address is None:
-        return None
-    try:
-        return listen_socket(*address)
-    except SystemExit as exc:
-        if conf.berth.watch_listen is not None:
-            raise
-        LOG.warning("not serving the change feed's watch: %s; set [berth] "
-                    "watch_listen to a free host:port",
-                    str(exc).removeprefix("berth: error: "))
-        return None
+def listener(conf: cfg.ConfigOpts) -> socket.socket | None:
+    """The feed's listening socket, or None (no watch). SystemExit with
+    one line when the ``watch_listen`` set cannot be bound."""
+    address = listen_address(conf)
+    return None if address is None else listen_socket(*address)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
