@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from berth.api.app import create_app
+from berth.conf.check import parse_listen
 from berth.db.engine import Database
-from berth.serve.metrics import parse_listen
 from support.processes import BERTH, free_port, run, wait_ready
 from tests.conftest import Client, make_conf
 
@@ -146,14 +146,14 @@ def test_transaction_retries_are_counted(db: Database) -> None:
     ("0.0.0.0:0", ("0.0.0.0", 0)),
 ])
 def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
-    assert parse_listen(text) == expected
+    assert parse_listen(text, "metrics_listen") == expected
 
 
 @pytest.mark.parametrize("text", ["9180", "host:", ":9180", "h:99999",
                                   "h:port"])
 def test_parse_listen_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="metrics_listen"):
-        parse_listen(text)
+        parse_listen(text, "metrics_listen")
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, str]:

@@ -108,6 +108,16 @@ def is_loopback(host: str) -> bool:
         for address in addresses)
 
 
+def parse_listen(value: str, option: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 hosts in brackets) as (host, port); ValueError
+    naming ``[berth] option`` for anything else."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError("[berth] %s must be host:port, not %r"
+                         % (option, value))
+    return host.strip("[]"), int(port)
+
+
 def check_bind(conf: cfg.ConfigOpts, host: str) -> None:
     """Raise :class:`ConfigProblem` unless serving ``conf``'s
     authentication on ``host`` is what a configuration file asked for:

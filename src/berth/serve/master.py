@@ -277,10 +277,11 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     check.check_bind(conf, host)
     check_port_free(host, port)
     address = watch.listen_address(conf)
+    feed = None
     if address is not None:
         check.check_bind(conf, address[0])
-    sock = watch.listener(conf)  # bound once, for every restart
-    feed = None if sock is None else FeedProcess(conf, sock)
+        # Bound once, for every restart of the feed's process.
+        feed = FeedProcess(conf, watch.listen_socket(*address))
     if berth_conf.is_embedded(conf):
         LOG.warning("no configuration file: serving an embedded SQLite "
                     "database in %s with noauth2. This mode is for local "
@@ -288,7 +289,7 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     prepare_database(conf)
     listen = conf.berth.metrics_listen
     if listen:
-        metrics.parse_listen(listen)  # fail before forking
+        check.parse_listen(listen, "metrics_listen")  # fail before forking
     with metrics.multiprocess_dir() as folder:
         return _serve(conf, host, port, workers,
                       metrics.gunicorn_hooks(listen, folder), feed)

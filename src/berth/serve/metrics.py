@@ -19,17 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from berth.conf import check
+
 LOG = logging.getLogger(__name__)
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 hosts in brackets) as (host, port); raises
-    ValueError for anything else."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError("[berth] metrics_listen must be host:port, not %r"
-                         % value)
-    return host.strip("[]"), int(port)
 
 
 @contextmanager
@@ -67,7 +59,7 @@ def gunicorn_hooks(listen: str | None, folder: str
 
     hooks: dict[str, Callable[..., Any]] = {"child_exit": child_exit}
     if listen:
-        host, port = parse_listen(listen)
+        host, port = check.parse_listen(listen, "metrics_listen")
 
         def when_ready(server: Any) -> None:
             import prometheus_client

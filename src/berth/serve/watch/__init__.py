@@ -37,6 +37,7 @@ from typing import NamedTuple
 from aiohttp import web
 from oslo_config import cfg
 
+from berth.conf import check
 from berth.db import setup
 from berth.db.engine import Database
 from berth.metrics import Metrics
@@ -47,15 +48,6 @@ from berth.serve.watch.http import Gate, Server
 LOG = logging.getLogger("berth.server")
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 hosts in brackets); ValueError otherwise."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError("[berth] watch_listen must be host:port, not %r"
-                         % value)
-    return host.strip("[]"), int(port)
-
-
 def listen_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
     """Where the feed listens: ``[berth] watch_listen``, or None when it
     is unset or empty (no watch: a port nobody asked for is never
@@ -64,16 +56,9 @@ def listen_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
     if not value:
         return None
     try:
-        return parse_listen(value)
+        return check.parse_listen(value, "watch_listen")
     except ValueError as exc:
         raise SystemExit("berth: error: %s" % exc) from None
-
-
-def listener(conf: cfg.ConfigOpts) -> socket.socket | None:
-    """The feed's listening socket, or None (no watch). SystemExit with
-    one line when the ``watch_listen`` set cannot be bound."""
-    address = listen_address(conf)
-    return None if address is None else listen_socket(*address)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
