@@ -40,11 +40,8 @@ class ConfigProblem(ValueError):
 def known_names(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
     """Every section Berth reads, with its option names (and their
     deprecated names, which oslo.config still honours)."""
-    plugin = _auth_plugin(conf)
     known: dict[str, set[str]] = {}
-    for group, options in berth_opts.list_opts():
-        if group == "keystone_authtoken":
-            options = berth_opts.auth_token_opts(plugin)
+    for group, options in berth_opts.list_opts(_auth_plugin(conf)):
         for opt in options:
             known.setdefault(group, set()).update({opt.dest, opt.name})
             for old in opt.deprecated_opts:

@@ -41,8 +41,9 @@ def list_own_opts() -> OptList:
             ("berth", list(berth_conf.berth_opts))]
 
 
-def list_opts() -> OptList:
-    """Every option Berth reads, by group (the ``placement`` namespace)."""
+def list_opts(plugin: str | None = AUTH_PLUGIN) -> OptList:
+    """Every option Berth reads, by group (the ``placement`` namespace),
+    with [keystone_authtoken] listing keystoneauth ``plugin``'s options."""
     from oslo_log import _options as log_options  # oslo.log's entry point
     from oslo_middleware import cors
     from oslo_middleware.healthcheck import opts as healthcheck_opts
@@ -55,7 +56,7 @@ def list_opts() -> OptList:
     found += [("oslo_policy", [berth_conf.ENFORCE_SCOPE])]
     found += [("cors", list(cors.CORS_OPTS)),
               ("healthcheck", list(healthcheck_opts.HEALTHCHECK_OPTS)),
-              ("keystone_authtoken", auth_token_opts(AUTH_PLUGIN))]
+              ("keystone_authtoken", auth_token_opts(plugin))]
     return _merged(found)
 
 
