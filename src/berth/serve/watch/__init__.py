@@ -26,6 +26,7 @@ every ``HEARTBEAT`` seconds (docs/change-feed.md).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import logging
 import os
@@ -46,6 +47,12 @@ from berth.serve.watch.feed import PATH, Feed
 from berth.serve.watch.http import Gate, Server
 
 LOG = logging.getLogger("berth.server")
+
+#: What ``ps -o comm``, ``top`` and ``/proc/PID/comm`` call the feed's
+#: process (Linux keeps 15 bytes).
+PROCESS_NAME = b"berth-feed"
+#: prctl(2)'s option to set the calling thread's name.
+_PR_SET_NAME = 15
 
 
 def listen_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
@@ -95,7 +102,20 @@ def serve(conf: cfg.ConfigOpts, sock: socket.socket, parent: int) -> None:
                 signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
                 signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
         signal.signal(sig, signal.SIG_DFL)
+    name_process(PROCESS_NAME)
     asyncio.run(_main(conf, sock, parent))
+
+
+def name_process(name: bytes) -> None:
+    """Name this process ``name`` where ``ps`` and ``top`` show it, not
+    the master's command line it was forked with (Linux; elsewhere, or
+    without a C library to ask, nothing). The main thread's name is the
+    process's; threads started after it inherit it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: no prctl to call
+        pass
 
 
 class Running(NamedTuple):
