@@ -21,7 +21,8 @@ URL of an empty database), then for each count of watchers:
 It prints, per count: the delay's p50, p99 and max; the share of
 (event, watcher) deliveries made; the feed process's RSS (with the
 watches open) and CPU, and the client processes' CPU, during the load;
-the API workers' CPU per write without and with the watchers.
+the API workers' CPU per write without and with the watchers, and the
+writes a second achieved without and with them.
 """
 
 from __future__ import annotations
@@ -235,6 +236,7 @@ def run_count(serve: Serve, provider: str, count: int,
     cpu0 = serve.api_cpu()
     writes = write_load(serve.port, provider, args.rate, args.seconds)
     note("%d writes in %.0f s alone" % (writes, args.seconds))
+    rate_alone = writes / args.seconds
     alone = (serve.api_cpu() - cpu0) / writes
     ctx = multiprocessing.get_context("fork")
     go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -285,6 +287,7 @@ def run_count(serve: Serve, provider: str, count: int,
         return delays[min(len(delays) - 1, int(q * len(delays)))] * 1000
 
     return {"watchers": count, "open_s": open_seconds,
+            "rate_alone": rate_alone, "rate_with": writes / args.seconds,
             "p50_ms": quantile(0.5), "p99_ms": quantile(0.99),
             "max_ms": delays[-1] * 1000 if delays else float("nan"),
             "samples": len(delays),
@@ -347,15 +350,17 @@ def main() -> None:
             print("| watchers | open (s) | p50 (ms) | p99 (ms) | max (ms) "
                   "| delivered | feed RSS (MB) | feed CPU (cores) "
                   "| clients CPU (cores) "
-                  "| API CPU/write alone (ms) | with watchers (ms) |")
-            print("| --- " * 11 + "|")
+                  "| API CPU/write alone (ms) | with watchers (ms) "
+                  "| writes/s alone / with |")
+            print("| --- " * 12 + "|")
             for count in args.watchers:
                 r = run_count(serve, provider, count, args)
                 print("| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
                       "{p99_ms:.0f} | {max_ms:.0f} | {delivered:.1%} | "
                       "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
                       "{clients_cpu:.2f} | "
-                      "{api_ms_alone:.2f} | {api_ms_with:.2f} |".format(**r),
+                      "{api_ms_alone:.2f} | {api_ms_with:.2f} | "
+                      "{rate_alone:.0f} / {rate_with:.0f} |".format(**r),
                       flush=True)
         finally:
             stop_group(serve.proc)

@@ -4,14 +4,17 @@ gunicorn's workers (``berth.serve.master`` forks it, restarts it when it
 dies and stops it with itself), so a watcher never holds a request worker.
 
 One event loop. One reader (:class:`Feed`) polls the change sequence
-every ``POLL`` seconds; when it moved, it reads the new events once (from
+every ``POLL`` seconds (longer with thousands of watchers open:
+``poll_interval``); when it moved, it reads the new events once (from
 the shared table, so every server's writes reach every server's
-watchers), keeps them in a short ring for watchers that join, and hands
+watchers), keeps them in a short ring for watchers that join, and writes
 each group of watchers with the same filters the frames of the events
-that pass them, each frame encoded once per format. A watcher that joins
-reads from the database until its position is inside the ring, replays
-the ring after it, and joins the live stream with nothing between (the
-loop is single-threaded: the last replay and the joining are one step).
+that pass them straight to their connections, each batch encoded once
+per format (no task or queue per watcher: one non-blocking write each).
+A watcher that joins reads from the database until its position is
+inside the ring, replays the ring after it, and joins the live stream
+with nothing between (the loop is single-threaded: the last replay and
+the joining are one step).
 
 Each watcher is authenticated exactly as the API authenticates
 (``berth.api.auth.wrap``: keystonemiddleware or noauth2, run in a thread
