@@ -10,8 +10,9 @@ URL of an empty database), then for each count of watchers:
    consumer}``, one event each) through the API for ``--seconds`` with
    no watcher open: the API workers' CPU per write;
 2. opens that many watches (``after=now``, JSON lines) from
-   ``--clients`` client processes (aiohttp, one event loop each) and
-   waits until every one has its first bookmark;
+   ``--clients`` client processes (one event loop each, raw asyncio
+   connections that only count lines) and waits until every one has its
+   first bookmark;
 3. writes the same load again while they follow it: each watcher counts
    the lines it gets; a sample of them (``--probes`` per client) parses
    each event and notes its delay from the event's commit time (its
@@ -20,7 +21,8 @@ URL of an empty database), then for each count of watchers:
 It prints, per count: the delay's p50, p99 and max; the share of
 (event, watcher) deliveries made; the feed process's RSS (with the
 watches open) and CPU, and the client processes' CPU, during the load;
-the API workers' CPU per write without and with the watchers.
+the API workers' CPU per write without and with the watchers, and the
+writes a second achieved without and with them.
 """
 
 from __future__ import annotations
@@ -130,64 +132,95 @@ def write_load(port: int, provider: str, rate: float, seconds: float
     return done
 
 
-async def _watch(url: str, probe: bool, ready: list[int],
-                 delays: list[float], lines: list[int],
-                 session: Any) -> None:
-    async with session.get(url) as resp:
-        assert resp.status == 200, resp.status
-        first = True
-        buffer = b""
-        while True:
-            chunk = await resp.content.readany()
-            if not chunk:
+class Watch(asyncio.Protocol):
+    """One watch over a raw connection (HTTP/1.1, chunked): it only
+    counts the frames it gets (each JSON line ends ``}\\n``, which the
+    chunks' framing never does) and, when it is a probe, parses the
+    events' lines for their commit time. An aiohttp client per watcher
+    cost more CPU than the feed serving it."""
+
+    def __init__(self, request: bytes, probe: bool, tally: Tally) -> None:
+        self.request, self.probe, self.tally = request, probe, tally
+        self.head: bytes | None = b""  # None once the headers are read
+        self.seen = False
+        self.tail = b""  # a probe's partial line; a counter's last byte
+
+    def connection_made(self, transport: Any) -> None:
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        got = time.time()
+        if self.head is not None:
+            self.head += data
+            if b"\r\n\r\n" not in self.head:
                 return
-            got = time.time()
-            if first:
-                first = False
-                ready[0] += 1
-            lines[0] += chunk.count(b"\n")
-            if probe:
-                buffer += chunk
-                *whole, buffer = buffer.split(b"\n")
-                for line in whole:
-                    frame = json.loads(line)
-                    if "time" in frame:
-                        delays.append(got - frame["time"])
+            if not self.head.startswith(b"HTTP/1.1 200"):
+                self.tally.failed = self.head[:200]
+            data = self.head[self.head.index(b"\r\n\r\n") + 4:]
+            self.head = None
+        before = self.tally.lines
+        if not self.probe:
+            self.tally.lines += data.count(b"}\n") + (
+                self.tail == b"}" and data[:1] == b"\n")
+            self.tail = data[-1:] or self.tail
+        else:
+            *whole, self.tail = (self.tail + data).split(b"\n")
+            for line in whole:
+                if line[:1] == b"{":
+                    self.tally.lines += 1
+                    if b'"time"' in line:
+                        self.tally.delays.append(
+                            got - json.loads(line)["time"])
+        if not self.seen and self.tally.lines > before:
+            self.seen = True  # its first frame: the joining bookmark
+            self.tally.ready += 1
 
 
-def client(url: str, count: int, probes: int, opened: Any, go: Any,
+class Tally:
+    """What one client process's watches got."""
+
+    def __init__(self) -> None:
+        self.ready = self.lines = 0
+        self.delays: list[float] = []
+        self.failed: bytes | None = None
+
+
+def client(port: int, count: int, probes: int, opened: Any, go: Any,
            stop: Any, out: Any) -> None:
     """One client process: ``count`` watches, ``probes`` of them timed."""
-    import aiohttp
 
     async def main() -> None:
-        ready, lines, delays = [0], [0], []
-        connector = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        async with aiohttp.ClientSession(
-                connector=connector, timeout=timeout,
-                headers={"x-auth-token": "admin"}) as session:
-            tasks = [asyncio.create_task(_watch(
-                url, i < probes, ready, delays, lines, session))
-                for i in range(count)]
-            while ready[0] < count:
-                failed = [t for t in tasks if t.done()]
-                if failed:
-                    failed[0].result()  # its error, in this client's log
-                await asyncio.sleep(0.1)
-            opened.set()
-            while not go.is_set():
-                await asyncio.sleep(0.05)
-            lines[0] = 0  # from here on: the load's events
-            delays.clear()
-            cpu = time.process_time()
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
-            cpu = time.process_time() - cpu
-            await asyncio.sleep(1.0)  # the last events in flight
-            for task in tasks:
-                task.cancel()
-        out.put((lines[0], delays, cpu))
+        loop = asyncio.get_running_loop()
+        tally = Tally()
+        request = (b"GET /berth/changes/watch?after=now HTTP/1.1\r\n"
+                   b"Host: 127.0.0.1:%d\r\nx-auth-token: admin\r\n\r\n"
+                   % port)
+        transports = []
+        for i in range(count):
+            transport, _ = await loop.create_connection(
+                lambda i=i: Watch(request, i < probes, tally),
+                "127.0.0.1", port)
+            transports.append(transport)
+            while i + 1 - tally.ready > 200:  # a bounded backlog of joins
+                await asyncio.sleep(0.01)
+        while tally.ready < count:
+            if tally.failed is not None:
+                raise SystemExit("a watch was refused: %r" % tally.failed)
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # the last joins' bookmarks
+        opened.set()
+        while not go.is_set():
+            await asyncio.sleep(0.05)
+        tally.lines = 0  # from here on: the load's events
+        tally.delays.clear()
+        cpu = time.process_time()
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        cpu = time.process_time() - cpu
+        await asyncio.sleep(1.0)  # the last events in flight
+        for transport in transports:
+            transport.close()
+        out.put((tally.lines, tally.delays, cpu))
 
     asyncio.run(main())
 
@@ -203,16 +236,15 @@ def run_count(serve: Serve, provider: str, count: int,
     cpu0 = serve.api_cpu()
     writes = write_load(serve.port, provider, args.rate, args.seconds)
     note("%d writes in %.0f s alone" % (writes, args.seconds))
+    rate_alone = writes / args.seconds
     alone = (serve.api_cpu() - cpu0) / writes
-    url = ("http://127.0.0.1:%d/berth/changes/watch?after=now"
-           % serve.watch_port)
     ctx = multiprocessing.get_context("fork")
     go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     opened = [ctx.Event() for _ in range(args.clients)]
     share = [count // args.clients + (i < count % args.clients)
              for i in range(args.clients)]
     procs = [ctx.Process(target=client, args=(
-        url, n, min(args.probes, n), opened[i], go, stop, out))
+        serve.watch_port, n, min(args.probes, n), opened[i], go, stop, out))
         for i, n in enumerate(share)]
     note("opening the watches")
     started = time.monotonic()
@@ -255,6 +287,7 @@ def run_count(serve: Serve, provider: str, count: int,
         return delays[min(len(delays) - 1, int(q * len(delays)))] * 1000
 
     return {"watchers": count, "open_s": open_seconds,
+            "rate_alone": rate_alone, "rate_with": writes / args.seconds,
             "p50_ms": quantile(0.5), "p99_ms": quantile(0.99),
             "max_ms": delays[-1] * 1000 if delays else float("nan"),
             "samples": len(delays),
@@ -317,15 +350,17 @@ def main() -> None:
             print("| watchers | open (s) | p50 (ms) | p99 (ms) | max (ms) "
                   "| delivered | feed RSS (MB) | feed CPU (cores) "
                   "| clients CPU (cores) "
-                  "| API CPU/write alone (ms) | with watchers (ms) |")
-            print("| --- " * 11 + "|")
+                  "| API CPU/write alone (ms) | with watchers (ms) "
+                  "| writes/s alone / with |")
+            print("| --- " * 12 + "|")
             for count in args.watchers:
                 r = run_count(serve, provider, count, args)
                 print("| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
                       "{p99_ms:.0f} | {max_ms:.0f} | {delivered:.1%} | "
                       "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
                       "{clients_cpu:.2f} | "
-                      "{api_ms_alone:.2f} | {api_ms_with:.2f} |".format(**r),
+                      "{api_ms_alone:.2f} | {api_ms_with:.2f} | "
+                      "{rate_alone:.0f} / {rate_with:.0f} |".format(**r),
                       flush=True)
         finally:
             stop_group(serve.proc)

@@ -394,3 +394,97 @@ def test_after_now_and_berth_watch_url(client: Client, feed: FeedServer,
     with pytest.raises(SystemExit) as refused:
         main(["watch", "--url", url, "--once", "--after", "1:x"])
     assert str(refused.value).startswith("berth: error: Invalid position")
+
+
+def wait_for(check: Any, what: str) -> None:
+    """Until ``check()`` holds (the feed's loop runs in another thread)."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
+        client: Client, feed: FeedServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Anything left in its buffer at the next frame counts as not reading.
+    monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
+    monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.1)
+    rp = new_provider(client, "host")
+    allocate(client, rp, str(uuidlib.uuid4()), "p1")
+    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
+    assert client.put("/resource_providers/%s/inventories" % rp, json={
+        "resource_provider_generation": gen,
+        "inventories": {"VCPU": {"total": 1000}}}).status_code == 200
+    start = position(client)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", feed.port))
+    conn = http.client.HTTPConnection("127.0.0.1", feed.port, timeout=10)
+    conn.sock = sock
+    conn.request("GET", "%s?after=%s&kind=allocations.replaced"
+                 % (watch.PATH, start), headers={"x-auth-token": "admin"})
+    resp = conn.getresponse()
+    running = feed.running.feed
+    wait_for(lambda: running.watchers == 1, "the watcher joins")
+    (watcher,), = running.groups.values()
+    # Small kernel buffers both ways: the write below cannot all fit.
+    watcher.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    consumers = [str(uuidlib.uuid4()) for _ in range(400)]
+    assert client.post("/allocations", json={
+        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p1", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"} for c in consumers}
+    ).status_code == 204
+    wait_for(lambda: running.watchers == 0, "the slow reader is dropped")
+    assert feed.running.feed.metrics.registry.get_sample_value(
+        "berth_feed_watchers") == 0
+    # What was written before the drop still arrives, then the end.
+    got = [json.loads(line) for line in iter(resp.readline, b"")]
+    resp.close()
+    conn.close()
+    got_events = [e for e in got if "kind" in e]
+    assert sorted(e["subject"] for e in got_events) == sorted(consumers)
+    assert got[-1]["after"] == position(client)
+    # Resuming from its last frame: the next write, nothing missed.
+    again = Stream(feed.port, "after=%s&kind=allocations.replaced"
+                   % got[-1]["after"])
+    later = str(uuidlib.uuid4())
+    allocate(client, new_provider(client, "other"), later, "p1")
+    assert [e["subject"] for e in again.events(1)] == [later]
+
+
+def test_many_watchers_get_fewer_batches_with_every_event_in_order(
+        client: Client, feed: FeedServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed_mod, "POLL_WATCHERS", 1)
+    monkeypatch.setattr(feed_mod, "MAX_POLL", 0.5)
+    assert feed_mod.poll_interval(0) == feed_mod.POLL
+    assert feed_mod.poll_interval(2) == pytest.approx(2 * feed_mod.POLL)
+    assert feed_mod.poll_interval(1000) == 0.5
+    start = position(client)
+    streams = [Stream(feed.port, "after=" + start) for _ in range(3)]
+    streams.append(Stream(feed.port, "after=%s&format=sse" % start))
+    wait_for(lambda: feed.running.feed.watchers == 4, "the watchers join")
+    made = [new_provider(client, "many%d" % i) for i in range(8)]
+    for stream in streams:
+        got = stream.events(8)
+        assert [e.get("data", e)["subject"] for e in got] == made
+
+
+def test_an_http_1_0_watcher_gets_the_frames_unchunked(
+        client: Client, feed: FeedServer) -> None:
+    start = position(client)
+    with socket.create_connection(("127.0.0.1", feed.port),
+                                  timeout=10) as sock:
+        sock.sendall(b"GET %s?after=%s HTTP/1.0\r\nx-auth-token: admin\r\n"
+                     b"\r\n" % (watch.PATH.encode(), start.encode()))
+        lines = sock.makefile("rb")
+        assert b" 200 " in lines.readline()
+        headers = list(iter(lines.readline, b"\r\n"))
+        assert not any(h.lower().startswith(b"transfer-encoding")
+                       for h in headers)
+        assert json.loads(lines.readline()) == {"after": start}
+        made = new_provider(client, "plain")
+        assert json.loads(lines.readline())["subject"] == made

@@ -143,6 +143,8 @@ def test_a_watcher_resumes_across_the_feed_process_being_killed(
     got = events(stream, 2)
     assert [e["subject"] for e in got] == first
     pid = feed_pids(server)[-1]
+    # Named so that ps tells it from the API's workers.
+    assert Path("/proc/%d/comm" % pid).read_text() == "berth-feed\n"
     os.kill(pid, signal.SIGKILL)
     assert stream.readline() == b""  # the stream ends with its process
     stream.close()

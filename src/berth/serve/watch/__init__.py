@@ -4,14 +4,17 @@ gunicorn's workers (``berth.serve.master`` forks it, restarts it when it
 dies and stops it with itself), so a watcher never holds a request worker.
 
 One event loop. One reader (:class:`Feed`) polls the change sequence
-every ``POLL`` seconds; when it moved, it reads the new events once (from
+every ``POLL`` seconds (longer with thousands of watchers open:
+``poll_interval``); when it moved, it reads the new events once (from
 the shared table, so every server's writes reach every server's
-watchers), keeps them in a short ring for watchers that join, and hands
+watchers), keeps them in a short ring for watchers that join, and writes
 each group of watchers with the same filters the frames of the events
-that pass them, each frame encoded once per format. A watcher that joins
-reads from the database until its position is inside the ring, replays
-the ring after it, and joins the live stream with nothing between (the
-loop is single-threaded: the last replay and the joining are one step).
+that pass them straight to their connections, each batch encoded once
+per format (no task or queue per watcher: one non-blocking write each).
+A watcher that joins reads from the database until its position is
+inside the ring, replays the ring after it, and joins the live stream
+with nothing between (the loop is single-threaded: the last replay and
+the joining are one step).
 
 Each watcher is authenticated exactly as the API authenticates
 (``berth.api.auth.wrap``: keystonemiddleware or noauth2, run in a thread
@@ -26,6 +29,7 @@ every ``HEARTBEAT`` seconds (docs/change-feed.md).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import logging
 import os
@@ -46,6 +50,12 @@ from berth.serve.watch.feed import PATH, Feed
 from berth.serve.watch.http import Gate, Server
 
 LOG = logging.getLogger("berth.server")
+
+#: What ``ps -o comm``, ``top`` and ``/proc/PID/comm`` call the feed's
+#: process (Linux keeps 15 bytes).
+PROCESS_NAME = b"berth-feed"
+#: prctl(2)'s option to set the calling thread's name.
+_PR_SET_NAME = 15
 
 
 def listen_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
@@ -95,7 +105,20 @@ def serve(conf: cfg.ConfigOpts, sock: socket.socket, parent: int) -> None:
                 signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
                 signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
         signal.signal(sig, signal.SIG_DFL)
+    name_process(PROCESS_NAME)
     asyncio.run(_main(conf, sock, parent))
+
+
+def name_process(name: bytes) -> None:
+    """Name this process ``name`` where ``ps`` and ``top`` show it, not
+    the master's command line it was forked with (Linux; elsewhere, or
+    without a C library to ask, nothing). The main thread's name is the
+    process's; threads started after it inherit it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: no prctl to call
+        pass
 
 
 class Running(NamedTuple):

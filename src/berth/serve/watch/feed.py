@@ -26,15 +26,19 @@ from berth.metrics import Metrics
 LOG = logging.getLogger("berth.server")
 
 PATH = "/berth/changes/watch"
-#: Seconds between two looks at the change sequence.
-POLL = 0.05
+#: Seconds between two looks at the change sequence, with up to
+#: ``POLL_WATCHERS`` watchers open; with more, the interval grows with
+#: them up to ``MAX_POLL``: fewer, larger batches, so fewer socket writes
+#: a second (one per watcher per batch is the feed's main cost).
+POLL, POLL_WATCHERS, MAX_POLL = 0.05, 2500, 0.1
 #: Seconds of silence after which a watcher gets a bookmark.
 HEARTBEAT = 5.0
 #: The ring of recent events joining watchers replay (whichever is less).
 RING_SECONDS, RING_EVENTS = 60.0, 100_000
-#: Frames queued for a watcher that does not read; beyond, it is dropped
-#: (it resumes from its last position, missing nothing).
-MAX_PENDING = 1000
+#: Bytes waiting in a watcher's socket buffer when it does not read;
+#: beyond, it gets nothing more and its stream ends once the buffer has
+#: gone out (it resumes from its last position, missing nothing).
+MAX_BUFFERED = 1 << 20
 SSE, JSONL = "text/event-stream", "application/x-ndjson"
 #: The event name of a bookmark frame.
 BOOKMARK = b"bookmark"
@@ -90,6 +94,17 @@ def bookmark(fmt: str, position: str) -> bytes:
                  orjson.dumps({"after": position}))
 
 
+def poll_interval(watchers: int) -> float:
+    """Seconds between two polls with ``watchers`` open."""
+    return min(MAX_POLL, POLL * max(1.0, watchers / POLL_WATCHERS))
+
+
+def wire(data: bytes, chunked: bool) -> bytes:
+    """``data`` as it goes on the connection: one HTTP/1.1 chunk, or as
+    it is for HTTP/1.0 (whose stream ends with the connection)."""
+    return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
+
+
 def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None
            ) -> bytes:
     """The frames of ``got`` (what one watcher gets, in order); ``cache``
@@ -113,27 +128,47 @@ def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None
 
 @dataclass(eq=False)
 class Watcher:
-    """One open stream: its format, filters and queued frames."""
+    """One open stream: its format, filters, and the connection the feed
+    writes its frames to once it joined the live stream (without a task
+    or a queue of its own: at thousands of watchers those cost as much
+    as the writes)."""
 
     fmt: str
     filters: events.Filters
     tree: tuple[str, ...] | None
-    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    transport: asyncio.WriteTransport
+    chunked: bool = True
+    #: Done when the feed ended the stream (a slow reader, a reset).
+    ended: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
     last: float = field(default_factory=time.monotonic)
 
     @property
     def group(self) -> tuple[events.Filters, tuple[str, ...] | None]:
         return self.filters, self.tree
 
-    def push(self, data: bytes | None) -> bool:
-        """Queue ``data`` (None: end the stream); False when the watcher
-        reads too slowly and was ended instead."""
-        if data is not None and self.queue.qsize() >= MAX_PENDING:
-            self.queue.put_nowait(None)
+    @property
+    def framing(self) -> tuple[str, bool]:
+        """What its bytes depend on beyond the events: shared by many."""
+        return self.fmt, self.chunked
+
+    def push(self, data: bytes, now: float) -> bool:
+        """Write ``data`` (framed by :func:`wire`) without waiting; False
+        when the connection is gone or the watcher reads too slowly, and
+        it was ended instead."""
+        transport = self.transport
+        if transport.is_closing() or (
+                transport.get_write_buffer_size() > MAX_BUFFERED):
+            self.end()
             return False
-        self.last = time.monotonic()
-        self.queue.put_nowait(data)
+        transport.write(data)
+        self.last = now
         return True
+
+    def end(self) -> None:
+        """End the stream (its handler returns, closing the response)."""
+        if not self.ended.done():
+            self.ended.set_result(None)
 
 
 class Batch(NamedTuple):
@@ -160,6 +195,7 @@ class Feed:
         self.groups: dict[tuple[events.Filters, tuple[str, ...] | None],
                       set[Watcher]] = {}
         self.reading = False
+        self.watchers = 0
         self._tick = asyncio.Event()
 
     async def _db(self, fn: Callable[[Connection], Any]) -> Any:
@@ -185,7 +221,7 @@ class Feed:
             if now - beat >= 1.0:
                 beat = now
                 self._heartbeats(now)
-            await asyncio.sleep(POLL)
+            await asyncio.sleep(poll_interval(self.watchers))
 
     async def _poll(self) -> None:
         trees = {tree for _, tree in self.groups if tree is not None}
@@ -221,13 +257,15 @@ class Feed:
                 about is None or _key(x.event) in about)]
             if not mine:
                 continue
-            by_fmt: dict[str, bytes] = {}
+            by_framing: dict[tuple[str, bool], bytes] = {}
             self.metrics.feed_events.inc(len(mine) * len(group))
+            now = time.monotonic()
             for w in list(group):
-                data = by_fmt.get(w.fmt)
+                data = by_framing.get(w.framing)
                 if data is None:
-                    data = by_fmt[w.fmt] = frames(w.fmt, mine, cache)
-                if not w.push(data):
+                    data = by_framing[w.framing] = wire(
+                        frames(w.fmt, mine, cache), w.chunked)
+                if not w.push(data, now):
                     self.leave(w)
         self.position = merged(self.position, batch.upto)
         self.text = change.format_position(self.position)
@@ -241,20 +279,22 @@ class Feed:
             self.ring_start = merged(self.ring_start, self.ring.popleft()[2])
 
     def _heartbeats(self, now: float) -> None:
-        marks: dict[str, bytes] = {}
+        marks: dict[tuple[str, bool], bytes] = {}
         for group in list(self.groups.values()):
             for w in list(group):
                 if now - w.last >= HEARTBEAT:
-                    data = marks.get(w.fmt)
+                    data = marks.get(w.framing)
                     if data is None:
-                        data = marks[w.fmt] = bookmark(w.fmt, self.text)
-                    if not w.push(data):
+                        data = marks[w.framing] = wire(
+                            bookmark(w.fmt, self.text), w.chunked)
+                    if not w.push(data, now):
                         self.leave(w)
 
     def leave(self, w: Watcher) -> None:
         group = self.groups.get(w.group)
         if group is not None and w in group:
             group.discard(w)
+            self.watchers -= 1
             self.metrics.feed_watchers.dec()
             if not group:
                 del self.groups[w.group]
@@ -262,14 +302,17 @@ class Feed:
     def end_all(self) -> None:
         for group in list(self.groups.values()):
             for w in group:
-                w.push(None)
+                w.end()
         self.groups.clear()
+        self.watchers = 0
         self.metrics.feed_watchers.set(0)
 
     async def follow(self, w: Watcher, at: Vector,
                      write: Callable[[bytes], Any]) -> None:
         """Bring ``w`` from position ``at`` up to the live stream (the
-        database, then the ring), writing what it gets, and join it.
+        database, then the ring), writing what it gets with ``write``
+        (which frames it and waits for the connection), and join it: from
+        then on the feed writes to ``w.transport``, until ``w.ended``.
         Raises ``events.Gone`` when the history after ``at`` is pruned."""
         while True:
             if not covers(at, self.ring_start):  # older than the ring
@@ -286,8 +329,11 @@ class Feed:
                      if x.event.seq > at.get(x.event.slot, 0)]
             if not fresh:  # nothing between: join (one step of the loop)
                 self.groups.setdefault(w.group, set()).add(w)
+                self.watchers += 1
                 self.metrics.feed_watchers.inc()
-                w.push(bookmark(w.fmt, self.text))
+                if not w.push(wire(bookmark(w.fmt, self.text), w.chunked),
+                              time.monotonic()):
+                    self.leave(w)
                 return
             reached = dict(self.position)
             mine = [e for e in fresh if change.passes(w.filters, e)]

@@ -11,11 +11,11 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import parse_qsl
 
 import orjson
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from oslo_config import cfg
 from oslo_context import context as oslo_context
 
@@ -209,14 +209,22 @@ class Server:
         resp = web.StreamResponse(headers={
             "Content-Type": fmt, "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no", "x-openstack-request-id": rid})
+        # Chunked, so that the feed knows how to frame what it writes to
+        # the connection itself (HTTP/1.0: as it is, ended by closing).
+        chunked = request.version >= HttpVersion11
+        if chunked:
+            resp.enable_chunked_encoding()
         await resp.prepare(request)
-        w = Watcher(fmt, ask.filters, ask.tree)
+        transport = request.transport
+        if transport is None:
+            return resp  # gone already
+        w = Watcher(fmt, ask.filters, ask.tree,
+                    cast(asyncio.WriteTransport, transport), chunked)
         try:
             await resp.write(frames(fmt, entries(ask.after, ask.page.events)))
             await self.feed.follow(w, merged(ask.after, ask.page.upto),
                                    resp.write)
-            while (data := await w.queue.get()) is not None:
-                await resp.write(data)
+            await w.ended  # the feed writes; cancelled when the peer goes
         except events.Gone:
             pass  # pruned while catching up: the next request says 410
         except ConnectionError:
