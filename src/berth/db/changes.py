@@ -166,24 +166,79 @@ def flush(conn: Connection,
     if not pending and not deltas and not recorded:
         return None
     mine = slot(conn)
-    seq = _next(conn, mine)
     ch = t.berth_changes
-    empty = {"user_id": None, "consumer_type_id": None,
-             "resource_class_id": None, "amount": None}
     # Every numbered write leaves a change row (:func:`since` counts on
     # it); one that only recorded events (a trait or class created) names
     # provider 0, which is none: readers refresh their classes and traits.
-    rows = (_rows(pending, deltas) if pending or deltas
-            else [{"kind": STRUCTURE, "resource_provider_id": 0}])
-    conn.execute(ch.insert(), [{**empty, **row, "slot": mine, "seq": seq}
+    rows = [{**_EMPTY, **row} for row in (
+        _rows(pending, deltas) if pending or deltas
+        else [{"kind": STRUCTURE, "resource_provider_id": 0}])]
+    seq = (_flush_at_once(conn, mine, rows, recorded)
+           if conn.dialect.name == "postgresql" else None)
+    if seq is None:
+        seq = _next(conn, mine)
+        conn.execute(_INSERT, [{**row, "slot": mine, "seq": seq}
                                for row in rows])
-    if recorded:  # else nothing a feed reader keeps changed
-        events.write(conn, mine, seq, recorded)
+        if recorded:  # else nothing a feed reader keeps changed
+            events.write(conn, mine, seq, recorded)
     if seq % PRUNE_EVERY == 0:
         conn.execute(ch.delete().where(ch.c.slot == mine,
                                        ch.c.seq <= seq - KEEP))
         events.prune(conn, mine, time.time() - retention)
     return seq
+
+
+_EMPTY = {"user_id": None, "consumer_type_id": None,
+          "resource_class_id": None, "amount": None}
+_INSERT = t.berth_changes.insert()
+
+#: PostgreSQL: the counter bump, the change rows and the events in one
+#: statement (one round trip where there were three; each list parameter
+#: is an array, one element per row). No row back: the slot's counter
+#: row is missing, and nothing was written.
+_AT_ONCE = f"""
+WITH s AS (UPDATE {t.berth_state.name} SET seq = seq + 1
+           WHERE id = %(slot)s RETURNING seq),
+c AS (INSERT INTO {t.berth_changes.name} (slot, seq, kind,
+        resource_provider_id, user_id, consumer_type_id, resource_class_id,
+        amount)
+      SELECT %(slot)s, s.seq, u.kind, u.rp, u.usr, u.ct, u.rc, u.amount
+      FROM s, unnest(%(kind)s::varchar[], %(rp)s::integer[],
+                     %(usr)s::integer[], %(ct)s::integer[],
+                     %(rc)s::integer[], %(amount)s::bigint[])
+              AS u(kind, rp, usr, ct, rc, amount)),
+e AS (INSERT INTO {t.berth_events.name} (slot, seq, idx, kind, subject,
+        tree, project, created_at, body)
+      SELECT %(slot)s, s.seq, v.idx, v.kind, v.subject, v.tree, v.project,
+             v.created_at, v.body
+      FROM s, unnest(%(e_idx)s::integer[], %(e_kind)s::varchar[],
+                     %(e_subject)s::varchar[], %(e_tree)s::varchar[],
+                     %(e_project)s::varchar[], %(e_created_at)s::float8[],
+                     %(e_body)s::text[])
+              AS v(idx, kind, subject, tree, project, created_at, body))
+SELECT seq FROM s
+"""
+_CHANGE_ARRAYS = {"kind": "kind", "rp": "resource_provider_id",
+                  "usr": "user_id", "ct": "consumer_type_id",
+                  "rc": "resource_class_id", "amount": "amount"}
+_EVENT_ARRAYS = ("idx", "kind", "subject", "tree", "project", "created_at",
+                 "body")
+
+
+def _flush_at_once(conn: Connection, mine: int,
+                   rows: list[dict[str, Any]],
+                   recorded: list[events.Event]) -> int | None:
+    """PostgreSQL: number the write and write its change rows and events
+    in one statement (:data:`_AT_ONCE`); None when the slot has no
+    counter row yet (nothing written: the caller goes the long way)."""
+    written = events.rows(recorded)
+    params: dict[str, Any] = {"slot": mine}
+    for name, column in _CHANGE_ARRAYS.items():
+        params[name] = [row[column] for row in rows]
+    for column in _EVENT_ARRAYS:
+        params["e_" + column] = [row[column] for row in written]
+    seq = conn.exec_driver_sql(_AT_ONCE, params).scalar()
+    return None if seq is None else int(seq)
 
 
 #: Built once (every numbered write runs one): the slot's counter +1,

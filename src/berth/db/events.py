@@ -112,16 +112,25 @@ def take(conn: Connection) -> list[Event]:
     return recorded
 
 
+def rows(recorded: list[Event]) -> list[dict[str, Any]]:
+    """The ``berth_events`` rows of ``recorded``, but for their slot and
+    sequence number."""
+    stamp = time.time()
+    return [{"idx": idx, "kind": e.kind, "subject": e.subject,
+             "tree": e.tree, "project": e.project, "created_at": stamp,
+             "body": orjson.dumps({"new": e.new, "old": e.old}).decode()}
+            for idx, e in enumerate(recorded)]
+
+
+#: Built once: every numbered write that recorded events runs it.
+_INSERT = t.berth_events.insert()
+
+
 def write(conn: Connection, slot: int, seq: int,
           recorded: list[Event]) -> None:
     """Insert the events of write (``slot``, ``seq``): one statement."""
-    stamp = time.time()
-    conn.execute(t.berth_events.insert(), [
-        {"slot": slot, "seq": seq, "idx": idx, "kind": e.kind,
-         "subject": e.subject, "tree": e.tree, "project": e.project,
-         "created_at": stamp,
-         "body": orjson.dumps({"new": e.new, "old": e.old}).decode()}
-        for idx, e in enumerate(recorded)])
+    conn.execute(_INSERT, [{**row, "slot": slot, "seq": seq}
+                           for row in rows(recorded)])
 
 
 def prune(conn: Connection, slot: int, before: float) -> int:

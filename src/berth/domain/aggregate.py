@@ -46,25 +46,34 @@ def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
         .where(LINK.c.resource_provider_id == provider_id)))
 
 
-# Built once: every aggregate write of a provider runs them.
-_IDS = sa.select(AGG.c.uuid, AGG.c.id).where(
+# Built once: every aggregate write of a provider runs them. In one
+# statement, the ids of the uuids named (``linked`` 0) and what the
+# provider is in, with the uuids (1: the change feed's old value).
+_NAMED = sa.select(AGG.c.uuid, AGG.c.id,
+                   sa.literal_column("0").label("linked")).where(
     AGG.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)))
-# What the provider is in, with the uuids: the change feed's old value.
-_LINKED = (sa.select(LINK.c.aggregate_id, AGG.c.uuid)
-           .join(AGG, AGG.c.id == LINK.c.aggregate_id)
-           .where(LINK.c.resource_provider_id == sa.bindparam("b_rp")))
+_NAMED_AND_LINKED = sa.union_all(
+    _NAMED,
+    sa.select(AGG.c.uuid, AGG.c.id, sa.literal_column("1"))
+    .join(LINK, AGG.c.id == LINK.c.aggregate_id)
+    .where(LINK.c.resource_provider_id == sa.bindparam("b_rp")))
+_LINK = LINK.insert()
 _UNLINK = LINK.delete().where(
     LINK.c.resource_provider_id == sa.bindparam("b_rp"),
     LINK.c.aggregate_id.in_(sa.bindparam("b_ids", expanding=True)))
 
 
-def ensure_aggregates(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
-    """Map each (storable) aggregate uuid to its id, recording new ones."""
+def ensure_aggregates(conn: Connection, uuids: Iterable[str],
+                      found: dict[str, int] | None = None) -> dict[str, int]:
+    """Map each (storable) aggregate uuid to its id, recording new ones
+    (``found``: those of them the caller has read already, all that
+    exist)."""
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
-    found = {str(uuid): int(id_) for uuid, id_ in conn.execute(
-        _IDS, {"b_uuids": wanted})}
+    if found is None:
+        found = {str(uuid): int(id_) for uuid, id_, _ in common.execute(
+            conn, _NAMED, {"b_uuids": wanted})}
     for value in wanted:
         if value not in found:
             new = common.insert_unique(conn, AGG.c.uuid, value)
@@ -104,17 +113,24 @@ def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
                      .where(t.resource_providers.c.id == row.id)
                      .with_for_update())
     stored = storable(uuids)
-    ids = ensure_aggregates(conn, stored)
-    linked = dict(conn.execute(_LINKED, {"b_rp": row.id}).all())
+    named: dict[str, int] = {}
+    linked: dict[int, str] = {}
+    for uuid, id_, is_linked in common.execute(conn, _NAMED_AND_LINKED, {
+            "b_uuids": sorted(set(stored)), "b_rp": row.id}):
+        if is_linked:
+            linked[int(id_)] = str(uuid)
+        else:
+            named[str(uuid)] = int(id_)
+    ids = ensure_aggregates(conn, stored, named)
     current = set(linked)
     keep = set(ids.values())
     gone = sorted(current - keep)
     if gone:
-        conn.execute(_UNLINK, {"b_rp": row.id, "b_ids": gone})
+        common.execute(conn, _UNLINK, {"b_rp": row.id, "b_ids": gone})
     added = sorted(keep - current)
     if added:
         stamp = common.now()
-        conn.execute(LINK.insert(), [
+        conn.execute(_LINK, [
             {"resource_provider_id": row.id, "aggregate_id": agg_id,
              "created_at": stamp} for agg_id in added])
     changes.note(conn, changes.STRUCTURE, [row.id])

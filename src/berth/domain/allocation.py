@@ -4,14 +4,18 @@ The write path (``replace_allocations``) runs inside the caller's one
 transaction, in this order, which is also the lock order (consumer rows,
 then provider rows by id) so that concurrent claims do not deadlock:
 
-1. resolve providers (400 for an unknown one);
+1. resolve providers (400 for an unknown one) and, in the same
+   statement, resource classes;
 2. check and compare-and-swap each consumer's generation (409), creating
    new consumers and updating their project/user/type;
-3. resolve resource classes (400 for an unknown one);
+3. refuse an unknown resource class (400);
 4. lock every provider whose allocations grow, or that loses a consumer
-   being emptied, by moving its generation (one ``UPDATE`` each, in id
-   order) -- before reading any usage, so that the usage read sees every
-   claim on it that committed before;
+   being emptied, by moving its generation, in id order -- before
+   reading any usage, so that the usage read sees every claim on it that
+   committed before (one ``UPDATE ... RETURNING`` for them all on
+   PostgreSQL, whose sub-query locks the rows in id order, and on
+   SQLite, where the writer holds the whole file; one ``UPDATE`` each on
+   MariaDB/MySQL);
 5. delete the consumers' current allocations, check capacity against
    what is left (``berth.domain.claim``), insert the new ones;
 6. delete consumers left without allocations.
@@ -83,8 +87,22 @@ def _provider_key(value: str) -> str:
 # than to run): its IN lists are expanding parameters.
 _RP = t.resource_providers
 _A = t.allocations
-_RESOLVE = sa.select(_RP.c.id, _RP.c.uuid).where(
-    _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+_RC = t.resource_classes
+# Providers by uuid and classes by name in one statement (one round
+# trip where there were two): ``kind`` 0 is a provider row, 1 a class.
+_NAMED = (
+    sa.select(_RP.c.id, _RP.c.uuid.label("key"),
+              sa.literal_column("0").label("kind")).where(
+        _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
+    sa.select(_RC.c.id, _RC.c.name.label("key"),
+              sa.literal_column("1").label("kind")).where(
+        _RC.c.name.in_(sa.bindparam("names", expanding=True))))
+_RESOLVE = sa.union_all(*_NAMED)
+# The same for a write of one consumer (a PUT), with the consumer's
+# look-up (``kind`` 2, one row per field): one round trip where there
+# were three.
+_RESOLVE_ONE = sa.union_all(*_NAMED, *consumer.look_up_rows(2))
+_INSERT = _A.insert()
 _DELETE_CONSUMER = t.consumers.delete().where(
     t.consumers.c.uuid == sa.bindparam("b_uuid"))
 _DELETE = _A.delete().where(
@@ -93,20 +111,60 @@ _DELETE = _A.delete().where(
 # takes the row lock, so what it adds to is the latest committed value.
 _BUMP = _RP.update().where(_RP.c.id == sa.bindparam("rp")).values(
     generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp"))
-_BUMP_RETURNING = _BUMP.returning(_RP.c.generation)
 _GENERATIONS = sa.select(_RP.c.id, _RP.c.generation).where(
     _RP.c.id.in_(sa.bindparam("ids", expanding=True)))
+_BUMP_ALL = _RP.update().values(
+    generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp")
+).returning(_RP.c.id, _RP.c.generation)
+# SQLite: one writer holds the whole database (``BEGIN IMMEDIATE``), so
+# the order rows are written in cannot deadlock anything.
+_BUMP_ALL_SQLITE = _BUMP_ALL.where(
+    _RP.c.id.in_(sa.bindparam("ids", expanding=True)))
+# PostgreSQL: the sub-query takes the row locks in id order (its rows are
+# locked as they leave the sort), as the one UPDATE per provider did.
+_LOCKED = _RP.alias("locked")
+_BUMP_ALL_ORDERED = _BUMP_ALL.where(_RP.c.id.in_(
+    sa.select(_LOCKED.c.id).where(
+        _LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(_LOCKED.c.id).with_for_update()))
 
 
-def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
-                       ) -> dict[str, tuple[int, str]]:
-    """Provider uuid as given -> (id, stored uuid); 400 for a missing one."""
+@dataclass(slots=True)
+class _Resolved:
+    """What a write's first statement read: provider uuid as given ->
+    (id, stored uuid); class name -> id (of those that exist); and the
+    consumer's look-up when the write has one consumer."""
+
+    providers: dict[str, tuple[int, str]]
+    classes: dict[str, int]
+    consumer: consumer.Lookup | None
+
+
+def _resolve(conn: Connection, requests: list[ConsumerAllocations]
+             ) -> _Resolved:
+    """Step 1 (unknown classes are raised for after the consumers, in
+    upstream's order); 400 for a missing provider."""
     given = [u for r in requests for u in r.allocations]
-    keys = sorted({_provider_key(u) for u in given})
+    params: dict[str, Any] = {
+        "uuids": sorted({_provider_key(u) for u in given}),
+        "names": sorted({name for r in requests for resources in
+                         r.allocations.values() for name in resources})}
+    one = requests[0] if len(requests) == 1 else None
+    if one is not None:
+        params.update(uuid=one.consumer_uuid, project=one.project_id,
+                      user=one.user_id, type=one.consumer_type)
     found: dict[str, tuple[int, str]] = {}
-    if keys:
-        found = {uuid: (id_, uuid) for id_, uuid in conn.execute(
-            _RESOLVE, {"uuids": keys})}
+    classes: dict[str, int] = {}
+    fields: dict[str, Any] = {}
+    if one is not None or params["uuids"] or params["names"]:
+        for id_, key, kind in common.execute(
+                conn, _RESOLVE if one is None else _RESOLVE_ONE, params):
+            if kind == 0:
+                found[key] = (id_, key)
+            elif kind == 1:
+                classes[key] = id_
+            else:
+                fields[key] = id_
     result = {}
     for value in given:
         hit = found.get(_provider_key(value))
@@ -115,10 +173,12 @@ def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]
                 "Allocation for resource provider '%s' that does not exist."
                 % value)
         result[value] = hit
-    return result
+    return _Resolved(result, classes, None if one is None else
+                     consumer.lookup_of(one.consumer_uuid, fields))
 
 
-def _ensure_consumer(conn: Connection, req: ConsumerAllocations
+def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
+                     found: consumer.Lookup | None
                      ) -> tuple[_Owners, bool] | None:
     """Check the generation and take the consumer for writing; the owner
     it had before (None: created here) and the one it has now, and
@@ -128,8 +188,9 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
     """
-    found = consumer.look_up(conn, req.consumer_uuid, req.project_id,
-                             req.user_id, req.consumer_type)
+    if found is None:
+        found = consumer.look_up(conn, req.consumer_uuid, req.project_id,
+                                 req.user_id, req.consumer_type)
     project = found.project_id
     if project is None:
         project = consumer.project_id(conn, req.project_id)
@@ -159,7 +220,8 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations
     return (before, usage.owner_of(current)), True
 
 
-def _take_consumers(conn: Connection, requests: list[ConsumerAllocations]
+def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
+                    found: consumer.Lookup | None
                     ) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
     holds (row-locked, or created here), each with its owner before and
@@ -168,11 +230,13 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations]
     One that did not exist and gets nothing is left out: removing
     allocations a concurrent request gave it meanwhile would undo a
     write that committed after this one read the consumer missing.
+    ``found`` is the look-up of a write's one consumer, already read
+    (None: each consumer is looked up here).
     """
     owners: dict[str, _Owners] = {}
     holding: list[str] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
-        taken = _ensure_consumer(conn, req)
+        taken = _ensure_consumer(conn, req, found)
         if taken is not None:
             owners[req.consumer_uuid] = taken[0]
             if taken[1]:
@@ -187,24 +251,29 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     provider are serialized. A provider deleted meanwhile raises
     ProviderGenerationRace.
     """
+    if not provider_ids:
+        return
     stamp = common.now()
-    # The change feed's allocation events carry the new generations: the
-    # UPDATE returns them where the database can (SQLite, PostgreSQL),
-    # else one read after the bumps gives them all (MySQL, MariaDB).
-    returning = conn.dialect.update_returning
-    for provider_id in sorted(provider_ids):
-        params = {"rp": provider_id, "stamp": stamp}
-        if returning:
-            generation = conn.execute(_BUMP_RETURNING, params).scalar()
-            if generation is None:
-                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-            events.note_generation(conn, provider_id, int(generation))
-        elif conn.execute(_BUMP, params).rowcount != 1:
+    ids = sorted(provider_ids)
+    # The change feed's allocation events carry the new generations: one
+    # UPDATE returns them all where the database can (SQLite, PostgreSQL);
+    # else one UPDATE per provider, in id order, and one read after the
+    # bumps (MySQL, MariaDB).
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        bumped = common.execute(
+            conn, _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
+            {"ids": ids, "stamp": stamp}).all()
+        if len(bumped) != len(ids):
             raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-    if not returning and provider_ids:
-        for provider_id, generation in conn.execute(
-                _GENERATIONS, {"ids": sorted(provider_ids)}):
-            events.note_generation(conn, provider_id, int(generation))
+    else:
+        for provider_id in ids:
+            if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
+                            ).rowcount != 1:
+                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+        bumped = common.execute(conn, _GENERATIONS, {"ids": ids}).all()
+    for provider_id, generation in bumped:
+        events.note_generation(conn, provider_id, int(generation))
     changes.note(conn, changes.USAGE, provider_ids)
 
 
@@ -242,7 +311,7 @@ def _insert(conn: Connection, claims: list[Claim]) -> None:
     if not claims:
         return
     stamp = common.now()
-    conn.execute(t.allocations.insert(), [
+    conn.execute(_INSERT, [
         {"resource_provider_id": c.provider_id, "consumer_id": c.consumer_uuid,
          "resource_class_id": c.class_id, "used": c.amount,
          "created_at": stamp} for c in claims])
@@ -274,10 +343,10 @@ def replace_allocations(conn: Connection,
     upstream reason; callers add their prefix) and ProviderGenerationRace
     (409; retry the transaction, see :func:`run_claim`).
     """
-    providers = _resolve_providers(conn, requests)
-    owners, holding = _take_consumers(conn, requests)
-    claims = _claims(requests, providers)
-    claim.resolve_classes(conn, claims)
+    resolved = _resolve(conn, requests)
+    owners, holding = _take_consumers(conn, requests, resolved.consumer)
+    claims = _claims(requests, resolved.providers)
+    claim.resolve_classes(claims, resolved.classes)
     emptied = [r.consumer_uuid for r in requests
                if not r.allocations and r.consumer_uuid in owners]
     # What the taken consumers hold now (one created here that no
@@ -291,7 +360,7 @@ def replace_allocations(conn: Connection,
     before = {u: h for u, h in held.items() if owners[u][0] is not None}
     old = {u: h.by_class for u, h in before.items()}
     if held:  # else they hold nothing (a new consumer): nothing to delete
-        conn.execute(_DELETE, {"uuids": sorted(owners)})
+        common.execute(conn, _DELETE, {"uuids": sorted(owners)})
     if claims:
         claim.check(conn, claims)
     _insert(conn, claims)
@@ -362,7 +431,7 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
             [(usage.owner_of(owner), held.by_class, usage.owner_of(owner),
               {})]))
     change.removed_event(conn, consumer_uuid, held)
-    conn.execute(_DELETE, {"uuids": [consumer_uuid]})
+    common.execute(conn, _DELETE, {"uuids": [consumer_uuid]})
     conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 

@@ -35,11 +35,11 @@ class Claim:
     class_id: int = 0
 
 
-def resolve_classes(conn: Connection, claims: list[Claim]) -> None:
-    """Set each claim's ``class_id``; UnknownResourceClass (400) for a
-    class that does not exist (the first by name)."""
+def resolve_classes(claims: list[Claim], ids: dict[str, int]) -> None:
+    """Set each claim's ``class_id`` from ``ids`` (class name -> id, of
+    those that exist); UnknownResourceClass (400) for a class that does
+    not exist (the first by name)."""
     names = {c.class_name for c in claims}
-    ids = common.resource_class_ids(conn, names)
     for name in sorted(names):
         if name not in ids:
             raise errors.UnknownResourceClass(
@@ -90,8 +90,8 @@ def _capacity(conn: Connection, provider_ids: set[int], class_ids: set[int]
     inventories: dict[tuple[int, int], capacity.Inventory] = {}
     used: dict[tuple[int, int], int] = {}
     for (provider_id, class_id, total, reserved, min_unit, max_unit,
-         step_size, ratio, allocated) in conn.execute(
-            _CAPACITY, {"rps": sorted(provider_ids),
+         step_size, ratio, allocated) in common.execute(
+            conn, _CAPACITY, {"rps": sorted(provider_ids),
                         "rcs": sorted(class_ids)}):
         key = (provider_id, class_id)
         inventories[key] = capacity.Inventory(

@@ -45,6 +45,7 @@ _GET = sa.select(_C.c.id, _C.c.uuid, _C.c.project_id, _C.c.user_id,
                  _C.c.generation, _C.c.consumer_type_id
                  ).where(_C.c.uuid == sa.bindparam("b_uuid"))
 _GET_LOCKED = _GET.with_for_update()
+_INSERT = _C.insert()
 _BUMP = _C.update().where(_C.c.id == sa.bindparam("b_id"),
                           _C.c.generation == sa.bindparam("b_generation"))
 _SET_OWNER = _C.update().where(_C.c.id == sa.bindparam("b_id"))
@@ -88,19 +89,47 @@ def _consumer_column(column: sa.Column[int]) -> sa.ScalarSelect[int]:
             .scalar_subquery())
 
 
+_HOLDS = sa.exists(sa.select(t.allocations.c.id).where(
+    t.allocations.c.consumer_id == sa.bindparam("uuid")))
+#: What :func:`look_up` reads, by name: the owner's ids as the request
+#: names them, the consumer's columns, and whether it holds anything.
+_FIELDS: dict[str, sa.ColumnElement[int]] = {
+    "project": _id_of(t.projects.c.external_id, "project"),
+    "user": _id_of(t.users.c.external_id, "user"),
+    "type": _id_of(t.consumer_types.c.name, "type"),
+    "id": _consumer_column(t.consumers.c.id),
+    "project_id": _consumer_column(t.consumers.c.project_id),
+    "user_id": _consumer_column(t.consumers.c.user_id),
+    "generation": _consumer_column(t.consumers.c.generation),
+    "type_id": _consumer_column(t.consumers.c.consumer_type_id),
+    "holds": sa.case((_HOLDS, 1), else_=0)}
+
 # Built once: every write of allocations runs it, and one statement of
 # scalar sub-queries is one round trip where separate look-ups were five.
-_LOOK_UP = sa.select(
-    _id_of(t.projects.c.external_id, "project").label("project"),
-    _id_of(t.users.c.external_id, "user").label("user"),
-    _id_of(t.consumer_types.c.name, "type").label("type"),
-    _consumer_column(t.consumers.c.id).label("id"),
-    _consumer_column(t.consumers.c.project_id).label("project_id"),
-    _consumer_column(t.consumers.c.user_id).label("user_id"),
-    _consumer_column(t.consumers.c.generation).label("generation"),
-    _consumer_column(t.consumers.c.consumer_type_id).label("type_id"),
-    sa.exists(sa.select(t.allocations.c.id).where(
-        t.allocations.c.consumer_id == sa.bindparam("uuid"))).label("holds"))
+_LOOK_UP = sa.select(*[value.label(name) for name, value in _FIELDS.items()])
+
+
+def look_up_rows(kind: int) -> list[sa.Select]:  # type: ignore[type-arg]
+    """:func:`look_up` as one row per field, (value, field name,
+    ``kind``), for a caller that reads it in a ``UNION ALL`` of its own
+    (parameters ``uuid``, ``project``, ``user`` and ``type``); turn the
+    rows into a Lookup with :func:`lookup_of`."""
+    return [sa.select(value.label("id"),
+                      sa.literal_column("'%s'" % name).label("key"),
+                      sa.literal_column(str(kind)).label("kind"))
+            for name, value in _FIELDS.items()]
+
+
+def lookup_of(uuid: str, values: dict[str, int | None]) -> Lookup:
+    """The Lookup of consumer ``uuid`` from :func:`look_up_rows`'s rows
+    (field name -> value)."""
+    id_ = values["id"]
+    current = (None if id_ is None else Consumer(
+        id_, uuid, int(values["project_id"] or 0),
+        int(values["user_id"] or 0), int(values["generation"] or 0),
+        values["type_id"]))
+    return Lookup(values["project"], values["user"], values["type"],
+                  current, bool(values["holds"]))
 
 
 def look_up(conn: Connection, uuid: str, project: str, user: str,
@@ -108,13 +137,9 @@ def look_up(conn: Connection, uuid: str, project: str, user: str,
     """The consumer ``uuid`` and the ids of project ``project``, user
     ``user`` and type ``type_name`` (external ids), in one statement;
     take missing owner rows with :func:`project_id` and the like."""
-    (project_row, user_row, type_row, id_, project_, user_, generation,
-     type_id, holds) = conn.execute(_LOOK_UP, {
-         "project": project, "user": user, "type": type_name,
-         "uuid": uuid}).one()
-    current = (None if id_ is None else
-               Consumer(id_, uuid, project_, user_, generation, type_id))
-    return Lookup(project_row, user_row, type_row, current, bool(holds))
+    row = conn.execute(_LOOK_UP, {"project": project, "user": user,
+                                  "type": type_name, "uuid": uuid}).one()
+    return lookup_of(uuid, dict(zip(_FIELDS, row, strict=True)))
 
 
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
@@ -165,9 +190,8 @@ def create(conn: Connection, uuid: str, project: int, user: int,
     No savepoint: the 409 ends the caller's transaction (nothing catches
     it inside one), and on PostgreSQL the failed insert has already
     aborted it."""
-    c = t.consumers
     try:
-        result = conn.execute(c.insert(), {
+        result = conn.execute(_INSERT, {
             "uuid": uuid, "project_id": project, "user_id": user,
             "generation": generation, "consumer_type_id": type_id,
             "created_at": common.now()})
@@ -210,7 +234,7 @@ def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
     wanted = sorted(set(uuids))
     if not wanted:
         return
-    conn.execute(_DELETE_UNUSED, {"b_uuids": wanted})
+    common.execute(conn, _DELETE_UNUSED, {"b_uuids": wanted})
 
 
 def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str]:

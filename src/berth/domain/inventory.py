@@ -141,7 +141,7 @@ def _usage(conn: Connection, provider_id: int,
     if class_ids is None:
         rows = conn.execute(_USAGE, {"b_rp": provider_id})
     else:
-        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id,
+        rows = common.execute(conn, _USAGE_OF, {"b_rp": provider_id,
                                         "b_rcs": sorted(class_ids)})
     return {class_id: int(used) for class_id, used in rows}
 
@@ -155,10 +155,16 @@ _USAGE_OF = _USAGE.where(t.allocations.c.resource_class_id.in_(
     sa.bindparam("b_rcs", expanding=True)))
 
 
-def _class_ids(conn: Connection, names: list[str]) -> tuple[dict[str, int],
-                                                             list[str]]:
-    """Known class ids by name, and the names that are unknown."""
-    ids = common.resource_class_ids(conn, names)
+def _class_ids(conn: Connection, names: list[str], before: Current
+               ) -> tuple[dict[str, int], list[str]]:
+    """Known class ids by name, and the names that are unknown. Classes
+    the provider has (``before``, from :func:`current`) are known from
+    it: only the others are looked up."""
+    have = {name: cid for cid, (name, _, _) in before.items()}
+    ids = {n: have[n] for n in names if n in have}
+    others = [n for n in names if n not in have]
+    if others:
+        ids.update(common.resource_class_ids(conn, others))
     return ids, [n for n in names if n not in ids]
 
 
@@ -188,11 +194,51 @@ def current(conn: Connection, provider_id: int) -> Current:
     """The provider's inventories, for a writer (one statement)."""
     found: Current = {}
     for cid, name, *values in conn.execute(_CURRENT, {"b_rp": provider_id}):
-        total, reserved, low, high, step, ratio, used = values
-        found[int(cid)] = (name, Inventory(total, reserved, low, high, step,
-                                           float(ratio)),
-                           None if used is None else int(used))
+        _add(found, cid, name, values)
     return found
+
+
+def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
+    total, reserved, low, high, step, ratio, used = values
+    found[int(cid)] = (name, Inventory(total, reserved, low, high, step,
+                                       float(ratio)),
+                       None if used is None else int(used))
+
+
+_RP = t.resource_providers
+_ROOT = _RP.alias("root")
+# Built once: every inventory write starts with it. The provider (with
+# its root's uuid) and :data:`_CURRENT`'s rows, one per class it has (a
+# provider without inventory is one row with no class), in one
+# statement where there were two.
+_PROVIDER_CURRENT = (
+    sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
+              _ROOT.c.uuid.label("root_uuid"),
+              *_CURRENT.selected_columns)
+    .select_from(
+        _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
+        .outerjoin(t.inventories,
+                   t.inventories.c.resource_provider_id == _RP.c.id)
+        .outerjoin(t.resource_classes, t.resource_classes.c.id
+                   == t.inventories.c.resource_class_id))
+    .where(_RP.c.uuid == sa.bindparam("b_uuid")))
+
+
+def _provider_current(conn: Connection, uuid: str
+                      ) -> tuple[common.Provider, Current]:
+    """The provider ``uuid`` and its inventories (:func:`current`);
+    NotFound when there is no such provider."""
+    provider = None
+    found: Current = {}
+    for id_, uuid_, generation, root, cid, name, *values in conn.execute(
+            _PROVIDER_CURRENT, {"b_uuid": uuid}):
+        provider = common.Provider(id_, uuid_, generation, root)
+        if cid is not None:
+            _add(found, cid, name, values)
+    if provider is None:
+        raise errors.NotFound("No resource provider with uuid %s found"
+                              % uuid)
+    return provider, found
 
 
 def by_name(found: Current) -> dict[str, Inventory]:
@@ -219,12 +265,12 @@ def set_inventories(conn: Connection, provider_id: int,
     first unknown class ("No such resource class X."), and InventoryInUse
     when ``check_in_use`` and a removed class still has allocations.
     """
-    ids, unknown = _class_ids(conn, list(inventories))
+    if before is None:
+        before = current(conn, provider_id)
+    ids, unknown = _class_ids(conn, list(inventories), before)
     if unknown:
         raise errors.NotFound("No such resource class %s." % unknown[0])
     inv = t.inventories
-    if before is None:
-        before = current(conn, provider_id)
     existing = set(before)
     wanted = set(ids.values())
     removed = sorted(existing - wanted)
@@ -256,7 +302,7 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
-def record(conn: Connection, provider: Row,  # type: ignore[type-arg]
+def record(conn: Connection, provider: common.Provider | Row,  # type: ignore[type-arg]
            old: Mapping[str, Inventory], new: Mapping[str, Inventory],
            generation: int) -> None:
     """Record the change feed's event of the provider's inventories
@@ -325,7 +371,7 @@ def _warn_exceeded(conn: Connection, provider_id: int,
                     ", ".join(sorted(names[c] for c in over)))
 
 
-def _check_generation(provider: Row, generation: int) -> None:  # type: ignore[type-arg]
+def _check_generation(provider: common.Provider, generation: int) -> None:
     if provider.generation != generation:
         raise errors.ConcurrentUpdate("resource provider generation conflict")
 
@@ -350,14 +396,13 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
     NotFound (no provider), BadRequest (capacity, unknown class),
     ConcurrentUpdate (class already present, or a concurrent change).
     """
-    provider = common.require_provider(conn, uuid, root=True)
+    provider, before = _provider_current(conn, uuid)
     prefix = "Unable to create inventory for resource provider"
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
-    ids, unknown = _class_ids(conn, [rc])
+    ids, unknown = _class_ids(conn, [rc], before)
     if unknown:
         raise errors.BadRequest("%s %s: No such resource class %s."
                                 % (prefix, uuid, rc))
-    before = current(conn, provider.id)
     if ids[rc] in before:
         raise errors.ConcurrentUpdate(
             "Update conflict: Inventory for '%s' on resource provider '%s' "
@@ -380,16 +425,15 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (capacity, class not in the inventory).
     """
-    provider = common.require_provider(conn, uuid, root=True)
+    provider, before = _provider_current(conn, uuid)
     _check_generation(provider, generation)
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
     prefix = ("No inventory record with resource class for resource "
               "provider %s: " % uuid)
-    ids, unknown = _class_ids(conn, [rc])
+    ids, unknown = _class_ids(conn, [rc], before)
     if unknown:
         raise errors.BadRequest(prefix + "No such resource class %s." % rc)
-    before = current(conn, provider.id)
     result = None
     if ids[rc] in before:
         result = conn.execute(_UPDATE, {"b_rp": provider.id, "b_rc": ids[rc],
@@ -416,12 +460,12 @@ def replace_inventories(conn: Connection, uuid: str,
     BadRequest (capacity, unknown class), InventoryInUse (a removed class
     has allocations).
     """
-    provider = common.require_provider(conn, uuid, root=True)
+    provider, before = _provider_current(conn, uuid)
     _check_generation(provider, generation)
     _check_capacity(uuid, inventories, reserved_can_be_total,
                     "Unable to update inventory for resource provider")
     try:
-        old = set_inventories(conn, provider.id, inventories)
+        old = set_inventories(conn, provider.id, inventories, before=before)
     except errors.InventoryInUse as exc:
         raise errors.InventoryInUse("update conflict: " + exc.message) from None
     except errors.NotFound as exc:
@@ -439,8 +483,8 @@ def delete_inventories(conn: Connection, uuid: str) -> int:
 
     NotFound (no provider), InventoryInUse (a class has allocations).
     """
-    provider = common.require_provider(conn, uuid, root=True)
-    old = set_inventories(conn, provider.id, {})
+    provider, before = _provider_current(conn, uuid)
+    old = set_inventories(conn, provider.id, {}, before=before)
     generation = common.bump_provider_generation(conn, provider.id,
                                                  provider.generation)
     record(conn, provider, old, {}, generation)
@@ -453,12 +497,11 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     NotFound (no provider, or no such inventory), ConcurrentUpdate (the
     class has allocations: upstream reports it with that code).
     """
-    provider = common.require_provider(conn, uuid, root=True)
+    provider, before = _provider_current(conn, uuid)
     prefix = "No inventory of class %s found for delete: " % rc
-    ids, unknown = _class_ids(conn, [rc])
+    ids, unknown = _class_ids(conn, [rc], before)
     if unknown:
         raise errors.NotFound(prefix + "No such resource class %s." % rc)
-    before = current(conn, provider.id)
     try:
         # Allocations of a class with no inventory left (a stranded
         # one) refuse it too: read them then.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -127,6 +128,7 @@ _HAVE = (sa.select(t.resource_provider_traits.c.trait_id, t.traits.c.name)
                t.traits.c.id == t.resource_provider_traits.c.trait_id)
          .where(t.resource_provider_traits.c.resource_provider_id
                 == sa.bindparam("b_rp")))
+_LINK = t.resource_provider_traits.insert()
 _DROP = t.resource_provider_traits.delete().where(
     t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"),
     t.resource_provider_traits.c.trait_id.in_(
@@ -134,20 +136,23 @@ _DROP = t.resource_provider_traits.delete().where(
 
 
 def set_traits(conn: Connection, provider_id: int,
-               trait_ids: Iterable[int]) -> list[str]:
+               trait_ids: Iterable[int],
+               old: dict[int, str] | None = None) -> list[str]:
     """Make ``trait_ids`` the provider's traits; no generation handling.
+    ``old`` is what it has (trait id -> name) when the caller has read
+    it in this transaction, else it is read here.
 
     Returns the names of the traits it had, sorted."""
-    rpt = t.resource_provider_traits
     wanted = set(trait_ids)
-    old = dict(conn.execute(_HAVE, {"b_rp": provider_id}).all())
+    if old is None:
+        old = dict(conn.execute(_HAVE, {"b_rp": provider_id}).all())
     have = set(old)
     if have - wanted:
-        conn.execute(_DROP, {"b_rp": provider_id,
+        common.execute(conn, _DROP, {"b_rp": provider_id,
                              "b_ids": sorted(have - wanted)})
     if wanted - have:
         stamp = common.now()
-        conn.execute(rpt.insert(), [
+        conn.execute(_LINK, [
             {"resource_provider_id": provider_id, "trait_id": tid,
              "created_at": stamp} for tid in sorted(wanted - have)])
     return sorted(old.values())
@@ -161,25 +166,83 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (unknown traits).
     """
-    provider = common.require_provider(conn, uuid, root=True)
+    provider, found, have = _provider_traits(conn, uuid, names)
     if provider.generation != generation:
         raise errors.ConcurrentUpdate(
             "Resource provider's generation already changed. Please update "
             "the generation and try again.")
-    ids = common.trait_ids(conn, names)
-    missing = sorted(set(names) - set(ids))
+    missing = sorted(set(names) - set(found))
     if missing:
         raise errors.BadRequest("No such trait %s" % ", ".join(missing))
-    new = _replace(conn, provider, ids)
-    return new, traits_of(conn, provider.id)
+    new = _replace(conn, provider, {n: id_ for n, (id_, _) in found.items()},
+                   have)
+    # The traits it has now are those named: no read after the write.
+    return new, sorted((tr for _, tr in found.values()),
+                       key=lambda trait: trait.name)
 
 
-def _replace(conn: Connection, provider: sa.Row,  # type: ignore[type-arg]
-             ids: dict[str, int]) -> int:
+_RP = t.resource_providers
+_ROOT = _RP.alias("root")
+_TR, _RPT = t.traits, t.resource_provider_traits
+
+
+def _no(column: sa.Column[Any]) -> sa.Cast[Any]:
+    return sa.cast(sa.null(), column.type)
+
+
+# Built once: every trait write of a provider runs it. In one statement
+# (where there were three): the provider with its root's uuid and each
+# trait it has (``held`` 1: the change feed's old value; a provider with
+# none is one row with no trait), and the traits named (``held`` 0,
+# with what the answer's Last-Modified needs).
+_PROVIDER_TRAITS = sa.union_all(
+    sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
+              _ROOT.c.uuid.label("root_uuid"), _TR.c.name, _TR.c.id,
+              _TR.c.created_at, _TR.c.updated_at,
+              sa.literal_column("1").label("held"))
+    .select_from(
+        _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
+        .outerjoin(_RPT, _RPT.c.resource_provider_id == _RP.c.id)
+        .outerjoin(_TR, _TR.c.id == _RPT.c.trait_id))
+    .where(_RP.c.uuid == sa.bindparam("b_uuid")),
+    sa.select(_no(_RP.c.id), _no(_RP.c.uuid), _no(_RP.c.generation),
+              _no(_RP.c.uuid), _TR.c.name, _TR.c.id, _TR.c.created_at,
+              _TR.c.updated_at, sa.literal_column("0"))
+    .where(_TR.c.name.in_(sa.bindparam("b_names", expanding=True))))
+
+
+def _provider_traits(conn: Connection, uuid: str, names: list[str]
+                     ) -> tuple[common.Provider,
+                                dict[str, tuple[int, Trait]], dict[int, str]]:
+    """The provider ``uuid`` (NotFound when there is none); name ->
+    (id, trait) of the traits named that exist; and what the provider
+    has: trait id -> name."""
+    provider = None
+    found: dict[str, tuple[int, Trait]] = {}
+    have: dict[int, str] = {}
+    for (rp_id, rp_uuid, generation, root, name, id_, created, updated,
+         held) in common.execute(conn, _PROVIDER_TRAITS, {
+             "b_uuid": uuid, "b_names": sorted(set(names))}):
+        if not held:
+            found[name] = (int(id_), Trait(name, updated or created))
+            continue
+        provider = common.Provider(rp_id, rp_uuid, generation, root)
+        if id_ is not None:
+            have[int(id_)] = name
+    if provider is None:
+        raise errors.NotFound("No resource provider with uuid %s found"
+                              % uuid)
+    return provider, found, have
+
+
+def _replace(conn: Connection,
+             provider: common.Provider | sa.Row,  # type: ignore[type-arg]
+             ids: dict[str, int], have: dict[int, str] | None = None) -> int:
     """Make ``ids`` (name -> id) the traits of ``provider`` (read with
-    its root); bump its generation and record the change feed's event if
-    that changed them. Return the generation."""
-    old = set_traits(conn, provider.id, ids.values())
+    its root; ``have``, what it has, when already read); bump its
+    generation and record the change feed's event if that changed them.
+    Return the generation."""
+    old = set_traits(conn, provider.id, ids.values(), have)
     new = sorted(ids)
     if old == new:
         return int(provider.generation)

@@ -53,21 +53,29 @@ def trait_ids(names: Iterable[str], known: dict[str, int],
 # used between two statements would otherwise be an unknown id.
 
 
+_AL, _RC = t.allocations, t.resource_classes
+_USAGE = (sa.select(_AL.c.resource_provider_id, _RC.c.name,
+                    common.sum_used(_AL))
+          .join(_RC, _RC.c.id == _AL.c.resource_class_id)
+          .group_by(_AL.c.resource_provider_id, _RC.c.name))
+# Built once: the candidate cache reads it after every claim, for the
+# providers the claim touched.
+_USAGE_OF = _USAGE.where(_AL.c.resource_provider_id.in_(
+    sa.bindparam("ids", expanding=True)))
+
+
 def usage(conn: Connection, provider_ids: Iterable[int] | None = None
           ) -> dict[int, dict[str, int]]:
     """provider id -> class -> amount allocated (of ``provider_ids``, or
     of every provider); a provider with nothing allocated maps to {}."""
-    al, rc = t.allocations, t.resource_classes
-    query = (sa.select(al.c.resource_provider_id, rc.c.name,
-                       common.sum_used(al))
-             .join(rc, rc.c.id == al.c.resource_class_id)
-             .group_by(al.c.resource_provider_id, rc.c.name))
     result: dict[int, dict[str, int]] = {}
-    if provider_ids is not None:
+    if provider_ids is None:
+        rows = conn.execute(_USAGE)
+    else:
         wanted = sorted(set(provider_ids))
-        query = query.where(al.c.resource_provider_id.in_(wanted))
         result = {pid: {} for pid in wanted}
-    for pid, name, used in conn.execute(query):
+        rows = common.execute(conn, _USAGE_OF, {"ids": wanted})
+    for pid, name, used in rows:
         if used:
             result.setdefault(pid, {})[name] = int(used)
     return result
