@@ -163,6 +163,7 @@ def test_a_lone_entry_of_a_dropped_shape_or_another_memo_is_stale(
     # The first shape is dropped: the second takes the providers.
     assert len(keys(world, one, RequestWide())) == 2
     assert world.providers[1].kept is not first and memo.held == 0
+    assert not first[0].live and not first[0]
     # A rebuilt world shares the provider objects, not the memo.
     rebuilt = World(list(world.providers.values()))
     assert len(keys(rebuilt, VCPU2, RequestWide())) == 2

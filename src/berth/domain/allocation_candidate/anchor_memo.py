@@ -94,6 +94,9 @@ class AnchorMemo:
         """Hold ``found`` as ``anchor``'s candidates in ``entries``, unless
         that would go over the budget (a lone tree's on its provider,
         ``lone``, if no other live shape holds it)."""
+        if not entries.live:
+            # Dropped while a search of it ran: nothing counts it now.
+            return
         if len(basis) == 1 and self.lone(entries, anchor, basis[0], found):
             return
         old = entries.get(anchor)
@@ -131,6 +134,9 @@ class AnchorMemo:
             return
         entries.live = False
         self.held -= sum(len(found) for _, found in entries.values())
+        # Providers still name the shape (stale entries, free to take):
+        # what it holds in its map goes now, not when they are replaced.
+        entries.clear()
 
 
 def _copies(found: list[Candidate]) -> list[Candidate]:
