@@ -13,10 +13,11 @@ step is one claim (``world_patch.with_usage`` of one host, as the cache's
 usage refresh makes it: in place, as in ``berth serve``'s workers, or
 with ``--copy`` copying, as in a threaded server) and one search
 (``engine.plan`` and ``engine.search``, as ``find_candidates`` runs them,
-the memo on). By default each case runs under valgrind's callgrind, once
-with ``steps + 1`` steps and once with 1, and the difference divided by
-``steps`` is reported: instructions per step, start-up and the first
-search (which ranks the world) excluded. ``--cpu`` reports instead the
+the memo on). By default each case runs under valgrind's callgrind, which
+counts only the ``steps`` measured (inside a ``functools.reduce``,
+``--toggle-collect``), and the count divided by ``steps`` is reported:
+instructions per step, start-up, the warm-up and the first search
+(which ranks the world) excluded. ``--cpu`` reports instead the
 median CPU time per step in this process (noisy on a shared machine).
 
 ``--warm N`` runs N steps before those measured (in both modes), and
@@ -29,6 +30,7 @@ figures are the cold start's (one step before, the memo nearly empty).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import random
@@ -98,26 +100,34 @@ def steps(world: World, order: str, limit: int, count: int,
     return world
 
 
-def _count(hosts: int, order: str, limit: int, count: int, copy: bool,
-           memo: int) -> int:
-    # One hash seed: the two runs then differ by the steps alone.
+def instructions(hosts: int, order: str, limit: int, count: int,
+                 copy: bool, memo: int, warm: int = 1) -> float:
+    """Instructions per step (valgrind), after ``warm`` steps: counted
+    only inside the ``functools.reduce`` that runs the steps measured
+    (``measured``), so that building the world and the warm-up cost
+    nothing but time."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         "--toggle-collect=*functools_reduce*",
          sys.executable, __file__, "--one", str(hosts), order, str(limit),
-         str(count), "--memo", str(memo)] + (["--copy"] if copy else []),
+         str(count), "--memo", str(memo), "--warm", str(warm)]
+        + (["--copy"] if copy else []),
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONHASHSEED": "0"})
     for line in out.stderr.splitlines():
         if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1])
+            return int(line.rsplit(":", 1)[1]) / count
     raise RuntimeError(out.stderr[-500:])
 
 
-def instructions(hosts: int, order: str, limit: int, count: int,
-                 copy: bool, memo: int, warm: int = 1) -> float:
-    """Instructions per step (valgrind), after ``warm`` steps."""
-    return (_count(hosts, order, limit, warm + count, copy, memo)
-            - _count(hosts, order, limit, warm, copy, memo)) / count
+def measured(hosts: int, order: str, limit: int, count: int, copy: bool,
+             memo: int, warm: int) -> None:
+    """``warm`` steps, then ``count`` more inside one
+    ``functools.reduce`` (what ``instructions`` counts)."""
+    claims = random.Random(2)
+    world = steps(build(hosts), order, limit, warm, copy, memo, claims)
+    functools.reduce(lambda w, _: steps(w, order, limit, 1, copy, memo,
+                                        claims), range(count), world)
 
 
 def cpu(hosts: int, order: str, limit: int, count: int, copy: bool,
@@ -155,10 +165,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.one:
         hosts, order, limit, count = args.one
-        # Ties drawn alike in both runs, which then differ by the steps.
+        # Ties drawn alike in every run.
         SOURCE.seed(3)
-        steps(build(int(hosts)), order, int(limit), int(count), args.copy,
-              args.memo)
+        warm = (max(1, STEADY // int(limit)) if args.steady
+                else args.warm)
+        measured(int(hosts), order, int(limit), int(count), args.copy,
+                 args.memo, warm)
         return
     unit = "ms CPU" if args.cpu else "M instructions"
     print("%-7s %-6s %-6s %-7s %14s %8s" % ("hosts", "limit", "warm",

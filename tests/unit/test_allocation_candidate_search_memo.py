@@ -38,8 +38,17 @@ def memo_of(world: World) -> AnchorMemo:
 
 
 def hosts(n: int, vcpus: int = 4) -> World:
+    """``n`` trees of one provider each (kept on the provider)."""
     return World([prov(i, inv={"VCPU": vcpus, "MEMORY_MB": 1024})
                   for i in range(1, n + 1)])
+
+
+def nested(n: int, vcpus: int = 4) -> World:
+    """``n`` trees of two providers, VCPU on the child (root ``i``,
+    child ``100 + i``: kept in the shape's map)."""
+    return World([p for i in range(1, n + 1) for p in (
+        prov(i, inv={"MEMORY_MB": 1024}),
+        prov(100 + i, root=i, parent=i, inv={"VCPU": vcpus}))])
 
 
 VCPU2 = [RequestGroup(resources={"VCPU": 2})]
@@ -83,13 +92,13 @@ def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
 
 
 def test_a_claim_makes_only_its_tree_be_searched_again() -> None:
-    world = hosts(3)
+    world = nested(3)
     assert len(keys(world, VCPU2, RequestWide())) == 3
     memo = memo_of(world)
     assert memo.held == 3
     entries = next(iter(memo._shapes.values()))
     before = {a: e[1] for a, e in entries.items()}
-    full = world_patch.with_usage(world, {2: {"VCPU": 4}})
+    full = world_patch.with_usage(world, {102: {"VCPU": 4}})
     found = search(full, [GroupSpec(VCPU2[0])], RequestWide())
     assert [c.anchor for c in found] == [1, 3]
     # Hosts 1 and 3 came from the memo (the very candidate objects kept).
@@ -111,12 +120,59 @@ def test_an_anchor_cut_short_by_limit_is_not_kept() -> None:
     assert len(keys(world, groups, RequestWide(limit=2))) == 2
     assert memo_of(world).held == 0
     assert len(keys(world, groups, RequestWide())) == 4
-    assert memo_of(world).held == 4
+    # Host 5, a tree of its own, is kept on its provider.
+    assert memo_of(world).held == 3
+    assert world.providers[5].kept is not None
     assert len(keys(world, groups, RequestWide(limit=2))) == 2
 
 
+def test_a_lone_tree_is_kept_on_its_provider() -> None:
+    """Outside the budget, for the first shape to ask; a claim replaces
+    the provider, and with it the entry."""
+    world = hosts(3)
+    memo = world.memo[AnchorMemo] = AnchorMemo(budget=2)
+    spec = [GroupSpec(VCPU2[0])]
+    assert len(search(world, spec, RequestWide())) == 3
+    assert memo.held == 0
+    kept = {pid: p.kept for pid, p in world.providers.items()}
+    assert all(k is not None and len(k) == 2 for k in kept.values())
+    full = world_patch.with_usage(world, {2: {"VCPU": 4}})
+    found = search(full, spec, RequestWide())
+    assert [c.anchor for c in found] == [1, 3]
+    # The very candidate objects kept; host 2 (a new object) kept anew.
+    assert found[0] is kept[1][1] and found[1] is kept[3][1]
+    # (Full: kept as a tree with no candidate.)
+    assert full.providers[2].kept == (kept[1][0],)
+    assert [c.anchor for c in search(world, spec, RequestWide())] == [
+        1, 2, 3]
+    # A second shape while the first lives: in its map, under budget.
+    assert len(keys(full, [RequestGroup(resources={"VCPU": 1})],
+                    RequestWide())) == 2
+    assert memo.held == 2
+    assert len(keys(full, VCPU2, RequestWide())) == 2
+
+
+def test_a_lone_entry_of_a_dropped_shape_or_another_memo_is_stale(
+        ) -> None:
+    world = hosts(2)
+    memo = world.memo[AnchorMemo] = AnchorMemo(shapes=1)
+    one = [RequestGroup(resources={"VCPU": 1})]
+    keys(world, VCPU2, RequestWide())
+    first = world.providers[1].kept
+    assert first is not None
+    # The first shape is dropped: the second takes the providers.
+    assert len(keys(world, one, RequestWide())) == 2
+    assert world.providers[1].kept is not first and memo.held == 0
+    assert not first[0].live and not first[0]
+    # A rebuilt world shares the provider objects, not the memo.
+    rebuilt = World(list(world.providers.values()))
+    assert len(keys(rebuilt, VCPU2, RequestWide())) == 2
+    assert memo_of(rebuilt).held == 0
+    assert world.providers[1].kept[0] is not first[0]
+
+
 def test_the_budget_is_kept_and_the_oldest_shape_goes_first() -> None:
-    world = hosts(10)
+    world = nested(10)
     memo = world.memo[AnchorMemo] = AnchorMemo(budget=15, shapes=3)
     one = [RequestGroup(resources={"VCPU": 1})]
     two = [RequestGroup(resources={"VCPU": 2})]

@@ -126,7 +126,10 @@ berth_opts = [
                     "per request shape and tree, to answer the next "
                     "request of the same shape without searching the "
                     "trees that have not changed since (about 1.5 KB "
-                    "each, encoded answer included). 0 keeps none."),
+                    "each, encoded answer included). A host that is a "
+                    "tree of its own is kept on its provider, outside "
+                    "this budget (one entry per host, for one shape at a "
+                    "time). 0 keeps none."),
     cfg.StrOpt("candidate_order", default="uuid",
                choices=[("uuid", "Tree by tree in root provider uuid "
                                  "order (upstream's order is by database "

@@ -2,6 +2,17 @@
 
 The search (``search``) asks the memo for an anchor's candidates before
 working them out, and hands it those it worked out to the end.
+
+A tree of one provider that no sharing provider serves (the usual
+compute host) gives at most one candidate whatever the shape (each group
+fits that provider or not), and is kept on the provider object itself
+(``Provider.kept``) rather than in the shape's map: reading it touches
+no memory beyond the provider the search reads anyway, which is what
+lets an order that visits trees scattered over the world (``spread``'s
+ties, ``random``) find them kept as cheaply as ``uuid`` finds its first
+trees. Those entries are outside the budget: there is at most one per
+provider, for one shape at a time (the first to claim it; while that
+shape lives, another shape's entry for the tree goes to its map).
 """
 
 from __future__ import annotations
@@ -21,6 +32,21 @@ from berth.domain.allocation_candidate.world import World
 Entry = tuple[tuple[Provider, ...], list[Candidate]]
 
 
+class Shape(dict[int, Entry]):
+    """One shape's entries by anchor, in ``memo``; also what a lone
+    provider's own entry names (``Provider.kept``). ``live`` until the
+    memo drops the shape: an entry naming a dropped shape, or another
+    memo's (a provider object outlives the world whose memo kept it,
+    ``world_patch.with_changes``), is stale, and free to take."""
+
+    __slots__ = ("live", "memo")
+
+    def __init__(self, memo: AnchorMemo) -> None:
+        super().__init__()
+        self.live = True
+        self.memo = memo
+
+
 class AnchorMemo:
     """Each anchor's candidates per request shape, for the next request.
 
@@ -36,7 +62,9 @@ class AnchorMemo:
     Only an anchor whose candidates were all taken is kept (a search that
     ``limit`` stopped part way through an anchor keeps nothing of it), and
     at most ``PER_ANCHOR`` of them. At most ``budget`` candidates are held
-    over ``shapes`` shapes; the shape least recently asked for goes first.
+    in the shapes' maps over ``shapes`` shapes; the shape least recently
+    asked for goes first. A lone tree's entry goes on its provider
+    (``lone``), outside the budget.
     """
 
     #: An anchor with more candidates than this is not kept (a tree that
@@ -48,23 +76,29 @@ class AnchorMemo:
         self.max_shapes = shapes
         #: candidates held now, over every shape
         self.held = 0
-        self._shapes: OrderedDict[Hashable, dict[int, Entry]] = OrderedDict()
+        self._shapes: OrderedDict[Hashable, Shape] = OrderedDict()
 
-    def shape(self, key: Hashable) -> dict[int, Entry]:
+    def shape(self, key: Hashable) -> Shape:
         """The entries of shape ``key`` (made empty if new)."""
         entries = self._shapes.get(key)
         if entries is None:
-            entries = self._shapes[key] = {}
+            entries = self._shapes[key] = Shape(self)
             while len(self._shapes) > self.max_shapes:
                 self._drop_oldest()
         else:
             self._shapes.move_to_end(key)
         return entries
 
-    def keep(self, entries: dict[int, Entry], anchor: int,
+    def keep(self, entries: Shape, anchor: int,
              basis: tuple[Provider, ...], found: list[Candidate]) -> None:
         """Hold ``found`` as ``anchor``'s candidates in ``entries``, unless
-        that would go over the budget."""
+        that would go over the budget (a lone tree's on its provider,
+        ``lone``, if no other live shape holds it)."""
+        if not entries.live:
+            # Dropped while a search of it ran: nothing counts it now.
+            return
+        if len(basis) == 1 and self.lone(entries, anchor, basis[0], found):
+            return
         old = entries.get(anchor)
         grow = len(found) - (len(old[1]) if old else 0)
         while (self.held + grow > self.budget and len(self._shapes) > 1
@@ -72,18 +106,45 @@ class AnchorMemo:
             self._drop_oldest()
         if self.held + grow > self.budget:
             return
-        # Built directly: ``_replace`` costs several times as much.
-        entries[anchor] = (basis, [Candidate(c.anchor, c.allocs, c.mappings,
-                                             c.shared_only, {})
-                                   for c in found])
+        entries[anchor] = (basis, _copies(found))
         self.held += grow
+
+    def lone(self, entries: Shape, anchor: int, provider: Provider,
+             found: list[Candidate]) -> bool:
+        """Hold ``found`` on ``provider``, whose tree it is alone (no
+        child, no sharing provider), unless another live shape holds it;
+        False when not held."""
+        owner = provider.kept
+        if owner is not None:
+            held_by = owner[0]
+            if (held_by is not entries and isinstance(held_by, Shape)
+                    and held_by.memo is self and held_by.live):
+                return False
+        # One tuple, the shape first: one object to read, not two.
+        provider.kept = (entries, *_copies(found))
+        old = entries.pop(anchor, None)  # held in the map before
+        if old is not None:
+            self.held -= len(old[1])
+        return True
 
     def _drop_oldest(self) -> None:
         try:
             _, entries = self._shapes.popitem(last=False)
         except KeyError:  # another thread emptied it first
             return
+        entries.live = False
         self.held -= sum(len(found) for _, found in entries.values())
+        # Providers still name the shape (stale entries, free to take):
+        # what it holds in its map goes now, not when they are replaced.
+        entries.clear()
+
+
+def _copies(found: list[Candidate]) -> list[Candidate]:
+    """``found`` as the memo holds them: each with a ``memo`` of its own
+    for what callers keep (its encoded body)."""
+    # Built directly: ``_replace`` costs several times as much.
+    return [Candidate(c.anchor, c.allocs, c.mappings, c.shared_only, {})
+            for c in found]
 
 
 def shape_key(specs: list[GroupSpec], wide: RequestWide) -> Hashable:

@@ -133,8 +133,7 @@ def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
     name indexes and shuffled."""
     roots = world.roots
     if not traits and not aggs:
-        yield from map(roots.__getitem__, shuffled(0, len(roots),
-                                                   rng.random))
+        yield from map(roots.__getitem__, shuffled(0, len(roots), rng))
         return
     checks = sorted(_sets(traits, aggs),
                     key=lambda c: _members(world, c[0], c[1]))
@@ -147,7 +146,7 @@ def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
         rng.shuffle(found)
         yield from found
         return
-    for i in shuffled(0, len(roots), rng.random):
+    for i in shuffled(0, len(roots), rng):
         if _labelled(world, roots[i], checks):
             yield roots[i]
 

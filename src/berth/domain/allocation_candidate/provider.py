@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
+from typing import Any
 
 from berth.domain.allocation_candidate.request import TraitExpr
 from berth.domain.capacity import Inventory, capacity
@@ -37,6 +38,13 @@ class Provider:
     #: checks, worked out once
     room: dict[str, tuple[int, int, int, int]] = field(
         init=False, repr=False, compare=False)
+    #: the anchor memo's entry for the tree of this provider alone (no
+    #: children, no sharing provider serving it): the memo's shape, then
+    #: the tree's candidates (at most one), or None. Not part of the
+    #: provider's value: a refresh makes a new object without it, which
+    #: is what invalidates it (``anchor_memo``)
+    kept: tuple[Any, ...] | None = field(
+        default=None, init=False, repr=False, compare=False)
     #: ``room`` worked out already (``room_of`` these inventories and
     #: usage): how the world's loader makes every provider object in one
     #: run, side by side in memory, after all their parts

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from berth.domain.allocation_candidate.anchor_memo import (
     AnchorMemo,
-    Entry,
+    Shape,
     basis_of,
     same_basis,
     shape_key,
@@ -103,7 +103,7 @@ def _mixed(cands: Iterator[Candidate], rng: random.Random
             return
 
 
-def _remembered(memo: AnchorMemo, entries: dict[int, Entry], anchor: int,
+def _remembered(memo: AnchorMemo, entries: Shape, anchor: int,
                 basis: tuple[Provider, ...], fresh: Iterator[Candidate]
                 ) -> Iterator[Candidate]:
     """``fresh``, kept in ``memo`` once it has been taken to the end."""
@@ -129,7 +129,14 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
     entries = memo.shape(key)
     providers = world.providers
     for anchor in anchors:
-        if anchor not in providers or not anchor_ok(anchor):
+        p = providers.get(anchor)
+        if p is None or not anchor_ok(anchor):
+            continue
+        # A lone tree's entry, on its provider: valid while the provider
+        # is this very object (``AnchorMemo.lone``).
+        kept = p.kept
+        if kept is not None and kept[0] is entries:
+            yield iter(kept[1:])
             continue
         basis = basis_of(world, anchor)
         entry = entries.get(anchor)
@@ -138,6 +145,13 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
             # (The memo's list is shared: shuffled as a copy.)
             yield iter(found if shuffle is None or len(found) < 2
                        else shuffle.sample(found, len(found)))
+            continue
+        if len(basis) == 1:
+            # A lone tree gives at most one candidate (each group fits
+            # its provider or not): taken at once, no generator kept.
+            found = list(per_anchor(anchor))
+            memo.keep(entries, anchor, basis, found)
+            yield iter(found)
             continue
         fresh = _remembered(memo, entries, anchor, basis,
                             per_anchor(anchor))
