@@ -154,9 +154,10 @@ class Metrics:
         self.feed_delivery = prom.Histogram(
             "berth_feed_delivery_seconds", "Time from the earliest event "
             "of a batch a group of watchers got (its stored time) until the "
-            "feed had written the batch to every watcher of the group (to "
-            "their sockets; not their reading). One observation per group "
-            "per batch.", buckets=_DELIVERY, registry=r)
+            "feed had written the batch to every watcher of the group "
+            "(non-blocking writes to their connections; not their "
+            "reading). One observation per group per batch.",
+            buckets=_DELIVERY, registry=r)
 
     def request(self, route: str, method: str, status: str,
                 microversion: str, seconds: float) -> None:
