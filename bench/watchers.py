@@ -18,7 +18,12 @@ URL of an empty database), then for each count of watchers:
    each event and notes its delay from the event's commit time (its
    ``time``, the API's clock, here the same machine's) to its receipt.
 
-It prints, per count: the delay's p50, p99 and max; the share of
+It prints, per count: the delay's p50, p99 and max at the clients; the
+feed's own delivery delay (p50, p99), from its histogram
+``berth_feed_delivery_seconds`` (scraped from ``[berth] metrics_listen``
+before and after the load, the buckets differenced, each quantile
+interpolated linearly within its bucket as Prometheus's
+``histogram_quantile`` does); the share of
 (event, watcher) deliveries made; the feed process's RSS (with the
 watches open) and CPU, and the client processes' CPU, during the load;
 the API workers' CPU per write without and with the watchers, and the
@@ -70,13 +75,15 @@ class Serve:
     def __init__(self, workdir: Path, db_url: str | None) -> None:
         self.port = free_port()
         self.watch_port = free_port()
+        self.metrics_port = free_port()
         conf = workdir / "placement.conf"
         conf.write_text(
             "[api]\nauth_strategy = noauth2\n"
             "[placement_database]\nconnection = %s\n"
             "[berth]\nrequest_log = False\nwatch_listen = 127.0.0.1:%d\n"
+            "metrics_listen = 127.0.0.1:%d\n"
             % (db_url or "sqlite:///%s" % (workdir / "placement.sqlite"),
-               self.watch_port))
+               self.watch_port, self.metrics_port))
         subprocess.run([*BERTH, "db", "sync", "--config-file", str(conf)],
                        check=True, stdout=subprocess.DEVNULL)
         self.log = workdir / "serve.log"
@@ -108,11 +115,45 @@ class Serve:
         fields = stat[stat.rindex(")") + 2:].split()
         return sum(int(n) for n in fields[11:13]) / TICKS
 
+    def delivery(self) -> dict[float, float]:
+        """The feed's ``berth_feed_delivery_seconds`` buckets: how many
+        observations were at most each bound (seconds; +Inf last)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port,
+                                          timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        found = re.findall(r'^berth_feed_delivery_seconds_bucket\{le="([^"]+)"'
+                           r'\} (\S+)$', text, re.MULTILINE)
+        return dict(sorted((float(le), float(n)) for le, n in found))
+
     def feed_rss_mb(self) -> float:
         with open("/proc/%d/status" % self.feed_pid) as f:
             kb = next(int(line.split()[1]) for line in f
                       if line.startswith("VmRSS:"))
         return kb / 1024
+
+
+def bucket_quantile(q: float, before: dict[float, float],
+                    after: dict[float, float]) -> float:
+    """The ``q`` quantile (ms) of the observations made between two
+    scrapes of a histogram, interpolated linearly within the bucket it
+    falls in (the bound below it when it falls in +Inf's); NaN if none."""
+    counts = [(le, after[le] - before.get(le, 0.0)) for le in after]
+    if not counts or counts[-1][1] <= 0:
+        return float("nan")
+    rank, lower, below = q * counts[-1][1], 0.0, 0.0
+    for le, cumulative in counts:
+        if cumulative >= rank:
+            if le == float("inf"):
+                return lower * 1000
+            inside = cumulative - below
+            share = (rank - below) / inside if inside else 1.0
+            return (lower + (le - lower) * share) * 1000
+        lower, below = le, cumulative
+    return lower * 1000
 
 
 def write_load(port: int, provider: str, rate: float, seconds: float
@@ -256,6 +297,7 @@ def run_count(serve: Serve, provider: str, count: int,
     rss_open = serve.feed_rss_mb()
     cpu0, feed0 = serve.api_cpu(), serve.feed_cpu()
     note("the load with the watches")
+    buckets = serve.delivery()
     go.set()
     time.sleep(0.5)
     spy = None
@@ -277,6 +319,7 @@ def run_count(serve: Serve, provider: str, count: int,
     results = [out.get(timeout=120) for _ in procs]
     for proc in procs:
         proc.join(30)
+    after = serve.delivery()
     delays = sorted(d for _, ds, _ in results for d in ds)
     lines = sum(n for n, _, _ in results)
     clients_cpu = sum(c for _, _, c in results) / args.seconds
@@ -290,6 +333,8 @@ def run_count(serve: Serve, provider: str, count: int,
             "rate_alone": rate_alone, "rate_with": writes / args.seconds,
             "p50_ms": quantile(0.5), "p99_ms": quantile(0.99),
             "max_ms": delays[-1] * 1000 if delays else float("nan"),
+            "feed_p50_ms": bucket_quantile(0.5, buckets, after),
+            "feed_p99_ms": bucket_quantile(0.99, buckets, after),
             "samples": len(delays),
             # lines counted include bookmarks: at least every event
             "delivered": min(1.0, lines / (writes * count)),
@@ -347,16 +392,18 @@ def main() -> None:
             api(serve.port, "PUT", "/resource_providers/%s/inventories"
                 % provider, {"resource_provider_generation": 0,
                              "inventories": {"VCPU": {"total": 10**9}}})
-            print("| watchers | open (s) | p50 (ms) | p99 (ms) | max (ms) "
-                  "| delivered | feed RSS (MB) | feed CPU (cores) "
+            print("| watchers | open (s) | clients p50 (ms) "
+                  "| clients p99 (ms) | max (ms) "
+                  "| feed p50 (ms) | feed p99 (ms) | delivered | feed RSS (MB) | feed CPU (cores) "
                   "| clients CPU (cores) "
                   "| API CPU/write alone (ms) | with watchers (ms) "
                   "| writes/s alone / with |")
-            print("| --- " * 12 + "|")
+            print("| --- " * 14 + "|")
             for count in args.watchers:
                 r = run_count(serve, provider, count, args)
                 print("| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
-                      "{p99_ms:.0f} | {max_ms:.0f} | {delivered:.1%} | "
+                      "{p99_ms:.0f} | {max_ms:.0f} | {feed_p50_ms:.0f} | "
+                      "{feed_p99_ms:.0f} | {delivered:.1%} | "
                       "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
                       "{clients_cpu:.2f} | "
                       "{api_ms_alone:.2f} | {api_ms_with:.2f} | "

@@ -31,6 +31,10 @@ METHODS = frozenset(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
                      "OPTIONS"])
 
 _LATENCY = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
+#: The change feed's delivery delay: a few ms when idle, up to seconds
+#: when thousands of watchers wait for a share of a core.
+_DELIVERY = (.005, .01, .025, .05, .075, .1, .15, .2, .25, .3, .4, .5, .75,
+             1, 1.5, 2, 3, 5)
 _COUNTS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 
 
@@ -147,6 +151,13 @@ class Metrics:
         self.feed_events = prom.Counter(
             "berth_feed_events_sent", "Events the change feed's watch "
             "sent, counted once per watcher that got them.", registry=r)
+        self.feed_delivery = prom.Histogram(
+            "berth_feed_delivery_seconds", "Time from the earliest event "
+            "of a batch a group of watchers got (its stored time) until the "
+            "feed had written the batch to every watcher of the group "
+            "(non-blocking writes to their connections; not their "
+            "reading). One observation per group per batch.",
+            buckets=_DELIVERY, registry=r)
 
     def request(self, route: str, method: str, status: str,
                 microversion: str, seconds: float) -> None:

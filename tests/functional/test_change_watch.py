@@ -488,3 +488,32 @@ def test_an_http_1_0_watcher_gets_the_frames_unchunked(
         assert json.loads(lines.readline()) == {"after": start}
         made = new_provider(client, "plain")
         assert json.loads(lines.readline())["subject"] == made
+
+
+def test_delivery_delay_is_observed_once_per_group_that_got_frames(
+        client: Client, feed: FeedServer) -> None:
+    registry = feed.running.feed.metrics.registry
+
+    def sample(suffix: str) -> float:
+        return registry.get_sample_value(
+            "berth_feed_delivery_seconds_" + suffix) or 0.0
+
+    start = position(client)
+    # Two watchers of one group, and a group whose filter leaves it out.
+    same = [Stream(feed.port, "after=" + start) for _ in range(2)]
+    other = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
+    for stream in [*same, other]:
+        assert stream.frame() == {"after": start}  # joined
+    count, total = sample("count"), sample("sum")
+    began = time.time()
+    uuid = new_provider(client, "timed")  # one write, one event
+    for stream in same:
+        assert stream.events(1)[0]["subject"] == uuid
+    # The feed observes just after its writes, on its own thread.
+    wait_for(lambda: sample("count") > count, "the delay is observed")
+    ended = time.time()
+    # One batch, one group that got it: one observation, whose delay
+    # (from the event's stored time to the last write) lies within the
+    # window the test saw, on the same clock.
+    assert sample("count") - count == 1
+    assert 0 < sample("sum") - total <= ended - began
