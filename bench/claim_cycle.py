@@ -43,45 +43,19 @@ import run  # noqa: E402
 
 from support.servers import Server  # noqa: E402
 
-QUERY = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=5"
-HEADERS = {"OpenStack-API-Version": "placement 1.39",
-           "Content-Type": "application/json", "X-Auth-Token": "admin"}
+QUERY = "resources=VCPU:1,MEMORY_MB:512&limit=5"
 PROJECT, USER = "p" * 32, "u" * 32
-
-
-class _Server(Server):
-    """A server whose ``[placement_database]`` says ``extra``."""
-
-    def __init__(self, *a: object, extra: str = "", **kw: object) -> None:
-        super().__init__(*a, **kw)  # type: ignore[arg-type]
-        self.extra = extra
-
-    def _conf(self) -> Path:
-        conf = super()._conf()
-        conf.write_text(conf.read_text().replace(
-            "[placement_database]\n", "[placement_database]\n" + self.extra))
-        return conf
 
 
 def cycles(server: Server, count: int) -> dict[str, float]:
     """Server CPU and wall time per claim cycle, one client."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port)
 
-    def call(method: str, path: str, body: str | None = None
-             ) -> tuple[int, bytes]:
-        conn.request(method, path, body=body, headers=HEADERS)
-        answer = conn.getresponse()
-        return answer.status, answer.read()
-
     def cycle() -> None:
-        _, body = call("GET", QUERY)
-        first = json.loads(body)["allocation_requests"][0]
-        status, text = call("PUT", "/allocations/%s" % uuid.uuid4(), json.dumps(
-            {"allocations": first["allocations"], "project_id": PROJECT,
-             "user_id": USER, "consumer_generation": None,
-             "consumer_type": "INSTANCE"}))
+        status = run.claim_attempt(conn, QUERY, str(uuid.uuid4()),
+                                   (PROJECT, USER))
         if status != 204:
-            raise RuntimeError("claim answered %d: %s" % (status, text[:200]))
+            raise RuntimeError("claim cycle ended with %d" % status)
 
     for _ in range(30):
         cycle()
@@ -102,7 +76,9 @@ def main() -> int:
     ap.add_argument("--no-sync", action="store_true")
     ap.add_argument("--only", choices=["cycle", "race"])
     args = ap.parse_args()
-    extra = "sqlite_synchronous = False\n" if args.no_sync else ""
+    sections: dict[str, dict[str, object]] = (
+        {"placement_database": {"sqlite_synchronous": False}}
+        if args.no_sync else {})
     for part in ("cycle", "race"):
         if args.only not in (None, part):
             continue
@@ -113,8 +89,8 @@ def main() -> int:
                 shutil.copy(url[len("sqlite:///"):], copy)
                 url = "sqlite:///%s" % copy
             workers = 1 if part == "cycle" else args.workers
-            with _Server("berth", Path(tmp), workers=workers, db_url=url,
-                         extra=extra) as server:
+            with Server("berth", Path(tmp), workers=workers, db_url=url,
+                        sections=sections) as server:
                 if part == "cycle":
                     found = cycles(server, args.cycles)
                 else:

@@ -53,33 +53,19 @@ from berth.db.engine import Database, create_engine  # noqa: E402
 from support.servers import ROOT, Server  # noqa: E402
 
 QUERY = "resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20&limit=1000"
-#: label -> (implementation, [berth] options, extra configuration text)
-CASES: dict[str, tuple[str, dict[str, object], str]] = {
-    "berth uuid": ("berth", {"candidate_order": "uuid"}, ""),
-    "berth random": ("berth", {"candidate_order": "random"}, ""),
-    "berth spread": ("berth", {"candidate_order": "spread"}, ""),
-    "berth pack": ("berth", {"candidate_order": "pack"}, ""),
-    "upstream": ("upstream", {}, ""),
+#: label -> (implementation, placement.conf settings by section)
+CASES: dict[str, tuple[str, dict[str, dict[str, object]]]] = {
+    "berth uuid": ("berth", {"berth": {"candidate_order": "uuid"}}),
+    "berth random": ("berth", {"berth": {"candidate_order": "random"}}),
+    "berth spread": ("berth", {"berth": {"candidate_order": "spread"}}),
+    "berth pack": ("berth", {"berth": {"candidate_order": "pack"}}),
+    "upstream": ("upstream", {}),
     "upstream randomized": (
-        "upstream", {}, "[placement]\nrandomize_allocation_candidates = True\n"),
+        "upstream", {"placement": {"randomize_allocation_candidates": True}}),
 }
 #: Upstream keeps standard classes out of its resource_classes table, with
 #: these ids (their place in os-resource-classes' list).
 UPSTREAM_CLASS_IDS = {"VCPU": 0, "MEMORY_MB": 1}
-
-
-class _Server(Server):
-    """A server whose placement.conf has ``extra`` appended (upstream's
-    ``[placement]`` section)."""
-
-    def __init__(self, *a: Any, extra: str = "", **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        self.extra = extra
-
-    def _conf(self) -> Path:
-        conf = super()._conf()
-        conf.write_text(conf.read_text() + self.extra)
-        return conf
 
 
 def _class_ids(conn: sa.Connection, kind: str) -> dict[str, int]:
@@ -120,12 +106,12 @@ def imbalance(url: str, kind: str) -> dict[str, float | int]:
 
 def one(label: str, source: Path, workdir: Path, args: argparse.Namespace
         ) -> dict[str, Any]:
-    kind, options, extra = CASES[label]
+    kind, sections = CASES[label]
     db = workdir / ("%s.sqlite" % label.replace(" ", "-"))
     shutil.copy(source, db)
     url = "sqlite:///%s" % db
-    server = _Server(kind, workdir / label.replace(" ", "-"), args.workers, url,
-                     berth_options=options, extra=extra)
+    server = Server(kind, workdir / label.replace(" ", "-"), args.workers, url,
+                    sections=sections)
     out: dict[str, Any] = {}
     with server:
         # The first answer loads the world (Berth) and warms both; not timed.

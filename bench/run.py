@@ -197,7 +197,6 @@ def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
     parsed = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1",
                                       parsed.port, timeout=60)
-    headers = {**HEADERS, "content-type": "application/json"}
     done = conflicts = errors = 0
     ready.wait()
     cpu0 = time.process_time()
@@ -206,30 +205,43 @@ def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
         if time.monotonic() > deadline:
             break
         consumer = str(uuid.uuid4())
+        owner = (world_mod.uid("p"), world_mod.uid("u"))
         for _attempt in range(10):
-            status, body = _call(conn, "GET", "/allocation_candidates?" + query,
-                                 None, headers)
-            reqs = json.loads(body)["allocation_requests"] if status == 200 else []
-            if not reqs:
-                errors += status != 200
-                break
-            pick = 0 if first else (n + i) % len(reqs)
-            claim = {"allocations": reqs[pick]["allocations"],
-                     "project_id": world_mod.uid("p"),
-                     "user_id": world_mod.uid("u"),
-                     "consumer_generation": None,
-                     "consumer_type": "INSTANCE"}
-            status, _ = _call(conn, "PUT", "/allocations/" + consumer,
-                              json.dumps(claim), headers)
+            status = claim_attempt(conn, query, consumer, owner,
+                                   None if first else n + i)
             if status == 204:
                 done += 1
                 break
             if status == 409:
                 conflicts += 1
                 continue
-            errors += 1
+            errors += status != 0
             break
     results.put((done, conflicts, errors, time.process_time() - cpu0))
+
+
+def claim_attempt(conn: http.client.HTTPConnection, query: str,
+                  consumer: str, owner: tuple[str, str],
+                  pick: int | None = None) -> int:
+    """One attempt at a scheduler's claim for ``consumer`` (a project and
+    user ``owner``): ``GET /allocation_candidates?<query>``, then a PUT of
+    the first candidate (as Nova does when its weighers tie), or of the
+    one at ``pick`` modulo their number. The PUT's status (204, 409...),
+    the GET's when it failed, 0 when there was no candidate."""
+    headers = {**HEADERS, "content-type": "application/json"}
+    status, body = _call(conn, "GET", "/allocation_candidates?" + query,
+                         None, headers)
+    if status != 200:
+        return status
+    reqs = json.loads(body)["allocation_requests"]
+    if not reqs:
+        return 0
+    chosen = reqs[0 if pick is None else pick % len(reqs)]
+    status, _ = _call(conn, "PUT", "/allocations/" + consumer, json.dumps({
+        "allocations": chosen["allocations"], "project_id": owner[0],
+        "user_id": owner[1], "consumer_generation": None,
+        "consumer_type": "INSTANCE"}), headers)
+    return status
 
 
 def _call(conn: http.client.HTTPConnection, method: str, path: str,

@@ -67,7 +67,8 @@ class Server:
 
     def __init__(self, kind: str, workdir: Path, workers: int = 1,
                  db_url: str | None = None, auth_conf: str | None = None,
-                 berth_options: dict[str, object] | None = None) -> None:
+                 berth_options: dict[str, object] | None = None,
+                 sections: dict[str, dict[str, object]] | None = None) -> None:
         self.kind = kind
         # Configuration text replacing the noauth2 [api] section.
         self.auth_conf = auth_conf or "[api]\nauth_strategy = noauth2\n"
@@ -79,17 +80,23 @@ class Server:
         self.db_url = db_url or "sqlite:///%s" % (self.dir / "placement.sqlite")
         #: more [berth] settings of a Berth server's placement.conf
         self.berth_options = berth_options or {}
+        #: more settings of placement.conf, by section (``[berth]`` ones
+        #: join ``berth_options``); either implementation reads them
+        self.sections = sections or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _conf(self) -> Path:
         conf = self.dir / "placement.conf"
-        conf.write_text(
-            "[DEFAULT]\ndebug = False\n%s"
-            "[placement_database]\nconnection = %s\n"
-            "[oslo_policy]\nenforce_new_defaults = False\n"
-            "[berth]\nrequest_log = False\n%s" % (
-                self.auth_conf, self.db_url,
-                "".join("%s = %s\n" % kv for kv in self.berth_options.items())))
+        sections: dict[str, dict[str, object]] = {
+            "placement_database": {"connection": self.db_url},
+            "oslo_policy": {"enforce_new_defaults": False},
+            "berth": {"request_log": False, **self.berth_options}}
+        for name, options in self.sections.items():
+            sections[name] = {**sections.get(name, {}), **options}
+        conf.write_text("[DEFAULT]\ndebug = False\n" + self.auth_conf + "".join(
+            "[%s]\n%s" % (name, "".join("%s = %s\n" % kv
+                                        for kv in options.items()))
+            for name, options in sections.items()))
         return conf
 
     def start(self) -> Server:
