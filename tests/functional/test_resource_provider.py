@@ -103,6 +103,33 @@ def test_duplicate_name_conflicts(client: Any) -> None:
     assert _code(resp) == "placement.duplicate_name"
 
 
+def test_name_and_uuid_both_taken_names_both(client: Any) -> None:
+    first = _create(client, "one")
+    _create(client, "two")
+    resp = client.post(ROOT, json={"name": "two", "uuid": first["uuid"]})
+    assert resp.status_code == 409
+    assert ("Conflicting resource provider name: two, uuid: %s already "
+            "exists" % first["uuid"]) in _detail(resp)
+    resp = client.post(ROOT, json={"name": "one", "uuid": first["uuid"]})
+    assert ("Conflicting resource provider name: one, uuid: %s already "
+            "exists" % first["uuid"]) in _detail(resp)
+    assert len(client.get(ROOT).json()["resource_providers"]) == 2
+
+
+def test_rename_conflict_undoes_the_move_it_came_with(client: Any) -> None:
+    parent = _create(client, "parent")
+    _create(client, "taken")
+    mover = _create(client, "mover")
+    resp = client.at("1.37").put("%s/%s" % (ROOT, mover["uuid"]), json={
+        "name": "taken", "parent_provider_uuid": parent["uuid"]})
+    assert resp.status_code == 409
+    assert _code(resp) == "placement.duplicate_name"
+    after = client.get("%s/%s" % (ROOT, mover["uuid"])).json()
+    assert (after["name"], after["parent_provider_uuid"],
+            after["root_provider_uuid"], after["generation"]) == (
+        "mover", None, mover["uuid"], 0)
+
+
 def test_names_are_case_sensitive_everywhere(client: Any) -> None:
     _create(client, "Mixed")
     _create(client, "mixed")

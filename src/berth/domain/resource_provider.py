@@ -155,15 +155,19 @@ _ROOT_OF = sa.select(RP.c.root_provider_id).where(
     RP.c.id == sa.bindparam("b_id"))
 _LOCK_ROW = sa.select(RP.c.id).where(
     RP.c.id == sa.bindparam("b_id")).with_for_update()
-_NAME_TAKEN = sa.select(RP.c.id).where(
-    RP.c.name == sa.bindparam("b_name")).limit(1)
-_NAME_TAKEN_BY_OTHER = _NAME_TAKEN.where(RP.c.id != sa.bindparam("b_id"))
-_UUID_TAKEN = sa.select(RP.c.id).where(
-    RP.c.uuid == sa.bindparam("b_uuid")).limit(1)
-_CHILD = sa.select(RP.c.id).where(
-    RP.c.parent_provider_id == sa.bindparam("b_id")).limit(1)
-_USED = sa.select(t.allocations.c.id).where(
-    t.allocations.c.resource_provider_id == sa.bindparam("b_id")).limit(1)
+#: Which of a new provider's name and uuid another provider has: one row
+#: per provider that has either (at most two).
+_TAKEN = sa.select(RP.c.name, RP.c.uuid).where(sa.or_(
+    RP.c.name == sa.bindparam("b_name"),
+    RP.c.uuid == sa.bindparam("b_uuid"))).limit(2)
+#: Whether a provider has children, and allocations, in one read.
+_CHILD_OR_USED = sa.select(
+    sa.select(RP.c.id).where(RP.c.parent_provider_id == sa.bindparam("b_id"))
+    .limit(1).scalar_subquery().label("child"),
+    sa.select(t.allocations.c.id).where(
+        t.allocations.c.resource_provider_id == sa.bindparam("b_id"))
+    .limit(1).scalar_subquery().label("used"))
+_INSERT = RP.insert()
 _DELETE_LINKS = [table.delete().where(
     table.c.resource_provider_id == sa.bindparam("b_id"))
     for table in (t.inventories, t.resource_provider_traits,
@@ -173,19 +177,27 @@ _UNLINK = RP.update().where(RP.c.id == sa.bindparam("b_id")).values(
 _DELETE = RP.delete().where(RP.c.id == sa.bindparam("b_id"))
 
 
-def lock_tree(conn: Connection, provider_id: int) -> int | None:
+def lock_tree(conn: Connection, provider_id: int,
+              root: int | None = None) -> int | None:
     """Row-lock the root of ``provider_id``'s tree; return the root id.
 
-    None when the provider no longer exists. The root is read again after
-    the lock because a concurrent move may have changed it meanwhile.
+    None when the provider no longer exists. ``root`` is the root the
+    caller read with the provider, if it did (the first read is then
+    skipped). The root is read again after the lock because a concurrent
+    move may have changed it meanwhile.
     """
     for _ in range(_LOCK_ATTEMPTS):
-        root = conn.scalar(_ROOT_OF, {"b_id": provider_id})
         if root is None:
-            return None
+            root = conn.scalar(_ROOT_OF, {"b_id": provider_id})
+            if root is None:
+                return None
         conn.execute(_LOCK_ROW, {"b_id": root})
-        if conn.scalar(_ROOT_OF, {"b_id": provider_id}) == root:
+        now = conn.scalar(_ROOT_OF, {"b_id": provider_id})
+        if now == root:
             return int(root)
+        if now is None:
+            return None
+        root = now
     raise errors.ConcurrentUpdate(
         "The provider tree changed while it was being updated; please "
         "try again.")
@@ -197,31 +209,24 @@ def _action_error(prefix: str, action: str, reason: str) -> errors.BadRequest:
                              % (prefix, action, reason))
 
 
-def _duplicate_columns(conn: Connection, name: str, uuid: str | None,
-                       exclude_id: int | None = None) -> list[str]:
-    """Which of name/uuid another provider already has."""
-    taken = []
-    if exclude_id is None:
-        named = conn.execute(_NAME_TAKEN, {"b_name": name})
-    else:
-        named = conn.execute(_NAME_TAKEN_BY_OTHER, {"b_name": name,
-                                                    "b_id": exclude_id})
-    if named.first() is not None:
-        taken.append("name")
-    if uuid is not None:
-        query = _UUID_TAKEN
-        if exclude_id is not None:  # no caller asks it: built here
-            query = query.where(RP.c.id != exclude_id)
-        if conn.execute(query, {"b_uuid": uuid}).first() is not None:
-            taken.append("uuid")
-    return taken
+def _duplicate_columns(conn: Connection, name: str, uuid: str) -> list[str]:
+    """Which of name and uuid another provider already has."""
+    taken = set()
+    for row in conn.execute(_TAKEN, {"b_name": name, "b_uuid": uuid}):
+        if row.uuid == uuid:
+            taken.add("uuid")
+        # Not the uuid, so the name matched (in the database's collation).
+        if row.uuid != uuid or row.name == name:
+            taken.add("name")
+    return [column for column in ("name", "uuid") if column in taken]
 
 
 def _parent_for(conn: Connection, parent_uuid: str,
                 prefix: str) -> tuple[int, int]:
     """(id, root id) of an existing parent, its tree locked."""
     parent = common.provider_by_uuid(conn, parent_uuid)
-    root = lock_tree(conn, parent.id) if parent is not None else None
+    root = (lock_tree(conn, parent.id, parent.root_provider_id)
+            if parent is not None else None)
     if parent is None or root is None:
         raise _action_error(prefix, "create",
                             "parent provider UUID does not exist.")
@@ -249,10 +254,10 @@ def create_provider(conn: Connection, name: str, uuid: str,
     if taken:
         raise _duplicate(taken, values)
     try:
-        new_id = conn.execute(RP.insert().values(
-            uuid=uuid, name=name, generation=0, parent_provider_id=parent_id,
-            root_provider_id=root_id, created_at=common.now())
-        ).inserted_primary_key[0]  # type: ignore[index]
+        new_id = conn.execute(_INSERT, {
+            "uuid": uuid, "name": name, "generation": 0,
+            "parent_provider_id": parent_id, "root_provider_id": root_id,
+            "created_at": common.now()}).inserted_primary_key[0]  # type: ignore[index]
     except sa.exc.IntegrityError as exc:
         # Lost a race with a concurrent create: say which column if the
         # database's message tells.
@@ -286,8 +291,7 @@ def update_provider(conn: Connection, uuid: str, name: str,
     row = load_provider(conn, uuid)
     if parent_uuid is not KEEP:
         _move(conn, row, parent_uuid, allow_reparenting)  # type: ignore[arg-type]
-    if _duplicate_columns(conn, name, None, exclude_id=row.id):
-        raise _conflicting_name(name)
+    # A name another provider has fails the unique key (no read first).
     try:
         conn.execute(RP.update().where(RP.c.id == row.id)
                      .values(name=name, updated_at=common.now()))
@@ -310,7 +314,7 @@ def _move(conn: Connection, row: Row, parent_uuid: str | None,  # type: ignore[t
     """Give ``row`` the parent ``parent_uuid`` (None: none), enforcing the
     tree rules, and re-root its whole subtree."""
     prefix = "Unable to save resource provider %s" % row.uuid
-    if lock_tree(conn, row.id) is None:
+    if lock_tree(conn, row.id, row.root_provider_id) is None:
         raise errors.NotFound(
             "No resource provider with uuid %s found" % row.uuid)
     current = conn.scalar(sa.select(RP.c.parent_provider_id)
@@ -354,26 +358,30 @@ def delete_provider(conn: Connection, uuid: str) -> None:
     """
     missing = "No resource provider with uuid %s found for delete" % uuid
     row = get_provider(conn, uuid)
-    if row is None or lock_tree(conn, row.id) is None:
+    root = (lock_tree(conn, row.id, row.root_provider_id)
+            if row is not None else None)
+    if row is None or root is None:
         raise errors.NotFound(missing)
-    # Allocation writers bump (so lock) this row; locking it too means
-    # the allocation check below sees every committed claim.
-    conn.execute(_LOCK_ROW, {"b_id": row.id})
-    child = conn.execute(_CHILD, {"b_id": row.id}).first()
+    if root != row.id:
+        # Allocation writers bump (so lock) this row; locking it too
+        # means the allocation check below sees every committed claim.
+        # (A root is locked already.)
+        conn.execute(_LOCK_ROW, {"b_id": row.id})
+    child, used = conn.execute(_CHILD_OR_USED, {"b_id": row.id}).one()
     if child is not None:
         raise errors.CannotDeleteParent(
             "Unable to delete parent resource provider %s: It has child "
             "resource providers." % uuid)
-    used = conn.execute(_USED, {"b_id": row.id}).first()
     if used is not None:
         raise errors.ProviderInUse(
             "Unable to delete resource provider %s: Resource provider has "
             "allocations." % uuid)
     for delete in _DELETE_LINKS:
         conn.execute(delete, {"b_id": row.id})
-    # A root references itself; clear that first so every backend accepts
-    # the delete whatever order it checks foreign keys in.
-    conn.execute(_UNLINK, {"b_id": row.id})
+    if root == row.id:
+        # A root references itself; clear that first so every backend
+        # accepts the delete whatever order it checks foreign keys in.
+        conn.execute(_UNLINK, {"b_id": row.id})
     conn.execute(_DELETE, {"b_id": row.id})
     changes.note(conn, changes.STRUCTURE, [row.id])
     change.provider_event(conn, events.PROVIDER_DELETED, uuid, None, row)
