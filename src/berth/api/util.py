@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 import falcon
@@ -18,6 +18,15 @@ from berth.db.engine import Database
 from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.errors import DomainError
 from berth.domain.memo import Memo
+
+
+class Validates(Protocol):
+    """What the helpers below need of a schema
+    (``berth.api.schemas.FastValidator``)."""
+
+    def validate(self, instance: Any) -> None:
+        """Raise ``jsonschema.ValidationError`` unless ``instance`` is
+        valid."""
 
 
 def want(req: falcon.Request, minimum: str) -> bool:
@@ -87,7 +96,7 @@ def require_json(req: falcon.Request) -> None:
 
 
 def json_body(req: falcon.Request,
-              schema: jsonschema.protocols.Validator) -> Any:
+              schema: Validates) -> Any:
     """The request body, decoded and validated against ``schema``.
 
     415 for a wrong media type, 400 for malformed JSON (including NaN,
@@ -147,14 +156,14 @@ def getall(pairs: Iterable[tuple[str, str]], key: str) -> list[str]:
 
 
 def validate_query(req: falcon.Request,
-                   schema: jsonschema.protocols.Validator
+                   schema: Validates
                    ) -> list[tuple[str, str]]:
     """Parse and validate the query string; 400 with jsonschema's words."""
     return validate_pairs(query(req), schema)
 
 
 def validate_pairs(pairs: list[tuple[str, str]],
-                   schema: jsonschema.protocols.Validator
+                   schema: Validates
                    ) -> list[tuple[str, str]]:
     """``pairs`` once validated (see ``validate_query``)."""
     try:

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
-from berth.api.schemas import Versioned, validator
+from berth.api.schemas import FastValidator, Versioned, validator
 from berth.api.schemas import aggregate as agg_s
 from berth.api.schemas import allocation as alloc_s
 from berth.api.schemas import allocation_candidate as cand_s
@@ -62,7 +60,7 @@ IGNORED = validator({"description": "Not read."})
 _HTML = {"text/html": {"schema": {"type": "string"}}}
 
 
-def _one(schema: jsonschema.protocols.Validator) -> Versioned:
+def _one(schema: FastValidator) -> Versioned:
     return (("1.0", schema),)
 
 
