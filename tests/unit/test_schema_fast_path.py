@@ -264,11 +264,11 @@ _PROPERTY = settings(max_examples=100, deadline=None, database=None,
 _OPEN = {n for n in NAMES if not set(VALIDATORS[n].schema) - {"description"}}
 
 
-def _check_bodies(name: str, examples: int) -> None:
+def _check_bodies(name: str, examples: int, fixed: bool = False) -> None:
     checker = VALIDATORS[name]
     seen = set()
 
-    @settings(_PROPERTY, max_examples=examples)
+    @settings(_PROPERTY, max_examples=examples, derandomize=fixed)
     @given(bodies(checker.schema))
     def agree(body: Any) -> None:
         _verdicts(checker, body)
@@ -282,13 +282,14 @@ def _check_bodies(name: str, examples: int) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fast_check_agrees_with_jsonschema(name: str) -> None:
-    _check_bodies(name, 40)
+    # The same bodies on every run (the stress run below draws anew).
+    _check_bodies(name, 25, fixed=True)
 
 
 @pytest.mark.stress
 @pytest.mark.parametrize("name", NAMES)
 def test_fast_check_agrees_with_jsonschema_long(name: str) -> None:
-    _check_bodies(name, 5000)
+    _check_bodies(name, 150)
 
 
 # -- refusals, word for word ---------------------------------------------
