@@ -434,3 +434,13 @@ def test_uuid_spellings_match_the_format_checker() -> None:
                  "urn:uuid:%s" % value, str(value)[:-1], "harry", ""]:
         assert checker._fast_accepts(text) is schemas.FORMATS.conforms(
             text, "uuid"), text
+
+
+def test_compile_all_leaves_no_schema_to_compile_later() -> None:
+    import berth.api.schemas as schemas_package
+
+    assert schemas_package.compile_all() == len(schemas_package._MADE)
+    made = {id(checker) for checker in schemas_package._MADE}
+    assert all(id(checker) in made for checker in VALIDATORS.values())
+    assert all(checker._fast is not schemas_package._PENDING
+               for checker in schemas_package._MADE)

@@ -2,7 +2,8 @@
 
 A server that builds the application in its master process (``berth
 serve``: gunicorn's ``preload_app``; uwsgi without ``--lazy-apps``) calls
-``warm`` there: the candidate cache loads the world whole, the garbage
+``warm`` there: the request schemas' fast checks are compiled
+(``berth.api.schemas.compile_all``), the candidate cache loads the world whole, the garbage
 collector freezes it (``gc.freeze``: collections in the workers never
 walk, and so never write to, the inherited pages) and the master closes
 its database connections. Every worker forked afterwards shares the
@@ -31,6 +32,8 @@ import logging
 import time
 from typing import Any
 
+from berth.api import schemas
+
 LOG = logging.getLogger("berth.server")
 
 
@@ -46,6 +49,7 @@ def warm(app: Any) -> bool:
     if state is None or not state.cache.keep:
         return False
     start = time.perf_counter()
+    schemas.compile_all()
     snap = state.db.read(state.cache.current)
     # What is alive now (the world, the modules) is what the workers
     # share: out of the collector's view, so that no collection in a

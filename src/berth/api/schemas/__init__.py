@@ -16,6 +16,8 @@ every schema here).
 from __future__ import annotations
 
 import copy
+import importlib
+import pkgutil
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -131,8 +133,11 @@ def _compile(schema: Any) -> Callable[[Any], Any] | None:
 
 
 #: Not compiled yet (fastjsonschema compiles on first use, per process:
-#: about 8 ms a schema, too much for every import of the package).
+#: about 8 ms a schema, too much for every import of the package; a
+#: server compiles them all before it forks, see :func:`compile_all`).
 _PENDING: Any = object()
+#: Every validator made, for :func:`compile_all`.
+_MADE: list[FastValidator] = []
 
 
 class FastValidator:
@@ -187,7 +192,21 @@ def validator(schema: dict[str, Any]) -> FastValidator:
     checking ``"format": "uuid"`` as upstream does."""
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
-    return FastValidator(cls(schema, format_checker=FORMATS))
+    made = FastValidator(cls(schema, format_checker=FORMATS))
+    _MADE.append(made)
+    return made
+
+
+def compile_all() -> int:
+    """Compile every validator's fast check now (in a server's master,
+    before it forks: the workers then share them instead of each paying
+    a few milliseconds on each schema's first body); how many there are.
+    Imports every resource's schemas first."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module("%s.%s" % (__name__, module.name))
+    for made in _MADE:
+        made._fast_check()
+    return len(_MADE)
 
 
 def pick(table: Versioned, version: tuple[int, int]) -> FastValidator:
