@@ -32,6 +32,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from berth.db import changes, events, urls
+from berth.db import connection as db_connection
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -290,7 +291,9 @@ class Database:
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Connection]:
         try:
-            connection = self.engine.connect()
+            # SQLAlchemy's Connection, whose execute sizes IN lists
+            # (berth.db.connection), made as Engine.connect makes one.
+            connection = db_connection.Connection(self.engine)
         except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
             raise Unavailable(str(getattr(exc, "orig", exc))) from exc
         with connection as conn:
