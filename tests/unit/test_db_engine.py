@@ -239,3 +239,45 @@ def test_races_past_the_last_attempt_are_409_concurrent_update(
         assert "Try the request again" in error["detail"]
         assert len(attempts) == engine_mod.TX_ATTEMPTS
         assert client.get("/allocations/" + consumer).json()["allocations"] == {}
+
+
+def test_a_begin_that_finds_the_file_locked_is_retried(tmp_path, monkeypatch):
+    # SQLite's BEGIN IMMEDIATE runs on the driver's connection: a lock not
+    # had within busy_timeout must still come out as SQLAlchemy's error,
+    # which Database.run retries.
+    from berth.db import engine as engine_mod
+    monkeypatch.setattr(engine_mod, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "x.sqlite"
+    db = Database(create_engine("sqlite:///%s" % path))
+    db.run(lambda conn: conn.exec_driver_sql("CREATE TABLE t (x INTEGER)"))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    db.retries.listeners.append(lambda code: holder.execute("COMMIT"))
+
+    def write(conn):
+        conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+        return conn.exec_driver_sql("SELECT count(*) FROM t").scalar()
+
+    assert db.run(write) == 1
+    assert db.retries.by_code == {"locked": 1}
+    holder.close()
+
+
+def test_begin_is_timed_for_the_observer(tmp_path):
+    db = Database(create_engine("sqlite:///%s" % (tmp_path / "x.sqlite")))
+    times = []
+
+    class Observer:
+        def connections_in_use(self, count):
+            pass
+
+        def transaction_retried(self):
+            pass
+
+        def sql_time(self, seconds):
+            times.append(seconds)
+
+    db.observer = Observer()
+    db.run(lambda conn: None)
+    assert len(times) == 1  # BEGIN IMMEDIATE; COMMIT is the driver's commit()
+    assert times[0] >= 0

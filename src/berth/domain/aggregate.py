@@ -72,8 +72,8 @@ def ensure_aggregates(conn: Connection, uuids: Iterable[str],
     if not wanted:
         return {}
     if found is None:
-        found = {str(uuid): int(id_) for uuid, id_, _ in common.execute(
-            conn, _NAMED, {"b_uuids": wanted})}
+        found = {str(uuid): int(id_) for uuid, id_, _ in conn.execute(
+            _NAMED, {"b_uuids": wanted})}
     for value in wanted:
         if value not in found:
             new = common.insert_unique(conn, AGG.c.uuid, value)
@@ -97,7 +97,7 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
     return _set_aggregates(conn, row, uuids, generation)
 
 
-def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
+def _set_aggregates(conn: Connection, row: common.Provider,
                     uuids: list[str], generation: int | None
                     ) -> tuple[list[str], int]:
     new_generation = int(row.generation)
@@ -115,7 +115,7 @@ def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
     stored = storable(uuids)
     named: dict[str, int] = {}
     linked: dict[int, str] = {}
-    for uuid, id_, is_linked in common.execute(conn, _NAMED_AND_LINKED, {
+    for uuid, id_, is_linked in conn.execute(_NAMED_AND_LINKED, {
             "b_uuids": sorted(set(stored)), "b_rp": row.id}):
         if is_linked:
             linked[int(id_)] = str(uuid)
@@ -126,7 +126,7 @@ def _set_aggregates(conn: Connection, row: sa.Row,  # type: ignore[type-arg]
     keep = set(ids.values())
     gone = sorted(current - keep)
     if gone:
-        common.execute(conn, _UNLINK, {"b_rp": row.id, "b_ids": gone})
+        conn.execute(_UNLINK, {"b_rp": row.id, "b_ids": gone})
     added = sorted(keep - current)
     if added:
         stamp = common.now()

@@ -157,8 +157,8 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
     classes: dict[str, int] = {}
     fields: dict[str, Any] = {}
     if one is not None or params["uuids"] or params["names"]:
-        for id_, key, kind in common.execute(
-                conn, _RESOLVE if one is None else _RESOLVE_ONE, params):
+        for id_, key, kind in conn.execute(
+                _RESOLVE if one is None else _RESOLVE_ONE, params):
             if kind == 0:
                 found[key] = (id_, key)
             elif kind == 1:
@@ -261,8 +261,8 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     # bumps (MySQL, MariaDB).
     name = conn.dialect.name
     if name in ("sqlite", "postgresql"):
-        bumped = common.execute(
-            conn, _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
+        bumped = conn.execute(
+            _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
             {"ids": ids, "stamp": stamp}).all()
         if len(bumped) != len(ids):
             raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
@@ -271,7 +271,7 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
             if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
                             ).rowcount != 1:
                 raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-        bumped = common.execute(conn, _GENERATIONS, {"ids": ids}).all()
+        bumped = conn.execute(_GENERATIONS, {"ids": ids}).all()
     for provider_id, generation in bumped:
         events.note_generation(conn, provider_id, int(generation))
     changes.note(conn, changes.USAGE, provider_ids)
@@ -360,7 +360,7 @@ def replace_allocations(conn: Connection,
     before = {u: h for u, h in held.items() if owners[u][0] is not None}
     old = {u: h.by_class for u, h in before.items()}
     if held:  # else they hold nothing (a new consumer): nothing to delete
-        common.execute(conn, _DELETE, {"uuids": sorted(owners)})
+        conn.execute(_DELETE, {"uuids": sorted(owners)})
     if claims:
         claim.check(conn, claims)
     _insert(conn, claims)
@@ -431,7 +431,7 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
             [(usage.owner_of(owner), held.by_class, usage.owner_of(owner),
               {})]))
     change.removed_event(conn, consumer_uuid, held)
-    common.execute(conn, _DELETE, {"uuids": [consumer_uuid]})
+    conn.execute(_DELETE, {"uuids": [consumer_uuid]})
     conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 

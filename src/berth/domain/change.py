@@ -141,7 +141,7 @@ def holdings(conn: Connection, consumer_uuids: Iterable[str]
     wanted = sorted(set(consumer_uuids))
     if not wanted:
         return {}
-    rows = common.execute(conn, _HOLDINGS, {"uuids": wanted})
+    rows = conn.execute(_HOLDINGS, {"uuids": wanted})
     found: dict[str, Holding] = {}
     for (consumer, pid, puuid, class_id, name, used, project, user, kind,
          gen) in rows:

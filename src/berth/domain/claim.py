@@ -90,8 +90,8 @@ def _capacity(conn: Connection, provider_ids: set[int], class_ids: set[int]
     inventories: dict[tuple[int, int], capacity.Inventory] = {}
     used: dict[tuple[int, int], int] = {}
     for (provider_id, class_id, total, reserved, min_unit, max_unit,
-         step_size, ratio, allocated) in common.execute(
-            conn, _CAPACITY, {"rps": sorted(provider_ids),
+         step_size, ratio, allocated) in conn.execute(
+            _CAPACITY, {"rps": sorted(provider_ids),
                         "rcs": sorted(class_ids)}):
         key = (provider_id, class_id)
         inventories[key] = capacity.Inventory(

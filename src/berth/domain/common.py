@@ -11,22 +11,17 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import uuid as uuidlib
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar, cast
+from collections.abc import Iterable
+from typing import Literal, NamedTuple, overload
 
 import sqlalchemy as sa
 from oslo_utils import uuidutils
-from sqlalchemy.engine import Connection, CursorResult, Row
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.sql import elements, visitors
 
 from berth.db import changes, events
 from berth.db import tables as t
 from berth.domain import errors
-
-S = TypeVar("S", bound=sa.Executable)
-#: What ``Connection.execute`` returns for a statement of untyped rows.
-Rows = CursorResult[*tuple[Any, ...]]
 
 
 def now() -> dt.datetime:
@@ -51,43 +46,72 @@ def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore
     return conn.execute(_PROVIDER, {"b_uuid": uuid}).first()
 
 
-# Built once: most writes start by reading their provider.
-_PROVIDER = sa.select(t.resource_providers).where(
-    t.resource_providers.c.uuid == sa.bindparam("b_uuid"))
-
-
-_ROOT = t.resource_providers.alias("root")
-#: Built once: the writers of a provider's inventories, traits and
-#: aggregates read it, and its root's uuid for the change feed's event.
-_PROVIDER_ROOT = (
-    sa.select(t.resource_providers, _ROOT.c.uuid.label("root_uuid"))
-    .select_from(t.resource_providers.outerjoin(
-        _ROOT, _ROOT.c.id == t.resource_providers.c.root_provider_id))
-    .where(t.resource_providers.c.uuid == sa.bindparam("b_uuid")))
-
-
-def require_provider(conn: Connection, uuid: str,
-                     message: str | None = None, *,
-                     root: bool = False) -> Row:  # type: ignore[type-arg]
-    """The provider row, or NotFound with upstream's wording. With
-    ``root``, the row also has its root's uuid (``root_uuid``)."""
-    row = (conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first() if root
-           else provider_by_uuid(conn, uuid))
-    if row is None:
-        raise errors.NotFound(message or
-                              "No resource provider with uuid %s found" % uuid)
-    return row
+_RP = t.resource_providers
+_ROOT = _RP.alias("root")
 
 
 class Provider(NamedTuple):
-    """A provider as a writer of its inventories or traits reads it with
-    its contents: what it compares and bumps, and what the change feed's
+    """A provider as a writer of its inventories, traits or aggregates
+    reads it: what it compares and bumps, and what the change feed's
     event names (the provider and its tree)."""
 
     id: int
     uuid: str
     generation: int
     root_uuid: str | None
+
+
+#: The columns of a :class:`Provider`, in its order, read from
+#: :data:`PROVIDER_WITH_ROOT` (which a reader may join further).
+PROVIDER_COLUMNS = (_RP.c.id, _RP.c.uuid, _RP.c.generation,
+                    _ROOT.c.uuid.label("root_uuid"))
+#: ``resource_providers`` with its root (``root``).
+PROVIDER_WITH_ROOT = _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
+#: The provider named by the parameter ``b_uuid``.
+PROVIDER_BY_UUID = _RP.c.uuid == sa.bindparam("b_uuid")
+
+# Built once: most writes start by reading their provider.
+_PROVIDER = sa.select(_RP).where(PROVIDER_BY_UUID)
+
+# Built once: the writers of a provider's traits and aggregates read it.
+_PROVIDER_ROOT = (sa.select(*PROVIDER_COLUMNS)
+                  .select_from(PROVIDER_WITH_ROOT).where(PROVIDER_BY_UUID))
+
+
+def no_provider(uuid: str) -> errors.NotFound:
+    """The NotFound of a provider ``uuid`` that does not exist, worded as
+    upstream words it."""
+    return errors.NotFound("No resource provider with uuid %s found" % uuid)
+
+
+@overload
+def require_provider(conn: Connection, uuid: str,
+                     message: str | None = None, *,
+                     root: Literal[False] = False
+                     ) -> Row:  # type: ignore[type-arg]
+    ...
+
+
+@overload
+def require_provider(conn: Connection, uuid: str,
+                     message: str | None = None, *,
+                     root: Literal[True]) -> Provider:
+    ...
+
+
+def require_provider(conn: Connection, uuid: str,
+                     message: str | None = None, *,
+                     root: bool = False
+                     ) -> Row | Provider:  # type: ignore[type-arg]
+    """The provider row, or NotFound (:func:`no_provider`, or saying
+    ``message``). With ``root``, a :class:`Provider` instead (with its
+    root's uuid)."""
+    row = (conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first() if root
+           else provider_by_uuid(conn, uuid))
+    if row is None:
+        raise (no_provider(uuid) if message is None
+               else errors.NotFound(message))
+    return Provider._make(row) if root else row
 
 
 # Built once: every write to a provider runs it.
@@ -115,53 +139,6 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     changes.note(conn, change, [provider_id])
     events.note_generation(conn, provider_id, expected + 1)
     return expected + 1
-
-
-#: Lists up to this long get a statement of their own (see
-#: :func:`execute`); longer ones keep the expanding parameter.
-SIZED_LIST_MAX = 32
-
-
-@functools.lru_cache(maxsize=512)
-def _sized(stmt: S, sizes: tuple[tuple[str, int], ...]) -> S:
-    """``stmt`` with each expanding parameter named in ``sizes`` replaced
-    by that many plain ones (``name_0``, ``name_1``...)."""
-    wanted = dict(sizes)
-
-    def replace(element: Any, **_: Any) -> Any:
-        if (isinstance(element, elements.BindParameter) and element.expanding
-                and element.key in wanted):
-            return sa.tuple_(*[
-                sa.bindparam("%s_%d" % (element.key, i), type_=element.type)
-                for i in range(wanted[element.key])])
-        return None
-
-    return cast(S, visitors.replacement_traverse(cast(Any, stmt), {},
-                                                 replace))
-
-
-def execute(conn: Connection, stmt: sa.Executable,
-            params: Mapping[str, Any]) -> Rows:
-    """Run a prebuilt statement whose IN lists are expanding parameters
-    (lists in ``params``) as a statement with one plain parameter per
-    item, built once per list length (by :func:`_sized`).
-
-    SQLAlchemy renders an expanding parameter into the statement's text
-    on every execution, which costs 20-50 µs a statement (more than
-    running a one-row ``SELECT`` on SQLite); a statement of plain
-    parameters is taken from its compiled cache as it is. An empty list,
-    or one longer than :data:`SIZED_LIST_MAX`, stays expanding.
-    """
-    sizes = tuple(sorted(
-        (key, len(value)) for key, value in params.items()
-        if isinstance(value, list) and 0 < len(value) <= SIZED_LIST_MAX))
-    if not sizes:
-        return conn.execute(stmt, params)
-    flat = dict(params)
-    for key, _ in sizes:
-        for i, value in enumerate(flat.pop(key)):
-            flat["%s_%d" % (key, i)] = value
-    return conn.execute(_sized(stmt, sizes), flat)
 
 
 # Built once per table: every claim sums usage, and an expression, which
@@ -203,8 +180,8 @@ def ids_by_name(conn: Connection, table: sa.Table,
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    return {name: id_ for name, id_ in execute(
-        conn, _by_name(table), {"names": wanted})}
+    return {name: id_ for name, id_ in conn.execute(
+        _by_name(table), {"names": wanted})}
 
 
 # Built once per table: every write naming classes or traits looks them up.

@@ -234,7 +234,7 @@ def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
     wanted = sorted(set(uuids))
     if not wanted:
         return
-    common.execute(conn, _DELETE_UNUSED, {"b_uuids": wanted})
+    conn.execute(_DELETE_UNUSED, {"b_uuids": wanted})
 
 
 def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str]:

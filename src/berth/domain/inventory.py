@@ -141,7 +141,7 @@ def _usage(conn: Connection, provider_id: int,
     if class_ids is None:
         rows = conn.execute(_USAGE, {"b_rp": provider_id})
     else:
-        rows = common.execute(conn, _USAGE_OF, {"b_rp": provider_id,
+        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id,
                                         "b_rcs": sorted(class_ids)})
     return {class_id: int(used) for class_id, used in rows}
 
@@ -205,23 +205,19 @@ def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
                        None if used is None else int(used))
 
 
-_RP = t.resource_providers
-_ROOT = _RP.alias("root")
-# Built once: every inventory write starts with it. The provider (with
-# its root's uuid) and :data:`_CURRENT`'s rows, one per class it has (a
+# Built once: every inventory write starts with it. The provider (a
+# common.Provider) and :data:`_CURRENT`'s rows, one per class it has (a
 # provider without inventory is one row with no class), in one
 # statement where there were two.
 _PROVIDER_CURRENT = (
-    sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
-              _ROOT.c.uuid.label("root_uuid"),
-              *_CURRENT.selected_columns)
+    sa.select(*common.PROVIDER_COLUMNS, *_CURRENT.selected_columns)
     .select_from(
-        _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
-        .outerjoin(t.inventories,
-                   t.inventories.c.resource_provider_id == _RP.c.id)
+        common.PROVIDER_WITH_ROOT
+        .outerjoin(t.inventories, t.inventories.c.resource_provider_id
+                   == t.resource_providers.c.id)
         .outerjoin(t.resource_classes, t.resource_classes.c.id
                    == t.inventories.c.resource_class_id))
-    .where(_RP.c.uuid == sa.bindparam("b_uuid")))
+    .where(common.PROVIDER_BY_UUID))
 
 
 def _provider_current(conn: Connection, uuid: str
@@ -236,8 +232,7 @@ def _provider_current(conn: Connection, uuid: str
         if cid is not None:
             _add(found, cid, name, values)
     if provider is None:
-        raise errors.NotFound("No resource provider with uuid %s found"
-                              % uuid)
+        raise common.no_provider(uuid)
     return provider, found
 
 
@@ -302,7 +297,7 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
-def record(conn: Connection, provider: common.Provider | Row,  # type: ignore[type-arg]
+def record(conn: Connection, provider: common.Provider,
            old: Mapping[str, Inventory], new: Mapping[str, Inventory],
            generation: int) -> None:
     """Record the change feed's event of the provider's inventories

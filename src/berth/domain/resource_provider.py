@@ -64,8 +64,8 @@ def load_provider(conn: Connection, uuid: str,
     unless ``message`` is given)."""
     row = get_provider(conn, uuid)
     if row is None:
-        raise errors.NotFound(
-            message or "No resource provider with uuid %s found" % uuid)
+        raise (errors.NotFound(message) if message
+               else common.no_provider(uuid))
     return row
 
 
@@ -315,8 +315,7 @@ def _move(conn: Connection, row: Row, parent_uuid: str | None,  # type: ignore[t
     tree rules, and re-root its whole subtree."""
     prefix = "Unable to save resource provider %s" % row.uuid
     if lock_tree(conn, row.id, row.root_provider_id) is None:
-        raise errors.NotFound(
-            "No resource provider with uuid %s found" % row.uuid)
+        raise common.no_provider(row.uuid)
     current = conn.scalar(sa.select(RP.c.parent_provider_id)
                           .where(RP.c.id == row.id))
     if parent_uuid is None:

@@ -148,7 +148,7 @@ def set_traits(conn: Connection, provider_id: int,
         old = dict(conn.execute(_HAVE, {"b_rp": provider_id}).all())
     have = set(old)
     if have - wanted:
-        common.execute(conn, _DROP, {"b_rp": provider_id,
+        conn.execute(_DROP, {"b_rp": provider_id,
                              "b_ids": sorted(have - wanted)})
     if wanted - have:
         stamp = common.now()
@@ -182,7 +182,6 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
 
 
 _RP = t.resource_providers
-_ROOT = _RP.alias("root")
 _TR, _RPT = t.traits, t.resource_provider_traits
 
 
@@ -196,15 +195,14 @@ def _no(column: sa.Column[Any]) -> sa.Cast[Any]:
 # none is one row with no trait), and the traits named (``held`` 0,
 # with what the answer's Last-Modified needs).
 _PROVIDER_TRAITS = sa.union_all(
-    sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
-              _ROOT.c.uuid.label("root_uuid"), _TR.c.name, _TR.c.id,
+    sa.select(*common.PROVIDER_COLUMNS, _TR.c.name, _TR.c.id,
               _TR.c.created_at, _TR.c.updated_at,
               sa.literal_column("1").label("held"))
     .select_from(
-        _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
+        common.PROVIDER_WITH_ROOT
         .outerjoin(_RPT, _RPT.c.resource_provider_id == _RP.c.id)
         .outerjoin(_TR, _TR.c.id == _RPT.c.trait_id))
-    .where(_RP.c.uuid == sa.bindparam("b_uuid")),
+    .where(common.PROVIDER_BY_UUID),
     sa.select(_no(_RP.c.id), _no(_RP.c.uuid), _no(_RP.c.generation),
               _no(_RP.c.uuid), _TR.c.name, _TR.c.id, _TR.c.created_at,
               _TR.c.updated_at, sa.literal_column("0"))
@@ -221,7 +219,7 @@ def _provider_traits(conn: Connection, uuid: str, names: list[str]
     found: dict[str, tuple[int, Trait]] = {}
     have: dict[int, str] = {}
     for (rp_id, rp_uuid, generation, root, name, id_, created, updated,
-         held) in common.execute(conn, _PROVIDER_TRAITS, {
+         held) in conn.execute(_PROVIDER_TRAITS, {
              "b_uuid": uuid, "b_names": sorted(set(names))}):
         if not held:
             found[name] = (int(id_), Trait(name, updated or created))
@@ -230,13 +228,11 @@ def _provider_traits(conn: Connection, uuid: str, names: list[str]
         if id_ is not None:
             have[int(id_)] = name
     if provider is None:
-        raise errors.NotFound("No resource provider with uuid %s found"
-                              % uuid)
+        raise common.no_provider(uuid)
     return provider, found, have
 
 
-def _replace(conn: Connection,
-             provider: common.Provider | sa.Row,  # type: ignore[type-arg]
+def _replace(conn: Connection, provider: common.Provider,
              ids: dict[str, int], have: dict[int, str] | None = None) -> int:
     """Make ``ids`` (name -> id) the traits of ``provider`` (read with
     its root; ``have``, what it has, when already read); bump its

@@ -74,7 +74,7 @@ def usage(conn: Connection, provider_ids: Iterable[int] | None = None
     else:
         wanted = sorted(set(provider_ids))
         result = {pid: {} for pid in wanted}
-        rows = common.execute(conn, _USAGE_OF, {"ids": wanted})
+        rows = conn.execute(_USAGE_OF, {"ids": wanted})
     for pid, name, used in rows:
         if used:
             result.setdefault(pid, {})[name] = int(used)
