@@ -22,6 +22,7 @@ from berth.db import events
 from berth.db.engine import Database
 from berth.domain import change
 from berth.metrics import Metrics
+from berth.serve.watch.notify import Listener
 
 LOG = logging.getLogger("berth.server")
 
@@ -31,6 +32,10 @@ PATH = "/berth/changes/watch"
 #: them up to ``MAX_POLL``: fewer, larger batches, so fewer socket writes
 #: a second (one per watcher per batch is the feed's main cost).
 POLL, POLL_WATCHERS, MAX_POLL = 0.05, 2500, 0.1
+#: Seconds between two polls while PostgreSQL's LISTEN wakes the feed at
+#: each write (``notify``): a missed or merged notification costs at most
+#: this. Woken, the feed still polls at most every ``poll_interval``.
+FALLBACK_POLL = 1.0
 #: Seconds of silence after which a watcher gets a bookmark.
 HEARTBEAT = 5.0
 #: The ring of recent events joining watchers replay (whichever is less).
@@ -197,6 +202,11 @@ class Feed:
         self.reading = False
         self.watchers = 0
         self._tick = asyncio.Event()
+        #: Set by a notification: something was written since the poll.
+        self._wake = asyncio.Event()
+        #: PostgreSQL's LISTEN, where there is one (else plain polling).
+        self.listener = (Listener(db.engine, self._wake.set)
+                         if db.backend == "postgresql" else None)
 
     async def _db(self, fn: Callable[[Connection], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
@@ -213,15 +223,44 @@ class Feed:
         self.ring_start = dict(current)
 
     async def run(self) -> None:
-        """Poll, deliver and send bookmarks until cancelled."""
+        """Poll, deliver and send bookmarks until cancelled (with the
+        listener that wakes it, on PostgreSQL)."""
+        listening = (None if self.listener is None
+                     else asyncio.create_task(self.listener.run()))
+        try:
+            await self._run()
+        finally:
+            if listening is not None:
+                listening.cancel()
+                await asyncio.gather(listening, return_exceptions=True)
+
+    async def _run(self) -> None:
         beat = time.monotonic()
         while True:
+            began = time.monotonic()
+            self._wake.clear()  # what the poll reads needs no wake-up
             await self._poll()
             now = time.monotonic()
             if now - beat >= 1.0:
                 beat = now
                 self._heartbeats(now)
-            await asyncio.sleep(poll_interval(self.watchers))
+            await self._pause(began)
+
+    async def _pause(self, began: float) -> None:
+        """Until the next poll: ``poll_interval`` after the last one, or,
+        while LISTEN works, until a notification (but not sooner than
+        that) or ``FALLBACK_POLL``."""
+        gap = poll_interval(self.watchers)
+        if self.listener is None or not self.listener.listening:
+            await asyncio.sleep(gap)
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), FALLBACK_POLL)
+        except TimeoutError:
+            return
+        rest = began + gap - time.monotonic()
+        if rest > 0:  # as many polls a second as without, at most
+            await asyncio.sleep(rest)
 
     async def _poll(self) -> None:
         trees = {tree for _, tree in self.groups if tree is not None}
