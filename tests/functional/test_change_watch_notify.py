@@ -76,6 +76,16 @@ def test_0007_notifies_once_per_write_on_postgresql_only(
             drop()
 
 
+def test_woken_polls_keep_the_socket_writes_of_the_plain_poll() -> None:
+    # At most POLL_WATCHERS writes every POLL seconds, never more polls
+    # than the plain interval's, never more often than MIN_WOKEN.
+    assert feed_mod.woken_interval(0) == feed_mod.MIN_WOKEN
+    assert feed_mod.woken_interval(1000) == pytest.approx(
+        feed_mod.POLL * 1000 / feed_mod.POLL_WATCHERS)
+    assert feed_mod.woken_interval(feed_mod.POLL_WATCHERS) == feed_mod.POLL
+    assert feed_mod.woken_interval(10**6) == feed_mod.MAX_POLL
+
+
 @pytest.fixture
 def pg_feed(conf: Any, db: Database,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
@@ -101,8 +111,8 @@ def kill_listener(db: Database) -> None:
     with db.engine.connect() as conn:
         killed = conn.scalar(sa.text(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND query IN ('LISTEN %s', 'SELECT 1')" % notify.CHANNEL))
+            "WHERE datname = current_database() AND application_name = "
+            ":name"), {"name": notify.APPLICATION})
     assert killed == 1
 
 

@@ -151,7 +151,7 @@ async def open_server(conf: cfg.ConfigOpts, db: Database,
 async def close_server(running: Running) -> None:
     """End every watch and stop serving."""
     running.reader.cancel()
-    await asyncio.gather(running.reader, return_exceptions=True)
+    await asyncio.wait([running.reader], timeout=10.0)
     running.feed.end_all()
     await running.runner.cleanup()
     running.pool.shutdown(wait=False, cancel_futures=True)

@@ -34,8 +34,11 @@ PATH = "/berth/changes/watch"
 POLL, POLL_WATCHERS, MAX_POLL = 0.05, 2500, 0.1
 #: Seconds between two polls while PostgreSQL's LISTEN wakes the feed at
 #: each write (``notify``): a missed or merged notification costs at most
-#: this. Woken, the feed still polls at most every ``poll_interval``.
+#: this. Woken, it polls at once, unless the last poll is less than
+#: ``woken_interval`` ago.
 FALLBACK_POLL = 1.0
+#: Seconds between two woken polls, at least.
+MIN_WOKEN = 0.005
 #: Seconds of silence after which a watcher gets a bookmark.
 HEARTBEAT = 5.0
 #: The ring of recent events joining watchers replay (whichever is less).
@@ -102,6 +105,16 @@ def bookmark(fmt: str, position: str) -> bytes:
 def poll_interval(watchers: int) -> float:
     """Seconds between two polls with ``watchers`` open."""
     return min(MAX_POLL, POLL * max(1.0, watchers / POLL_WATCHERS))
+
+
+def woken_interval(watchers: int) -> float:
+    """Seconds from a poll to the next a notification asks for, with
+    ``watchers`` open: as few as keep the socket writes a second within
+    what ``POLL_WATCHERS`` watchers polled every ``POLL`` make (one per
+    watcher per batch: the feed's main cost), never more than
+    :func:`poll_interval` and never less than ``MIN_WOKEN``."""
+    return max(MIN_WOKEN, min(poll_interval(watchers),
+                              POLL * watchers / POLL_WATCHERS))
 
 
 def wire(data: bytes, chunked: bool) -> bytes:
@@ -232,34 +245,33 @@ class Feed:
         finally:
             if listening is not None:
                 listening.cancel()
-                await asyncio.gather(listening, return_exceptions=True)
+                await asyncio.wait([listening], timeout=5.0)
 
     async def _run(self) -> None:
         beat = time.monotonic()
         while True:
-            began = time.monotonic()
             self._wake.clear()  # what the poll reads needs no wake-up
             await self._poll()
             now = time.monotonic()
             if now - beat >= 1.0:
                 beat = now
                 self._heartbeats(now)
-            await self._pause(began)
+            await self._pause(now)
 
-    async def _pause(self, began: float) -> None:
-        """Until the next poll: ``poll_interval`` after the last one, or,
-        while LISTEN works, until a notification (but not sooner than
-        that) or ``FALLBACK_POLL``."""
-        gap = poll_interval(self.watchers)
+    async def _pause(self, polled: float) -> None:
+        """Until the next poll: ``poll_interval`` after the last one
+        (ended at ``polled``), or, while LISTEN works, until a
+        notification (but not sooner than ``woken_interval``) or
+        ``FALLBACK_POLL``."""
         if self.listener is None or not self.listener.listening:
-            await asyncio.sleep(gap)
+            await asyncio.sleep(poll_interval(self.watchers))
             return
         try:
             await asyncio.wait_for(self._wake.wait(), FALLBACK_POLL)
         except TimeoutError:
             return
-        rest = began + gap - time.monotonic()
-        if rest > 0:  # as many polls a second as without, at most
+        rest = polled + woken_interval(self.watchers) - time.monotonic()
+        if rest > 0:
             await asyncio.sleep(rest)
 
     async def _poll(self) -> None:

@@ -31,6 +31,8 @@ LOG = logging.getLogger("berth.server")
 
 #: The channel migration 0007's trigger notifies.
 CHANNEL = "berth_changes"
+#: Its connection's ``application_name`` (unless the URL names one).
+APPLICATION = "berth-feed-listen"
 #: Seconds of silence after which the connection is checked (a query),
 #: so that one a dead peer left open is found and replaced.
 CHECK = 30.0
@@ -45,6 +47,8 @@ def connect_args(engine: Engine) -> dict[str, Any]:
     _, params = engine.dialect.create_connect_args(engine.url)
     params = {k: v for k, v in params.items() if k != "context"}
     params.setdefault("connect_timeout", 10)
+    # What pg_stat_activity shows for it.
+    params.setdefault("application_name", APPLICATION)
     params.setdefault("keepalives", 1)
     params.setdefault("keepalives_idle", 30)
     params.setdefault("keepalives_interval", 10)
@@ -84,7 +88,7 @@ class Listener:
     async def _listen(self) -> None:
         conn = await psycopg.AsyncConnection.connect(autocommit=True,
                                                      **self.params)
-        async with conn:
+        try:
             await conn.execute("LISTEN " + CHANNEL)
             self.listening = True
             LOG.info("change feed: LISTEN %s (woken at each write's commit)",
@@ -95,6 +99,8 @@ class Listener:
                     self.wake()
                 await conn.execute("SELECT 1")  # still there?
                 self.wake()  # any notification the query took
+        finally:
+            await conn.close()  # the socket only: nothing sent
 
 
 def _first_line(exc: BaseException) -> str:
