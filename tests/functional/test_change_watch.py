@@ -149,6 +149,26 @@ def allocate(client: Client, rp: str, consumer: str, project: str) -> None:
     assert resp.status_code == 204, resp.text
 
 
+def many_claims(client: Client, rp: str, count: int) -> list[str]:
+    consumers = [str(uuidlib.uuid4()) for _ in range(count)]
+    assert client.post("/allocations", json={
+        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p1", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"} for c in consumers}
+    ).status_code == 204
+    return consumers
+
+
+def big_provider(client: Client) -> str:
+    rp = new_provider(client, "host")
+    allocate(client, rp, str(uuidlib.uuid4()), "p1")
+    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
+    assert client.put("/resource_providers/%s/inventories" % rp, json={
+        "resource_provider_generation": gen,
+        "inventories": {"VCPU": {"total": 100000}}}).status_code == 200
+    return rp
+
+
 def listed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
     resp = client.get("/berth/changes", params={"after": after, **filters})
     assert resp.status_code == 200
@@ -410,12 +430,7 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     # Anything left in its buffer at the next frame counts as not reading.
     monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
     monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.1)
-    rp = new_provider(client, "host")
-    allocate(client, rp, str(uuidlib.uuid4()), "p1")
-    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
-    assert client.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": gen,
-        "inventories": {"VCPU": {"total": 1000}}}).status_code == 200
+    rp = big_provider(client)
     start = position(client)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -431,12 +446,7 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     # Small kernel buffers both ways: the write below cannot all fit.
     watcher.transport.get_extra_info("socket").setsockopt(
         socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    consumers = [str(uuidlib.uuid4()) for _ in range(400)]
-    assert client.post("/allocations", json={
-        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": "p1", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"} for c in consumers}
-    ).status_code == 204
+    consumers = many_claims(client, rp, 400)
     wait_for(lambda: running.watchers == 0, "the slow reader is dropped")
     assert feed.running.feed.metrics.registry.get_sample_value(
         "berth_feed_watchers") == 0

@@ -199,6 +199,17 @@ berth_opts = [
                     "with the oldest position kept, and lists again. "
                     "Events cost about 200 bytes each (an allocation "
                     "write's more with many providers)."),
+    cfg.FloatOpt("watch_drain_timeout", default=30.0, min=0,
+                 help="Seconds a change feed watch's connection may keep "
+                      "bytes its client has not read: once the feed has "
+                      "ended the stream (a client too slow to keep up, "
+                      "the history pruned, the server stopping), and for "
+                      "each write while a watcher catches up on history. "
+                      "Past it, the connection is closed at once, what "
+                      "was not read dropped (the client resumes from "
+                      "the last position it read), so that a client that "
+                      "stopped reading holds no socket and no buffer "
+                      "(up to 1 MiB) for ever."),
 ]
 
 

@@ -137,7 +137,8 @@ async def open_server(conf: cfg.ConfigOpts, db: Database,
     pool = ThreadPoolExecutor(8, thread_name_prefix="berth-watch")
     feed = Feed(db, pool, Metrics())
     await feed.start()
-    server = Server(feed, Gate(conf, db, Policy(conf)), pool)
+    server = Server(feed, Gate(conf, db, Policy(conf)), pool,
+                    conf.berth.watch_drain_timeout)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", server.anything)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
@@ -150,6 +151,7 @@ async def open_server(conf: cfg.ConfigOpts, db: Database,
 async def close_server(running: Running) -> None:
     """End every watch and stop serving."""
     running.reader.cancel()
+    await asyncio.wait([running.reader], timeout=10.0)
     running.feed.end_all()
     await running.runner.cleanup()
     running.pool.shutdown(wait=False, cancel_futures=True)

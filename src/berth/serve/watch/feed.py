@@ -22,6 +22,7 @@ from berth.db import events
 from berth.db.engine import Database
 from berth.domain import change
 from berth.metrics import Metrics
+from berth.serve.watch.notify import Listener
 
 LOG = logging.getLogger("berth.server")
 
@@ -31,6 +32,13 @@ PATH = "/berth/changes/watch"
 #: them up to ``MAX_POLL``: fewer, larger batches, so fewer socket writes
 #: a second (one per watcher per batch is the feed's main cost).
 POLL, POLL_WATCHERS, MAX_POLL = 0.05, 2500, 0.1
+#: Seconds between two polls while PostgreSQL's LISTEN wakes the feed at
+#: each write (``notify``): a missed or merged notification costs at most
+#: this. Woken, it polls at once, unless the last poll is less than
+#: ``woken_interval`` ago.
+FALLBACK_POLL = 1.0
+#: Seconds between two woken polls, at least.
+MIN_WOKEN = 0.005
 #: Seconds of silence after which a watcher gets a bookmark.
 HEARTBEAT = 5.0
 #: The ring of recent events joining watchers replay (whichever is less).
@@ -97,6 +105,16 @@ def bookmark(fmt: str, position: str) -> bytes:
 def poll_interval(watchers: int) -> float:
     """Seconds between two polls with ``watchers`` open."""
     return min(MAX_POLL, POLL * max(1.0, watchers / POLL_WATCHERS))
+
+
+def woken_interval(watchers: int) -> float:
+    """Seconds from a poll to the next a notification asks for, with
+    ``watchers`` open: as few as keep the socket writes a second within
+    what ``POLL_WATCHERS`` watchers polled every ``POLL`` make (one per
+    watcher per batch: the feed's main cost), never more than
+    :func:`poll_interval` and never less than ``MIN_WOKEN``."""
+    return max(MIN_WOKEN, min(poll_interval(watchers),
+                              POLL * watchers / POLL_WATCHERS))
 
 
 def wire(data: bytes, chunked: bool) -> bytes:
@@ -197,6 +215,11 @@ class Feed:
         self.reading = False
         self.watchers = 0
         self._tick = asyncio.Event()
+        #: Set by a notification: something was written since the poll.
+        self._wake = asyncio.Event()
+        #: PostgreSQL's LISTEN, where there is one (else plain polling).
+        self.listener = (Listener(db.engine, self._wake.set)
+                         if db.backend == "postgresql" else None)
 
     async def _db(self, fn: Callable[[Connection], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
@@ -213,15 +236,43 @@ class Feed:
         self.ring_start = dict(current)
 
     async def run(self) -> None:
-        """Poll, deliver and send bookmarks until cancelled."""
+        """Poll, deliver and send bookmarks until cancelled (with the
+        listener that wakes it, on PostgreSQL)."""
+        listening = (None if self.listener is None
+                     else asyncio.create_task(self.listener.run()))
+        try:
+            await self._run()
+        finally:
+            if listening is not None:
+                listening.cancel()
+                await asyncio.wait([listening], timeout=5.0)
+
+    async def _run(self) -> None:
         beat = time.monotonic()
         while True:
+            self._wake.clear()  # what the poll reads needs no wake-up
             await self._poll()
             now = time.monotonic()
             if now - beat >= 1.0:
                 beat = now
                 self._heartbeats(now)
+            await self._pause(now)
+
+    async def _pause(self, polled: float) -> None:
+        """Until the next poll: ``poll_interval`` after the last one
+        (ended at ``polled``), or, while LISTEN works, until a
+        notification (but not sooner than ``woken_interval``) or
+        ``FALLBACK_POLL``."""
+        if self.listener is None or not self.listener.listening:
             await asyncio.sleep(poll_interval(self.watchers))
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), FALLBACK_POLL)
+        except TimeoutError:
+            return
+        rest = polled + woken_interval(self.watchers) - time.monotonic()
+        if rest > 0:
+            await asyncio.sleep(rest)
 
     async def _poll(self) -> None:
         trees = {tree for _, tree in self.groups if tree is not None}

@@ -177,12 +177,29 @@ def _problem(status: int, detail: str, request_id: str) -> web.Response:
                         headers={"x-openstack-request-id": request_id})
 
 
-class Server:
-    """The aiohttp side: one handler per watcher."""
+class Stalled(Exception):
+    """A watcher read nothing of a write for ``[berth]
+    watch_drain_timeout`` seconds."""
 
-    def __init__(self, feed: Feed, gate: Gate, pool: ThreadPoolExecutor
-                 ) -> None:
+
+class Server:
+    """The aiohttp side: one handler per watcher.
+
+    A client that stops reading holds its connection's buffer and socket
+    until the connection closes, and the connection of a stream that has
+    ended cannot close while its buffer holds bytes (aiohttp waits for
+    them to go out, the kernel keeps the socket): so whatever a client
+    has not read ``drain`` seconds after its stream ended, or after a
+    write while it catches up, ends its connection at once
+    (``transport.abort``), the unread bytes dropped."""
+
+    def __init__(self, feed: Feed, gate: Gate, pool: ThreadPoolExecutor,
+                 drain: float) -> None:
         self.feed, self.gate, self.pool = feed, gate, pool
+        self.drain = drain
+        #: The connections streaming a watch now (a connection kept alive
+        #: may stream another after its first ended).
+        self.streaming: set[asyncio.BaseTransport] = set()
 
     async def anything(self, request: web.Request) -> web.StreamResponse:
         rid = "req-%s" % uuid.uuid4()
@@ -220,11 +237,14 @@ class Server:
             return resp  # gone already
         w = Watcher(fmt, ask.filters, ask.tree,
                     cast(asyncio.WriteTransport, transport), chunked)
+        write = functools.partial(self._write, resp)
+        self.streaming.add(transport)
         try:
-            await resp.write(frames(fmt, entries(ask.after, ask.page.events)))
-            await self.feed.follow(w, merged(ask.after, ask.page.upto),
-                                   resp.write)
+            await write(frames(fmt, entries(ask.after, ask.page.events)))
+            await self.feed.follow(w, merged(ask.after, ask.page.upto), write)
             await w.ended  # the feed writes; cancelled when the peer goes
+        except Stalled:
+            self._abort(w.transport)
         except events.Gone:
             pass  # pruned while catching up: the next request says 410
         except ConnectionError:
@@ -234,6 +254,33 @@ class Server:
             LOG.warning("ending a watch (%s): %s", rid, exc)
         finally:
             self.feed.leave(w)
+            self.streaming.discard(transport)
+            # What is left (the rest of the frames, the end of the stream
+            # aiohttp writes after this returns) has ``drain`` seconds.
+            asyncio.get_running_loop().call_later(self.drain, self._expire,
+                                                  w.transport)
         return resp
+
+    async def _write(self, resp: web.StreamResponse, data: bytes) -> None:
+        """Write ``data``, waiting for the client to read what the
+        connection cannot hold, at most ``drain`` seconds (``Stalled``)."""
+        try:
+            await asyncio.wait_for(resp.write(data), self.drain)
+        except TimeoutError:
+            raise Stalled() from None
+
+    def _expire(self, transport: asyncio.WriteTransport) -> None:
+        """``drain`` seconds after its stream ended: end the connection
+        if its client still has not read all of it (and it streams no
+        other watch since)."""
+        if transport not in self.streaming and (
+                transport.get_write_buffer_size()):
+            self._abort(transport)
+
+    def _abort(self, transport: asyncio.WriteTransport) -> None:
+        LOG.info("change feed: closing a watch whose client left %d bytes "
+                 "unread for %g s ([berth] watch_drain_timeout)",
+                 transport.get_write_buffer_size(), self.drain)
+        transport.abort()
 
 
