@@ -156,15 +156,20 @@ def insert_unique(conn: Connection, key: sa.Column[str], value: str,
     """Insert a row whose unique ``key`` column is ``value`` (created at
     ``stamp``, default now); its id, or None when the value is taken.
 
-    The insert runs in a savepoint, so when a concurrent insert of the
-    same value wins the race the caller's transaction stays usable (on
-    PostgreSQL an error otherwise aborts all of it) and the caller reads
-    the winner's row, as it sees fit.
+    When a concurrent insert of the same value wins the race, the
+    caller's transaction stays usable and the caller reads the winner's
+    row, as it sees fit. On PostgreSQL, where an error aborts the whole
+    transaction, the insert runs in a savepoint for that; SQLite and
+    MySQL undo only the failed statement, so there it needs none (two
+    statements fewer).
     """
+    params = {key.name: value, "created_at": stamp or now()}
     try:
-        with conn.begin_nested():
-            result = conn.execute(key.table.insert().values(
-                {key.name: value, "created_at": stamp or now()}))
+        if conn.dialect.name == "postgresql":
+            with conn.begin_nested():
+                result = conn.execute(key.table.insert(), params)
+        else:
+            result = conn.execute(key.table.insert(), params)
     except IntegrityError:
         return None
     return int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -214,10 +219,16 @@ def row_by_name(conn: Connection, table: sa.Table,
     A case-insensitive MySQL collation could return another spelling;
     that counts as no match, so every database answers alike.
     """
-    row = conn.execute(sa.select(table).where(table.c.name == name)).first()
+    row = conn.execute(_named(table), {"b_name": name}).first()
     if row is not None and row.name != name:
         return None
     return row
+
+
+# Built once per table: every class or trait write reads its row.
+@functools.lru_cache(maxsize=8)
+def _named(table: sa.Table) -> sa.Select:  # type: ignore[type-arg]
+    return sa.select(table).where(table.c.name == sa.bindparam("b_name"))
 
 
 def require_by_name(conn: Connection, table: sa.Table, name: str,
