@@ -105,10 +105,11 @@ def instructions(hosts: int, order: str, limit: int, count: int,
     """Instructions per step (valgrind), after ``warm`` steps: counted
     only inside the ``functools.reduce`` that runs the steps measured
     (``measured``), so that building the world and the warm-up cost
-    nothing but time."""
+    nothing; they run uninstrumented, the instrumentation turned on
+    just before the steps (``callgrind_control``)."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         "--toggle-collect=*functools_reduce*",
+         "--toggle-collect=*functools_reduce*", "--instr-atstart=no",
          sys.executable, __file__, "--one", str(hosts), order, str(limit),
          str(count), "--memo", str(memo), "--warm", str(warm)]
         + (["--copy"] if copy else []),
@@ -126,6 +127,10 @@ def measured(hosts: int, order: str, limit: int, count: int, copy: bool,
     ``functools.reduce`` (what ``instructions`` counts)."""
     claims = random.Random(2)
     world = steps(build(hosts), order, limit, warm, copy, memo, claims)
+    # Run without instrumentation until now (``--instr-atstart=no``: the
+    # world and the warm-up run several times faster), then count.
+    subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())],
+                   capture_output=True, check=True)
     functools.reduce(lambda w, _: steps(w, order, limit, 1, copy, memo,
                                         claims), range(count), world)
 

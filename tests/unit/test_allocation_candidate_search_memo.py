@@ -152,6 +152,29 @@ def test_a_lone_tree_is_kept_on_its_provider() -> None:
     assert len(keys(full, VCPU2, RequestWide())) == 2
 
 
+def test_the_kept_candidates_of_a_shape_share_their_amounts() -> None:
+    """Hosts kept for one shape name one ``{class: amount}`` dict per
+    distinct amounts (in the order the candidate lists them), in the
+    shape's map as on providers; the answer is the same."""
+    world = World([prov(i, inv={"VCPU": 4, "MEMORY_MB": 1024})
+                   for i in (1, 2, 3)]
+                  + [p for i in (4, 5) for p in (
+                      prov(i, inv={"MEMORY_MB": 1024}),
+                      prov(100 + i, root=i, parent=i, inv={"VCPU": 4}))])
+    world.memo[AnchorMemo] = AnchorMemo()
+    group = [RequestGroup(resources={"VCPU": 2, "MEMORY_MB": 512})]
+    fresh = keys(world, group, RequestWide())
+    assert keys(world, group, RequestWide()) == fresh
+    lone = [world.providers[i].kept[1].allocs[i] for i in (1, 2, 3)]
+    assert lone[0] == {"VCPU": 2, "MEMORY_MB": 512}
+    assert list(lone[0]) == ["MEMORY_MB", "VCPU"]
+    assert lone[0] is lone[1] is lone[2]
+    # Nested trees: each provider takes one class, one dict per class.
+    (shape,) = memo_of(world)._shapes.values()
+    mems = [shape[i][1][0].allocs[i] for i in (4, 5)]
+    assert mems[0] == {"MEMORY_MB": 512} and mems[0] is mems[1]
+
+
 def test_a_lone_entry_of_a_dropped_shape_or_another_memo_is_stale(
         ) -> None:
     world = hosts(2)

@@ -25,7 +25,7 @@ from berth.domain.allocation_candidate.order import SOURCE, ranking
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.provider import traits_ok
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
-from berth.domain.allocation_candidate.search import AnchorFilter, distinct, world_candidates
+from berth.domain.allocation_candidate.search import ANY, AnchorFilter, distinct, world_candidates
 from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.capacity import capacity
@@ -152,7 +152,7 @@ def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
     """Which anchors root_required lets through (a root must have every
     required trait and none of the forbidden ones)."""
     if not (wide.root_required or wide.root_forbidden):
-        return lambda anchor: True
+        return ANY
     required = tuple(frozenset([n]) for n in sorted(wide.root_required))
 
     def ok(anchor: int) -> bool:

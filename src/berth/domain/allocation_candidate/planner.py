@@ -68,23 +68,29 @@ class Plan(list[int]):
             _viable(world, traits, aggs, switch))
 
     def __iter__(self) -> Iterator[int]:
-        i = 0
-        while True:
-            if i == len(self):
-                root = next(self._source, None)
-                if root is None:
-                    return
-                self.append(root)
-            yield self[i]
-            i += 1
+        """Those found so far, then the rest as found (one iteration at
+        a time: two interleaved would split the rest between them)."""
+        # ``list.append`` returns None: ``filterfalse`` hands on every
+        # root just after keeping it, a loop in C (no generator frame
+        # resumed per tree).
+        return itertools.chain(self[:],
+                               itertools.filterfalse(self.append,
+                                                     self._source))
 
 
 def _viable(world: World, traits: Sets, aggs: Sets, switch: int
             ) -> Iterator[int]:
     """The roots whose trees carry a label of every set, in uuid order."""
+    # (Each ``_viable*`` hands over the plain walk itself where there is
+    # nothing to check: no generator of its own between it and the search.)
     if not traits and not aggs:
-        yield from world.roots
-        return
+        return iter(world.roots)
+    return _viable_checked(world, traits, aggs, switch)
+
+
+def _viable_checked(world: World, traits: Sets, aggs: Sets, switch: int
+                    ) -> Iterator[int]:
+    """``_viable`` with sets to check."""
     cost = min(_members(world, kind, s) for kind, s in _sets(traits, aggs))
     if not cost:
         # A set nobody carries: no tree can serve.
@@ -106,8 +112,14 @@ def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
     reading them costs less than ``switch`` root checks per member
     would, collected through the name indexes and sorted."""
     if not traits and not aggs:
-        yield from ranking.best_first(rng)
-        return
+        return ranking.best_first(rng)
+    return _viable_ranked_checked(world, traits, aggs, switch, ranking, rng)
+
+
+def _viable_ranked_checked(world: World, traits: Sets, aggs: Sets,
+                           switch: int, ranking: Ranking, rng: random.Random
+                           ) -> Iterator[int]:
+    """``_viable_ranked`` with sets to check."""
     checks = sorted(_sets(traits, aggs),
                     key=lambda c: _members(world, c[0], c[1]))
     kind, names = checks[0]
@@ -133,8 +145,15 @@ def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
     name indexes and shuffled."""
     roots = world.roots
     if not traits and not aggs:
-        yield from map(roots.__getitem__, shuffled(0, len(roots), rng))
-        return
+        return map(roots.__getitem__, shuffled(0, len(roots), rng))
+    return _viable_shuffled_checked(world, traits, aggs, switch, rng)
+
+
+def _viable_shuffled_checked(world: World, traits: Sets, aggs: Sets,
+                             switch: int, rng: random.Random
+                             ) -> Iterator[int]:
+    """``_viable_shuffled`` with sets to check."""
+    roots = world.roots
     checks = sorted(_sets(traits, aggs),
                     key=lambda c: _members(world, c[0], c[1]))
     cost = _members(world, *checks[0])

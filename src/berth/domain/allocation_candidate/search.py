@@ -33,6 +33,13 @@ from berth.domain.allocation_candidate.world import World
 #: Which anchors a request lets through (``engine.anchor_filter``).
 AnchorFilter = Callable[[int], bool]
 
+
+def ANY(anchor: int) -> bool:  # noqa: N802 (a constant, named as one)
+    """The filter of a request without root traits: every anchor (the
+    search skips the call per tree when it is this one)."""
+    return True
+
+
 #: In the ``random`` order, an anchor's candidates are shuffled this many
 #: at a time: all of them in any tree but one that explodes into
 #: combinations, which is then not read to its end for a small ``limit``.
@@ -66,7 +73,7 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
         def per_anchor(anchor: int) -> Iterator[Candidate]:
             return merger.run(anchor, offers)
     if memo is None:
-        gens: Iterable[Iterator[Candidate]] = (
+        gens: Iterable[Iterable[Candidate]] = (
             per_anchor(a) for a in anchors
             if a in world.providers and anchor_ok(a))
         if shuffle is not None:
@@ -84,16 +91,18 @@ def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
     """``world_candidates`` for one group, depth first, in one generator
     (no merge state per anchor)."""
     providers = world.providers
+    check = anchor_ok is not ANY
     for anchor in anchors:
-        if anchor in providers and anchor_ok(anchor):
+        if anchor in providers and (not check or anchor_ok(anchor)):
             pieces = offers.at(anchor)
             if pieces:
                 yield from one_group(world, anchor, pieces)
 
 
-def _mixed(cands: Iterator[Candidate], rng: random.Random
+def _mixed(found: Iterable[Candidate], rng: random.Random
            ) -> Iterator[Candidate]:
-    """``cands`` shuffled ``MIXED`` at a time."""
+    """``found`` shuffled ``MIXED`` at a time."""
+    cands = iter(found)
     while True:
         chunk = list(itertools.islice(cands, MIXED))
         if len(chunk) > 1:
@@ -122,21 +131,23 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
                  anchors: Iterable[int], anchor_ok: AnchorFilter,
                  per_anchor: Callable[[int], Iterator[Candidate]],
                  shuffle: random.Random | None = None
-                 ) -> Iterator[Iterator[Candidate]]:
+                 ) -> Iterator[Iterable[Candidate]]:
     """Each accepted anchor's candidates: from ``memo`` while still valid,
     else from ``per_anchor`` (and kept); with ``shuffle``, in an order it
     draws."""
     entries = memo.shape(key)
     providers = world.providers
+    check = anchor_ok is not ANY
     for anchor in anchors:
         p = providers.get(anchor)
-        if p is None or not anchor_ok(anchor):
+        if p is None or check and not anchor_ok(anchor):
             continue
         # A lone tree's entry, on its provider: valid while the provider
-        # is this very object (``AnchorMemo.lone``).
+        # is this very object (``AnchorMemo.lone``). Handed on as the
+        # tuple it is (the caller iterates it).
         kept = p.kept
         if kept is not None and kept[0] is entries:
-            yield iter(kept[1:])
+            yield kept[1:]
             continue
         basis = basis_of(world, anchor)
         entry = entries.get(anchor)
@@ -158,8 +169,8 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         yield fresh if shuffle is None else _mixed(fresh, shuffle)
 
 
-def _roundrobin(gens: list[Iterator[Candidate]]) -> Iterator[Candidate]:
-    active = list(gens)
+def _roundrobin(gens: list[Iterable[Candidate]]) -> Iterator[Candidate]:
+    active = [iter(gen) for gen in gens]
     while active:
         still = []
         for gen in active:
