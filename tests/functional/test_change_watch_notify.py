@@ -78,8 +78,10 @@ def test_0007_notifies_once_per_write_on_postgresql_only(
 
 def test_woken_polls_keep_the_socket_writes_of_the_plain_poll() -> None:
     # At most POLL_WATCHERS writes every POLL seconds, never more polls
-    # than the plain interval's, never more often than MIN_WOKEN.
-    assert feed_mod.woken_interval(0) == feed_mod.MIN_WOKEN
+    # than the plain interval's, never more often than MIN_WOKEN; with no
+    # watcher, no more polls than the plain interval's.
+    assert feed_mod.woken_interval(0) == feed_mod.POLL
+    assert feed_mod.woken_interval(1) == feed_mod.MIN_WOKEN
     assert feed_mod.woken_interval(1000) == pytest.approx(
         feed_mod.POLL * 1000 / feed_mod.POLL_WATCHERS)
     assert feed_mod.woken_interval(feed_mod.POLL_WATCHERS) == feed_mod.POLL

@@ -37,8 +37,9 @@ POLL, POLL_WATCHERS, MAX_POLL = 0.05, 2500, 0.1
 #: this. Woken, it polls at once, unless the last poll is less than
 #: ``woken_interval`` ago.
 FALLBACK_POLL = 1.0
-#: Seconds between two woken polls, at least.
-MIN_WOKEN = 0.005
+#: Seconds between two woken polls, at least: each poll is two queries
+#: on the database and a thread hop, whatever the watchers.
+MIN_WOKEN = 0.02
 #: Seconds of silence after which a watcher gets a bookmark.
 HEARTBEAT = 5.0
 #: The ring of recent events joining watchers replay (whichever is less).
@@ -112,7 +113,11 @@ def woken_interval(watchers: int) -> float:
     ``watchers`` open: as few as keep the socket writes a second within
     what ``POLL_WATCHERS`` watchers polled every ``POLL`` make (one per
     watcher per batch: the feed's main cost), never more than
-    :func:`poll_interval` and never less than ``MIN_WOKEN``."""
+    :func:`poll_interval` and never less than ``MIN_WOKEN``. With no
+    watcher nobody waits: the plain interval, so that a server's writes
+    cost its feed no more polls than without the notifications."""
+    if not watchers:
+        return poll_interval(0)
     return max(MIN_WOKEN, min(poll_interval(watchers),
                               POLL * watchers / POLL_WATCHERS))
 
