@@ -8,6 +8,7 @@ that one request is one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import uuid as uuidlib
@@ -165,10 +166,8 @@ def insert_unique(conn: Connection, key: sa.Column[str], value: str,
     """
     params = {key.name: value, "created_at": stamp or now()}
     try:
-        if conn.dialect.name == "postgresql":
-            with conn.begin_nested():
-                result = conn.execute(key.table.insert(), params)
-        else:
+        with (conn.begin_nested() if conn.dialect.name == "postgresql"
+              else contextlib.nullcontext()):
             result = conn.execute(key.table.insert(), params)
     except IntegrityError:
         return None
