@@ -186,6 +186,11 @@ class Scenarios:
         24's lagging one)."""
         self.call("GET", "/resource_providers/%s/usages" % self._next_host())
 
+    def version(self) -> None:
+        """GET / (the version document): what any request costs in the
+        app, the floor of every scenario above it."""
+        self.call("GET", "/")
+
     def claim_put(self) -> None:
         """PUT /allocations/{new consumer} of a candidate."""
         self._cycle(measure_get=False)
@@ -356,7 +361,7 @@ NAMES = ["claim_get", "claim_put", "claim_cycle", "put_allocations_move", "post_
          "delete_allocations", "put_inventories", "put_inventory",
          "put_traits", "put_aggregates", "post_resource_provider",
          "put_resource_provider", "delete_resource_provider", "reshaper",
-         "get_usages"]
+         "get_usages", "version"]
 
 
 #: With ``--gc``, the collector runs as in a server (``tune_gc``).
