@@ -1,41 +1,97 @@
 """The connection ``Database.run`` and ``Database.read`` hand out.
 
 It is SQLAlchemy's ``Connection`` (made by its constructor, as
-``Engine.connect`` makes one), whose ``execute`` runs a statement with
-expanding ``IN`` lists as a statement of one plain parameter per item,
-built once per list length. SQLAlchemy renders an expanding parameter
-into the statement's text on every execution, which costs 20-50 µs a
-statement (more than running a one-row ``SELECT`` on SQLite); a
-statement of plain parameters is taken from its compiled cache as it is.
-So the domain code writes ``col.in_(sa.bindparam("ids", expanding=True))``
-in a statement built once, passes a list, and gets the sized statement
-without asking for it.
+``Engine.connect`` makes one), with two shortcuts in its ``execute``:
+
+- **IN lists sized.** A statement with expanding ``IN`` lists runs as a
+  statement of one plain parameter per item, built once per list length.
+  SQLAlchemy renders an expanding parameter into the statement's text on
+  every execution, which costs 20-50 µs a statement (more than running a
+  one-row ``SELECT`` on SQLite); a statement of plain parameters is taken
+  from its compiled cache as it is. So the domain code writes
+  ``col.in_(sa.bindparam("ids", expanding=True))`` in a statement built
+  once, passes a list, and gets the sized statement without asking.
+- **Prebuilt SELECTs run thin.** Of the ~170 k instructions SQLAlchemy
+  spends on a one-row ``SELECT`` the driver takes a twentieth; most go to
+  building an execution context and a ``CursorResult`` that are the same
+  for every run of a statement built once at import time. So a ``SELECT``
+  (or a ``UNION`` of them) run with a dict of parameters is counted per dialect, under a weak
+  reference to the statement object; on its second run its plan is kept
+  (SQLAlchemy's compiled statement and its result metadata), and from the
+  third on it runs without an execution context: the parameters through
+  ``construct_params`` and the bind processors, the engine's
+  ``before_cursor_execute``/``after_cursor_execute`` listeners called as
+  SQLAlchemy calls them, ``dialect.do_execute``, errors through the
+  connection's ``_handle_dbapi_exception`` (so they are wrapped, and a lost
+  connection invalidated, exactly as on the normal path, and
+  ``Database.run`` retries and reconnects as before), and the rows fetched
+  at once into an ``IteratorResult`` over SQLAlchemy's metadata.
+
+  Anything else stays on SQLAlchemy's path: writes, lists of parameter
+  dicts, execution options, statements still expanding (empty lists or
+  longer than :data:`SIZED_LIST_MAX`), other listeners (``before_execute``,
+  the dialect's events, echo), a connection not plainly inside a live
+  transaction. The plan holds the compiled statement by weak reference
+  (the engine's compiled cache owns it, and it refers back to the first
+  statement compiled), so a statement built per call is forgotten with
+  it, and an evicted compiled statement is planned again.
+
+This uses SQLAlchemy's private API (checked against SQLAlchemy 2.1.9):
+``Select._compile_w_cache``, ``Engine._compiled_cache``,
+``SQLCompiler.construct_params(_collected_params=)``, ``_bind_processors``,
+``positiontup``, ``escaped_bind_names``, ``CursorResult._metadata``,
+``Connection._handle_dbapi_exception``, ``_safe_close_cursor`` and its
+transaction attributes.
+``tests/functional/test_db_thin.py`` pins the behaviour on each backend.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import engine as sa_engine
-from sqlalchemy.sql import elements, visitors
+from sqlalchemy.engine import cursor as sa_cursor
+from sqlalchemy.engine.interfaces import BindTyping
+from sqlalchemy.sql import compiler, elements, visitors
 
 #: Lists up to this long get a statement of their own; longer ones (and
 #: empty ones) keep the expanding parameter.
 SIZED_LIST_MAX = 32
 
+#: The connection's own execution options a thin run may see (what
+#: ``Database`` sets: SQLite's BEGIN, PostgreSQL's autocommit reads, the
+#: observer); any other one sends a statement along SQLAlchemy's path.
+THIN_OPTIONS = frozenset({"sqlite_begin", "isolation_level", "berth_observer"})
+
+#: The attribute of a dialect holding its statements' counts and plans
+#: (on the dialect, not in a module dict: the plans refer to the dialect,
+#: and so go with it).
+_PLANS = "_berth_thin_plans"
+
+#: The statements that may run thin: a SELECT and a UNION of them (the
+#: exact classes: a subclass may compile or execute its own way).
+_SELECTS = (sa.Select, sa.CompoundSelect)
+
+#: A statement that can never run thin (its plan, once tried, said so).
+_NEVER = 0
+
 
 class Connection(sa_engine.Connection):
-    """A connection whose ``execute`` and ``scalar`` (and so
-    ``scalars``) size the ``IN`` lists of their statements (see the
-    module's docstring). Everything else is SQLAlchemy's, errors and
-    reconnection included."""
+    """A connection whose ``execute`` and ``scalar`` (and so ``scalars``)
+    size the ``IN`` lists of their statements and run prebuilt
+    ``SELECT`` statements thin (see the module's docstring). Results,
+    errors and reconnection are SQLAlchemy's."""
 
     def execute(self, statement: Any, parameters: Any = None, *,
                 execution_options: Any = None) -> Any:
         if type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
+            if type(statement) in _SELECTS and not execution_options:
+                return self._select(statement, parameters)
         return super().execute(statement, parameters,
                                execution_options=execution_options)
 
@@ -43,8 +99,191 @@ class Connection(sa_engine.Connection):
                execution_options: Any = None) -> Any:
         if type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
+            if type(statement) in _SELECTS and not execution_options:
+                return self._select(statement, parameters).scalar()
         return super().scalar(statement, parameters,
                               execution_options=execution_options)
+
+    def _select(self, statement: Any, params: dict[str, Any]
+                ) -> Any:
+        """``statement`` run thin once planned, else SQLAlchemy's way
+        (planned on its second run)."""
+        plans: weakref.WeakKeyDictionary[Any, Any] | None = getattr(
+            self.dialect, _PLANS, None)
+        if plans is None:
+            plans = weakref.WeakKeyDictionary()
+            setattr(self.dialect, _PLANS, plans)
+        seen = plans.get(statement)
+        if type(seen) is _Plan:
+            result = seen.run(self, params)
+            if result is not None:
+                return result
+            if seen.compiled() is None:  # evicted: plan it again
+                plans[statement] = 1
+            return super().execute(statement, params)
+        result = super().execute(statement, params)
+        if seen is None:
+            plans[statement] = 1
+        elif seen == 1 and self._thin_ready():
+            plans[statement] = _plan(self, statement, params, result)
+        return result
+
+    def _thin_ready(self) -> bool:
+        """Whether a statement may run here without SQLAlchemy's context:
+        a live connection inside a live transaction (else SQLAlchemy's path
+        begins, revalidates or raises), nothing logging, no options or
+        listeners a thin run would skip."""
+        trans = self._transaction
+        nested = self._nested_transaction
+        manager = self._trans_context_manager
+        if (self._dbapi_connection is None or trans is None
+                or not trans.is_active
+                or (nested is not None and not nested.is_active)
+                or (manager is not None
+                    and not manager._transaction_is_active())
+                or self._echo or self.dialect._has_events
+                or not THIN_OPTIONS.issuperset(self._execution_options)):
+            return False
+        return not ((self._has_events or self.engine._has_events) and (
+            self.dispatch.before_execute or self.dispatch.after_execute))
+
+
+class _ThinContext:
+    """What stands for SQLAlchemy's execution context in a thin run: the
+    attributes cursor listeners and the dialect's timed ``do_execute``
+    (``berth.db.engine``) read, and what ``_handle_dbapi_exception`` asks
+    of one (a context present means errors raised by listeners are not
+    wrapped, as on the normal path)."""
+
+    __slots__ = ("root_connection", "compiled", "invoked_statement",
+                 "execution_options", "cursor", "statement", "parameters")
+    executemany = False
+    isinsert = isupdate = isdelete = is_crud = is_text = isddl = False
+
+    def __init__(self, conn: Connection, compiled: compiler.SQLCompiler,
+                 invoked: Any, cursor: Any, parameters: Any) -> None:
+        self.root_connection = conn
+        self.compiled = compiled
+        self.invoked_statement = invoked
+        self.execution_options = conn._execution_options
+        self.cursor = cursor
+        self.statement = compiled.string
+        self.parameters = [parameters]
+
+    def handle_dbapi_exception(self, e: BaseException) -> None:
+        """The default context's, which does nothing."""
+
+
+class _Plan:
+    """What a thin run of one statement on one dialect needs."""
+
+    __slots__ = ("compiled", "invoked", "extracted", "collected",
+                 "metadata", "positional", "binds", "sequence", "__weakref__")
+
+    def __init__(self, compiled: compiler.SQLCompiler, invoked: Any,
+                 extracted: Any, collected: Any, metadata: Any,
+                 dialect: Any) -> None:
+        #: weak: the engine's compiled cache owns it (see the module's
+        #: docstring); gone means evicted, and the statement is planned again
+        self.compiled = weakref.ref(compiled)
+        self.invoked = weakref.ref(invoked)
+        self.extracted = extracted
+        self.collected = collected
+        self.metadata = metadata
+        processors: dict[str, Callable[[Any], Any]] = dict(
+            compiled._bind_processors)  # type: ignore[arg-type]
+        self.positional = compiled.positional
+        #: (key in construct_params, key sent, bind processor or None)
+        #: in the order the driver wants them
+        names = (compiled.positiontup if compiled.positional
+                 else list(compiled.bind_names.values())) or []
+        escaped: dict[str, str] = dict(compiled.escaped_bind_names or {})
+        self.binds = [(name, escaped.get(name, name), processors.get(name))
+                      for name in names]
+        self.sequence = dialect.execute_sequence_format
+
+    def run(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """The statement's result, run thin; None when it must go
+        SQLAlchemy's way (the connection isn't ready for it, or the
+        compiled statement was evicted)."""
+        compiled = self.compiled()
+        if compiled is None or not conn._thin_ready():
+            return None
+        try:
+            values = compiled.construct_params(
+                params, extracted_parameters=self.extracted,
+                escape_names=False, _collected_params=self.collected)
+            if self.positional:
+                sent: Any = self.sequence([
+                    value(values[key]) if value else values[key]
+                    for key, _, value in self.binds])
+            else:
+                sent = {name: value(values[key]) if value else values[key]
+                        for key, name, value in self.binds}
+            dbapi_connection = conn._dbapi_connection
+            assert dbapi_connection is not None  # _thin_ready checked
+            cursor = dbapi_connection.cursor()
+        except BaseException as e:
+            # Where the normal path fails building its context: no cursor,
+            # no context (so a TypeError from a bind processor is wrapped
+            # in a StatementError there as here).
+            conn._handle_dbapi_exception(e, compiled.string, [params],
+                                         None, None)
+        return _execute(conn, compiled, self, cursor, sent)
+
+
+def _execute(conn: Connection, compiled: compiler.SQLCompiler, plan: _Plan,
+             cursor: Any, sent: Any) -> Any:
+    """Send ``compiled`` with ``sent`` on ``cursor`` as SQLAlchemy's
+    ``_exec_single_context`` does, and return all its rows."""
+    statement = compiled.string
+    context = _ThinContext(conn, compiled, plan.invoked(), cursor, sent)
+    events = conn._has_events or conn.engine._has_events
+    try:
+        if events:
+            for fn in conn.dispatch.before_cursor_execute:
+                statement, sent = fn(conn, cursor, statement, sent, context,
+                                     False)
+        conn.dialect.do_execute(cursor, statement, sent,
+                                context)  # type: ignore[arg-type]
+        if events:
+            conn.dispatch.after_cursor_execute(conn, cursor, statement, sent,
+                                               context, False)
+        rows = cursor.fetchall()
+    except BaseException as e:
+        conn._handle_dbapi_exception(e, statement, sent, cursor,
+                                     context)  # type: ignore[arg-type]
+    conn._safe_close_cursor(cursor)
+    return sa_engine.IteratorResult(plan.metadata, iter(rows))
+
+
+def _plan(conn: Connection, statement: Any,
+          params: dict[str, Any], result: Any) -> _Plan | int:
+    """The plan of ``statement``, just run by SQLAlchemy into ``result``
+    with ``params``; :data:`_NEVER` when it cannot run thin."""
+    dialect = conn.dialect
+    context = result.context
+    if (statement._execution_options or not result.returns_rows
+            or dialect.bind_typing is BindTyping.SETINPUTSIZES
+            or dialect.server_side_cursors or context._is_server_side
+            or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH):
+        return _NEVER
+    compiled, extracted, collected, _ = statement._compile_w_cache(
+        dialect=dialect, compiled_cache=conn.engine._compiled_cache,
+        column_keys=sorted(params), for_executemany=False,
+        schema_translate_map=None,
+        linting=dialect.compiler_linting | compiler.WARN_LINTING)
+    metadata = result._metadata
+    if (compiled is not context.compiled  # not cached: nothing to keep
+            or not isinstance(compiled, compiler.SQLCompiler)
+            or compiled.literal_execute_params or compiled.post_compile_params
+            or compiled.schema_translate_map or compiled.has_out_parameters
+            or compiled.isinsert or compiled.isupdate or compiled.isdelete
+            or not getattr(metadata, "_safe_for_cache", False)
+            or any(isinstance(p, tuple)
+                   for p in compiled._bind_processors.values())):
+        return _NEVER
+    return _Plan(compiled, statement, extracted, collected, metadata, dialect)
 
 
 def _maybe_sized(statement: Any, params: dict[str, Any]
