@@ -4,8 +4,9 @@ The write path (``replace_allocations``) runs inside the caller's one
 transaction, in this order, which is also the lock order (consumer rows,
 then provider rows by id) so that concurrent claims do not deadlock:
 
-1. resolve providers (400 for an unknown one) and, in the same
-   statement, resource classes;
+1. one unlocked read: providers (400 for an unknown one), resource
+   classes, the owners the request names, and every consumer with what
+   it holds;
 2. check and compare-and-swap each consumer's generation (409), creating
    new consumers and updating their project/user/type;
 3. refuse an unknown resource class (400);
@@ -20,6 +21,28 @@ then provider rows by id) so that concurrent claims do not deadlock:
    what is left (``berth.domain.claim``), insert the new ones;
 6. delete consumers left without allocations.
 
+``DELETE /allocations/{c}`` takes the same consumer row lock, by
+deleting the row it read unlocked (if still at the generation read),
+then deletes the allocations.
+
+What a consumer holds is read before its row is locked, in the read
+that gives its generation, and trusted once the lock is taken at that
+generation (step 2's compare-and-swap, the DELETE's ``generation =``):
+an unchanged consumer id and generation mean unchanged allocations.
+Every write of a consumer's allocations takes its row first and moves
+that: this function (``PUT`` and ``POST /allocations``, and
+``berth.domain.reshaper``) bumps the generation of a consumer that
+exists (emptied ones too, deleted after), or creates the row (a new id;
+a concurrent creator gets 409 from the unique uuid); a ``DELETE``
+deletes the row. Ids are not reused while a transaction runs (sequences
+on PostgreSQL, InnoDB's counter; SQLite may reuse a deleted row's id,
+but its one writer holds the whole file from the first read on).
+Nothing else changes allocations but ``berth db import --replace``,
+which replaces the whole database (an operator's migration step): a
+provider or class in use cannot be deleted. Allocations that no consumer
+row carries (legacy data) are read again once their row is created, and
+their ``DELETE`` takes the path that locks first.
+
 Which providers get their generation bumped follows upstream exactly:
 those named in the new allocations, plus those of a consumer that is
 being emptied. A provider a consumer merely moves away from, and every
@@ -32,6 +55,7 @@ A lost race on a provider generation raises ``ProviderGenerationRace``;
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -88,20 +112,35 @@ def _provider_key(value: str) -> str:
 _RP = t.resource_providers
 _A = t.allocations
 _RC = t.resource_classes
-# Providers by uuid and classes by name in one statement (one round
-# trip where there were two): ``kind`` 0 is a provider row, 1 a class.
-_NAMED = (
-    sa.select(_RP.c.id, _RP.c.uuid.label("key"),
-              sa.literal_column("0").label("kind")).where(
-        _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
-    sa.select(_RC.c.id, _RC.c.name.label("key"),
-              sa.literal_column("1").label("kind")).where(
-        _RC.c.name.in_(sa.bindparam("names", expanding=True))))
-_RESOLVE = sa.union_all(*_NAMED)
-# The same for a write of one consumer (a PUT), with the consumer's
-# look-up (``kind`` 2, one row per field): one round trip where there
-# were three.
-_RESOLVE_ONE = sa.union_all(*_NAMED, *consumer.look_up_rows(2))
+_PROVIDER, _CLASS = 0, 1
+#: The parts of a write's first read, by the list parameter each reads:
+#: providers by uuid and classes by name, and those of
+#: ``consumer.PARTS``. One statement reads the parts a write needs (one
+#: round trip where there were up to three, and one per consumer).
+_PARTS: dict[str, list[sa.Select]] = {  # type: ignore[type-arg]
+    "uuids": [consumer.read_part(_PROVIDER, _RP.c.id, _RP.c.uuid).where(
+        _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))],
+    "names": [consumer.read_part(_CLASS, _RC.c.id, _RC.c.name).where(
+        _RC.c.name.in_(sa.bindparam("names", expanding=True)))],
+    **consumer.PARTS}
+
+
+@functools.cache
+def _first_read(parts: tuple[str, ...]) -> sa.CompoundSelect:  # type: ignore[type-arg]
+    """The ``UNION ALL`` of the parts that read ``parts``, built once."""
+    return sa.union_all(*[part for name in parts for part in _PARTS[name]])
+
+
+def _read(conn: Connection, lists: dict[str, list[str]]) -> Iterable[Any]:
+    """The rows of the parts whose list in ``lists`` is not empty (a
+    part of an empty list would find nothing, and SQLAlchemy would build
+    its statement again on every run)."""
+    given = {name: values for name, values in lists.items() if values}
+    if not given:
+        return ()
+    return conn.execute(_first_read(tuple(given)), given)  # type: ignore[no-any-return]
+
+
 _INSERT = _A.insert()
 _DELETE_CONSUMER = t.consumers.delete().where(
     t.consumers.c.uuid == sa.bindparam("b_uuid"))
@@ -132,12 +171,12 @@ _BUMP_ALL_ORDERED = _BUMP_ALL.where(_RP.c.id.in_(
 @dataclass(slots=True)
 class _Resolved:
     """What a write's first statement read: provider uuid as given ->
-    (id, stored uuid); class name -> id (of those that exist); and the
-    consumer's look-up when the write has one consumer."""
+    (id, stored uuid); class name -> id (of those that exist); and what
+    it found of the consumers and the owners the request names."""
 
     providers: dict[str, tuple[int, str]]
     classes: dict[str, int]
-    consumer: consumer.Lookup | None
+    found: consumer.Found
 
 
 def _resolve(conn: Connection, requests: list[ConsumerAllocations]
@@ -145,26 +184,24 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
     """Step 1 (unknown classes are raised for after the consumers, in
     upstream's order); 400 for a missing provider."""
     given = [u for r in requests for u in r.allocations]
-    params: dict[str, Any] = {
-        "uuids": sorted({_provider_key(u) for u in given}),
-        "names": sorted({name for r in requests for resources in
-                         r.allocations.values() for name in resources})}
-    one = requests[0] if len(requests) == 1 else None
-    if one is not None:
-        params.update(uuid=one.consumer_uuid, project=one.project_id,
-                      user=one.user_id, type=one.consumer_type)
     found: dict[str, tuple[int, str]] = {}
     classes: dict[str, int] = {}
-    fields: dict[str, Any] = {}
-    if one is not None or params["uuids"] or params["names"]:
-        for id_, key, kind in conn.execute(
-                _RESOLVE if one is None else _RESOLVE_ONE, params):
-            if kind == 0:
-                found[key] = (id_, key)
-            elif kind == 1:
-                classes[key] = id_
-            else:
-                fields[key] = id_
+    rest = consumer.Found()
+    for row in _read(conn, {
+            "uuids": sorted({_provider_key(u) for u in given}),
+            "names": sorted({name for r in requests for resources in
+                             r.allocations.values() for name in resources}),
+            "projects": sorted({r.project_id for r in requests}),
+            "users": sorted({r.user_id for r in requests}),
+            "types": sorted({r.consumer_type for r in requests
+                             if r.consumer_type is not None}),
+            "consumers": sorted({r.consumer_uuid for r in requests})}):
+        if row[0] == _PROVIDER:
+            found[row[2]] = (row[1], row[2])
+        elif row[0] == _CLASS:
+            classes[row[2]] = row[1]
+        else:
+            rest.add(row)
     result = {}
     for value in given:
         hit = found.get(_provider_key(value))
@@ -173,24 +210,19 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
                 "Allocation for resource provider '%s' that does not exist."
                 % value)
         result[value] = hit
-    return _Resolved(result, classes, None if one is None else
-                     consumer.lookup_of(one.consumer_uuid, fields))
+    return _Resolved(result, classes, rest)
 
 
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
-                     found: consumer.Lookup | None
-                     ) -> tuple[_Owners, bool] | None:
+                     found: consumer.Lookup) -> tuple[_Owners, bool] | None:
     """Check the generation and take the consumer for writing; the owner
     it had before (None: created here) and the one it has now, and
-    whether any allocation may carry its uuid (False only for one
-    created here that none does).
+    whether allocations no consumer row carried hold its uuid (only for
+    one created here).
 
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
     """
-    if found is None:
-        found = consumer.look_up(conn, req.consumer_uuid, req.project_id,
-                                 req.user_id, req.consumer_type)
     project = found.project_id
     if project is None:
         project = consumer.project_id(conn, req.project_id)
@@ -217,31 +249,70 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
     if type_id is None:
         type_id = current.consumer_type_id
     consumer.update_owner(conn, current, project, user, type_id)
-    return (before, usage.owner_of(current)), True
+    return (before, usage.owner_of(current)), False
 
 
 def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
-                    found: consumer.Lookup | None
+                    found: consumer.Found
                     ) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
     holds (row-locked, or created here), each with its owner before and
-    after, and those of them that allocations may carry.
+    after, and those created here that allocations carried already.
 
     One that did not exist and gets nothing is left out: removing
     allocations a concurrent request gave it meanwhile would undo a
     write that committed after this one read the consumer missing.
-    ``found`` is the look-up of a write's one consumer, already read
-    (None: each consumer is looked up here).
     """
     owners: dict[str, _Owners] = {}
-    holding: list[str] = []
+    legacy: list[str] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
-        taken = _ensure_consumer(conn, req, found)
+        taken = _ensure_consumer(conn, req, found.lookup(
+            req.consumer_uuid, req.project_id, req.user_id,
+            req.consumer_type))
         if taken is not None:
             owners[req.consumer_uuid] = taken[0]
             if taken[1]:
-                holding.append(req.consumer_uuid)
-    return owners, holding
+                legacy.append(req.consumer_uuid)
+    return owners, legacy
+
+
+def _holding(found: consumer.Found, uuid: str,
+             owner: tuple[str | None, str | None, str | None],
+             generation: int | None) -> change.Holding | None:
+    """What consumer ``uuid`` held when ``found`` was read (None:
+    nothing), shown with ``owner`` (project, user, type name) and
+    ``generation``."""
+    rows = found.held.get(uuid)
+    if not rows:
+        return None
+    held = change.Holding({}, {}, *owner, generation, {})
+    for provider_id, provider_uuid, class_id, name, used in rows:
+        held.allocations.setdefault(provider_uuid, {})[name] = used
+        held.provider_ids[provider_id] = provider_uuid
+        held.by_class[class_id] = held.by_class.get(class_id, 0) + used
+    return held
+
+
+def _held(conn: Connection, requests: list[ConsumerAllocations],
+          found: consumer.Found, owners: dict[str, _Owners],
+          legacy: list[str]) -> _Held:
+    """What the taken consumers hold now: as the first read found it for
+    those that existed (their generation is the one read, so nothing
+    changed it), read again for ``legacy``. The owner shown is the one
+    the write gives (as the change feed always showed it) and the
+    generation the bumped one."""
+    held = change.holdings(conn, legacy)
+    for req in requests:
+        taken = found.consumers.get(req.consumer_uuid)
+        if taken is None or req.consumer_uuid not in owners:
+            continue
+        entry = _holding(found, req.consumer_uuid, (
+            req.project_id, req.user_id,
+            req.consumer_type or found.owners[req.consumer_uuid][2]),
+            taken.generation)
+        if entry is not None:
+            held[req.consumer_uuid] = entry
+    return held
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
@@ -344,14 +415,12 @@ def replace_allocations(conn: Connection,
     (409; retry the transaction, see :func:`run_claim`).
     """
     resolved = _resolve(conn, requests)
-    owners, holding = _take_consumers(conn, requests, resolved.consumer)
+    owners, legacy = _take_consumers(conn, requests, resolved.found)
     claims = _claims(requests, resolved.providers)
     claim.resolve_classes(claims, resolved.classes)
     emptied = [r.consumer_uuid for r in requests
                if not r.allocations and r.consumer_uuid in owners]
-    # What the taken consumers hold now (one created here that no
-    # allocation carries holds nothing: no statement for it).
-    held = change.holdings(conn, holding)
+    held = _held(conn, requests, resolved.found, owners, legacy)
     _lock(conn, claims, held, emptied)
     # Providers the consumers leave see their usage drop too.
     changes.note(conn, changes.USAGE, _providers_of(held, held))
@@ -414,15 +483,43 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     """Remove everything ``consumer_uuid`` holds, and the consumer.
 
     Takes the consumer's row lock first so that a concurrent write to
-    the same consumer is ordered before or after this one. Provider
-    generations do not move (as upstream). NotFound (404) when the
-    consumer holds nothing.
+    the same consumer is ordered before or after this one: by deleting
+    the row as one read found it with what it holds (the lock, and the
+    proof that the holdings read are still what it holds), or, when
+    that row changed or there is none (allocations without one), by
+    locking it and reading again. Provider generations do not move (as
+    upstream). NotFound (404) when the consumer holds nothing.
     """
+    found = consumer.Found()
+    for row in _read(conn, {"consumers": [consumer_uuid]}):
+        found.add(row)
+    owner = found.consumers.get(consumer_uuid)
+    if owner is None and consumer_uuid not in found.held:
+        raise _nothing_held(consumer_uuid)
+    if owner is not None:
+        held = _holding(found, consumer_uuid, found.owners[consumer_uuid],
+                        owner.generation)
+        if held is not None and consumer.delete_unchanged(conn, owner):
+            _remove(conn, consumer_uuid, owner, held)
+            return
     owner = consumer.get(conn, consumer_uuid, lock=True)
-    held = change.holdings(conn, [consumer_uuid]).get(consumer_uuid)
+    _remove(conn, consumer_uuid, owner,
+            change.holdings(conn, [consumer_uuid]).get(consumer_uuid))
+    conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
+
+
+def _nothing_held(consumer_uuid: str) -> errors.NotFound:
+    return errors.NotFound("No allocations for consumer '%s'"
+                           % consumer_uuid)
+
+
+def _remove(conn: Connection, consumer_uuid: str,
+            owner: consumer.Consumer | None,
+            held: change.Holding | None) -> None:
+    """Delete the allocations ``held`` of a consumer locked (or deleted)
+    here, noting and recording it; NotFound (404) when it holds none."""
     if held is None:
-        raise errors.NotFound("No allocations for consumer '%s'"
-                              % consumer_uuid)
+        raise _nothing_held(consumer_uuid)
     changes.note(conn, changes.USAGE, set(held.provider_ids))
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
@@ -432,7 +529,6 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
               {})]))
     change.removed_event(conn, consumer_uuid, held)
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
-    conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 
 @dataclass(slots=True)

@@ -10,7 +10,8 @@ same generation only one can win -- also when the write empties it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -48,6 +49,9 @@ _GET_LOCKED = _GET.with_for_update()
 _INSERT = _C.insert()
 _BUMP = _C.update().where(_C.c.id == sa.bindparam("b_id"),
                           _C.c.generation == sa.bindparam("b_generation"))
+_DELETE_UNCHANGED = _C.delete().where(
+    _C.c.id == sa.bindparam("b_id"),
+    _C.c.generation == sa.bindparam("b_generation"))
 _SET_OWNER = _C.update().where(_C.c.id == sa.bindparam("b_id"))
 _DELETE_UNUSED = _C.delete().where(
     _C.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)),
@@ -64,6 +68,65 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
                     row.generation, row.consumer_type_id)
 
 
+#: The kinds of row a write's first read returns besides providers (0)
+#: and classes (1) (``berth.domain.allocation``): a project, user or
+#: consumer type by its external id or name, a consumer, and one
+#: allocation a consumer holds.
+PROJECT, USER, TYPE, CONSUMER, HELD = 2, 3, 4, 5, 6
+
+
+def read_part(kind: int, id_: sa.ColumnElement[int],
+              key: sa.ColumnElement[str],
+              ids: tuple[sa.ColumnElement[int], ...] = (),
+              names: tuple[sa.ColumnElement[str], ...] = ()
+              ) -> sa.Select:  # type: ignore[type-arg]
+    """One part of a write's first read (a ``UNION ALL``: one round trip
+    for all it needs): rows of ``kind``, an id, a key, up to four more
+    ids and three names; what a part leaves out is a typed NULL
+    (PostgreSQL settles the union's column types part by part)."""
+    no_id = sa.cast(sa.null(), sa.Integer)
+    no_name = sa.cast(sa.null(), sa.String)
+    more = [*ids, *[no_id] * (4 - len(ids))]
+    text = [*names, *[no_name] * (3 - len(names))]
+    return sa.select(
+        sa.literal_column(str(kind)).label("kind"), id_.label("id"),
+        key.label("key"), *[c.label("n%d" % i) for i, c in enumerate(more)],
+        *[c.label("s%d" % i) for i, c in enumerate(text)])
+
+
+def _named(kind: int, key: sa.Column[str], param: str
+           ) -> list[sa.Select]:  # type: ignore[type-arg]
+    return [read_part(kind, key.table.c.id, key).where(
+        key.in_(sa.bindparam(param, expanding=True)))]
+
+
+_P, _U, _T = t.projects, t.users, t.consumer_types
+_A, _RP, _RC = t.allocations, t.resource_providers, t.resource_classes
+#: The parts of a write's first read about its consumers, by the list
+#: parameter each reads: the owners the request names (ids by external
+#: id or name), and each consumer's row, owner and allocations.
+PARTS: dict[str, list[sa.Select]] = {  # type: ignore[type-arg]
+    "projects": _named(PROJECT, _P.c.external_id, "projects"),
+    "users": _named(USER, _U.c.external_id, "users"),
+    "types": _named(TYPE, _T.c.name, "types"),
+    "consumers": [
+        read_part(CONSUMER, _C.c.id, _C.c.uuid,
+                  (_C.c.project_id, _C.c.user_id, _C.c.generation,
+                   _C.c.consumer_type_id),
+                  (_P.c.external_id, _U.c.external_id, _T.c.name))
+        .select_from(_C.join(_P, _P.c.id == _C.c.project_id)
+                     .join(_U, _U.c.id == _C.c.user_id)
+                     .outerjoin(_T, _T.c.id == _C.c.consumer_type_id))
+        .where(_C.c.uuid.in_(sa.bindparam("consumers", expanding=True))),
+        read_part(HELD, _A.c.resource_provider_id, _A.c.consumer_id,
+                  (_A.c.resource_class_id, _A.c.used),
+                  (_RP.c.uuid, _RC.c.name))
+        .select_from(_A.join(_RP, _RP.c.id == _A.c.resource_provider_id)
+                     .join(_RC, _RC.c.id == _A.c.resource_class_id))
+        .where(_A.c.consumer_id.in_(
+            sa.bindparam("consumers", expanding=True)))]}
+
+
 @dataclass(slots=True)
 class Lookup:
     """What one write needs to know of a consumer before taking it: the
@@ -78,68 +141,44 @@ class Lookup:
     holds: bool
 
 
-def _id_of(key: sa.Column[str], name: str) -> sa.ScalarSelect[int]:
-    return (sa.select(key.table.c.id).where(key == sa.bindparam(name))
-            .scalar_subquery())
+@dataclass(slots=True)
+class Found:
+    """What a write's first read found of its consumers and owners (its
+    rows of the kinds above, each given to :meth:`add`)."""
 
+    #: (PROJECT, USER or TYPE, external id or name) -> id.
+    ids: dict[tuple[int, str], int] = field(default_factory=dict)
+    consumers: dict[str, Consumer] = field(default_factory=dict)
+    #: Consumer uuid -> its owner's (project, user, type name).
+    owners: dict[str, tuple[str, str, str | None]] = field(
+        default_factory=dict)
+    #: Consumer uuid -> its allocations, each (provider id, provider
+    #: uuid, class id, class name, amount).
+    held: dict[str, list[tuple[int, str, int, str, int]]] = field(
+        default_factory=dict)
 
-def _consumer_column(column: sa.Column[int]) -> sa.ScalarSelect[int]:
-    c = t.consumers
-    return (sa.select(column).where(c.c.uuid == sa.bindparam("uuid"))
-            .scalar_subquery())
+    def add(self, row: Any) -> None:
+        """Take one row (kind, id, key, n0..n3, s0..s2) of the read."""
+        kind, id_, key, n0, n1, n2, n3, s0, s1, s2 = row
+        if kind == HELD:
+            self.held.setdefault(key, []).append(
+                (int(id_), s0, int(n0), s1, int(n1)))
+        elif kind == CONSUMER:
+            self.consumers[key] = Consumer(int(id_), key, int(n0), int(n1),
+                                           int(n2), n3)
+            self.owners[key] = (s0, s1, s2)
+        else:
+            self.ids[(kind, key)] = int(id_)
 
-
-_HOLDS = sa.exists(sa.select(t.allocations.c.id).where(
-    t.allocations.c.consumer_id == sa.bindparam("uuid")))
-#: What :func:`look_up` reads, by name: the owner's ids as the request
-#: names them, the consumer's columns, and whether it holds anything.
-_FIELDS: dict[str, sa.ColumnElement[int]] = {
-    "project": _id_of(t.projects.c.external_id, "project"),
-    "user": _id_of(t.users.c.external_id, "user"),
-    "type": _id_of(t.consumer_types.c.name, "type"),
-    "id": _consumer_column(t.consumers.c.id),
-    "project_id": _consumer_column(t.consumers.c.project_id),
-    "user_id": _consumer_column(t.consumers.c.user_id),
-    "generation": _consumer_column(t.consumers.c.generation),
-    "type_id": _consumer_column(t.consumers.c.consumer_type_id),
-    "holds": sa.case((_HOLDS, 1), else_=0)}
-
-# Built once: every write of allocations runs it, and one statement of
-# scalar sub-queries is one round trip where separate look-ups were five.
-_LOOK_UP = sa.select(*[value.label(name) for name, value in _FIELDS.items()])
-
-
-def look_up_rows(kind: int) -> list[sa.Select]:  # type: ignore[type-arg]
-    """:func:`look_up` as one row per field, (value, field name,
-    ``kind``), for a caller that reads it in a ``UNION ALL`` of its own
-    (parameters ``uuid``, ``project``, ``user`` and ``type``); turn the
-    rows into a Lookup with :func:`lookup_of`."""
-    return [sa.select(value.label("id"),
-                      sa.literal_column("'%s'" % name).label("key"),
-                      sa.literal_column(str(kind)).label("kind"))
-            for name, value in _FIELDS.items()]
-
-
-def lookup_of(uuid: str, values: dict[str, int | None]) -> Lookup:
-    """The Lookup of consumer ``uuid`` from :func:`look_up_rows`'s rows
-    (field name -> value)."""
-    id_ = values["id"]
-    current = (None if id_ is None else Consumer(
-        id_, uuid, int(values["project_id"] or 0),
-        int(values["user_id"] or 0), int(values["generation"] or 0),
-        values["type_id"]))
-    return Lookup(values["project"], values["user"], values["type"],
-                  current, bool(values["holds"]))
-
-
-def look_up(conn: Connection, uuid: str, project: str, user: str,
-            type_name: str | None) -> Lookup:
-    """The consumer ``uuid`` and the ids of project ``project``, user
-    ``user`` and type ``type_name`` (external ids), in one statement;
-    take missing owner rows with :func:`project_id` and the like."""
-    row = conn.execute(_LOOK_UP, {"project": project, "user": user,
-                                  "type": type_name, "uuid": uuid}).one()
-    return lookup_of(uuid, dict(zip(_FIELDS, row, strict=True)))
+    def lookup(self, uuid: str, project: str, user: str,
+               type_name: str | None) -> Lookup:
+        """The Lookup of consumer ``uuid`` for a write naming owner
+        ``project``, ``user`` and ``type_name`` (external ids); take
+        missing owner rows with :func:`project_id` and the like."""
+        return Lookup(
+            self.ids.get((PROJECT, project)), self.ids.get((USER, user)),
+            None if type_name is None else self.ids.get((TYPE, type_name)),
+            self.consumers.get(uuid), uuid in self.held)
 
 
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
@@ -227,6 +266,16 @@ def bump_generation(conn: Connection, consumer: Consumer) -> None:
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE)
     consumer.generation += 1
+
+
+def delete_unchanged(conn: Connection, consumer: Consumer) -> bool:
+    """Delete the consumer if its generation is still the one read
+    (``consumer.generation``); whether it was. The DELETE takes the row
+    lock, as :func:`bump_generation`'s UPDATE does: a writer that holds
+    it is waited for, and then the row it left is compared."""
+    return bool(conn.execute(_DELETE_UNCHANGED, {
+        "b_id": consumer.id, "b_generation": consumer.generation}
+    ).rowcount == 1)
 
 
 def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
