@@ -526,6 +526,36 @@ def test_events_carry_old_and_new_values(client: Client) -> None:
          {"generation": 2, "traits": []})]
 
 
+def test_an_owner_change_shows_the_old_owner_as_old(client: Client) -> None:
+    root, other, consumer = _world(client)
+    child = client.get("/resource_providers", params={
+        "in_tree": root}).json()["resource_providers"]
+    child_uuid = next(p["uuid"] for p in child if p["uuid"] != root)
+    start = position(client)
+    for project, user, allocations in (
+            ("proj-b", "v", {other: {"resources": {"VCPU": 1}}}),
+            ("proj-a", "u", {})):
+        generation = client.get("/allocations/%s" % consumer).json()[
+            "consumer_generation"]
+        resp = client.put("/allocations/%s" % consumer, json={
+            "allocations": allocations, "project_id": project,
+            "user_id": user, "consumer_generation": generation,
+            "consumer_type": "MIGRATION"})
+        assert resp.status_code == 204, resp.text
+    got = feed(client, start, consumer=consumer)
+    assert [(e["kind"], e["old"]) for e in got] == [
+        (events.ALLOCATIONS_REPLACED, {
+            "allocations": {child_uuid: {"VCPU": 2}},
+            "project_id": "proj-a", "user_id": "u",
+            "consumer_type": "INSTANCE"}),
+        (events.ALLOCATIONS_REMOVED, {
+            "allocations": {other: {"VCPU": 1}},
+            "project_id": "proj-b", "user_id": "v",
+            "consumer_type": "MIGRATION"})]
+    assert (got[0]["new"]["project_id"], got[0]["new"]["user_id"],
+            got[0]["new"]["consumer_type"]) == ("proj-b", "v", "MIGRATION")
+
+
 @pytest.mark.parametrize("query", [
     {}, {"after": "x"}, {"after": "1:"}, {"after": "1:2,1:3"},
     {"after": "-1:2"}, {"after": "0", "kind": "provider.exploded"},

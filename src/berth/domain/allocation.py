@@ -299,17 +299,15 @@ def _held(conn: Connection, requests: list[ConsumerAllocations],
     """What the taken consumers hold now: as the first read found it for
     those that existed (their generation is the one read, so nothing
     changed it), read again for ``legacy``. The owner shown is the one
-    the write gives (as the change feed always showed it) and the
-    generation the bumped one."""
+    it had before the write (the change feed's "old" value) and the
+    generation the one read."""
     held = change.holdings(conn, legacy)
     for req in requests:
         taken = found.consumers.get(req.consumer_uuid)
         if taken is None or req.consumer_uuid not in owners:
             continue
-        entry = _holding(found, req.consumer_uuid, (
-            req.project_id, req.user_id,
-            req.consumer_type or found.owners[req.consumer_uuid][2]),
-            taken.generation)
+        entry = _holding(found, req.consumer_uuid,
+                         found.owners[req.consumer_uuid], taken.generation)
         if entry is not None:
             held[req.consumer_uuid] = entry
     return held
