@@ -377,8 +377,76 @@ def test_a_run_of_ties_and_a_shuffle_come_in_every_order_alike() -> None:
     expected = 24_000 / 120
     assert sum((n - expected) ** 2 / expected
                for n in walks.values()) < 173.6
-    drawn = Counter(tuple(order.shuffled(3, 7, rng)) for _ in range(12_000))
+    drawn = Counter(tuple(order.shuffled(range(3, 7), rng)) for _ in range(12_000))
     assert len(drawn) == 24 and all(sorted(d) == [3, 4, 5, 6] for d in drawn)
     expected = 12_000 / 24
     assert sum((n - expected) ** 2 / expected
                for n in drawn.values()) < 49.7
+
+
+def runs_world() -> World:
+    """Runs of ties of several lengths among trees of distinct scores:
+    VCPU 20 each, trees 1-3 alone (used 1, 2, 3), 4-8 a run of five
+    (used 5), 9 alone (used 6), 10-49 a run of forty (used 10), 50-51 a
+    run of two (used 12)."""
+    used = {1: 1, 2: 2, 3: 3, 9: 6, 50: 12, 51: 12}
+    used.update((i, 5) for i in range(4, 9))
+    used.update((i, 10) for i in range(10, 50))
+    return World([prov(i, inv={"VCPU": 20}, used={"VCPU": n})
+                  for i, n in sorted(used.items())])
+
+
+RUNS = [[1], [2], [3], list(range(4, 9)), [9], list(range(10, 50)),
+        [50, 51]]
+
+
+def test_a_walk_shuffles_each_run_of_ties_in_its_place() -> None:
+    """``best_first`` gives every root once, runs of ties (short ones
+    shuffled whole, long ones drawn as read) each a permutation of the
+    run in the run's place, whichever random source draws them."""
+    ranked = order.Ranking.build(runs_world(), Order("pack"))
+    assert ranked.roots == [r for run in reversed(RUNS) for r in run]
+    for seed in range(30):
+        walk = list(ranked.best_first(random.Random(seed)))
+        at = 0
+        for run in reversed(RUNS):
+            assert sorted(walk[at:at + len(run)]) == run
+            at += len(run)
+        assert at == len(walk)
+
+
+def test_requests_draw_ties_apart() -> None:
+    """Requests sharing the process's source (``order.SOURCE``) each draw
+    their own order of every run of ties: the short run's first tree
+    and the long run's first few differ between requests."""
+    ranked = order.Ranking.build(runs_world(), Order("spread"))
+    short, long_ = set(), set()
+    for _ in range(30):
+        walk = list(ranked.best_first(order.SOURCE))
+        short.add(walk[3])
+        long_.add(tuple(walk[9:14]))
+    assert short == set(range(4, 9))
+    assert len(long_) == 30
+
+
+def test_claims_keep_the_runs_of_ties_exact() -> None:
+    """Claims that move trees into, out of and along runs of ties (in
+    place, as ``berth serve``'s workers refresh) leave the ranking's
+    roots, scores and ties those of a ranking built anew."""
+    rng = random.Random(5)
+    # Two sizes, so that a tree often moves to a score no other has,
+    # just before or after a run.
+    size = {i: 4 + i % 2 for i in range(1, 41)}
+    world = World([prov(i, inv={"VCPU": size[i]},
+                        used={"VCPU": rng.randint(0, 2)})
+                   for i in range(1, 41)])
+    for want in (Order("spread"), Order("pack")):
+        kept = order.ranking(world, want)
+        for _ in range(300):
+            pid = rng.randint(1, 40)
+            world = world_patch.with_usage(
+                world, {pid: {"VCPU": rng.randint(0, size[pid])}},
+                in_place=True)
+            assert world.rankings[want] is kept
+            assert kept == order.Ranking.build(world, want)
+            assert kept.roots == [r for _, r in sorted(kept.keys)]

@@ -26,10 +26,14 @@ for that order) and the cache's refreshes re-rank the trees they touch
 
 from __future__ import annotations
 
+import array
 import bisect
+import functools
+import itertools
+import operator
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from berth.domain.allocation_candidate.request import (
     DEFAULT_WEIGHTS,
@@ -73,6 +77,24 @@ def tree_score(world: World, root: int, order: Order) -> float:
     providers = world.providers
     pack = order.name == "pack"
     total = 0.0
+    tree = world.trees[root]
+    if len(tree) == 1:
+        # A tree of one provider (most compute nodes), read off it alone,
+        # the same sums (this is every claim's upkeep, twice: callgrind,
+        # 16,000 instructions a score against 9,000).
+        p = providers[root]
+        room, used = p.room, p.used
+        for rc, weight in order.weights:
+            r = room.get(rc)
+            if r is not None:
+                have = r[0]
+                cap = have + used.get(rc, 0)
+                if cap > 0:
+                    total += weight * ((cap - have) if pack else have) / cap
+        if order.preferences:
+            total += sum(w for name, w in order.preferences
+                         if name in p.traits)
+        return round(total, DIGITS)
     for rc, weight in order.weights:
         cap = free = 0
         for pid in world.tree_class.get((root, rc), ()):
@@ -85,7 +107,7 @@ def tree_score(world: World, root: int, order: Order) -> float:
             total += weight * ((cap - free) if pack else free) / cap
     if order.preferences:
         traits: set[str] = set()
-        for pid in world.trees[root]:
+        for pid in tree:
             traits |= providers[pid].traits
         total += sum(w for name, w in order.preferences if name in traits)
     return round(total, DIGITS)
@@ -100,23 +122,37 @@ def key(world: World, root: int, order: Order) -> Key:
 
 
 class Ranking:
-    """Every root of a world in ``order``, best first: ``keys`` holds
-    (-score, root), sorted (a root's key is ``key``: worked out again
-    from the world when needed, not kept per root, so that a copy costs
-    one list)."""
+    """Every root of a world in ``order``, best first, sorted by its key
+    (-score, root; worked out again from the world when needed, not kept
+    per root): ``roots`` the roots, ``scores`` their negated scores, in
+    the same order (``array`` of doubles: no object per root, so that a
+    claim that moves a tree shifts memory, not references), and
+    ``ties[i]`` 1 where ``roots[i]`` and ``roots[i + 1]`` score alike, so
+    that the walk finds runs of ties at C speed and hands the roots
+    between them over as slices. Refreshes edit all three alike."""
 
     def __init__(self, order: Order, keys: list[Key]) -> None:
         self.order = order
-        self.keys = keys
+        self.scores = array.array("d", [score for score, _ in keys])
+        self.roots = [root for _, root in keys]
+        scores = self.scores
+        self.ties = bytearray(map(operator.eq, scores, scores[1:]))
+        self.ties.extend(b"\0"[:len(keys) - len(self.ties)])
 
     @classmethod
     def build(cls, world: World, order: Order) -> Ranking:
         return cls(order, sorted(key(world, root, order)
                                  for root in world.roots))
 
+    @property
+    def keys(self) -> list[Key]:
+        """The (-score, root) of every root, in order."""
+        return list(zip(self.scores, self.roots, strict=True))
+
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Ranking) and self.order == other.order
-                and self.keys == other.keys)
+                and self.scores == other.scores and self.roots == other.roots
+                and self.ties == other.ties)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -126,95 +162,191 @@ class Ranking:
         world this ranking ranks, None where it was no root there)
         re-scored in ``world``: a copy, or (``in_place``) this ranking
         itself, edited."""
-        keys = self.keys if in_place else list(self.keys)
+        if in_place:
+            out = self
+        else:
+            out = Ranking.__new__(Ranking)
+            out.order, out.scores = self.order, array.array("d", self.scores)
+            out.roots, out.ties = list(self.roots), bytearray(self.ties)
+        scores, roots, ties = out.scores, out.roots, out.ties
         for root, was in old.items():
             now = key(world, root, self.order) if world.is_root(root) \
                 else None
             if was is None:
                 if now is not None:
-                    bisect.insort(keys, now)
+                    at = _where(scores, roots, ties, now)
+                    scores.insert(at, now[0])
+                    roots.insert(at, root)
+                    ties.insert(at, 0)
+                    _tie(scores, ties, at - 1, at)
             elif now is None:
-                del keys[bisect.bisect_left(keys, was)]
+                at = _where(scores, roots, ties, was)
+                del scores[at], roots[at], ties[at]
+                _tie(scores, ties, at - 1, at - 1)
             else:
-                _move(keys, bisect.bisect_left(keys, was), now)
-        return self if in_place else Ranking(self.order, keys)
+                _move(scores, roots, ties, _where(scores, roots, ties, was), now)
+        return out
 
     def best_first(self, rng: random.Random) -> Iterator[int]:
         """The roots, best first; each run of equal scores in an order
-        ``rng`` draws as the run is read (reading the first few of a
-        long run costs those few)."""
-        keys = self.keys
-        get = rng.getrandbits
-        i, count = 0, len(keys)
+        ``rng`` draws (reading the first few of a long run costs those
+        few). The roots between runs come as slices of ``roots``, read
+        in C; a run of up to ``WHOLE`` is shuffled whole, a longer one
+        drawn as it is read (``shuffled``)."""
+        return itertools.chain.from_iterable(self._pieces(rng))
+
+    def _pieces(self, rng: random.Random) -> Iterator[Iterable[int]]:
+        """``best_first``'s roots, a piece at a time: slices of the roots
+        between runs of ties (doubling in length from ``SLICE``, so
+        that a walk read a little way copies little), runs of ties
+        drawn."""
+        roots, ties = self.roots, self.ties
+        find = ties.find
+        count = len(roots)
+        i, size = 0, SLICE
         while i < count:
-            score, root = keys[i]
-            if i + 1 == count or keys[i + 1][0] != score:
-                yield root
-                i += 1
-                continue
-            end = bisect.bisect_right(keys, (score, float("inf")), i)
-            # ``shuffled``'s first half, inlined (its rest is shared):
-            # this is the walk of every request, and a long run is seldom
-            # read past half. Measured against one draw owned by
-            # ``shuffled`` (the runs chained in C, each a ``map`` over
-            # ``shuffled``, 2026-12-03, callgrind, 50,000 hosts, steady,
-            # ``limit=50``): 0.54 M instructions a step here, 0.81 M so.
-            run = end - i
-            bits, half = run.bit_length(), run // 2
-            taken: set[int] = set()
-            while len(taken) < half:
-                j = get(bits)
-                if j < run and j not in taken:
-                    taken.add(j)
-                    yield keys[i + j][1]
-            for at in shuffled(i, end, rng, taken):
-                yield keys[at][1]
+            tie = find(1, i)
+            stop = count if tie < 0 else tie
+            while i < stop:
+                yield roots[i:min(stop, i + size)]
+                i += size
+                size *= 2
+            if tie < 0:
+                return
+            end = find(0, tie) + 1
+            if end - tie <= WHOLE:
+                yield _mixed(roots[tie:end], rng)
+            else:
+                # (A run at the top, as ``spread``'s emptiest trees,
+                # drawn from ``roots`` itself: no copy.)
+                yield (shuffled(roots, rng, end) if tie == 0
+                       else shuffled(roots[tie:end], rng))
             i = end
 
 
-def _move(keys: list[Key], i: int, now: Key) -> None:
-    """Replace ``keys[i]`` by ``now``, keeping ``keys`` sorted: only the
-    keys between the old and new places shift (a claim moves a tree a
-    little way, where a ``del`` and an ``insort`` would each move every
-    key after it: 400 KB at 50,000 hosts)."""
-    j = bisect.bisect_left(keys, now)
+#: The first slice of ``Ranking.best_first``'s roots between ties (then
+#: each twice the last).
+SLICE = 32
+
+#: Runs of ties up to this long are shuffled whole as they are reached.
+WHOLE = 8
+
+
+def _mixed(run: list[int], rng: random.Random) -> list[int]:
+    """``run`` (a few roots) in a random order: sorted by random keys
+    (32 bits or more), drawn at once and read in C (``rng.shuffle``
+    draws each swap in Python). Equal keys, which would keep two roots
+    in their order, come about once in 10^8 runs."""
+    if len(run) == 2:
+        if rng.getrandbits(1):
+            run.reverse()
+        return run
+    draws = array.array("I")
+    size = draws.itemsize * len(run)
+    draws.frombytes(rng.getrandbits(8 * size).to_bytes(size, "little"))
+    run.sort(key=functools.partial(next, iter(draws)))
+    return run
+
+
+def _where(scores: array.array[float], roots: list[int], ties: bytearray,
+           at: Key) -> int:
+    """Where the key ``at`` is, or would go, in a ranking's ``scores``
+    and ``roots`` (sorted by score, then root; ``ties`` marks runs of
+    equal scores)."""
+    score, root = at
+    lo = bisect.bisect_left(scores, score)
+    if lo == len(scores) or scores[lo] != score:
+        return lo
+    if not ties[lo]:
+        # The one root of this score.
+        return lo + (roots[lo] < root)
+    return bisect.bisect_left(roots, root, lo, ties.find(0, lo) + 1)
+
+
+def _tie(scores: array.array[float], ties: bytearray, first: int,
+         last: int) -> None:
+    """Set ``ties[first:last + 1]`` anew from ``scores`` (positions out
+    of range left alone; the last position ties nothing)."""
+    end = len(scores) - 1
+    for at in range(max(first, 0), min(last, end) + 1):
+        ties[at] = at < end and scores[at] == scores[at + 1]
+
+
+def _move(scores: array.array[float], roots: list[int], ties: bytearray,
+          i: int, now: Key) -> None:
+    """Move the root at ``i`` to where its new key ``now`` sorts: only
+    the entries between the old and new places shift (a claim moves a
+    tree a little way, where a ``del`` and an ``insert`` would each
+    shift every entry after it)."""
+    j = _where(scores, roots, ties, now)
     if j > i:
-        keys[i:j - 1] = keys[i + 1:j]
-        keys[j - 1] = now
+        j -= 1
+        scores[i:j] = scores[i + 1:j + 1]
+        roots[i:j] = roots[i + 1:j + 1]
+        ties[i:j] = ties[i + 1:j + 1]
+        near = (i - 1, j - 1, j)
     else:
-        keys[j + 1:i + 1] = keys[j:i]
-        keys[j] = now
+        scores[j + 1:i + 1] = scores[j:i]
+        roots[j + 1:i + 1] = roots[j:i]
+        ties[j + 1:i + 1] = ties[j:i]
+        near = (j - 1, j, i)
+    scores[j], roots[j] = now
+    # The ties of the places whose next entry changed (inline: this is
+    # every claim's upkeep).
+    end = len(scores) - 1
+    for at in near:
+        if 0 <= at:
+            ties[at] = at < end and scores[at] == scores[at + 1]
 
 
-def shuffled(start: int, stop: int, rng: random.Random,
-             taken: set[int] | None = None) -> Iterator[int]:
-    """The numbers ``start`` to ``stop - 1`` (but ``start + j`` for each
-    ``j`` in ``taken``: those read already) in an order ``rng`` draws,
-    drawn as they are read, so that reading the first few of many costs
-    those few. While fewer than half have come, by rejection: ``j``
-    drawn as so many random bits as the count needs, drawn again when it
-    is past the count or taken already (one C call and a set lookup a
-    number, where a lazy Fisher-Yates draws a float, scales it and keeps
-    its swaps in a dict: a quarter fewer instructions, callgrind); then
-    the rest by Fisher-Yates. Numbers drawn independently and kept at
-    their first draw come in a uniformly random order."""
-    count = stop - start
-    taken = set() if taken is None else taken
-    add = taken.add
+def shuffled(items: Sequence[int], rng: random.Random,
+             count: int | None = None) -> Iterator[int]:
+    """The first ``count`` of ``items`` (default: all) in an order ``rng``
+    draws, drawn as they are read (no copy made first), so that reading
+    the first few of many costs those few. While fewer than half have come, by rejection:
+    ``j`` drawn as so many random bits as the count needs, drawn again
+    when it is past the count or taken already (one C call and a lookup
+    a number, where a lazy Fisher-Yates draws a float, scales it and
+    keeps its swaps in a dict: a quarter fewer instructions, callgrind);
+    then the rest by Fisher-Yates. Those taken are kept in a set while
+    few (up to 1/``SPARSE`` of them), then marked in a ``bytearray`` (no
+    set to grow). Numbers drawn independently and kept at their first
+    draw come in a uniformly random order."""
+    count = len(items) if count is None else count
     get = rng.getrandbits
     bits, half = count.bit_length(), count // 2
-    while len(taken) < half:
+    taken: set[int] = set()
+    add = taken.add
+    few = min(half, count // SPARSE)
+    while len(taken) < few:
         j = get(bits)
         if j < count and j not in taken:
             add(j)
-            yield start + j
-    rest = [start + j for j in range(count) if j not in taken]
+            yield items[j]
+    seen = bytearray(count)
+    for j in taken:
+        seen[j] = 1
+    drawn = len(taken)
+    while drawn < half:
+        j = get(bits)
+        if j < count and not seen[j]:
+            seen[j] = 1
+            drawn += 1
+            yield items[j]
+    rest = list(itertools.compress(items, seen.translate(_FLIP)))
     draw = rng.random
     size = len(rest)
     for i in range(size):
         j = i + int(draw() * (size - i))
         rest[i], rest[j] = rest[j], rest[i]
         yield rest[i]
+
+
+#: ``shuffled`` keeps those it has taken in a set up to 1/SPARSE of them.
+SPARSE = 512
+
+#: Swaps bytes 0 and 1 (``shuffled``'s taken marks into those left).
+_FLIP = bytes.maketrans(b"\0\1", b"\1\0")
 
 
 def ranking(world: World, order: Order) -> Ranking:

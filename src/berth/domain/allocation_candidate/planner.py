@@ -145,7 +145,7 @@ def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
     name indexes and shuffled."""
     roots = world.roots
     if not traits and not aggs:
-        return map(roots.__getitem__, shuffled(0, len(roots), rng))
+        return shuffled(roots, rng)
     return _viable_shuffled_checked(world, traits, aggs, switch, rng)
 
 
@@ -165,9 +165,9 @@ def _viable_shuffled_checked(world: World, traits: Sets, aggs: Sets,
         rng.shuffle(found)
         yield from found
         return
-    for i in shuffled(0, len(roots), rng):
-        if _labelled(world, roots[i], checks):
-            yield roots[i]
+    for root in shuffled(roots, rng):
+        if _labelled(world, root, checks):
+            yield root
 
 
 def _indexed(world: World, checks: list[tuple[str, frozenset[str]]]
