@@ -450,3 +450,53 @@ def test_claims_keep_the_runs_of_ties_exact() -> None:
             assert world.rankings[want] is kept
             assert kept == order.Ranking.build(world, want)
             assert kept.roots == [r for _, r in sorted(kept.keys)]
+
+
+def test_a_long_run_starts_with_a_fair_draw_then_walks_round() -> None:
+    """A run of ties longer than ``order.LONG`` (here spread's 200 empty
+    trees after two fuller ones): every root once, the run in its place;
+    its first ``order.FIRST`` roots drawn at random, each root of the run
+    first about equally often (seeded; chi-square, 199 degrees of
+    freedom, under 266.3, the 0.1% bound); the rest of the run in its
+    own order from a random place, round, those drawn already left out."""
+    world = World([prov(i, inv={"VCPU": 4}, used={"VCPU": 2 if i > 200
+                                                   else 0})
+                   for i in range(1, 203)])
+    ranked = order.ranking(world, Order("spread"))
+    run = ranked.roots[:200]
+    assert sorted(run) == list(range(1, 201)) and order.LONG < 200
+    rng = random.Random(6)
+    firsts: Counter[int] = Counter()
+    starts = set()
+    for _ in range(8_000):
+        walk = list(ranked.best_first(rng))
+        assert sorted(walk[:200]) == run and sorted(walk[200:]) == [201, 202]
+        firsts[walk[0]] += 1
+        drawn = set(walk[:order.FIRST])
+        rest = [r for r in run if r not in drawn]
+        at = rest.index(walk[order.FIRST])
+        assert walk[order.FIRST:200] == rest[at:] + rest[:at]
+        starts.add(walk[order.FIRST])
+    assert len(starts) > 100
+    expected = 8_000 / 200
+    assert sum((firsts[r] - expected) ** 2 / expected
+               for r in run) < 266.3
+
+
+def test_random_walks_on_round_the_roots_after_a_fair_draw() -> None:
+    """In the ``random`` order the planner draws the first ``FIRST``
+    roots at random, then walks the others in uuid order from a random
+    root, round, none twice (sets of requests are the random draw plus a
+    stretch of the uuid order, not independent samples)."""
+    world = World([prov(i, inv={"VCPU": 4}) for i in range(1, 101)])
+    group = [RequestGroup("", {"VCPU": 1})]
+    starts = set()
+    for seed in range(30):
+        walk = list(plan(world, group, Order("random"), random.Random(seed)))
+        assert sorted(walk) == sorted(world.roots)
+        drawn = set(walk[:order.FIRST])
+        rest = [r for r in world.roots if r not in drawn]
+        at = rest.index(walk[order.FIRST])
+        assert walk[order.FIRST:] == rest[at:] + rest[:at]
+        starts.add(walk[order.FIRST])
+    assert len(starts) > 15

@@ -191,15 +191,16 @@ class Ranking:
         """The roots, best first; each run of equal scores in an order
         ``rng`` draws (reading the first few of a long run costs those
         few). The roots between runs come as slices of ``roots``, read
-        in C; a run of up to ``WHOLE`` is shuffled whole, a longer one
-        drawn as it is read (``shuffled``)."""
+        in C; a run of up to ``WHOLE`` is shuffled whole, one of up to
+        ``LONG`` drawn as it is read (``shuffled``), a longer one drawn
+        at first, then walked from a random place (``started``)."""
         return itertools.chain.from_iterable(self._pieces(rng))
 
     def _pieces(self, rng: random.Random) -> Iterator[Iterable[int]]:
         """``best_first``'s roots, a piece at a time: slices of the roots
         between runs of ties (doubling in length from ``SLICE``, so
         that a walk read a little way copies little), runs of ties
-        drawn."""
+        drawn (or, long, ``started``)."""
         roots, ties = self.roots, self.ties
         find = ties.find
         count = len(roots)
@@ -216,6 +217,8 @@ class Ranking:
             end = find(0, tie) + 1
             if end - tie <= WHOLE:
                 yield _mixed(roots[tie:end], rng)
+            elif end - tie > LONG:
+                yield started(roots, rng, tie, end)
             else:
                 # (A run at the top, as ``spread``'s emptiest trees,
                 # drawn from ``roots`` itself: no copy.)
@@ -230,6 +233,54 @@ SLICE = 32
 
 #: Runs of ties up to this long are shuffled whole as they are reached.
 WHOLE = 8
+
+#: Runs of ties longer than this are walked from a random place
+#: (``started``); those between ``WHOLE`` and this drawn as read.
+LONG = 64
+
+#: How many roots ``started`` draws at random before it walks on.
+FIRST = 16
+
+
+def started(roots: list[int], rng: random.Random, start: int = 0,
+            stop: int | None = None) -> Iterator[int]:
+    """``roots[start:stop]`` (default: to the end), each once: the first
+    ``FIRST`` drawn at random (``shuffled``, each root equally likely at
+    each of those places), then the rest walked in their order from a
+    place ``rng`` draws, round to where it began, in slices (doubling
+    from ``SLICE``, those drawn already left out): the cost of a slice,
+    not of a draw, per root past the first few.
+
+    So a reader that takes the first root it can use, of several it
+    cannot, takes each usable one equally often when one of the first
+    ``FIRST`` is usable; past them, one just after a stretch of unusable
+    roots is favoured (the walk from a random place reaches it first)."""
+    stop = len(roots) if stop is None else stop
+    return itertools.chain.from_iterable(_started(roots, rng, start, stop))
+
+
+def _started(roots: list[int], rng: random.Random, start: int, stop: int
+             ) -> Iterator[Iterable[int]]:
+    """``started``'s roots, a piece at a time."""
+    count = stop - start
+    if count <= FIRST:
+        yield shuffled(roots[start:stop], rng)
+        return
+    # (A run at the top, as ``spread``'s emptiest trees, or every root,
+    # drawn from ``roots`` itself: no copy.)
+    firsts = list(itertools.islice(
+        shuffled(roots, rng, stop) if start == 0
+        else shuffled(roots[start:stop], rng), FIRST))
+    yield firsts
+    drawn = set(firsts).__contains__
+    at = start + rng.randrange(count)
+    size = SLICE
+    for lo, hi in ((at, stop), (start, at)):
+        while lo < hi:
+            yield itertools.filterfalse(drawn,
+                                        roots[lo:min(hi, lo + size)])
+            lo += size
+            size *= 2
 
 
 def _mixed(run: list[int], rng: random.Random) -> list[int]:

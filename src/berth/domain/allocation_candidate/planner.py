@@ -21,8 +21,9 @@ the trees over best first instead: it walks the world's ranking, or,
 when the least common set has few members, collects their trees through
 the name indexes and sorts just those by score. In the ``random`` order
 (``shuffle``) it hands them over in a random order drawn per request the
-same two ways: down a lazy shuffle of the roots, or collected through
-the name indexes and shuffled.
+same two ways: down the roots as ``order.started`` walks them (the first
+few drawn at random, the rest in uuid order from a random root, round),
+or collected through the name indexes and shuffled.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import operator
 import random
 from collections.abc import Iterator
 
-from berth.domain.allocation_candidate.order import Ranking, key, shuffled
+from berth.domain.allocation_candidate.order import Ranking, key, started
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
@@ -140,12 +141,12 @@ def _viable_ranked_checked(world: World, traits: Sets, aggs: Sets,
 def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
                      rng: random.Random) -> Iterator[int]:
     """The roots whose trees carry a label of every set, in a random
-    order ``rng`` draws as they are read: down a lazy shuffle of every
-    root, or (few members, as ``_viable_ranked``) collected through the
-    name indexes and shuffled."""
+    order ``rng`` draws: down every root as ``started`` walks them, or
+    (few members, as ``_viable_ranked``) collected through the name
+    indexes and shuffled."""
     roots = world.roots
     if not traits and not aggs:
-        return shuffled(roots, rng)
+        return started(roots, rng)
     return _viable_shuffled_checked(world, traits, aggs, switch, rng)
 
 
@@ -165,7 +166,7 @@ def _viable_shuffled_checked(world: World, traits: Sets, aggs: Sets,
         rng.shuffle(found)
         yield from found
         return
-    for root in shuffled(roots, rng):
+    for root in started(roots, rng):
         if _labelled(world, root, checks):
             yield root
 
