@@ -20,7 +20,7 @@ from berth.api.app import create_app
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import allocation
+from berth.domain import claim
 from berth.domain.allocation_candidate import load, world_patch
 from berth.domain.allocation_candidate.world import World
 from berth.domain.allocation_candidate.world_cache import Refresh
@@ -480,17 +480,17 @@ def test_emptying_a_consumer_created_meanwhile_keeps_its_claim(
         query = "/allocation_candidates?resources=VCPU:1"
         assert len(reader.get(query).json()["allocation_requests"]) == 1
         consumer = str(uuidlib.uuid4())
-        real = allocation.lock_providers
+        real = claim.lock_providers
 
         def racing(conn: Any, ids: set[int]) -> None:
-            monkeypatch.setattr(allocation, "lock_providers", real)
+            monkeypatch.setattr(claim, "lock_providers", real)
             resp = writer.put("/allocations/%s" % consumer, json={
                 **body, "consumer_generation": None,
                 "allocations": {rp: {"resources": {"VCPU": 1}}}})
             assert resp.status_code == 204, resp.text
             real(conn, ids)
 
-        monkeypatch.setattr(allocation, "lock_providers", racing)
+        monkeypatch.setattr(claim, "lock_providers", racing)
         resp = writer.post("/allocations", json={consumer: {
             **body, "consumer_generation": None, "allocations": {}}})
         assert resp.status_code == 204, resp.text

@@ -120,7 +120,7 @@ def held(db: Database, consumer_uuid: str) -> tuple[int, bool]:
 #: consumer row (one more before). The change sequence's flush is 3
 #: statements on SQLite, 1 on PostgreSQL and 4 on MariaDB, which also
 #: bumps provider generations one UPDATE each and reads them after
-#: (``allocation.lock_providers``).
+#: (``claim.lock_providers``).
 EXPECTED = {
     "sqlite": {"claim": 8, "move": 9, "post": 9, "delete": 6},
     "postgresql": {"claim": 6, "move": 7, "post": 7, "delete": 4},

@@ -64,7 +64,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes, events
+from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import change, claim, common, consumer, errors, usage
@@ -76,10 +76,6 @@ T = TypeVar("T")
 #: A consumer's owner before the write (None: created by it) and after.
 _Owners = tuple["Owner | None", Owner]
 
-PROVIDER_RACE_MESSAGE = (
-    "Inventory and/or allocations changed while attempting to allocate: "
-    "Another thread concurrently updated the resource provider data. "
-    "Please retry your update")
 
 
 @dataclass(slots=True)
@@ -141,31 +137,10 @@ def _read(conn: Connection, lists: dict[str, list[str]]) -> Iterable[Any]:
     return conn.execute(_first_read(tuple(given)), given)  # type: ignore[no-any-return]
 
 
-_INSERT = _A.insert()
 _DELETE_CONSUMER = t.consumers.delete().where(
     t.consumers.c.uuid == sa.bindparam("b_uuid"))
 _DELETE = _A.delete().where(
     _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
-# The generation moves without a compare-and-swap: the UPDATE itself
-# takes the row lock, so what it adds to is the latest committed value.
-_BUMP = _RP.update().where(_RP.c.id == sa.bindparam("rp")).values(
-    generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp"))
-_GENERATIONS = sa.select(_RP.c.id, _RP.c.generation).where(
-    _RP.c.id.in_(sa.bindparam("ids", expanding=True)))
-_BUMP_ALL = _RP.update().values(
-    generation=_RP.c.generation + 1, updated_at=sa.bindparam("stamp")
-).returning(_RP.c.id, _RP.c.generation)
-# SQLite: one writer holds the whole database (``BEGIN IMMEDIATE``), so
-# the order rows are written in cannot deadlock anything.
-_BUMP_ALL_SQLITE = _BUMP_ALL.where(
-    _RP.c.id.in_(sa.bindparam("ids", expanding=True)))
-# PostgreSQL: the sub-query takes the row locks in id order (its rows are
-# locked as they leave the sort), as the one UPDATE per provider did.
-_LOCKED = _RP.alias("locked")
-_BUMP_ALL_ORDERED = _BUMP_ALL.where(_RP.c.id.in_(
-    sa.select(_LOCKED.c.id).where(
-        _LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .order_by(_LOCKED.c.id).with_for_update()))
 
 
 @dataclass(slots=True)
@@ -286,10 +261,8 @@ def _holding(found: consumer.Found, uuid: str,
     if not rows:
         return None
     held = change.Holding({}, {}, *owner, generation, {})
-    for provider_id, provider_uuid, class_id, name, used in rows:
-        held.allocations.setdefault(provider_uuid, {})[name] = used
-        held.provider_ids[provider_id] = provider_uuid
-        held.by_class[class_id] = held.by_class.get(class_id, 0) + used
+    for row in rows:
+        held.add(*row)
     return held
 
 
@@ -313,39 +286,6 @@ def _held(conn: Connection, requests: list[ConsumerAllocations],
     return held
 
 
-def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
-    """Row-lock the providers in id order and bump their generations.
-
-    The lock is taken before any usage is read, so capacity checks on one
-    provider are serialized. A provider deleted meanwhile raises
-    ProviderGenerationRace.
-    """
-    if not provider_ids:
-        return
-    stamp = common.now()
-    ids = sorted(provider_ids)
-    # The change feed's allocation events carry the new generations: one
-    # UPDATE returns them all where the database can (SQLite, PostgreSQL);
-    # else one UPDATE per provider, in id order, and one read after the
-    # bumps (MySQL, MariaDB).
-    name = conn.dialect.name
-    if name in ("sqlite", "postgresql"):
-        bumped = conn.execute(
-            _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
-            {"ids": ids, "stamp": stamp}).all()
-        if len(bumped) != len(ids):
-            raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-    else:
-        for provider_id in ids:
-            if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
-                            ).rowcount != 1:
-                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
-        bumped = conn.execute(_GENERATIONS, {"ids": ids}).all()
-    for provider_id, generation in bumped:
-        events.note_generation(conn, provider_id, int(generation))
-    changes.note(conn, changes.USAGE, provider_ids)
-
-
 #: What consumers hold now, by consumer uuid (one read: the providers to
 #: lock and note, the amounts the usage deltas subtract, and the change
 #: feed's old value).
@@ -360,7 +300,7 @@ def _lock(conn: Connection, claims: list[Claim], held: _Held,
           emptied: list[str]) -> None:
     """Step 4: lock the providers whose generation moves (those claimed
     on, and those of the ``emptied`` consumers)."""
-    lock_providers(conn, {c.provider_id for c in claims}
+    claim.lock_providers(conn, {c.provider_id for c in claims}
                    | _providers_of(held, emptied))
 
 
@@ -374,16 +314,6 @@ def _claims(requests: list[ConsumerAllocations],
                              req.consumer_uuid)
                        for name, amount in resources.items()]
     return claims
-
-
-def _insert(conn: Connection, claims: list[Claim]) -> None:
-    if not claims:
-        return
-    stamp = common.now()
-    conn.execute(_INSERT, [
-        {"resource_provider_id": c.provider_id, "consumer_id": c.consumer_uuid,
-         "resource_class_id": c.class_id, "used": c.amount,
-         "created_at": stamp} for c in claims])
 
 
 def _note_usages(conn: Connection,
@@ -430,7 +360,7 @@ def replace_allocations(conn: Connection,
         conn.execute(_DELETE, {"uuids": sorted(owners)})
     if claims:
         claim.check(conn, claims)
-    _insert(conn, claims)
+    claim.insert(conn, claims)
     consumer.delete_if_unused(conn, emptied)
     _note_usages(conn, owners, old, claims)
     _record(conn, requests, owners, claims, before)
@@ -474,7 +404,7 @@ def run_claim(db: Database, fn: Callable[[Connection], T], attempts: int) -> T:
             return db.run(fn)
         except errors.ProviderGenerationRace:
             continue
-    raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+    raise errors.ProviderGenerationRace(claim.PROVIDER_RACE_MESSAGE)
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:

@@ -114,6 +114,14 @@ class Holding:
     #: deltas subtract: ``usage.held_amounts``'s answer, for free).
     by_class: dict[int, int]
 
+    def add(self, provider_id: int, provider_uuid: str, class_id: int,
+            name: str, used: int) -> None:
+        """Count one allocation row (``used`` of class ``name`` on the
+        provider) into what the consumer holds."""
+        self.allocations.setdefault(provider_uuid, {})[name] = used
+        self.provider_ids[provider_id] = provider_uuid
+        self.by_class[class_id] = self.by_class.get(class_id, 0) + used
+
 
 _A, _RC, _C = t.allocations, t.resource_classes, t.consumers
 #: Built once (every allocation write that replaces or removes runs it).
@@ -150,9 +158,7 @@ def holdings(conn: Connection, consumer_uuids: Iterable[str]
             held = found[consumer] = Holding(
                 {}, {}, project, user, kind,
                 None if gen is None else int(gen), {})
-        held.allocations.setdefault(puuid, {})[name] = int(used)
-        held.provider_ids[int(pid)] = puuid
-        held.by_class[class_id] = held.by_class.get(class_id, 0) + int(used)
+        held.add(int(pid), puuid, class_id, name, int(used))
     return found
 
 

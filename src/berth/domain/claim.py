@@ -8,6 +8,10 @@ exist, the amount must respect ``min_unit``, ``max_unit`` and
 ``step_size``, and, with the claims before it, fit beside what the
 provider's other consumers hold. Every failure is a CapacityExceeded
 (409) with upstream's bare reason, raised in upstream's order.
+
+The claims' providers are locked first (:func:`lock_providers`, step 4
+of the write path in ``berth.domain.allocation``), then checked, then
+written (:func:`insert`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import changes, events
 from berth.db import tables as t
 from berth.domain import capacity, common, errors
 
@@ -130,3 +135,79 @@ def _verify(claims: list[Claim],
         if used.get(key, 0) + wanted[key] > inv.capacity:
             raise _unable(claim.class_name, claim.provider_uuid,
                           "exceed the capacity")
+
+
+# Locking the providers a write claims on, and writing its claims.
+_PROVIDERS = t.resource_providers
+_INSERT_ALLOCATIONS = t.allocations.insert()
+#: The 409's message when a provider's generation moved under a write.
+PROVIDER_RACE_MESSAGE = (
+    "Inventory and/or allocations changed while attempting to allocate: "
+    "Another thread concurrently updated the resource provider data. "
+    "Please retry your update")
+
+
+# The generation moves without a compare-and-swap: the UPDATE itself
+# takes the row lock, so what it adds to is the latest committed value.
+_BUMP = _PROVIDERS.update().where(_PROVIDERS.c.id == sa.bindparam("rp")).values(
+    generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp"))
+_GENERATIONS = sa.select(_PROVIDERS.c.id, _PROVIDERS.c.generation).where(
+    _PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True)))
+_BUMP_ALL = _PROVIDERS.update().values(
+    generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp")
+).returning(_PROVIDERS.c.id, _PROVIDERS.c.generation)
+# SQLite: one writer holds the whole database (``BEGIN IMMEDIATE``), so
+# the order rows are written in cannot deadlock anything.
+_BUMP_ALL_SQLITE = _BUMP_ALL.where(
+    _PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True)))
+# PostgreSQL: the sub-query takes the row locks in id order (its rows are
+# locked as they leave the sort), as the one UPDATE per provider did.
+_LOCKED = _PROVIDERS.alias("locked")
+_BUMP_ALL_ORDERED = _BUMP_ALL.where(_PROVIDERS.c.id.in_(
+    sa.select(_LOCKED.c.id).where(
+        _LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(_LOCKED.c.id).with_for_update()))
+
+
+def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
+    """Row-lock the providers in id order and bump their generations.
+
+    The lock is taken before any usage is read, so capacity checks on one
+    provider are serialized. A provider deleted meanwhile raises
+    ProviderGenerationRace.
+    """
+    if not provider_ids:
+        return
+    stamp = common.now()
+    ids = sorted(provider_ids)
+    # The change feed's allocation events carry the new generations: one
+    # UPDATE returns them all where the database can (SQLite, PostgreSQL);
+    # else one UPDATE per provider, in id order, and one read after the
+    # bumps (MySQL, MariaDB).
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        bumped = conn.execute(
+            _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
+            {"ids": ids, "stamp": stamp}).all()
+        if len(bumped) != len(ids):
+            raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+    else:
+        for provider_id in ids:
+            if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
+                            ).rowcount != 1:
+                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+        bumped = conn.execute(_GENERATIONS, {"ids": ids}).all()
+    for provider_id, generation in bumped:
+        events.note_generation(conn, provider_id, int(generation))
+    changes.note(conn, changes.USAGE, provider_ids)
+
+
+def insert(conn: Connection, claims: list[Claim]) -> None:
+    """Write ``claims`` as allocation rows (checked by :func:`check`)."""
+    if not claims:
+        return
+    stamp = common.now()
+    conn.execute(_INSERT_ALLOCATIONS, [
+        {"resource_provider_id": c.provider_id, "consumer_id": c.consumer_uuid,
+         "resource_class_id": c.class_id, "used": c.amount,
+         "created_at": stamp} for c in claims])
