@@ -70,6 +70,15 @@ SCENARIOS: list[tuple[str, str]] = [
     ("GET /resource_providers/{u}/usages (a read)", "get_usages"),
     ("GET / (not a write: the serving floor)", "version_document"),
 ]
+#: Asked for by name only (``--scenarios``): bulk writes, by how many
+#: consumers one request carries (issue 24: they stay proportional).
+BULK: list[tuple[str, str]] = [
+    ("POST /allocations moving 1 consumer", "move_1"),
+    ("POST /allocations moving 10 consumers", "move_10"),
+    ("POST /allocations moving 100 consumers", "move_100"),
+    ("POST /reshaper, 10 consumers", "reshape_10"),
+    ("POST /reshaper, 100 consumers", "reshape_100"),
+]
 
 
 class ProcCPU:
@@ -275,7 +284,7 @@ def table(results: Result) -> str:
             head += " %s DB Berth | DB upstream |" % kind
             rule += " --- | --- |"
     lines = [head, rule]
-    for label, name in SCENARIOS:
+    for label, name in SCENARIOS + BULK:
         if name not in results["scenarios"]:
             continue
         row = "| %s |" % label
@@ -309,7 +318,7 @@ def main() -> int:
     ap.add_argument("--only", choices=["berth", "upstream"])
     ap.add_argument("--scenarios", nargs="+",
                     default=[name for _, name in SCENARIOS],
-                    choices=[name for _, name in SCENARIOS])
+                    choices=[name for _, name in SCENARIOS + BULK])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
     results: Result = {

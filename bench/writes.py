@@ -20,6 +20,11 @@ runs right after the previous one's write, so a read (``claim_get``)
 includes bringing the candidate cache up to date after the claim before
 it, as a scheduler's next request does.
 
+The bulk writes (``move_1``, ``move_10``, ``move_100``: one ``POST
+/allocations`` moving that many consumers; ``reshape_10``,
+``reshape_100``: a reshape carrying that many, ``reshaper`` being the
+reshape of one) run only when named.
+
 ``--cpu`` reports instead the process CPU per request (the mean over
 ``--count``) and the statements each ran (cursor executions, BEGIN
 included on SQLite, COMMIT not); ``--profile
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import io
 import os
@@ -312,17 +318,40 @@ class Scenarios:
     def reshaper(self) -> None:
         """POST /reshaper: a new host's VCPU moves to a new child, with
         the allocation of its one consumer."""
-        consumer = str(uuid.uuid4())
+        self._bulk_reshape(1)
+
+    # -- bulk writes (issue 24, item 3: they stay proportional) -----------
+    def _bulk_move(self, count: int) -> None:
+        """POST /allocations moving ``count`` existing consumers, each to
+        another host, in one request."""
+        consumers = [str(uuid.uuid4()) for _ in range(count)]
+        with self._quiet():
+            self.call("POST", "/allocations", {
+                c: self._claim_body(self._next_host()) for c in consumers},
+                204)
+        self.call("POST", "/allocations", {
+            c: self._claim_body(self._next_host(), 1) for c in consumers}, 204)
+
+    # One request carrying 1, 10 or 100 consumers.
+    move_1 = functools.partialmethod(_bulk_move, 1)
+    move_10 = functools.partialmethod(_bulk_move, 10)
+    move_100 = functools.partialmethod(_bulk_move, 100)
+
+    def _bulk_reshape(self, count: int) -> None:
+        """POST /reshaper: a new host's VCPU moves to a new child, with
+        the allocations of its ``count`` consumers."""
+        consumers = [str(uuid.uuid4()) for _ in range(count)]
+        vcpu, memory = max(16, 2 * count), max(4096, 512 * count)
         with self._quiet():
             host = self.call("POST", "/resource_providers", {
                 "name": "reshape-%s" % uuid.uuid4()})["uuid"]
             inv = self.call("PUT", "/resource_providers/%s/inventories"
                             % host, {"resource_provider_generation": 0,
                                      "inventories": {
-                                         "VCPU": {"total": 16},
-                                         "MEMORY_MB": {"total": 4096}}})
-            self.call("PUT", "/allocations/%s" % consumer,
-                      self._claim_body(host), 204)
+                                         "VCPU": {"total": vcpu},
+                                         "MEMORY_MB": {"total": memory}}})
+            self.call("POST", "/allocations", {
+                c: self._claim_body(host) for c in consumers}, 204)
             child = self.call("POST", "/resource_providers", {
                 "name": "numa-%s" % uuid.uuid4(),
                 "parent_provider_uuid": host})
@@ -330,17 +359,21 @@ class Scenarios:
             "inventories": {
                 host: {"resource_provider_generation":
                        inv["resource_provider_generation"] + 1,
-                       "inventories": {"MEMORY_MB": {"total": 4096}}},
+                       "inventories": {"MEMORY_MB": {"total": memory}}},
                 child["uuid"]: {"resource_provider_generation":
                                 child["generation"],
-                                "inventories": {"VCPU": {"total": 16}}}},
-            "allocations": {consumer: {
+                                "inventories": {"VCPU": {"total": vcpu}}}},
+            "allocations": {c: {
                 "allocations": {
                     host: {"resources": {"MEMORY_MB": 256}},
                     child["uuid"]: {"resources": {"VCPU": 1}}},
                 "project_id": "p-bench", "user_id": "u-bench",
-                "consumer_generation": 1, "consumer_type": "INSTANCE"}}},
-            204)
+                "consumer_generation": 1, "consumer_type": "INSTANCE"}
+                for c in consumers}}, 204)
+
+    # One request carrying 10 or 100 consumers.
+    reshape_10 = functools.partialmethod(_bulk_reshape, 10)
+    reshape_100 = functools.partialmethod(_bulk_reshape, 100)
 
     def _quiet(self) -> Any:
         meter = self.call.meter
@@ -362,6 +395,9 @@ NAMES = ["claim_get", "claim_put", "claim_cycle", "put_allocations_move", "post_
          "put_traits", "put_aggregates", "post_resource_provider",
          "put_resource_provider", "delete_resource_provider", "reshaper",
          "get_usages", "version"]
+#: Not in the default run: the bulk writes, by the consumers they carry.
+#: (``reshaper`` is the reshape of one consumer.)
+BULK = ["move_1", "move_10", "move_100", "reshape_10", "reshape_100"]
 
 
 #: With ``--gc``, the collector runs as in a server (``tune_gc``).

@@ -168,6 +168,76 @@ def test_delete_of_a_consumer_holding_nothing_is_one_read(
     assert len(sent) == 1
 
 
+def _move_all(client: Client, consumers: list[str], to: str) -> int:
+    """POST /allocations moving each of ``consumers`` (at generation 1)
+    to provider ``to``; the status."""
+    return client.post("/allocations", json={
+        c: body({to: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers}
+    ).status_code
+
+
+def _generations(db: Database, consumers: list[str]) -> list[int]:
+    c = t.consumers
+    return db.read(lambda conn: [int(g) for g in conn.scalars(
+        sa.select(c.c.generation).where(c.c.uuid.in_(consumers))
+        .order_by(c.c.uuid))])
+
+
+def test_moving_many_consumers_takes_them_in_one_statement(
+        client: Client, db: Database, backend: str) -> None:
+    """The existing consumers' generations move in one statement
+    (``executemany``), so a POST moving six sends what one moving two
+    does."""
+    a = make_provider(db, "a", VCPU=16)
+    b = make_provider(db, "b", VCPU=16)
+    few, many = [new() for _ in range(2)], [new() for _ in range(6)]
+    for c in few + many:
+        put(client, c, {a: {"VCPU": 1}})
+    sent = {}
+    for name, consumers in (("few", few), ("many", many)):
+        with counted(db) as statements:
+            assert _move_all(client, consumers, b) == 204
+        sent[name] = len(statements)
+        assert _generations(db, consumers) == [2] * len(consumers)
+    assert sent["few"] == sent["many"]
+    check_usages(client, db, a, b)
+    got = client.get("/resource_providers/%s/usages" % b).json()
+    assert got["usages"]["VCPU"] == 8
+
+
+def test_one_consumer_moved_meanwhile_fails_the_whole_post(
+        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The middle one of three consumers gets a new generation between
+    the write's read and its compare-and-swap (in the same transaction,
+    so on every backend): 409, and nothing the POST asked for is done."""
+    a = make_provider(db, "a", VCPU=16)
+    b = make_provider(db, "b", VCPU=16)
+    consumers = sorted(new() for _ in range(3))
+    for c in consumers:
+        put(client, c, {a: {"VCPU": 1}})
+    original = consumer.bump_generations
+
+    def meanwhile(conn: Any, taken: list[consumer.Consumer]) -> None:
+        conn.execute(t.consumers.update()
+                     .where(t.consumers.c.uuid == consumers[1])
+                     .values(generation=t.consumers.c.generation + 1))
+        original(conn, taken)
+
+    monkeypatch.setattr(consumer, "bump_generations", meanwhile)
+    resp = client.post("/allocations", json={
+        c: body({b: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers})
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
+    monkeypatch.setattr(consumer, "bump_generations", original)
+    assert _generations(db, consumers) == [1, 1, 1]
+    for c in consumers:
+        got = client.get("/allocations/" + c).json()["allocations"]
+        assert list(got) == [a] and got[a]["resources"] == {"VCPU": 1}
+    check_usages(client, db, a, b)
+    assert "VCPU" not in {k for k, v in client.get(
+        "/resource_providers/%s/usages" % b).json()["usages"].items() if v}
+
+
 # -- DELETE whose consumer changed after its first read ------------------------
 
 def _before_the_lock(monkeypatch: pytest.MonkeyPatch,

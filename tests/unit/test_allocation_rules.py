@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import uuid as uuidlib
+
 import jsonschema
 import pytest
+from hypothesis import given as given_any
+from hypothesis import strategies as st
+from oslo_utils import uuidutils
 
 from berth.api.schemas import allocation as schema
 from berth.api.schemas import pick
@@ -23,6 +28,25 @@ def test_uuid_spellings_upstream_accepts(given: str) -> None:
                                    CANON.replace("-", "+")])
 def test_uuid_spellings_rejected(given: str) -> None:
     assert normalize_uuid(given) is None
+
+
+def _parsed(value: str) -> str | None:
+    """The spelling found by parsing, as oslo.utils accepts uuids."""
+    return (str(uuidlib.UUID(value)) if uuidutils.is_uuid_like(value)
+            else None)
+
+
+@given_any(st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(lambda u: str(u).upper()),
+    st.uuids().map(lambda u: str(u) + "\n"),
+    st.text(alphabet="0123456789abcdefABCDEF-{}:nru \n", min_size=30,
+            max_size=46)))
+def test_uuid_spelling_without_parsing_agrees_with_parsing(
+        value: str) -> None:
+    """A canonical spelling is taken as it is; every other text is
+    parsed; both give what parsing alone gives."""
+    assert normalize_uuid(value) == _parsed(value)
 
 
 def _valid(version: tuple[int, int], data: object) -> bool:

@@ -7,8 +7,10 @@ then provider rows by id) so that concurrent claims do not deadlock:
 1. one unlocked read: providers (400 for an unknown one), resource
    classes, the owners the request names, and every consumer with what
    it holds;
-2. check and compare-and-swap each consumer's generation (409), creating
-   new consumers and updating their project/user/type;
+2. check each consumer's generation against the request (409) and
+   create the new consumers, in uuid order; then compare-and-swap the
+   generations of the existing ones (409), in uuid order and in one
+   statement however many there are, and update their project/user/type;
 3. refuse an unknown resource class (400);
 4. lock every provider whose allocations grow, or that loses a consumer
    being emptied, by moving its generation, in id order -- before
@@ -188,12 +190,18 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
     return _Resolved(result, classes, rest)
 
 
+#: An existing consumer to take (bump) and the owner it gets: project,
+#: user and type ids.
+_Taking = tuple[consumer.Consumer, Owner]
+
+
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
-                     found: consumer.Lookup) -> tuple[_Owners, bool] | None:
-    """Check the generation and take the consumer for writing; the owner
-    it had before (None: created here) and the one it has now, and
-    whether allocations no consumer row carried hold its uuid (only for
-    one created here).
+                     found: consumer.Lookup, taking: list[_Taking]
+                     ) -> tuple[_Owners, bool] | None:
+    """Check the generation and create the consumer, or queue it in
+    ``taking`` to be taken for writing; the owner it had before (None:
+    created here) and the one it has after, and whether allocations no
+    consumer row carried hold its uuid (only for one created here).
 
     Returns None for a consumer that does not exist and gets nothing
     (there is nothing to write or remove for it).
@@ -219,20 +227,20 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
     if req.check_generation and current.generation != req.generation:
         raise consumer.generation_conflict(current.generation,
                                             req.generation)
-    consumer.bump_generation(conn, current)
-    before = usage.owner_of(current)
     if type_id is None:
         type_id = current.consumer_type_id
-    consumer.update_owner(conn, current, project, user, type_id)
-    return (before, usage.owner_of(current)), False
+    after: Owner = (project, user, type_id)
+    taking.append((current, after))
+    return (usage.owner_of(current), after), False
 
 
 def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
                     found: consumer.Found
                     ) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
-    holds (row-locked, or created here), each with its owner before and
-    after, and those created here that allocations carried already.
+    holds (created here, then the existing ones row-locked, all in one
+    statement), each with its owner before and after, and those created
+    here that allocations carried already.
 
     One that did not exist and gets nothing is left out: removing
     allocations a concurrent request gave it meanwhile would undo a
@@ -240,14 +248,18 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
     """
     owners: dict[str, _Owners] = {}
     legacy: list[str] = []
+    taking: list[_Taking] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
         taken = _ensure_consumer(conn, req, found.lookup(
             req.consumer_uuid, req.project_id, req.user_id,
-            req.consumer_type))
+            req.consumer_type), taking)
         if taken is not None:
             owners[req.consumer_uuid] = taken[0]
             if taken[1]:
                 legacy.append(req.consumer_uuid)
+    consumer.bump_generations(conn, [current for current, _ in taking])
+    for current, after in taking:
+        consumer.update_owner(conn, current, *after)
     return owners, legacy
 
 

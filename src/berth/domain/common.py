@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import re
 import uuid as uuidlib
 from collections.abc import Iterable
 from typing import Literal, NamedTuple, overload
@@ -36,9 +37,17 @@ def is_uuid_like(value: str) -> bool:
     return bool(uuidutils.is_uuid_like(value))
 
 
+#: A uuid already in its canonical spelling (what clients nearly always
+#: send): returned as it is, without parsing it twice.
+_CANONICAL = re.compile(
+    "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def normalize_uuid(value: str) -> str | None:
     """The canonical (lower-case, dashed) spelling of ``value``, or None
     when it is not a uuid as upstream accepts them."""
+    if _CANONICAL.fullmatch(value):
+        return value
     return str(uuidlib.UUID(value)) if is_uuid_like(value) else None
 
 
