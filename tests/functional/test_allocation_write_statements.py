@@ -116,15 +116,17 @@ def held(db: Database, consumer_uuid: str) -> tuple[int, bool]:
 
 #: Statements per write, by backend. The first read gives every
 #: consumer with what it holds (a move and a POST of two consumers sent
-#: one and two more before), and a DELETE's lock is its DELETE of the
-#: consumer row (one more before). The change sequence's flush is 3
+#: one and two more before), new consumers are inserted in one
+#: statement and existing ones taken in one (a POST of two new ones sent
+#: one more before), and a DELETE's lock is its DELETE of the consumer
+#: row (one more before). The change sequence's flush is 3
 #: statements on SQLite, 1 on PostgreSQL and 4 on MariaDB, which also
 #: bumps provider generations one UPDATE each and reads them after
 #: (``claim.lock_providers``).
 EXPECTED = {
-    "sqlite": {"claim": 8, "move": 9, "post": 9, "delete": 6},
-    "postgresql": {"claim": 6, "move": 7, "post": 7, "delete": 4},
-    "mysql": {"claim": 11, "move": 11, "post": 12, "delete": 7},
+    "sqlite": {"claim": 8, "move": 9, "post": 8, "delete": 6},
+    "postgresql": {"claim": 6, "move": 7, "post": 6, "delete": 4},
+    "mysql": {"claim": 11, "move": 11, "post": 11, "delete": 7},
 }
 
 
@@ -203,6 +205,48 @@ def test_moving_many_consumers_takes_them_in_one_statement(
     check_usages(client, db, a, b)
     got = client.get("/resource_providers/%s/usages" % b).json()
     assert got["usages"]["VCPU"] == 8
+
+
+def test_creating_many_consumers_is_one_statement(
+        client: Client, db: Database) -> None:
+    a = make_provider(db, "a", VCPU=16)
+    put(client, new(), {a: {"VCPU": 1}})  # the owner rows exist
+    sent = {}
+    for name, count in (("few", 2), ("many", 6)):
+        consumers = [new() for _ in range(count)]
+        with counted(db) as statements:
+            resp = client.post("/allocations", json={
+                c: body({a: {"VCPU": 1}}, ctype="INSTANCE")
+                for c in consumers})
+            assert resp.status_code == 204, resp.text
+        sent[name] = len(statements)
+        assert _generations(db, consumers) == [1] * count
+    assert sent["few"] == sent["many"]
+    check_usages(client, db, a)
+
+
+def test_one_consumer_created_meanwhile_fails_the_whole_post(
+        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One of three new consumers is inserted by someone else between the
+    write's read and its insert (in the same transaction): 409, and none
+    of the three exists after."""
+    a = make_provider(db, "a", VCPU=16)
+    put(client, new(), {a: {"VCPU": 1}})
+    consumers = sorted(new() for _ in range(3))
+    original = consumer.create_all
+
+    def meanwhile(conn: Any, rows: list[tuple[str, consumer.Owner]]) -> None:
+        uuid, (project, user, type_id) = rows[1]
+        consumer.create(conn, uuid, project, user, type_id)
+        original(conn, rows)
+
+    monkeypatch.setattr(consumer, "create_all", meanwhile)
+    resp = client.post("/allocations", json={
+        c: body({a: {"VCPU": 1}}, ctype="INSTANCE") for c in consumers})
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
+    assert [held(db, c) for c in consumers] == [(0, False)] * 3
+    check_usages(client, db, a)
 
 
 def test_one_consumer_moved_meanwhile_fails_the_whole_post(

@@ -7,10 +7,10 @@ then provider rows by id) so that concurrent claims do not deadlock:
 1. one unlocked read: providers (400 for an unknown one), resource
    classes, the owners the request names, and every consumer with what
    it holds;
-2. check each consumer's generation against the request (409) and
-   create the new consumers, in uuid order; then compare-and-swap the
-   generations of the existing ones (409), in uuid order and in one
-   statement however many there are, and update their project/user/type;
+2. check each consumer's generation against the request (409); create
+   the new consumers, then compare-and-swap the generations of the
+   existing ones (409), each in uuid order and in one statement however
+   many there are, and update their project/user/type;
 3. refuse an unknown resource class (400);
 4. lock every provider whose allocations grow, or that loses a consumer
    being emptied, by moving its generation, in id order -- before
@@ -71,7 +71,7 @@ from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import change, claim, common, consumer, errors, usage
 from berth.domain.claim import Claim
-from berth.domain.usage import Owner
+from berth.domain.consumer import Owner
 
 T = TypeVar("T")
 
@@ -193,13 +193,15 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
 #: An existing consumer to take (bump) and the owner it gets: project,
 #: user and type ids.
 _Taking = tuple[consumer.Consumer, Owner]
+#: A consumer to create: its uuid and owner.
+_Creating = tuple[str, Owner]
 
 
 def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
-                     found: consumer.Lookup, taking: list[_Taking]
-                     ) -> tuple[_Owners, bool] | None:
-    """Check the generation and create the consumer, or queue it in
-    ``taking`` to be taken for writing; the owner it had before (None:
+                     found: consumer.Lookup, creating: list[_Creating],
+                     taking: list[_Taking]) -> tuple[_Owners, bool] | None:
+    """Check the generation and queue the consumer in ``creating`` or in
+    ``taking`` (to be taken for writing); the owner it had before (None:
     created here) and the one it has after, and whether allocations no
     consumer row carried hold its uuid (only for one created here).
 
@@ -221,9 +223,8 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
             raise consumer.generation_conflict(None, req.generation)
         if not req.allocations:
             return None
-        return (None, usage.owner_of(consumer.create(
-            conn, req.consumer_uuid, project, user, type_id,
-            generation=1))), found.holds
+        creating.append((req.consumer_uuid, (project, user, type_id)))
+        return (None, (project, user, type_id)), found.holds
     if req.check_generation and current.generation != req.generation:
         raise consumer.generation_conflict(current.generation,
                                             req.generation)
@@ -238,9 +239,9 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
                     found: consumer.Found
                     ) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
-    holds (created here, then the existing ones row-locked, all in one
-    statement), each with its owner before and after, and those created
-    here that allocations carried already.
+    holds (created here in one statement, then the existing ones
+    row-locked in one more), each with its owner before and after, and
+    those created here that allocations carried already.
 
     One that did not exist and gets nothing is left out: removing
     allocations a concurrent request gave it meanwhile would undo a
@@ -248,15 +249,17 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
     """
     owners: dict[str, _Owners] = {}
     legacy: list[str] = []
+    creating: list[_Creating] = []
     taking: list[_Taking] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
         taken = _ensure_consumer(conn, req, found.lookup(
             req.consumer_uuid, req.project_id, req.user_id,
-            req.consumer_type), taking)
+            req.consumer_type), creating, taking)
         if taken is not None:
             owners[req.consumer_uuid] = taken[0]
             if taken[1]:
                 legacy.append(req.consumer_uuid)
+    consumer.create_all(conn, creating)
     consumer.bump_generations(conn, [current for current, _ in taking])
     for current, after in taking:
         consumer.update_owner(conn, current, *after)

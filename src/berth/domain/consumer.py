@@ -41,6 +41,10 @@ class Consumer:
 
 
 # The statements every write of allocations runs, built once.
+#: Whose usages a consumer's allocations count in: (projects.id,
+#: users.id, consumer_types.id or None).
+Owner = tuple[int, int, "int | None"]
+
 _C = t.consumers
 _GET = sa.select(_C.c.id, _C.c.uuid, _C.c.project_id, _C.c.user_id,
                  _C.c.generation, _C.c.consumer_type_id
@@ -238,6 +242,24 @@ def create(conn: Connection, uuid: str, project: int, user: int,
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
     new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
     return Consumer(new_id, uuid, project, user, generation, type_id)
+
+
+def create_all(conn: Connection, new: list[tuple[str, Owner]]) -> None:
+    """Insert the consumers ``new`` (uuid, and project, user and type
+    ids), each at generation 1, in the order given, in one statement
+    (``executemany``); a concurrent insert of one of them is a
+    ConcurrentUpdate (409), as in :func:`create`."""
+    if not new:
+        return
+    stamp = common.now()
+    rows = [{"uuid": uuid, "project_id": project, "user_id": user,
+             "generation": 1, "consumer_type_id": type_id,
+             "created_at": stamp} for uuid, (project, user, type_id) in new]
+    try:
+        # One dict runs as a single statement (the claim's path).
+        conn.execute(_INSERT, rows if len(rows) > 1 else rows[0])
+    except IntegrityError:
+        raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
 
 
 def update_owner(conn: Connection, consumer: Consumer, project: int,

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from berth.db import changes
 from berth.db import tables as t
 from berth.domain import common
-from berth.domain.consumer import UNKNOWN_TYPE, Consumer, names_of_types
+from berth.domain.consumer import UNKNOWN_TYPE, Consumer, Owner, names_of_types
 
 #: The ``consumer_type`` filter value that means every type, summed.
 ALL_TYPES = "all"
@@ -160,11 +160,6 @@ def _sorted(answer: dict[str, V]) -> dict[str, V]:
     """By name: the same bytes however the database ordered its groups,
     and whether computed or brought up to date."""
     return dict(sorted(answer.items()))
-
-
-#: Whose usages a consumer's allocations count in: (projects.id,
-#: users.id, consumer_types.id or None).
-Owner = tuple[int, int, "int | None"]
 
 
 def owner_of(consumer: Consumer) -> Owner:
