@@ -23,7 +23,8 @@ give a fresh copy). Each run starts its own server.
   PostgreSQL the backends serving the run's database and PostgreSQL's
   own processes (writer, checkpointer, autovacuum...), the machine's
   busy time (``/proc/stat``) and what it could give (cores x wall time),
-  and what the machine spent on anything else meanwhile.
+  and what the machine spent on anything else meanwhile; then the
+  (provider, class) pairs whose allocations pass their capacity (0).
 
 ``--no-sync`` runs SQLite with ``sqlite_synchronous = False`` (no fsync
 per commit: the write lock is then held for the transaction's CPU only).
@@ -148,10 +149,12 @@ class Split:
                 return sum((_cpu(pid) or before.get(pid, 0.0))
                            - before.get(pid, 0.0) for pid in pids)
 
-            return {"pg_backends_cpu": spent(backends | backends_now),
-                    "pg_own_cpu": spent(own | own_now),
-                    "machine_busy_cpu": busy_now - busy,
-                    "machine_capacity_cpu": total_now - total}
+            found = {"machine_busy_cpu": busy_now - busy,
+                     "machine_capacity_cpu": total_now - total}
+            if self.engine is not None:
+                found.update(pg_backends_cpu=spent(backends | backends_now),
+                             pg_own_cpu=spent(own | own_now))
+            return found
         return finish
 
     def dispose(self) -> None:
@@ -171,6 +174,26 @@ def split_summary(found: dict[str, float | int | str]) -> dict[str, float]:
     return {"run_cpu_ms_per_claim": ours,
             "other_cpu_ms_per_claim": busy - ours,
             "machine_busy_share": busy / capacity if capacity else 0.0}
+
+
+#: (provider, class) pairs whose allocations pass their capacity.
+OVER = """SELECT count(*) FROM (
+    SELECT i.resource_provider_id FROM inventories i JOIN allocations a
+    ON a.resource_provider_id = i.resource_provider_id
+    AND a.resource_class_id = i.resource_class_id
+    GROUP BY i.resource_provider_id, i.resource_class_id, i.total,
+             i.reserved, i.allocation_ratio
+    HAVING sum(a.used) > (i.total - i.reserved) * i.allocation_ratio) o"""
+
+
+def over_allocated(url: str) -> int:
+    """How many (provider, class) pairs the world over-allocates."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return int(conn.exec_driver_sql(OVER).scalar() or 0)
+    finally:
+        engine.dispose()
 
 
 @contextmanager
@@ -237,6 +260,7 @@ def main() -> int:
                 finally:
                     split.dispose()
                 found.update(split_summary(found))
+                found["over_allocated"] = over_allocated(url)
             print(json.dumps({"part": part, "workers": workers,
                               "no_sync": args.no_sync, **{
                                   k: round(v, 2) if isinstance(v, float) else v
