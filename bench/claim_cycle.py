@@ -6,9 +6,10 @@ schedulers racing (issue 24, items 2 and 3).
     PYTHONPATH=$PWD/src .venv/bin/python bench/claim_cycle.py \\
         --world sqlite:////tmp/w1000.sqlite --workers 2
 
-``--world`` is a ``bulk.py`` world: a SQLite file (copied for each run)
-or a PostgreSQL/MySQL database (used as it is: give a fresh copy, e.g.
-``CREATE DATABASE run TEMPLATE world``). Each run starts its own server.
+``--world`` is a ``bulk.py`` world: a SQLite file or a PostgreSQL
+database (each copied for each run: ``CREATE DATABASE <world>_run
+TEMPLATE <world>``, dropped after), or a MySQL database (used as it is:
+give a fresh copy). Each run starts its own server.
 
 * cycle: one client, ``--cycles`` claim cycles after 30 to warm up: a
   ``GET /allocation_candidates?...&limit=5``, then a ``PUT`` of its first
@@ -17,7 +18,13 @@ or a PostgreSQL/MySQL database (used as it is: give a fresh copy, e.g.
   (its whole process group) and wall time per cycle.
 * race: ``--schedulers`` processes (``run.claims``: plain ``http.client``,
   each claim retried on a 409), ``--claims`` claims after 200 to warm
-  up: claims per second, 409s, server and scheduler CPU per claim.
+  up: claims per second, 409s, and where the two cores went per claim
+  (``Split``): the server's process group, the schedulers, on
+  PostgreSQL the backends serving the run's database and PostgreSQL's
+  own processes (writer, checkpointer, autovacuum...), the machine's
+  busy time (``/proc/stat``) and what it could give (cores x wall time),
+  and what the machine spent on anything else meanwhile; then the
+  (provider, class) pairs whose allocations pass their capacity (0).
 
 ``--no-sync`` runs SQLite with ``sqlite_synchronous = False`` (no fsync
 per commit: the write lock is then held for the transaction's CPU only).
@@ -29,19 +36,24 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import sqlalchemy as sa
 
 # bench/ for its sibling scripts, the repository root for support/.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402
 
-from support.servers import Server  # noqa: E402
+from support.servers import TICKS, Server  # noqa: E402
 
 QUERY = "resources=VCPU:1,MEMORY_MB:512&limit=5"
 PROJECT, USER = "p" * 32, "u" * 32
@@ -66,6 +78,154 @@ def cycles(server: Server, count: int) -> dict[str, float]:
             "wall_ms_per_cycle": (time.perf_counter() - wall) * 1e3 / count}
 
 
+def _cpu(pid: int) -> float | None:
+    """User+system CPU seconds of process ``pid`` (None: gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _machine() -> tuple[float, float]:
+    """CPU seconds the machine has been busy, and in all (every core)."""
+    with open("/proc/stat") as f:
+        ticks = [int(n) for n in f.readline().split()[1:9]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / TICKS, sum(ticks) / TICKS
+
+
+class Split:
+    """Where the machine's cores go while a race runs (``run.claims``'
+    ``probe``): called as it starts, it returns the callable that gives,
+    as it ends, the CPU seconds of the PostgreSQL backends connected to
+    the run's database (``pg_stat_activity``, each backend's own
+    ``/proc/<pid>/stat``; one that appeared meanwhile counts whole, what
+    one gone before the end spent is lost: the servers' pooled
+    connections stay), of PostgreSQL's
+    other processes (postmaster, writers, autovacuum: shared with anyone
+    else using the server), the machine's busy time and its capacity
+    (all cores over the same wall time)."""
+
+    def __init__(self, url: str | None) -> None:
+        self.engine = None
+        self.database = None
+        if url is not None and url.startswith("postgresql"):
+            parsed = sa.engine.make_url(url)
+            self.database = parsed.database
+            self.engine = sa.create_engine(
+                parsed.set(database="postgres"), poolclass=sa.pool.NullPool,
+                isolation_level="AUTOCOMMIT")
+
+    def _pids(self) -> tuple[set[int], set[int]]:
+        """The run database's backends, and PostgreSQL's own processes."""
+        if self.engine is None:
+            return set(), set()
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "SELECT pid, datname, backend_type FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid()")).all()
+        backends = {pid for pid, db, kind in rows
+                    if db == self.database and kind == "client backend"}
+        own = {pid for pid, db, kind in rows if kind != "client backend"}
+        for pid in list(own)[:1]:  # their parent: the postmaster
+            with open("/proc/%d/stat" % pid) as f:
+                stat = f.read()
+            own.add(int(stat[stat.rindex(")") + 2:].split()[1]))
+        return backends, own
+
+    def __call__(self) -> Callable[[], dict[str, float]]:
+        backends, own = self._pids()
+        before = {pid: _cpu(pid) or 0.0 for pid in backends | own}
+        busy, total = _machine()
+
+        def finish() -> dict[str, float]:
+            busy_now, total_now = _machine()
+            backends_now, own_now = self._pids()
+
+            def spent(pids: set[int]) -> float:
+                return sum((_cpu(pid) or before.get(pid, 0.0))
+                           - before.get(pid, 0.0) for pid in pids)
+
+            found = {"machine_busy_cpu": busy_now - busy,
+                     "machine_capacity_cpu": total_now - total}
+            if self.engine is not None:
+                found.update(pg_backends_cpu=spent(backends | backends_now),
+                             pg_own_cpu=spent(own | own_now))
+            return found
+        return finish
+
+    def dispose(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+
+
+def split_summary(found: dict[str, float | int | str]) -> dict[str, float]:
+    """The race's split of the cores per claim, with what the machine
+    spent on other work meanwhile and the share of its capacity used."""
+    def ms(key: str) -> float:
+        return float(found.get(key, 0.0))
+    ours = (ms("server_cpu_ms_per_claim") + ms("client_cpu_ms_per_claim")
+            + ms("pg_backends_cpu_ms_per_claim") + ms("pg_own_cpu_ms_per_claim"))
+    busy = ms("machine_busy_cpu_ms_per_claim")
+    capacity = ms("machine_capacity_cpu_ms_per_claim")
+    return {"run_cpu_ms_per_claim": ours,
+            "other_cpu_ms_per_claim": busy - ours,
+            "machine_busy_share": busy / capacity if capacity else 0.0}
+
+
+#: (provider, class) pairs whose allocations pass their capacity.
+OVER = """SELECT count(*) FROM (
+    SELECT i.resource_provider_id FROM inventories i JOIN allocations a
+    ON a.resource_provider_id = i.resource_provider_id
+    AND a.resource_class_id = i.resource_class_id
+    GROUP BY i.resource_provider_id, i.resource_class_id, i.total,
+             i.reserved, i.allocation_ratio
+    HAVING sum(a.used) > (i.total - i.reserved) * i.allocation_ratio) o"""
+
+
+def over_allocated(url: str) -> int:
+    """How many (provider, class) pairs the world over-allocates."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return int(conn.exec_driver_sql(OVER).scalar() or 0)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def world_copy(url: str, tmp: Path) -> Iterator[str]:
+    """A copy of the world at ``url`` for one run: a SQLite file in
+    ``tmp``, or a PostgreSQL database made from it as a template (and
+    dropped after); a MySQL world as it is."""
+    if url.startswith("sqlite:///"):
+        copy = tmp / "world.sqlite"
+        shutil.copy(url[len("sqlite:///"):], copy)
+        yield "sqlite:///%s" % copy
+        return
+    if not url.startswith("postgresql"):
+        yield url
+        return
+    parsed = sa.engine.make_url(url)
+    name = "%s_run%d" % (parsed.database, os.getpid())
+    admin = sa.create_engine(parsed.set(database="postgres"),
+                             poolclass=sa.pool.NullPool,
+                             isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql('CREATE DATABASE "%s" TEMPLATE "%s"'
+                             % (name, parsed.database))
+    try:
+        yield parsed.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql('DROP DATABASE IF EXISTS "%s" WITH (FORCE)'
+                                 % name)
+        admin.dispose()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", required=True, help="a bulk.py world's URL")
@@ -82,22 +242,25 @@ def main() -> int:
     for part in ("cycle", "race"):
         if args.only not in (None, part):
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            url = args.world
-            if url.startswith("sqlite:///"):
-                copy = Path(tmp) / "world.sqlite"
-                shutil.copy(url[len("sqlite:///"):], copy)
-                url = "sqlite:///%s" % copy
-            workers = 1 if part == "cycle" else args.workers
-            with Server("berth", Path(tmp), workers=workers, db_url=url,
-                        sections=sections) as server:
-                if part == "cycle":
-                    found = cycles(server, args.cycles)
-                else:
-                    run.claims(server, argparse.Namespace(
-                        claims=200, clients=args.schedulers))
+        workers = 1 if part == "cycle" else args.workers
+        with tempfile.TemporaryDirectory() as tmp, \
+                world_copy(args.world, Path(tmp)) as url, \
+                Server("berth", Path(tmp), workers=workers, db_url=url,
+                       sections=sections) as server:
+            if part == "cycle":
+                found = cycles(server, args.cycles)
+            else:
+                run.claims(server, argparse.Namespace(
+                    claims=200, clients=args.schedulers))
+                split = Split(url)
+                try:
                     found = run.claims(server, argparse.Namespace(
-                        claims=args.claims, clients=args.schedulers))
+                        claims=args.claims, clients=args.schedulers,
+                        probe=split))
+                finally:
+                    split.dispose()
+                found.update(split_summary(found))
+                found["over_allocated"] = over_allocated(url)
             print(json.dumps({"part": part, "workers": workers,
                               "no_sync": args.no_sync, **{
                                   k: round(v, 2) if isinstance(v, float) else v

@@ -271,7 +271,13 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     turns for it, not the server, set the pace (the server sat idle a
     quarter of the time waiting for requests). The same client serves
     both implementations.
+
+    ``args.probe``, when given, is called as the race starts and returns
+    a callable called as it ends, which returns more CPU seconds spent
+    meanwhile by name (``claim_cycle.py``'s split of the two cores); each
+    is reported per claim as ``<name>_ms_per_claim``.
     """
+    probe = getattr(args, "probe", None)
     ctx = multiprocessing.get_context("fork")
     ready = ctx.Barrier(args.clients + 1)
     results = ctx.Queue()
@@ -283,11 +289,13 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     for proc in procs:
         proc.start()
     ready.wait()
+    finish = probe() if probe is not None else None
     cpu0 = server.cpu_seconds()
     start = time.perf_counter()
     totals = [results.get() for _ in procs]
     elapsed = time.perf_counter() - start
     cpu = server.cpu_seconds() - cpu0
+    spent = finish() if finish is not None else {}
     for proc in procs:
         proc.join()
     done = sum(r[0] for r in totals)
@@ -297,7 +305,9 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
             "server_cpu_ms_per_claim": cpu * 1000 / max(done, 1),
             "client_cpu_ms_per_claim": (sum(r[3] for r in totals) * 1000
                                         / max(done, 1)),
-            "seconds": elapsed}
+            "seconds": elapsed,
+            **{"%s_ms_per_claim" % name: seconds * 1000 / max(done, 1)
+               for name, seconds in spent.items()}}
 
 
 def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str],

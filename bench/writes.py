@@ -6,7 +6,8 @@
     .venv/bin/python bench/writes.py --db /tmp/w1k.sqlite --cpu  # CPU time
     .venv/bin/python bench/writes.py --db /tmp/w1k.sqlite --profile claim_put
 
-Copies the world (a ``bulk.py`` SQLite file) and runs each scenario
+Copies the world (a ``bulk.py`` SQLite file; a PostgreSQL or MySQL
+world's URL is written to as it is: give a copy) and runs each scenario
 through the WSGI application in-process (no server, no socket, ``noauth2``,
 no request log), a few times unmeasured (imports, statement caches, the
 candidate cache's whole load) and then ``--count`` times measured. Under
@@ -417,10 +418,13 @@ def _app(url: str) -> Any:
     return app
 
 
-def _copy(db: Path) -> Iterator[str]:
+def _copy(db: str) -> Iterator[str]:
+    if "://" in db:  # a database URL: written to as it is
+        yield db
+        return
     folder = tempfile.mkdtemp(prefix="berth-writes-")
     try:
-        target = Path(folder) / db.name
+        target = Path(folder) / Path(db).name
         shutil.copy(db, target)
         yield "sqlite:///%s" % target
     finally:
@@ -481,8 +485,9 @@ def _under_valgrind(args: argparse.Namespace, names: list[str]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenarios", nargs="*", help="default: all")
-    ap.add_argument("--db", type=Path, required=True,
-                    help="a bulk.py world (SQLite), copied for the run")
+    ap.add_argument("--db", required=True,
+                    help="a bulk.py world: a SQLite file (copied for the "
+                    "run), or a database URL (written to: give a copy)")
     ap.add_argument("--count", type=int, default=5)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--cpu", action="store_true",

@@ -15,6 +15,17 @@ runs again, once, on a new connection (``Database.run``), which is how a
 server recovers by itself when its database returns. MariaDB/MySQL keep
 both: PyMySQL's autocommit switch is a round trip of its own, and its
 connections are pinged on checkout.
+
+psycopg prepares a statement on the server after its fifth run on a
+connection, and forgets every one of them at each ``ROLLBACK`` (it then
+sends ``DEALLOCATE ALL``), in case the transaction created or dropped
+what they name. Berth's transactions change no schema, and PostgreSQL
+keeps prepared statements through a rollback, so its connections roll
+back without forgetting (:func:`_rollback_keeping_prepared`): a 409 (a
+generation conflict, rolled back) no longer costs the backend the next
+five plannings of every statement. With one claim in 40 rolled back, as
+in a race of 16 schedulers, the backend spent 1.61 ms of CPU per claim
+cycle forgetting and 1.14 ms keeping them (1.10 with no rollback).
 """
 
 from __future__ import annotations
@@ -96,6 +107,8 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
         kwargs["isolation_level"] = "READ COMMITTED"
     engine = sa.create_engine(parsed, **kwargs)
     _time_statements(engine.dialect)
+    if backend == "postgresql" and engine.dialect.driver == "psycopg":
+        _rollback_keeping_prepared(engine)
     if backend == "sqlite":
         _setup_sqlite(engine, sqlite_synchronous)
     if backend == "mysql" and mysql_sql_mode:
@@ -146,6 +159,37 @@ def _timed(real: Callable[..., Any]) -> Callable[..., Any]:
             if observer is not None:
                 observer.sql_time(time.perf_counter() - start)
     return timed
+
+
+def _rollback_keeping_prepared(engine: Engine) -> None:
+    """Make ``engine``'s psycopg connections roll back as psycopg does,
+    less forgetting their prepared statements (see the module's
+    docstring). Uses psycopg's private API (checked against 3.3.9):
+    ``_rollback_gen``, ``_exec_command``, ``_num_transactions``, ``_tpc``,
+    ``_pipeline``; ``tests/functional/test_db_pg_rollback.py`` pins it."""
+    import psycopg
+    from psycopg import pq
+
+    class KeepingPrepared(psycopg.Connection):  # type: ignore[type-arg]
+        def rollback(self) -> None:
+            with self.lock:
+                self.wait(self._keeping_gen())
+
+        def _keeping_gen(self) -> Any:
+            if self._num_transactions or self._tpc or self._pipeline:
+                # Not Berth's ways: psycopg's own rollback.
+                return (yield from self._rollback_gen())
+            if self.pgconn.transaction_status == pq.TransactionStatus.IDLE:
+                return None
+            return (yield from self._exec_command(b"ROLLBACK"))
+
+    # The dialect's own method replaced, as _time_statements does: a
+    # do_connect listener would mark the dialect as having events, which
+    # moves every statement onto SQLAlchemy's slower path.
+    def connect(*cargs: Any, **cparams: Any) -> Any:
+        return KeepingPrepared.connect(*cargs, **cparams)
+
+    engine.dialect.connect = connect  # type: ignore[method-assign]
 
 
 def _setup_sqlite(engine: Engine, synchronous: bool) -> None:

@@ -1,0 +1,228 @@
+"""Driver SQL that returns rows runs thin from its second run
+(``berth.db.connection``): no execution context, the same rows, keys,
+errors, listeners and reconnection as SQLAlchemy's ``exec_driver_sql``,
+on every backend; writes and lists of parameter sets keep SQLAlchemy's
+path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from berth.db import changes
+from berth.db import connection as db_connection
+from berth.db.engine import Database
+from tests.functional.test_db_thin import PROBE, _outcome, probe
+
+__all__ = ["probe"]  # the fixture: test_db_thin's table and rows
+
+ALL = "SELECT id, name, note FROM %s ORDER BY id" % PROBE.name
+
+
+@pytest.fixture(autouse=True)
+def fresh(db: Database) -> None:
+    """No string kept from an earlier test (the dialect outlives one)."""
+    _texts(db).clear()
+
+
+@pytest.fixture
+def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The driver SQL SQLAlchemy builds an execution context for, from
+    now on (what a thin run does without)."""
+    seen: list[str] = []
+    base: Any = db.engine.dialect.execution_ctx_cls
+
+    class Spy(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def _init_statement(cls, *args: Any, **kw: Any) -> Any:
+            seen.append(args[4])  # the statement
+            return super()._init_statement(*args, **kw)
+
+    monkeypatch.setattr(db.engine.dialect, "execution_ctx_cls", Spy)
+    return seen
+
+
+def _texts(db: Database) -> dict[str, Any]:
+    return getattr(db.engine.dialect, db_connection._TEXTS, {})
+
+
+def _by_id(db: Database, low: int) -> tuple[str, tuple[int, ...]]:
+    """A statement of one positional parameter, in the driver's style."""
+    mark = db.read(changes.placeholder)
+    return ("SELECT id, name FROM %s WHERE id >= %s ORDER BY id"
+            % (PROBE.name, mark), (low,))
+
+
+FORMS: dict[str, Callable[[Any], Any]] = {
+    "all": lambda r: r.all(),
+    "first": lambda r: r.first(),
+    "scalar": lambda r: r.scalar(),
+    "scalars": lambda r: r.scalars().all(),
+    "mappings": lambda r: [dict(m) for m in r.mappings()],
+    "iteration": lambda r: [tuple(row) for row in r],
+    "by_name": lambda r: [(row.id, row.name) for row in r],
+    "keys": lambda r: list(r.keys()),
+    "types": lambda r: [[type(value) for value in row] for row in r],
+}
+
+
+def test_driver_sql_runs_thin_from_its_second_run(
+        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+    results = [db.read(lambda conn: (lambda r: (type(r), r.all()))(
+        conn.exec_driver_sql(ALL))) for _ in range(4)]
+    assert contexts == [ALL]  # SQLAlchemy's context for the first run only
+    assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [
+        True, False, False, False]
+    assert [rows for _, rows in results] == [results[0][1]] * 4
+    assert [tuple(row) for row in results[0][1]] == [
+        (1, "one", None), (2, "two", "n"), (3, "three", None)]
+
+
+@pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
+                                      contexts: list[str], form: str,
+                                      low: int) -> None:
+    sql, params = _by_id(db, low)
+    db.read(lambda conn: conn.exec_driver_sql(sql, params).all())
+    del contexts[:]
+    thin = _outcome(lambda: db.read(
+        lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
+    assert contexts == []
+    # The same string run SQLAlchemy's way (forgotten, as a new one is).
+    del _texts(db)[sql]
+    normal = _outcome(lambda: db.read(
+        lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
+    assert contexts == [sql]
+    assert thin == normal
+
+
+def test_a_dict_of_parameters_runs_thin(db: Database, probe: sa.Table,
+                                        contexts: list[str]) -> None:
+    mark = ":low" if db.engine.dialect.paramstyle == "qmark" else "%(low)s"
+    sql = "SELECT name FROM %s WHERE id = %s" % (PROBE.name, mark)
+    got = [db.read(lambda conn: conn.exec_driver_sql(sql, {"low": 2}).scalar())
+           for _ in range(3)]
+    assert got == ["two"] * 3
+    assert contexts == [sql]
+
+
+def test_cursor_listeners_see_every_thin_statement(
+        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+    sql, params = _by_id(db, 2)
+    seen: list[tuple[str, str, Any, bool]] = []
+
+    def before(conn: Any, cursor: Any, statement: str, sent: Any,
+               context: Any, executemany: bool) -> None:
+        assert isinstance(conn, db_connection.Connection)
+        seen.append(("before", statement, sent, executemany))
+
+    def after(conn: Any, cursor: Any, statement: str, sent: Any,
+              context: Any, executemany: bool) -> None:
+        seen.append(("after", statement, sent, executemany))
+
+    sa.event.listen(db.engine, "before_cursor_execute", before)
+    sa.event.listen(db.engine, "after_cursor_execute", after)
+    try:
+        rows = db.read(lambda conn: [
+            conn.exec_driver_sql(sql, params).all() for _ in range(4)])
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", before)
+        sa.event.remove(db.engine, "after_cursor_execute", after)
+    assert contexts == [sql]  # three of the four ran thin
+    assert rows == [rows[0]] * 4 and len(rows[0]) == 2
+    assert [s[0] for s in seen] == ["before", "after"] * 4
+    assert {s[1] for s in seen} == {sql}
+    assert not any(s[3] for s in seen)
+    # The parameters the driver got, as SQLAlchemy sends them.
+    assert {repr(s[2]) for s in seen} == {repr(seen[0][2])}
+
+
+def test_no_parameters_reach_the_driver_as_sqlalchemy_sends_them(
+        db: Database, probe: sa.Table) -> None:
+    sent: list[Any] = []
+
+    def before(conn: Any, cursor: Any, statement: str, params: Any,
+               *args: Any) -> None:
+        sent.append(params)
+
+    sa.event.listen(db.engine, "before_cursor_execute", before)
+    try:
+        for params in (None, (), None):
+            db.read(lambda conn, p=params: conn.exec_driver_sql(ALL, p).all())
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", before)
+    empty = () if db.engine.dialect.positional else {}
+    assert sent == [empty] * 3
+
+
+def test_an_error_is_wrapped_as_on_the_normal_path(
+        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+    db.read(lambda conn: conn.exec_driver_sql(ALL).all())
+    PROBE.drop(db.engine)
+    del contexts[:]
+    thin = _outcome(lambda: db.read(
+        lambda conn: conn.exec_driver_sql(ALL).all()))
+    assert contexts == []
+    del _texts(db)[ALL]
+    normal = _outcome(lambda: db.read(
+        lambda conn: conn.exec_driver_sql(ALL).all()))
+    assert thin == normal
+    assert thin[0] == "raised" and issubclass(thin[1], sa.exc.DBAPIError)
+
+
+def test_database_run_runs_again_after_a_lost_connection(
+        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+    db.read(lambda conn: conn.exec_driver_sql(ALL).all())
+    del contexts[:]
+    attempts: list[int] = []
+
+    def lose_the_first(conn: Any) -> Any:
+        attempts.append(len(attempts))
+        if len(attempts) == 1:
+            conn.connection.driver_connection.close()
+        return conn.exec_driver_sql(ALL).all()
+
+    assert [row.name for row in db.read(lose_the_first)] == [
+        "one", "two", "three"]
+    assert attempts == [0, 1]
+    assert contexts == []  # both attempts ran thin
+
+
+def test_writes_parameter_sets_and_options_keep_sqlalchemys_path(
+        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+    mark = db.read(changes.placeholder)
+    update = ("UPDATE %s SET note = %s WHERE id = %s"
+              % (PROBE.name, mark, mark))
+    counts = [db.run(lambda conn: conn.exec_driver_sql(
+        update, ("x", 2)).rowcount) for _ in range(3)]
+    assert counts == [1, 1, 1]
+    assert contexts == [update] * 3
+    assert _texts(db)[update] is None
+    del contexts[:]
+    for _ in range(3):
+        db.run(lambda conn: conn.exec_driver_sql(
+            update, [("y", 1), ("y", 3)]))
+    assert contexts == [update] * 3
+    assert db.read(lambda conn: conn.exec_driver_sql(
+        "SELECT note FROM %s ORDER BY id" % PROBE.name).scalars().all()
+    ) == ["y", "x", "y"]
+    del contexts[:]
+    for _ in range(3):
+        db.read(lambda conn: conn.exec_driver_sql(
+            ALL, execution_options={"berth_probe": 1}).all())
+    assert contexts == [ALL] * 3
+
+
+def test_strings_kept_are_bounded(db: Database, probe: sa.Table,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(db_connection, "TEXTS_MAX", len(_texts(db)) + 2)
+    for n in range(5):
+        sql = "SELECT id FROM %s WHERE id > %d" % (PROBE.name, n)
+        for _ in range(2):
+            db.read(lambda conn, s=sql: conn.exec_driver_sql(s).all())
+    kept = [s for s in _texts(db) if "WHERE id >" in s]
+    assert len(kept) == 2
