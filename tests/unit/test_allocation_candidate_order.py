@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.allocation_candidate import order, world_patch
+from berth.domain.allocation_candidate import draws, order, world_patch
 from berth.domain.allocation_candidate.engine import group_specs, plan, search
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.request import (
@@ -29,6 +29,7 @@ from berth.domain.allocation_candidate.request import (
     Settings,
 )
 from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.capacity import Inventory
 from support.candidate_worlds import (
     AGGS,
     CLASSES,
@@ -377,7 +378,7 @@ def test_a_run_of_ties_and_a_shuffle_come_in_every_order_alike() -> None:
     expected = 24_000 / 120
     assert sum((n - expected) ** 2 / expected
                for n in walks.values()) < 173.6
-    drawn = Counter(tuple(order.shuffled(range(3, 7), rng)) for _ in range(12_000))
+    drawn = Counter(tuple(draws.shuffled(range(3, 7), rng)) for _ in range(12_000))
     assert len(drawn) == 24 and all(sorted(d) == [3, 4, 5, 6] for d in drawn)
     expected = 12_000 / 24
     assert sum((n - expected) ** 2 / expected
@@ -455,7 +456,7 @@ def test_claims_keep_the_runs_of_ties_exact() -> None:
 def test_a_long_run_starts_with_a_fair_draw_then_walks_round() -> None:
     """A run of ties longer than ``order.LONG`` (here spread's 200 empty
     trees after two fuller ones): every root once, the run in its place;
-    its first ``order.FIRST`` roots drawn at random, each root of the run
+    its first ``draws.FIRST`` roots drawn at random, each root of the run
     first about equally often (seeded; chi-square, 199 degrees of
     freedom, under 266.3, the 0.1% bound); the rest of the run in its
     own order from a random place, round, those drawn already left out."""
@@ -472,11 +473,11 @@ def test_a_long_run_starts_with_a_fair_draw_then_walks_round() -> None:
         walk = list(ranked.best_first(rng))
         assert sorted(walk[:200]) == run and sorted(walk[200:]) == [201, 202]
         firsts[walk[0]] += 1
-        drawn = set(walk[:order.FIRST])
+        drawn = set(walk[:draws.FIRST])
         rest = [r for r in run if r not in drawn]
-        at = rest.index(walk[order.FIRST])
-        assert walk[order.FIRST:200] == rest[at:] + rest[:at]
-        starts.add(walk[order.FIRST])
+        at = rest.index(walk[draws.FIRST])
+        assert walk[draws.FIRST:200] == rest[at:] + rest[:at]
+        starts.add(walk[draws.FIRST])
     assert len(starts) > 100
     expected = 8_000 / 200
     assert sum((firsts[r] - expected) ** 2 / expected
@@ -494,9 +495,97 @@ def test_random_walks_on_round_the_roots_after_a_fair_draw() -> None:
     for seed in range(30):
         walk = list(plan(world, group, Order("random"), random.Random(seed)))
         assert sorted(walk) == sorted(world.roots)
-        drawn = set(walk[:order.FIRST])
+        drawn = set(walk[:draws.FIRST])
         rest = [r for r in world.roots if r not in drawn]
-        at = rest.index(walk[order.FIRST])
-        assert walk[order.FIRST:] == rest[at:] + rest[:at]
-        starts.add(walk[order.FIRST])
+        at = rest.index(walk[draws.FIRST])
+        assert walk[draws.FIRST:] == rest[at:] + rest[:at]
+        starts.add(walk[draws.FIRST])
     assert len(starts) > 15
+
+
+LONE_SHAPES = [
+    # several classes, some used
+    ({"VCPU": 32, "MEMORY_MB": 131072, "DISK_GB": 1000},
+     {"VCPU": 7, "MEMORY_MB": 50000, "DISK_GB": 999}),
+    # reserved and allocation ratios (capacity (total - reserved) * ratio)
+    ({"VCPU": Inventory(total=16, reserved=4, allocation_ratio=4.0),
+      "MEMORY_MB": Inventory(total=65536, reserved=2048,
+                             allocation_ratio=1.5),
+      "DISK_GB": Inventory(total=500, reserved=100)},
+     {"VCPU": 13, "MEMORY_MB": 4096, "DISK_GB": 0}),
+    # full, empty, and overcommitted (usage past a lowered capacity)
+    ({"VCPU": 8, "MEMORY_MB": 1024, "DISK_GB": Inventory(
+        total=100, allocation_ratio=0.5)},
+     {"VCPU": 8, "MEMORY_MB": 0, "DISK_GB": 70}),
+    # a class reserved whole (no capacity: adds nothing), one class only
+    ({"VCPU": Inventory(total=4, reserved=4)}, {"VCPU": 0}),
+    ({"VF": 6}, {"VF": 5}),
+]
+
+LONE_ORDERS = [
+    Order(name, weights, preferences)
+    for name in SCORED
+    for weights in (
+        order.make_order(name).weights,
+        (("DISK_GB", 0.5), ("VCPU", 2.0), ("VF", 1.0)),
+        (("MEMORY_MB", 3.0),))
+    for preferences in (
+        (), (("COMPUTE_STATUS_DISABLED", -10.0), ("T1", 0.5)))]
+
+
+@pytest.mark.parametrize("want", LONE_ORDERS, ids=repr)
+def test_a_lone_providers_score_is_the_summed_score(want: Order) -> None:
+    """``tree_score`` reads a tree of one provider off that provider and
+    keeps the score on it; ``_summed_score`` sums any tree over its
+    providers, class by class: for one-provider trees of every shape
+    (several classes, reserved, allocation ratios, used, full, a class
+    without capacity, classes the weights lack or name in vain, traits
+    preferred and discouraged), in each order, both give the same score,
+    and the kept one is the same again."""
+    traits = [(), ("T1",), ("COMPUTE_STATUS_DISABLED", "T1")]
+    world = World([prov(i, inv=inv, used=used, traits=traits[i % 3])
+                   for i, (inv, used) in enumerate(LONE_SHAPES * 3, 1)])
+    for root in world.roots:
+        assert world.trees[root] == [root]
+        fast = order.tree_score(world, root, want)
+        assert fast == order._summed_score(world, root, want), root
+        # Kept on the provider under the order's token, and found there.
+        assert world.providers[root].score is None
+        kept = order.token(want)
+        assert order.tree_score(world, root, want, kept) == fast
+        assert world.providers[root].score == complex(kept, fast)
+        assert order.tree_score(world, root, want, kept) == fast
+        # The documented score, worked out from the inventories alone.
+        assert fast == plain_score(world, root, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(CLASSES), st.tuples(
+    st.integers(1, 64), st.integers(0, 8), st.sampled_from([0.5, 1.0, 16.0]),
+    st.integers(0, 80)), min_size=1), st.sets(st.sampled_from(TRAITS)),
+    orders)
+def test_any_lone_providers_score_is_the_summed_score(
+        classes: dict[str, tuple[int, int, float, int]], traits: set[str],
+        want: Order) -> None:
+    """The same for any one provider: the fast path and the sum agree."""
+    inv = {rc: Inventory(total=total, reserved=min(reserved, total),
+                         allocation_ratio=ratio)
+           for rc, (total, reserved, ratio, _) in classes.items()}
+    used = {rc: n for rc, (*_, n) in classes.items()}
+    world = World([prov(1, inv=inv, used=used, traits=tuple(traits))])
+    fast = order.tree_score(world, 1, want)
+    assert fast == order._summed_score(world, 1, want)
+
+
+def test_a_run_of_a_dozen_comes_in_any_order() -> None:
+    """A run of ties longer than ``draws.TABLED`` is sorted by random
+    keys: a permutation of it, each root first about equally often
+    (seeded; chi-square, 11 degrees of freedom, under 31.3, the 0.1%
+    bound)."""
+    rng = random.Random(8)
+    firsts: Counter[int] = Counter()
+    for _ in range(6_000):
+        run = list(draws.mixed(list(range(12)), rng))
+        assert sorted(run) == list(range(12))
+        firsts[run[0]] += 1
+    assert sum((firsts[r] - 500) ** 2 / 500 for r in range(12)) < 31.3

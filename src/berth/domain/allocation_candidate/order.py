@@ -28,13 +28,18 @@ from __future__ import annotations
 
 import array
 import bisect
-import functools
 import itertools
 import operator
 import os
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
+from berth.domain.allocation_candidate.draws import (
+    SLICE,
+    mixed,
+    shuffled,
+    started,
+)
 from berth.domain.allocation_candidate.request import (
     DEFAULT_WEIGHTS,
     NAMES,
@@ -71,30 +76,66 @@ def make_order(name: str, weights: dict[str, float] | None = None,
                  tuple(sorted((preferences or {}).items())))
 
 
-def tree_score(world: World, root: int, order: Order) -> float:
+def tree_score(world: World, root: int, order: Order, kept: int = 0
+               ) -> float:
     """The score of the tree rooted at ``root`` under ``order`` (higher
-    comes first). A class the tree has no capacity of adds nothing."""
+    comes first). A class the tree has no capacity of adds nothing.
+    ``kept``: ``order``'s ``token``, under which a tree of one provider
+    keeps its score on that provider (``Provider.score``) and finds it
+    there again (0: worked out, not kept)."""
+    tree = world.trees[root]
+    if len(tree) != 1:
+        return _summed_score(world, root, order)
+    # A tree of one provider (most compute nodes), read off it alone,
+    # the same sums as ``_summed_score`` (this is every claim's upkeep,
+    # twice: callgrind, 11,600 instructions a score against 15,700). A
+    # ranking keeps it there: a claim's refresh reads the old score off
+    # the provider it replaces, put there when the ranking was built or
+    # last patched (3,000 instructions instead of 11,600).
+    p = world.providers[root]
+    if kept:
+        was = p.score
+        if was is not None and was.real == kept:
+            return was.imag
+    pack = order.name == "pack"
+    room, used = p.room, p.used
+    total = 0.0
+    for rc, weight in order.weights:
+        r = room.get(rc)
+        if r is not None:
+            have = r[0]
+            cap = have + used.get(rc, 0)
+            if cap > 0:
+                total += weight * ((cap - have) if pack else have) / cap
+    if order.preferences:
+        total += sum(w for name, w in order.preferences
+                     if name in p.traits)
+    score = round(total, DIGITS)
+    if kept:
+        p.score = complex(kept, score)
+    return score
+
+
+#: Each order ranked so far, by value, and its token (``token``).
+_TOKENS: dict[Order, int] = {}
+
+#: Where tokens come from (``next`` is one C call: no two orders get
+#: the same token, whichever threads ask).
+_NEXT = itertools.count(1)
+
+
+def token(order: Order) -> int:
+    """A number of ``order``'s own, the same for every equal order, under
+    which lone providers keep their score (``tree_score``)."""
+    return _TOKENS.setdefault(order, next(_NEXT))
+
+
+def _summed_score(world: World, root: int, order: Order) -> float:
+    """``tree_score`` summed over every provider of the tree, class by
+    class (``World.tree_class``): any tree, one provider or many."""
     providers = world.providers
     pack = order.name == "pack"
     total = 0.0
-    tree = world.trees[root]
-    if len(tree) == 1:
-        # A tree of one provider (most compute nodes), read off it alone,
-        # the same sums (this is every claim's upkeep, twice: callgrind,
-        # 16,000 instructions a score against 9,000).
-        p = providers[root]
-        room, used = p.room, p.used
-        for rc, weight in order.weights:
-            r = room.get(rc)
-            if r is not None:
-                have = r[0]
-                cap = have + used.get(rc, 0)
-                if cap > 0:
-                    total += weight * ((cap - have) if pack else have) / cap
-        if order.preferences:
-            total += sum(w for name, w in order.preferences
-                         if name in p.traits)
-        return round(total, DIGITS)
     for rc, weight in order.weights:
         cap = free = 0
         for pid in world.tree_class.get((root, rc), ()):
@@ -107,7 +148,7 @@ def tree_score(world: World, root: int, order: Order) -> float:
             total += weight * ((cap - free) if pack else free) / cap
     if order.preferences:
         traits: set[str] = set()
-        for pid in tree:
+        for pid in world.trees[root]:
             traits |= providers[pid].traits
         total += sum(w for name, w in order.preferences if name in traits)
     return round(total, DIGITS)
@@ -116,9 +157,10 @@ def tree_score(world: World, root: int, order: Order) -> float:
 Key = tuple[float, int]
 
 
-def key(world: World, root: int, order: Order) -> Key:
-    """Where the tree rooted at ``root`` sorts in ``order``'s ranking."""
-    return (-tree_score(world, root, order), root)
+def key(world: World, root: int, order: Order, kept: int = 0) -> Key:
+    """Where the tree rooted at ``root`` sorts in ``order``'s ranking
+    (``kept`` as for ``tree_score``)."""
+    return (-tree_score(world, root, order, kept), root)
 
 
 class Ranking:
@@ -129,10 +171,15 @@ class Ranking:
     claim that moves a tree shifts memory, not references), and
     ``ties[i]`` 1 where ``roots[i]`` and ``roots[i + 1]`` score alike, so
     that the walk finds runs of ties at C speed and hands the roots
-    between them over as slices. Refreshes edit all three alike."""
+    between them over as slices. Refreshes edit all three alike.
+    (``roots`` stays a list: an ``array`` of them would shift cheaper,
+    but the walk would make an int object of each root it reads, which
+    cost more at ``limit=50`` than it saved below 50,000 hosts.)"""
 
     def __init__(self, order: Order, keys: list[Key]) -> None:
         self.order = order
+        #: under which lone providers keep their score (``tree_score``)
+        self.token = token(order)
         self.scores = array.array("d", [score for score, _ in keys])
         self.roots = [root for _, root in keys]
         scores = self.scores
@@ -141,7 +188,8 @@ class Ranking:
 
     @classmethod
     def build(cls, world: World, order: Order) -> Ranking:
-        return cls(order, sorted(key(world, root, order)
+        kept = token(order)
+        return cls(order, sorted(key(world, root, order, kept)
                                  for root in world.roots))
 
     @property
@@ -166,12 +214,14 @@ class Ranking:
             out = self
         else:
             out = Ranking.__new__(Ranking)
-            out.order, out.scores = self.order, array.array("d", self.scores)
+            out.order, out.scores = self.order, self.scores[:]
+            out.token = self.token
             out.roots, out.ties = list(self.roots), bytearray(self.ties)
         scores, roots, ties = out.scores, out.roots, out.ties
         for root, was in old.items():
-            now = key(world, root, self.order) if world.is_root(root) \
-                else None
+            # (``key``, inline: every claim's upkeep.)
+            now = ((-tree_score(world, root, self.order, self.token), root)
+                   if world.is_root(root) else None)
             if was is None:
                 if now is not None:
                     at = _where(scores, roots, ties, now)
@@ -183,7 +233,7 @@ class Ranking:
                 at = _where(scores, roots, ties, was)
                 del scores[at], roots[at], ties[at]
                 _tie(scores, ties, at - 1, at - 1)
-            else:
+            elif now != was:
                 _move(scores, roots, ties, _where(scores, roots, ties, was), now)
         return out
 
@@ -200,7 +250,9 @@ class Ranking:
         """``best_first``'s roots, a piece at a time: slices of the roots
         between runs of ties (doubling in length from ``SLICE``, so
         that a walk read a little way copies little), runs of ties
-        drawn (or, long, ``started``)."""
+        drawn (or, long, ``started``); a short run comes in one piece
+        with the few roots before it (one piece, not two, for each of
+        the many short runs where hosts share a size)."""
         roots, ties = self.roots, self.ties
         find = ties.find
         count = len(roots)
@@ -208,98 +260,41 @@ class Ranking:
         while i < count:
             tie = find(1, i)
             stop = count if tie < 0 else tie
-            while i < stop:
+            while stop - i > SLICE:
                 yield roots[i:min(stop, i + size)]
                 i += size
                 size *= 2
             if tie < 0:
+                if i < count:
+                    yield roots[i:]
                 return
             end = find(0, tie) + 1
             if end - tie <= WHOLE:
-                yield _mixed(roots[tie:end], rng)
-            elif end - tie > LONG:
-                yield started(roots, rng, tie, end)
+                piece = roots[i:tie]
+                piece += mixed(roots[tie:end], rng)
+                yield piece
             else:
-                # (A run at the top, as ``spread``'s emptiest trees,
-                # drawn from ``roots`` itself: no copy.)
-                yield (shuffled(roots, rng, end) if tie == 0
-                       else shuffled(roots[tie:end], rng))
+                if i < tie:
+                    yield roots[i:tie]
+                if end - tie > LONG:
+                    yield started(roots, rng, tie, end)
+                else:
+                    # (A run at the top, as ``spread``'s emptiest trees,
+                    # drawn from ``roots`` itself: no copy.)
+                    yield (shuffled(roots, rng, end) if tie == 0
+                           else shuffled(roots[tie:end], rng))
             i = end
 
 
-#: The first slice of ``Ranking.best_first``'s roots between ties (then
-#: each twice the last).
-SLICE = 32
-
 #: Runs of ties up to this long are shuffled whole as they are reached.
-WHOLE = 8
+WHOLE = 16
 
 #: Runs of ties longer than this are walked from a random place
 #: (``started``); those between ``WHOLE`` and this drawn as read.
 LONG = 64
 
-#: How many roots ``started`` draws at random before it walks on.
-FIRST = 16
-
-
-def started(roots: list[int], rng: random.Random, start: int = 0,
-            stop: int | None = None) -> Iterator[int]:
-    """``roots[start:stop]`` (default: to the end), each once: the first
-    ``FIRST`` drawn at random (``shuffled``, each root equally likely at
-    each of those places), then the rest walked in their order from a
-    place ``rng`` draws, round to where it began, in slices (doubling
-    from ``SLICE``, those drawn already left out): the cost of a slice,
-    not of a draw, per root past the first few.
-
-    So a reader that takes the first root it can use, of several it
-    cannot, takes each usable one equally often when one of the first
-    ``FIRST`` is usable; past them, one just after a stretch of unusable
-    roots is favoured (the walk from a random place reaches it first)."""
-    stop = len(roots) if stop is None else stop
-    return itertools.chain.from_iterable(_started(roots, rng, start, stop))
-
-
-def _started(roots: list[int], rng: random.Random, start: int, stop: int
-             ) -> Iterator[Iterable[int]]:
-    """``started``'s roots, a piece at a time."""
-    count = stop - start
-    if count <= FIRST:
-        yield shuffled(roots[start:stop], rng)
-        return
-    # (A run at the top, as ``spread``'s emptiest trees, or every root,
-    # drawn from ``roots`` itself: no copy.)
-    firsts = list(itertools.islice(
-        shuffled(roots, rng, stop) if start == 0
-        else shuffled(roots[start:stop], rng), FIRST))
-    yield firsts
-    drawn = set(firsts).__contains__
-    at = start + rng.randrange(count)
-    size = SLICE
-    for lo, hi in ((at, stop), (start, at)):
-        while lo < hi:
-            yield itertools.filterfalse(drawn,
-                                        roots[lo:min(hi, lo + size)])
-            lo += size
-            size *= 2
-
-
-def _mixed(run: list[int], rng: random.Random) -> list[int]:
-    """``run`` (a few roots) in a random order: sorted by random keys
-    (32 bits or more), drawn at once and read in C (``rng.shuffle``
-    draws each swap in Python). Equal keys, which would keep two roots
-    in their order, come about once in 10^8 runs."""
-    if len(run) == 2:
-        if rng.getrandbits(1):
-            run.reverse()
-        return run
-    draws = array.array("I")
-    size = draws.itemsize * len(run)
-    draws.frombytes(rng.getrandbits(8 * size).to_bytes(size, "little"))
-    run.sort(key=functools.partial(next, iter(draws)))
-    return run
-
-
-def _where(scores: array.array[float], roots: list[int], ties: bytearray,
+def _where(scores: array.array[float], roots: list[int],
+           ties: bytearray,
            at: Key) -> int:
     """Where the key ``at`` is, or would go, in a ranking's ``scores``
     and ``roots`` (sorted by score, then root; ``ties`` marks runs of
@@ -323,24 +318,33 @@ def _tie(scores: array.array[float], ties: bytearray, first: int,
         ties[at] = at < end and scores[at] == scores[at + 1]
 
 
-def _move(scores: array.array[float], roots: list[int], ties: bytearray,
+def _move(scores: array.array[float], roots: list[int],
+          ties: bytearray,
           i: int, now: Key) -> None:
     """Move the root at ``i`` to where its new key ``now`` sorts: only
     the entries between the old and new places shift (a claim moves a
     tree a little way, where a ``del`` and an ``insert`` would each
-    shift every entry after it)."""
+    shift every entry after it). ``scores`` and ``ties`` shift, at least
+    ``FAR`` entries, in place through a ``memoryview`` (one ``memmove``;
+    a slice assigned from a slice copies it first: twice the bytes, and
+    callgrind counts a large copy about an instruction a byte)."""
     j = _where(scores, roots, ties, now)
     if j > i:
         j -= 1
-        scores[i:j] = scores[i + 1:j + 1]
-        roots[i:j] = roots[i + 1:j + 1]
-        ties[i:j] = ties[i + 1:j + 1]
+        lo, hi, by = i, j, 1
         near = (i - 1, j - 1, j)
     else:
-        scores[j + 1:i + 1] = scores[j:i]
-        roots[j + 1:i + 1] = roots[j:i]
-        ties[j + 1:i + 1] = ties[j:i]
+        lo, hi, by = j + 1, i + 1, -1
         near = (j - 1, j, i)
+    roots[lo:hi] = roots[lo + by:hi + by]
+    if hi - lo < FAR:
+        scores[lo:hi] = scores[lo + by:hi + by]
+        ties[lo:hi] = ties[lo + by:hi + by]
+    else:
+        for kept in (scores, ties):
+            # (A view held past this would stop the array growing.)
+            with memoryview(kept) as view:
+                view[lo:hi] = view[lo + by:hi + by]
     scores[j], roots[j] = now
     # The ties of the places whose next entry changed (inline: this is
     # every claim's upkeep).
@@ -350,54 +354,9 @@ def _move(scores: array.array[float], roots: list[int], ties: bytearray,
             ties[at] = at < end and scores[at] == scores[at + 1]
 
 
-def shuffled(items: Sequence[int], rng: random.Random,
-             count: int | None = None) -> Iterator[int]:
-    """The first ``count`` of ``items`` (default: all) in an order ``rng``
-    draws, drawn as they are read (no copy made first), so that reading
-    the first few of many costs those few. While fewer than half have come, by rejection:
-    ``j`` drawn as so many random bits as the count needs, drawn again
-    when it is past the count or taken already (one C call and a lookup
-    a number, where a lazy Fisher-Yates draws a float, scales it and
-    keeps its swaps in a dict: a quarter fewer instructions, callgrind);
-    then the rest by Fisher-Yates. Those taken are kept in a set while
-    few (up to 1/``SPARSE`` of them), then marked in a ``bytearray`` (no
-    set to grow). Numbers drawn independently and kept at their first
-    draw come in a uniformly random order."""
-    count = len(items) if count is None else count
-    get = rng.getrandbits
-    bits, half = count.bit_length(), count // 2
-    taken: set[int] = set()
-    add = taken.add
-    few = min(half, count // SPARSE)
-    while len(taken) < few:
-        j = get(bits)
-        if j < count and j not in taken:
-            add(j)
-            yield items[j]
-    seen = bytearray(count)
-    for j in taken:
-        seen[j] = 1
-    drawn = len(taken)
-    while drawn < half:
-        j = get(bits)
-        if j < count and not seen[j]:
-            seen[j] = 1
-            drawn += 1
-            yield items[j]
-    rest = list(itertools.compress(items, seen.translate(_FLIP)))
-    draw = rng.random
-    size = len(rest)
-    for i in range(size):
-        j = i + int(draw() * (size - i))
-        rest[i], rest[j] = rest[j], rest[i]
-        yield rest[i]
-
-
-#: ``shuffled`` keeps those it has taken in a set up to 1/SPARSE of them.
-SPARSE = 512
-
-#: Swaps bytes 0 and 1 (``shuffled``'s taken marks into those left).
-_FLIP = bytes.maketrans(b"\0\1", b"\1\0")
+#: How far a move shifts ``scores`` and ``ties`` through a view (a
+#: view costs more than the copy it saves below a few hundred entries).
+FAR = 512
 
 
 def ranking(world: World, order: Order) -> Ranking:
@@ -422,9 +381,10 @@ def before(world: World, roots: set[int]) -> Before:
     """The keys ``roots`` have in each of ``world``'s rankings, read
     before a refresh edits anything (in place, it edits this world)."""
     # A copy of the keys: another request may rank this world meanwhile.
-    return {order: {root: key(world, root, order)
+    # (``key``, inline: every claim's upkeep.)
+    return {order: {root: (-tree_score(world, root, order, kept.token), root)
                     if world.is_root(root) else None for root in roots}
-            for order in list(world.rankings)}
+            for order, kept in list(world.rankings.items())}
 
 
 def reranked(old: World, new: World, was: Before, in_place: bool

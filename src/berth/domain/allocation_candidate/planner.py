@@ -21,7 +21,7 @@ the trees over best first instead: it walks the world's ranking, or,
 when the least common set has few members, collects their trees through
 the name indexes and sorts just those by score. In the ``random`` order
 (``shuffle``) it hands them over in a random order drawn per request the
-same two ways: down the roots as ``order.started`` walks them (the first
+same two ways: down the roots as ``draws.started`` walks them (the first
 few drawn at random, the rest in uuid order from a random root, round),
 or collected through the name indexes and shuffled.
 """
@@ -33,7 +33,8 @@ import operator
 import random
 from collections.abc import Iterator
 
-from berth.domain.allocation_candidate.order import Ranking, key, started
+from berth.domain.allocation_candidate.draws import started
+from berth.domain.allocation_candidate.order import Ranking, key
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
@@ -128,7 +129,8 @@ def _viable_ranked_checked(world: World, traits: Sets, aggs: Sets,
     if not cost:
         return
     if cost * switch < len(world.roots):
-        found = [(key(world, root, ranking.order), rng.random(), root)
+        found = [(key(world, root, ranking.order, ranking.token),
+                  rng.random(), root)
                  for root in _indexed(world, checks)]
         found.sort()
         yield from (root for _, _, root in found)

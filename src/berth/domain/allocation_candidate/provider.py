@@ -45,6 +45,17 @@ class Provider:
     #: is what invalidates it (``anchor_memo``)
     kept: tuple[Any, ...] | None = field(
         default=None, init=False, repr=False, compare=False)
+    #: ``order.tree_score`` of the tree of this provider alone, as a
+    #: ranking's token (``order.token``: one per order) plus the score
+    #: times 1j, or None: kept for the next claim's refresh, which
+    #: re-ranks the tree from the score of the provider it replaces. One
+    #: ``complex`` (two doubles in one object, replaced whole, so that
+    #: threads scoring for other orders never mix halves; untracked by
+    #: the garbage collector, where a tuple made a collection fall in
+    #: the measured steps of ``bench/order.py``). Not part of the value,
+    #: like ``kept``
+    score: complex | None = field(
+        default=None, init=False, repr=False, compare=False)
     #: ``room`` worked out already (``room_of`` these inventories and
     #: usage): how the world's loader makes every provider object in one
     #: run, side by side in memory, after all their parts
