@@ -61,21 +61,27 @@ def probe(db: Database) -> Iterator[sa.Table]:
         PROBE.drop(db.engine, checkfirst=True)
 
 
-@pytest.fixture
-def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The statements SQLAlchemy builds an execution context for, from
-    now on (what a thin run does without)."""
+def spy_contexts(db: Database, monkeypatch: pytest.MonkeyPatch,
+                 hook: str, position: int) -> list[Any]:
+    """What SQLAlchemy builds an execution context for, from now on
+    (what a thin run does without): argument ``position`` of each call
+    of the context class's constructor ``hook``."""
     seen: list[Any] = []
     base: Any = db.engine.dialect.execution_ctx_cls
 
-    class Spy(base):  # type: ignore[misc, valid-type]
-        @classmethod
-        def _init_compiled(cls, *args: Any, **kw: Any) -> Any:
-            seen.append(args[6])  # the statement invoked
-            return super()._init_compiled(*args, **kw)
+    def spied(cls: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(args[position])
+        return getattr(super(Spy, cls), hook)(*args, **kw)
 
+    Spy = type("Spy", (base,), {hook: classmethod(spied)})
     monkeypatch.setattr(db.engine.dialect, "execution_ctx_cls", Spy)
     return seen
+
+
+@pytest.fixture
+def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The statements SQLAlchemy builds an execution context for."""
+    return spy_contexts(db, monkeypatch, "_init_compiled", 6)  # invoked
 
 
 def _read(db: Database, stmt: Any, params: Any,

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.test_db_thin import PROBE, _outcome, probe
+from tests.functional.test_db_thin import PROBE, _outcome, probe, spy_contexts
 
 __all__ = ["probe"]  # the fixture: test_db_thin's table and rows
 
@@ -30,19 +30,8 @@ def fresh(db: Database) -> None:
 
 @pytest.fixture
 def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The driver SQL SQLAlchemy builds an execution context for, from
-    now on (what a thin run does without)."""
-    seen: list[str] = []
-    base: Any = db.engine.dialect.execution_ctx_cls
-
-    class Spy(base):  # type: ignore[misc, valid-type]
-        @classmethod
-        def _init_statement(cls, *args: Any, **kw: Any) -> Any:
-            seen.append(args[4])  # the statement
-            return super()._init_statement(*args, **kw)
-
-    monkeypatch.setattr(db.engine.dialect, "execution_ctx_cls", Spy)
-    return seen
+    """The driver SQL SQLAlchemy builds an execution context for."""
+    return spy_contexts(db, monkeypatch, "_init_statement", 4)  # the SQL
 
 
 def _texts(db: Database) -> dict[str, Any]:
