@@ -21,10 +21,12 @@ instructions per step, start-up, the warm-up and the first search
 median CPU time per step in this process (noisy on a shared machine).
 
 ``--warm N`` runs N steps before those measured (in both modes), and
-``--steady`` ``STEADY // limit`` of them (a scheduler asks the same
-flavour over and over: after that many tree visits the memo holds what
-the order visits, as far as its budget lets it); without either, the
-figures are the cold start's (one step before, the memo nearly empty).
+``--steady`` those of ``steady_steps``: 100,000 tree visits, or five per
+host where that is more (a scheduler asks the same flavour over and
+over: after that many tree visits the memo holds what the order
+visits, as far as its budget lets it, ``random``'s included, which
+visits trees at random); without either, the figures are the cold
+start's (one step before, the memo nearly empty).
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ ORDERS = ("uuid", "spread", "pack", "random")
 LIMITS = (50, 1000)
 #: Tree visits of ``--steady``'s warm-up.
 STEADY = 100_000
+#: ... and at least this many per host, so that ``random``, which visits
+#: trees at random, has visited 99% of them (e^-5 unvisited) once the
+#: warm-up is over, whatever the size of the world.
+PER_HOST = 5
+
+
+def steady_steps(hosts: int, limit: int) -> int:
+    """The steps of ``--steady``'s warm-up: ``max(STEADY, PER_HOST *
+    hosts)`` tree visits, ``limit`` a step."""
+    return max(1, max(STEADY, PER_HOST * hosts) // limit)
 GROUPS = [RequestGroup("", {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10})]
 
 
@@ -163,8 +175,8 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=1,
                     help="steps before those measured (to fill the memo)")
     ap.add_argument("--steady", action="store_true",
-                    help="warm up for %d tree visits (%d // limit steps)"
-                         % (STEADY, STEADY))
+                    help="warm up for max(%d, %d x hosts) tree visits"
+                         % (STEADY, PER_HOST))
     ap.add_argument("--limits", type=int, nargs="+", default=list(LIMITS))
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -172,7 +184,7 @@ def main() -> None:
         hosts, order, limit, count = args.one
         # Ties drawn alike in every run.
         SOURCE.seed(3)
-        warm = (max(1, STEADY // int(limit)) if args.steady
+        warm = (steady_steps(int(hosts), int(limit)) if args.steady
                 else args.warm)
         measured(int(hosts), order, int(limit), int(count), args.copy,
                  args.memo, warm)
@@ -183,7 +195,8 @@ def main() -> None:
     for hosts in args.hosts:
         for limit in args.limits:
             base = None
-            warm = max(1, STEADY // limit) if args.steady else args.warm
+            warm = (steady_steps(hosts, limit) if args.steady
+                    else args.warm)
             for order in args.orders:
                 cost = (cpu(hosts, order, limit, args.steps, args.copy,
                             args.memo, warm) * 1e3
@@ -191,7 +204,7 @@ def main() -> None:
                         instructions(hosts, order, limit, args.steps,
                                      args.copy, args.memo, warm) / 1e6)
                 base = cost if base is None else base
-                print("%-7d %-6d %-6d %-7s %14.2f %8.2f" % (
+                print("%-7d %-6d %-6d %-7s %14.3f %8.3f" % (
                     hosts, limit, warm, order, cost, cost / base),
                     flush=True)
 

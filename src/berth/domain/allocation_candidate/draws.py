@@ -11,6 +11,7 @@ the ``random.Random`` it is handed, so that a seeded one draws alike.
 from __future__ import annotations
 
 import array
+import bisect
 import functools
 import itertools
 import math
@@ -26,7 +27,7 @@ SLICE = 32
 FIRST = 16
 
 
-def started(roots: Sequence[int], rng: random.Random, start: int = 0,
+def started(roots: list[int], rng: random.Random, start: int = 0,
             stop: int | None = None) -> Iterator[int]:
     """``roots[start:stop]`` (default: to the end), each once: the first
     ``FIRST`` drawn at random (``shuffled``, each root equally likely at
@@ -40,46 +41,61 @@ def started(roots: Sequence[int], rng: random.Random, start: int = 0,
     ``FIRST`` is usable; past them, one just after a stretch of unusable
     roots is favoured (the walk from a random place reaches it first)."""
     stop = len(roots) if stop is None else stop
-    return itertools.chain.from_iterable(_started(roots, rng, start, stop))
+    return itertools.chain.from_iterable(started_pieces(roots, rng, start, stop))
 
 
-def _started(roots: Sequence[int], rng: random.Random, start: int,
-             stop: int) -> Iterator[Iterable[int]]:
-    """``started``'s roots, a piece at a time."""
+def started_pieces(roots: list[int], rng: random.Random, start: int,
+                   stop: int) -> Iterator[Iterable[int]]:
+    """``started``'s roots, a piece at a time (for a walk that chains
+    pieces of its own)."""
     count = stop - start
     if count <= FIRST:
         yield shuffled(roots[start:stop], rng)
         return
     # Read off ``roots`` itself (no copy), in one C call.
-    firsts = list(operator.itemgetter(*_drawn(count, FIRST, rng, start))(
-        roots))
-    yield firsts
-    drawn = set(firsts).__contains__
-    at = start + rng.randrange(count)
+    picks, at = _drawn(count, FIRST, rng, start)
+    yield list(operator.itemgetter(*picks)(roots))
+    # Those drawn already are cut out of each slice by their places (few
+    # fall in any slice): a lookup per slice, not a test per root.
+    marks = sorted(picks)
     size = SLICE
     for lo, hi in ((at, stop), (start, at)):
         while lo < hi:
-            yield itertools.filterfalse(drawn,
-                                        roots[lo:min(hi, lo + size)])
-            lo += size
+            end = min(hi, lo + size)
+            piece = roots[lo:end]
+            first = bisect.bisect_left(marks, lo)
+            last = bisect.bisect_left(marks, end, first)
+            for mark in reversed(marks[first:last]):
+                del piece[mark - lo]
+            yield piece
+            lo = end
             size *= 2
 
 
 def _drawn(count: int, k: int, rng: random.Random, start: int = 0
-           ) -> list[int]:
+           ) -> tuple[list[int], int]:
     """``k`` distinct numbers of ``range(start, start + count)`` (``k``
-    of at most ``count``), each ordered choice of them equally likely:
-    drawn as ``shuffled`` draws its first (random bits, drawn again past
+    of at most ``count``), each ordered choice of them equally likely,
+    and one more number of that range, drawn independently of them (where
+    ``started``'s walk begins).
+
+    Drawn as ``shuffled`` draws its first (random bits, drawn again past
     the count), each kept at its first draw, in a plain loop (no
     generator switch, no mark per number: a third of what ``shuffled``'s
-    first draws cost, callgrind)."""
-    get, bits = rng.getrandbits, count.bit_length()
+    first draws cost, callgrind). The first number accepted is the extra
+    one (numbers drawn independently and kept at their first draw come in
+    a uniformly random order, whichever came before them): one more draw
+    where ``rng.randrange`` would cost as much as three."""
+    get, bits = rng.getrandbits, (count - 1).bit_length()
+    first = get(bits)
+    while first >= count:
+        first = get(bits)
     picked: dict[int, None] = {}
     while len(picked) < k:
         j = get(bits)
         if j < count:
             picked[start + j] = None
-    return list(picked)
+    return list(picked), start + first
 
 
 def mixed(run: list[int], rng: random.Random) -> Sequence[int]:

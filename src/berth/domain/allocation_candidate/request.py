@@ -7,6 +7,7 @@ engine resolves them against the database when it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: A conjunction of disjunctions: every inner set needs one member present.
 TraitExpr = tuple[frozenset[str], ...]
@@ -58,11 +59,12 @@ SCORED = ("spread", "pack")
 DEFAULT_WEIGHTS = (("DISK_GB", 1.0), ("MEMORY_MB", 1.0), ("VCPU", 1.0))
 
 
-@dataclass(frozen=True)
-class Order:
+class Order(NamedTuple):
     """How an answer is ordered: ``name`` one of ``NAMES``; ``weights``
     (class, weight) and ``preferences`` (trait, weight), sorted, count
-    only in a scored order."""
+    only in a scored order. (A named tuple: it keys a world's rankings,
+    and its hash is then a C call, where a frozen dataclass's is a
+    Python one, about 3,000 instructions, several times a claim.)"""
 
     name: str = "uuid"
     weights: tuple[tuple[str, float], ...] = DEFAULT_WEIGHTS
