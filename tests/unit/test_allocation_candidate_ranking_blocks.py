@@ -8,6 +8,7 @@ here, so that a world of a few dozen trees spans many blocks.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -32,11 +33,11 @@ def check_blocks(ranking: order.Ranking) -> None:
             continue
         assert first == scores[0]
         assert list(ties) == [int(a == b) for a, b in
-                              zip(scores, scores[1:])] + [0]
+                              itertools.pairwise(scores)] + [0]
         if len(roots) > order.BLOCK:
             # Only a single run of ties is left longer.
             assert len(set(scores)) == 1
-    for left, right in zip(blocks, blocks[1:]):
+    for left, right in itertools.pairwise(blocks):
         # No run of ties spans two blocks.
         assert left.scores[-1] < right.scores[0]
 

@@ -26,7 +26,6 @@ for that order) and the cache's refreshes re-rank the trees they touch
 
 from __future__ import annotations
 
-import array
 import bisect
 import itertools
 import operator
@@ -164,11 +163,12 @@ def key(world: World, root: int, order: Order, kept: int = 0) -> Key:
 
 
 class Block:
-    """A stretch of a ranking: ``roots`` (a list), their negated scores
-    ``scores`` (an ``array`` of doubles: no object per root, so that a
-    move shifts memory, not references) and ``ties`` (``ties[i]`` 1
-    where ``roots[i]`` and ``roots[i + 1]`` score alike; the last 0, as
-    no run of ties spans two blocks)."""
+    """A stretch of a ranking: ``roots``, their negated ``scores`` (a
+    list of floats, so that ``bisect`` reads a score without making one)
+    and ``ties`` (``ties[i]`` 1 where ``roots[i]`` and ``roots[i + 1]``
+    score alike; the last 0, as no run of ties spans two blocks). A move
+    of many entries shifts them by ``del`` and ``insert`` (``_shift``):
+    memory moved, no reference counted."""
 
     __slots__ = ("roots", "scores", "ties")
 
@@ -498,7 +498,7 @@ def _shift(scores: list[float], roots: list[int],
     ``memmove`` of the entries after it) when they are many against
     those after them (a slice of roots counts every reference in and
     out, about 40 instructions an entry; a ``memmove`` of the three
-    arrays about 6; callgrind)."""
+    three about 6; callgrind)."""
     j = _where(scores, roots, ties, now)
     if j > i:
         j -= 1
