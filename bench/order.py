@@ -69,6 +69,8 @@ def steady_steps(hosts: int, limit: int) -> int:
     """The steps of ``--steady``'s warm-up: ``max(STEADY, PER_HOST *
     hosts)`` tree visits, ``limit`` a step."""
     return max(1, max(STEADY, PER_HOST * hosts) // limit)
+
+
 GROUPS = [RequestGroup("", {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10})]
 
 

@@ -497,8 +497,8 @@ def _shift(scores: list[float], roots: list[int],
     slices when they are few, by a ``del`` and an ``insert`` (each one
     ``memmove`` of the entries after it) when they are many against
     those after them (a slice of roots counts every reference in and
-    out, about 40 instructions an entry; a ``memmove`` of the three
-    three about 6; callgrind)."""
+    out, about 40 instructions an entry; a ``memmove`` of all three
+    about 6; callgrind)."""
     j = _where(scores, roots, ties, now)
     if j > i:
         j -= 1
