@@ -24,12 +24,16 @@ from typing import Any
 from berth import conf as berth_conf
 from berth import logs
 from berth.api.app import create_app
+from berth.conf import check
 from berth.db import setup
 from berth.serve import preload
 from berth.serve.memory import tune_gc
 
 _conf = berth_conf.load([])
 logs.setup(_conf)
+# A Keystone setup that could validate no token fails the import (one
+# line, naming the file), rather than serving a 500 for every request.
+check.check_auth(_conf)
 application = create_app(_conf, setup.database_from_conf(_conf, wait=True),
                          world_observers=[tune_gc()])
 preload.warm(application)

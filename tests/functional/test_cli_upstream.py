@@ -29,7 +29,9 @@ def _script(name: str, conf: Path, *args: str) -> subprocess.CompletedProcess[st
 
 def _conf_file(folder: Path, url: str) -> Path:
     path = folder / "placement.conf"
-    path.write_text("[placement_database]\nconnection = %s\n" % url)
+    # noauth2: a keystone file without [keystone_authtoken] is a failure.
+    path.write_text("[api]\nauth_strategy = noauth2\n"
+                    "[placement_database]\nconnection = %s\n" % url)
     return path
 
 

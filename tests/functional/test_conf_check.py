@@ -6,7 +6,9 @@ use is one line. Run as a user runs ``berth`` (subprocesses)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,9 +20,18 @@ from berth import conf as berth_conf
 from berth.conf import check
 
 BERTH = [sys.executable, "-m", "berth.cli"]
+#: devstack's [keystone_authtoken] (configure_keystone_authtoken_middleware).
+DEVSTACK = ("[keystone_authtoken]\nauth_type = password\ninterface = public\n"
+            "auth_url = http://127.0.0.1/identity\nusername = placement\n"
+            "password = secret\nuser_domain_name = Default\n"
+            "project_name = service\nproject_domain_name = Default\n"
+            "www_authenticate_uri = http://127.0.0.1/identity\n"
+            "memcached_servers = localhost:11211\n"
+            "cafile = /opt/stack/data/ca-bundle.pem\n"
+            "service_token_roles_required = True\n")
 #: The typo of issue 21: keystone asked for, the database section misspelled.
 TYPO = ("[api]\nauth_strategy = keystone\n"
-        "[placement_databse]\nconnection = sqlite:///{db}\n")
+        "[placement_databse]\nconnection = sqlite:///{db}\n" + DEVSTACK)
 
 
 def run(*args: str, tmp_path: Path, timeout: float = 60
@@ -182,3 +193,123 @@ def test_the_listed_options_are_exactly_those_registered() -> None:
         "config_file", "config_dir", "config_source", "shell_completion")}
     assert listed - plugin - {("DEFAULT", "fatal_deprecations")} == (
         registered - cli_only)
+
+
+KEYSTONE = ("[api]\nauth_strategy = keystone\n[placement_database]\n"
+            "connection = sqlite:///{db}\n")
+#: Each Keystone setup with which no token could be validated, and the
+#: start of the one line that refuses it (after "FILE: ").
+UNUSABLE = {
+    "missing-section": ("", "[keystone_authtoken] is missing: with [api] "
+                            "auth_strategy = keystone, keystonemiddleware "
+                            "needs it to validate tokens (auth_type = "
+                            "password with auth_url"),
+    "misspelled-section": (DEVSTACK.replace("[keystone_authtoken]",
+                                            "[keystone_authtokn]"),
+                           "[keystone_authtoken] is missing: "),
+    "missing-auth-url": (DEVSTACK.replace("auth_url", "#"),
+                         "[keystone_authtoken] auth_type = password needs "
+                         "auth_url to sign in to Keystone"),
+    "missing-auth-plugin": (DEVSTACK.replace("auth_type", "#"),
+                            "[keystone_authtoken] sets no auth_type: "),
+    "unknown-auth-plugin": (DEVSTACK.replace("= password\n", "= pasword\n", 1),
+                            "[keystone_authtoken] auth_type = pasword is no "
+                            "keystoneauth plugin Berth can load (did you "
+                            "mean password?)"),
+    "missing-user": (DEVSTACK.replace("username", "#"),
+                     "[keystone_authtoken] auth_type = password needs "
+                     "username (or user_id) to sign in"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_keystone_that_cannot_validate_tokens_refuses_to_start(
+        tmp_path: Path, case: str) -> None:
+    section, refusal = UNUSABLE[case]
+    conf = write(tmp_path, KEYSTONE + section)
+    result = run("serve", "--config-file", str(conf), "--port", "1",
+                 tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines()
+              if not line.startswith("berth: warning: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("berth: error: %s: %s" % (conf, refusal))
+    assert not (tmp_path / "p.sqlite").exists()  # refused before the database
+    if case == "misspelled-section":  # the warning names the typo
+        assert result.stderr.splitlines()[0] == (
+            "berth: warning: %s: unknown section [keystone_authtokn] (did you "
+            "mean [keystone_authtoken]?)" % conf)
+
+
+def test_the_wsgi_app_and_the_upgrade_check_refuse_it_too(
+        tmp_path: Path) -> None:
+    conf = write(tmp_path, KEYSTONE)
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(tmp_path)}
+    wsgi = subprocess.run([sys.executable, "-c", "import berth.wsgi"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert wsgi.returncode == 1  # the import fails, as the server logs
+    assert "ConfigProblem: %s: %s\n" % (conf, _problem(conf)) in wsgi.stderr
+    status = run("status", "upgrade", "check", "--json", "--config-file",
+                 str(conf), tmp_path=tmp_path)
+    assert status.returncode == 2
+    checks = {c["check"]: c for c in json.loads(status.stdout)["checks"]}
+    assert checks["Keystone Authentication"]["result"] == 2
+    assert checks["Keystone Authentication"]["details"] == (
+        "%s: %s" % (conf, _problem(conf)))
+
+
+def _problem(conf: Path) -> str:
+    """What check_auth says of ``conf``, without its "FILE: "."""
+    with pytest.raises(check.ConfigProblem) as refused:
+        check.check_auth(berth_conf.load(["--config-file", str(conf)]))
+    return str(refused.value).split(": ", 1)[1]
+
+
+def test_upstream_keystone_configurations_are_accepted(tmp_path: Path) -> None:
+    """devstack's section, the real-Keystone suite's (tests/keystone),
+    and one whose plugin options live in the section auth_section names:
+    no refusal, and nothing reported unknown."""
+    from types import SimpleNamespace
+
+    from support.keystone import authtoken_conf
+    real = authtoken_conf(SimpleNamespace(url="http://127.0.0.1:5000"))  # type: ignore[arg-type]
+    sections = {
+        "devstack": DEVSTACK,
+        "tests-keystone": "[keystone_authtoken]\n" + "".join(
+            "%s = %s\n" % item for item in real.items()),
+        "auth-section": "[keystone_authtoken]\nauth_section = service_user\n"
+                        "www_authenticate_uri = http://k:5000\n"
+                        "[service_user]\nauth_type = password\n"
+                        "auth_url = http://k:5000\nusername = placement\n"
+                        "password = secret\nproject_name = service\n",
+    }
+    for name, section in sections.items():
+        loaded = _conf_with(tmp_path, KEYSTONE + section)
+        check.check_auth(loaded)  # type: ignore[arg-type]
+        assert check.unknown_names(loaded) == [], name  # type: ignore[arg-type]
+
+
+def test_a_good_keystone_configuration_serves(tmp_path: Path) -> None:
+    """devstack's section starts; a request without a token is keystone's
+    401 naming www_authenticate_uri (no Keystone needed for that)."""
+    from support.processes import Server, free_port
+    conf = write(tmp_path, KEYSTONE.replace("{db}", "{db}\nsync_on_startup = "
+                                            "true") + DEVSTACK)
+    port, log = free_port(), tmp_path / "serve.log"
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*BERTH, "serve", "--config-file", str(conf), "--port", str(port),
+             "--workers", "1"], stderr=sink, stdout=subprocess.DEVNULL, env=env)
+    srv = Server(proc, port, log)
+    try:
+        srv.wait_log("serving Placement API")
+        status, headers, _ = srv.raw(b"GET /resource_providers HTTP/1.1\r\n"
+                                     b"Host: x\r\nConnection: close\r\n\r\n")
+        assert status.startswith("HTTP/1.1 401"), status
+        assert headers["www-authenticate"] == (
+            'Keystone uri="http://127.0.0.1/identity"')
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert "berth: warning" not in srv.log_text()

@@ -24,14 +24,20 @@ from support.processes import BERTH, Server, free_port
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
 
-def start(tmp_path: Path, *extra: str) -> Server:
+def start(tmp_path: Path, *extra: str,
+          env: dict[str, str] | None = None) -> Server:
+    """``berth serve *extra`` in ``tmp_path``, its stderr in serve.log;
+    ``env`` replaces the environment (default: this one, with the
+    embedded database in ``tmp_path``)."""
     port = free_port()
     log = tmp_path / "serve.log"
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-           "OS_PLACEMENT_CONFIG_DIR": ""}
+    if env is None:
+        env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
+               "OS_PLACEMENT_CONFIG_DIR": ""}
     with log.open("wb") as sink:
         proc = subprocess.Popen([*BERTH, "serve", "--port", str(port), *extra],
-                                stderr=sink, stdout=subprocess.DEVNULL, env=env)
+                                stderr=sink, stdout=subprocess.DEVNULL, env=env,
+                                cwd=tmp_path)
     return Server(proc, port, log)
 
 
@@ -190,6 +196,56 @@ def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
             socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     finally:
         stop(srv)
+
+
+def test_the_control_socket_is_turned_off_only_where_gunicorn_has_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gunicorn 25.1 added the setting; before it, setting it would be an
+    error, so it is set only when gunicorn's registry lists it."""
+    from berth.serve import master
+    has_it = any(setting.name == "control_socket_disable"
+                 for setting in master.KNOWN_SETTINGS)
+    options = master.gunicorn_options("127.0.0.1", 8778, 1)
+    assert options.get("control_socket_disable") is (True if has_it else None)
+    monkeypatch.setattr(master, "KNOWN_SETTINGS", [
+        setting for setting in master.KNOWN_SETTINGS
+        if not setting.name.startswith("control_socket")])
+    assert "control_socket_disable" not in master.gunicorn_options(
+        "127.0.0.1", 8778, 1)
+
+
+@pytest.mark.parametrize("home", ["empty", "missing"])
+def test_serving_writes_nothing_to_home_and_opens_no_control_socket(
+        tmp_path: Path, home: str) -> None:
+    """gunicorn 25.1 and later open a control socket under $HOME unless
+    told not to (berth.serve.master), stevedore caches entry points there
+    (berth.serve.no_entry_point_cache); nothing may land there when a
+    configuration file says where everything goes, nor $HOME be made."""
+    folder = tmp_path / "home"
+    if home == "empty":
+        folder.mkdir()
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
+                    "connection = sqlite:///%s\nsync_on_startup = true\n"
+                    % (tmp_path / "p.sqlite"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+                        "BERTH_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR")}
+    env.update(HOME=str(folder), OS_PLACEMENT_CONFIG_DIR="")
+    srv = start(tmp_path, "--config-file", str(conf), "--workers", "1",
+                env=env)
+    try:
+        srv.wait_log("serving Placement API")
+        assert srv.raw(get("/resource_providers"))[0].startswith(
+            "HTTP/1.1 200")
+    finally:
+        assert stop(srv) == 0, srv.log_text()
+    assert "Control socket" not in srv.log_text()
+    if home == "empty":
+        assert list(folder.iterdir()) == []
+    else:
+        assert not folder.exists()
+    assert not (tmp_path / "gunicorn.ctl").exists()
 
 
 if __name__ == "__main__":  # pragma: no cover

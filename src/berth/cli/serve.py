@@ -20,7 +20,9 @@ def register(sub: common.Subparsers) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from berth import logs
+    from berth import logs, serve
+    # Before anything looks up a plugin (importing master does).
+    serve.no_entry_point_cache()
     from berth.serve import master
     conf = common.load_conf(args)
     logs.setup(conf)

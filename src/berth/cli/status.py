@@ -8,7 +8,8 @@ Checks: database migrations not yet applied; incomplete consumers (whose
 project or user is the ``[placement] incomplete_consumer_*`` placeholder);
 providers without a root; and the policy file: rules Berth does not know,
 rules that do not parse, references to undefined rules, and a JSON file
-(deprecated upstream in favour of YAML).
+(deprecated upstream in favour of YAML); and Keystone authentication that
+``berth serve`` would refuse (``berth.conf.check.check_auth``).
 """
 
 from __future__ import annotations
@@ -152,11 +153,27 @@ def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
     return Result(Code.SUCCESS)
 
 
+def check_keystone(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+    """Failure for what ``berth serve`` and ``berth.wsgi`` refuse to start
+    with: ``auth_strategy = keystone`` without a usable
+    ``[keystone_authtoken]``."""
+    from berth import conf as berth_conf
+    from berth.conf import check
+    if berth_conf.is_embedded(conf):  # berth serve: noauth2 on loopback
+        return Result(Code.SUCCESS)
+    try:
+        check.check_auth(conf)
+    except check.ConfigProblem as exc:
+        return Result(Code.FAILURE, str(exc))
+    return Result(Code.SUCCESS)
+
+
 CHECKS: list[tuple[str, Check]] = [
     ("Database Migrations", check_migrations),
     ("Incomplete Consumers", check_incomplete_consumers),
     ("Missing Root Provider IDs", check_root_providers),
     ("Policy File", check_policy),
+    ("Keystone Authentication", check_keystone),
 ]
 
 

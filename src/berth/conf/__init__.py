@@ -104,7 +104,17 @@ berth_opts = [
                      "section or option Berth does not read (a misspelled "
                      "name, say). Off: each is logged as a warning, with "
                      "the nearest known name, and the rest of the file "
-                     "applies."),
+                     "applies. Off by default, configuration file or not: "
+                     "the placement.conf that deployment tools write for "
+                     "upstream also sets what Placement never reads "
+                     "([oslo_concurrency], [oslo_messaging_notifications], "
+                     "[oslo_middleware], [DEFAULT] state_path), upstream "
+                     "starts with it, and so must its drop-in. The "
+                     "misspellings that would change what Berth serves "
+                     "are refused whatever this says: a file without "
+                     "[placement_database] connection, and [api] "
+                     "auth_strategy = keystone without a keystone_authtoken "
+                     "section that can validate tokens."),
     cfg.StrOpt("metrics_listen",
                help="host:port on which `berth serve` also serves the "
                     "Prometheus metrics (GET /metrics), without "
@@ -219,6 +229,9 @@ ENFORCE_SCOPE = cfg.BoolOpt(
     "enforce_scope", default=True,
     help="Reject tokens whose scope a rule does not allow.")
 
+#: [oslo_policy] defaults as oslo.policy 4.4 and later set them.
+POLICY_DEFAULTS = {"enforce_scope": True, "enforce_new_defaults": True}
+
 #: The entry point name of the /healthcheck database backend.
 HEALTHCHECK_BACKEND = "berth_database"
 
@@ -239,6 +252,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     policy_opts._register(conf)
     if "enforce_scope" not in conf.oslo_policy:
         conf.register_opt(ENFORCE_SCOPE, group="oslo_policy")
+    # oslo.policy before 4.4 defaults both to False; Berth's defaults are
+    # the secure ones (docs/config-reference.md) whatever the release.
+    for name, value in POLICY_DEFAULTS.items():
+        conf.set_default(name, value, group="oslo_policy")
     from oslo_middleware import cors
     conf.register_opts(cors.CORS_OPTS, group="cors")
     # oslo.middleware's [healthcheck], with Berth's database check on by

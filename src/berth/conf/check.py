@@ -8,6 +8,10 @@ line that names the file and what was meant.
 - :func:`check_bind`: ``noauth2`` (no authentication) is served on a
   non-loopback address only when a configuration file says
   ``auth_strategy = noauth2``.
+- :func:`check_auth`: ``auth_strategy = keystone`` needs a
+  ``[keystone_authtoken]`` with which keystonemiddleware can validate
+  tokens; without one every request would be a 500. ``berth serve``, the
+  WSGI entry point and ``berth status upgrade check`` run it.
 
 The database connection itself is checked by ``berth.conf.database_url``:
 a configuration file without one is refused, never replaced by the
@@ -33,29 +37,72 @@ IGNORED_SECTIONS = {
 }
 
 
+#: The section keystonemiddleware reads.
+AUTHTOKEN = "keystone_authtoken"
+#: What [keystone_authtoken] holds in upstream's install guide.
+AUTHTOKEN_EXAMPLE = ("auth_type = password with auth_url, username, password, "
+                     "user_domain_name, project_name, project_domain_name; "
+                     "and www_authenticate_uri")
+
+
 class ConfigProblem(ValueError):
     """The configuration cannot be used; the message is one line."""
 
 
 def known_names(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
     """Every section Berth reads, with its option names (and their
-    deprecated names, which oslo.config still honours)."""
+    deprecated names, which oslo.config still honours). The keystoneauth
+    plugin's options are known where keystonemiddleware reads them."""
+    from keystoneauth1 import loading
+    group, plugin = _auth_plugin(conf)
+    options = _plugin_options(plugin)
+    listed = berth_opts.list_opts(plugin if options and group == AUTHTOKEN
+                                  else None)
+    if group != AUTHTOKEN:
+        listed.append((group, loading.get_auth_common_conf_options()
+                       + (options or [])))
     known: dict[str, set[str]] = {}
-    for group, options in berth_opts.list_opts(_auth_plugin(conf)):
-        for opt in options:
-            known.setdefault(group, set()).update({opt.dest, opt.name})
+    for section, opts in listed:
+        for opt in opts:
+            known.setdefault(section, set()).update({opt.dest, opt.name})
             for old in opt.deprecated_opts:
                 if old.name:
-                    known.setdefault(old.group or group, set()).add(old.name)
+                    known.setdefault(old.group or section, set()).add(old.name)
     return known
 
 
-def _auth_plugin(conf: cfg.ConfigOpts) -> str | None:
+def _auth_plugin(conf: cfg.ConfigOpts) -> tuple[str, str | None]:
+    """Where keystonemiddleware reads its keystoneauth plugin's options
+    ([keystone_authtoken], or the section its ``auth_section`` names),
+    and the plugin's name (``auth_type``; None when unset)."""
+    from keystoneauth1 import loading
     try:
-        plugin: str | None = conf.keystone_authtoken.auth_type
+        loading.register_auth_conf_options(conf, AUTHTOKEN)
+        group: str = conf[AUTHTOKEN].auth_section or AUTHTOKEN
+        plugin: str | None = conf[group].auth_type
     except cfg.Error:
+        return AUTHTOKEN, None
+    return group, plugin
+
+
+def _plugin_names() -> set[str]:
+    """keystoneauth's plugin names, found without loading any plugin
+    (stevedore logs every plugin that fails to load)."""
+    from importlib.metadata import entry_points
+    return {ep.name for ep in entry_points(group="keystoneauth1.plugin")}
+
+
+def _plugin_options(plugin: str | None) -> list[Any] | None:
+    """keystoneauth ``plugin``'s options; None for no plugin, or one
+    that does not exist or does not load."""
+    from keystoneauth1 import exceptions, loading
+    if not plugin or plugin not in _plugin_names():
         return None
-    return plugin
+    try:
+        options: list[Any] = loading.get_auth_plugin_conf_options(plugin)
+    except exceptions.NoMatchingPlugin:
+        return None
+    return options
 
 
 def _read(path: str) -> dict[str, dict[str, Any]]:
@@ -139,3 +186,69 @@ def check_bind(conf: cfg.ConfigOpts, host: str) -> None:
         "auth_strategy = noauth2 must be written in a configuration file "
         "to serve beyond a loopback address (it came from %s)"
         % (host, source))
+
+
+def check_auth(conf: cfg.ConfigOpts) -> None:
+    """Raise :class:`ConfigProblem` (one line naming the files and the
+    section) when ``auth_strategy = keystone`` and keystonemiddleware
+    could not validate a token: no ``[keystone_authtoken]`` (a misspelled
+    section), no ``auth_type``, a plugin keystoneauth does not know, or
+    one that lacks what it signs in with (``auth_url``; a user and a
+    password for the password plugins).
+
+    ``www_authenticate_uri`` is not required: without it keystonemiddleware
+    names the plugin's ``auth_url`` in its 401s (and warns at start)."""
+    if conf.api.auth_strategy != "keystone":
+        return
+    group, plugin = _auth_plugin(conf)
+    section = "[%s]" % group + ("" if group == AUTHTOKEN else
+                                " (auth_section of [%s])" % AUTHTOKEN)
+    files = _files_with(conf, group)
+    where = _names(conf, files)
+    if not plugin:
+        raise ConfigProblem(
+            "%s: %s %s: with [api] auth_strategy = keystone, "
+            "keystonemiddleware needs it to validate tokens (%s)"
+            % (where, section, "sets no auth_type" if files else "is missing",
+               AUTHTOKEN_EXAMPLE))
+    options = _plugin_options(plugin)
+    if options is None:
+        near = _nearest(plugin, _plugin_names())
+        raise ConfigProblem(
+            "%s: %s auth_type = %s is no keystoneauth plugin Berth can load%s"
+            % (where, section, plugin,
+               " (did you mean %s?)" % near if near else ""))
+    conf.register_opts(options, group=group)  # as keystonemiddleware does
+    missing = _missing(options, {opt.dest: conf[group][opt.dest]
+                                 for opt in options})
+    if missing:
+        raise ConfigProblem(
+            "%s: %s auth_type = %s needs %s to sign in to Keystone and "
+            "validate tokens" % (where, section, plugin, " and ".join(missing)))
+
+
+def _missing(options: list[Any], values: dict[str, Any]) -> list[str]:
+    """What a keystoneauth plugin lacks: its required options, and for
+    the password plugins a user and a password (keystoneauth marks
+    neither required, but no password plugin signs in without them)."""
+    missing = [opt.dest for opt in options
+               if opt.required and values.get(opt.dest) is None]
+    if "password" in values:
+        if "username" not in missing and not (
+                values.get("username") or values.get("user_id")):
+            missing.append("username (or user_id)")
+        if "password" not in missing and not values.get("password"):
+            missing.append("password")
+    return missing
+
+
+def _files_with(conf: cfg.ConfigOpts, section: str) -> list[str]:
+    """The configuration files that have ``[section]``."""
+    return [path for path in berth_conf.config_files(conf)
+            if section in _read(path)]
+
+
+def _names(conf: cfg.ConfigOpts, files: list[str]) -> str:
+    """``files``, else every file read, as one line names them."""
+    return ", ".join(files or berth_conf.config_files(conf)
+                     ) or "no configuration file"

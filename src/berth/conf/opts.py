@@ -90,10 +90,12 @@ def _merged(found: OptList) -> OptList:
 def set_defaults() -> None:
     """Berth's defaults for the libraries' options (the generator's
     ``oslo.config.opts.defaults`` hook): the /healthcheck database check
-    on, and Berth's quieter log levels."""
+    on, [oslo_policy]'s secure defaults and Berth's quieter log levels."""
     from oslo_middleware.healthcheck import opts as healthcheck_opts
+    from oslo_policy import opts as policy_opts
 
     from berth import logs
     cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
                      backends=[berth_conf.HEALTHCHECK_BACKEND])
+    cfg.set_defaults(policy_opts._options, **berth_conf.POLICY_DEFAULTS)
     logs.set_defaults()

@@ -29,6 +29,7 @@ from typing import Any
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
+from gunicorn.config import KNOWN_SETTINGS
 from oslo_config import cfg
 
 from berth import conf as berth_conf
@@ -122,7 +123,21 @@ def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
         "proc_name": "berth",
         "when_ready": _when_ready,
         "on_exit": _on_exit,
+        **_without_control_socket(),
     }
+
+
+def _without_control_socket() -> dict[str, Any]:
+    """gunicorn 25.1 and later open a control socket (``gunicornc``) by
+    default, in ``$XDG_RUNTIME_DIR`` or else ``~/.gunicorn/`` (made if
+    need be): one path for every server the user runs, removed by
+    whichever stops first, and a management interface nobody asked for.
+    Berth is managed by its signals (HUP, TERM, TTIN, TTOU). Earlier
+    releases know no such setting: gunicorn's registry of settings, not
+    its version, tells."""
+    known = {setting.name for setting in KNOWN_SETTINGS}
+    return ({"control_socket_disable": True}
+            if "control_socket_disable" in known else {})
 
 
 def _when_ready(arbiter: Arbiter) -> None:
@@ -270,10 +285,12 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
 def run(conf: cfg.ConfigOpts, host: str, port: int,
         workers: int | None) -> int:
     """Serve until stopped; exit status. Refuses, with one line and before
-    anything is loaded, an address it may not or cannot bind
+    anything is loaded, an address it may not or cannot bind, and a
+    Keystone setup with which no token could be validated
     (``ConfigProblem``, ``SystemExit``)."""
     if berth_conf.is_embedded(conf):
         conf.set_override("auth_strategy", "noauth2", group="api")
+    check.check_auth(conf)
     check.check_bind(conf, host)
     check_port_free(host, port)
     address = watch.listen_address(conf)
