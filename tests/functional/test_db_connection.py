@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql
 from berth.db import connection as db_connection
 from berth.db import tables as t
 from berth.db.engine import Database
+from tests.functional.test_db_thin import NEEDS_THIN
 
 TR = t.traits
 # Prebuilt, as the domain's statements are: an IN list as an expanding
@@ -44,6 +45,7 @@ def test_the_connection_is_berths(db: Database) -> None:
     assert isinstance(db.read(lambda conn: conn), db_connection.Connection)
 
 
+@NEEDS_THIN
 @pytest.mark.parametrize("count", [1, 3, db_connection.SIZED_LIST_MAX])
 def test_a_short_list_runs_as_plain_parameters(db: Database,
                                                count: int) -> None:
@@ -86,6 +88,7 @@ def test_a_list_for_a_parameter_that_is_not_expanding_is_left_alone() -> None:
     assert db_connection.sized(text, params) == (text, params)
 
 
+@NEEDS_THIN
 def test_scalar_and_scalars_size_lists_too(db: Database) -> None:
     count = sa.select(sa.func.count()).select_from(TR).where(
         TR.c.name.in_(sa.bindparam("names", expanding=True)))

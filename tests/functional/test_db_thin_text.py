@@ -15,9 +15,17 @@ import sqlalchemy as sa
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.test_db_thin import PROBE, _outcome, probe, spy_contexts
+from tests.functional.test_db_thin import (
+    NEEDS_THIN,
+    PROBE,
+    _outcome,
+    losing_the_first,
+    probe,
+    spy_contexts,
+)
 
 __all__ = ["probe"]  # the fixture: test_db_thin's table and rows
+pytestmark = NEEDS_THIN
 
 ALL = "SELECT id, name, note FROM %s ORDER BY id" % PROBE.name
 
@@ -167,17 +175,10 @@ def test_database_run_runs_again_after_a_lost_connection(
         db: Database, probe: sa.Table, contexts: list[str]) -> None:
     db.read(lambda conn: conn.exec_driver_sql(ALL).all())
     del contexts[:]
-    attempts: list[int] = []
-
-    def lose_the_first(conn: Any) -> Any:
-        attempts.append(len(attempts))
-        if len(attempts) == 1:
-            conn.connection.driver_connection.close()
-        return conn.exec_driver_sql(ALL).all()
-
-    assert [row.name for row in db.read(lose_the_first)] == [
-        "one", "two", "three"]
-    assert attempts == [0, 1]
+    rows, attempts = losing_the_first(
+        db, lambda conn: conn.exec_driver_sql(ALL).all())
+    assert [row.name for row in rows] == ["one", "two", "three"]
+    assert attempts == 2
     assert contexts == []  # both attempts ran thin
 
 

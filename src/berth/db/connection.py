@@ -1,7 +1,9 @@
 """The connection ``Database.run`` and ``Database.read`` hand out.
 
 It is SQLAlchemy's ``Connection`` (made by its constructor, as
-``Engine.connect`` makes one), with two shortcuts in its ``execute``:
+``Engine.connect`` makes one), with three shortcuts in its ``execute``
+and ``exec_driver_sql`` (when SQLAlchemy is a release they were checked
+against: see the end):
 
 - **IN lists sized.** A statement with expanding ``IN`` lists runs as a
   statement of one plain parameter per item, built once per list length.
@@ -15,17 +17,18 @@ It is SQLAlchemy's ``Connection`` (made by its constructor, as
   spends on a one-row ``SELECT`` the driver takes a twentieth; most go to
   building an execution context and a ``CursorResult`` that are the same
   for every run of a statement built once at import time. So a ``SELECT``
-  (or a ``UNION`` of them) run with a dict of parameters is counted per dialect, under a weak
-  reference to the statement object; on its second run its plan is kept
-  (SQLAlchemy's compiled statement and its result metadata), and from the
-  third on it runs without an execution context: the parameters through
-  ``construct_params`` and the bind processors, the engine's
-  ``before_cursor_execute``/``after_cursor_execute`` listeners called as
-  SQLAlchemy calls them, ``dialect.do_execute``, errors through the
-  connection's ``_handle_dbapi_exception`` (so they are wrapped, and a lost
-  connection invalidated, exactly as on the normal path, and
-  ``Database.run`` retries and reconnects as before), and the rows fetched
-  at once into an ``IteratorResult`` over SQLAlchemy's metadata.
+  (or a ``UNION`` of them) run with a dict of parameters is counted per
+  dialect, under a weak reference to the statement object; on its second
+  run its plan is kept (SQLAlchemy's compiled statement and its result
+  metadata), and from the third on it runs without an execution context:
+  the parameters through ``construct_params`` and the bind processors,
+  the engine's ``before_cursor_execute``/``after_cursor_execute``
+  listeners called as SQLAlchemy calls them, ``dialect.do_execute``,
+  errors through the connection's ``_handle_dbapi_exception`` (so they are
+  wrapped, and a lost connection invalidated, exactly as on the normal
+  path, and ``Database.run`` retries and reconnects as before), and the
+  rows fetched at once into an ``IteratorResult`` over SQLAlchemy's
+  metadata.
 
   Anything else stays on SQLAlchemy's path: writes, lists of parameter
   dicts, execution options, statements still expanding (empty lists or
@@ -49,18 +52,25 @@ It is SQLAlchemy's ``Connection`` (made by its constructor, as
   path took 46-61 µs of a worker's CPU for ``SELECT id, seq FROM
   berth_state``, which the driver alone sends in 15.
 
-This uses SQLAlchemy's private API (checked against SQLAlchemy 2.1.9):
-``Select._compile_w_cache``, ``Engine._compiled_cache``,
-``SQLCompiler.construct_params(_collected_params=)``, ``_bind_processors``,
-``positiontup``, ``escaped_bind_names``, ``CursorResult._metadata``,
+These shortcuts use SQLAlchemy's private API: ``Select._compile_w_cache``,
+``Engine._compiled_cache``, ``SQLCompiler.construct_params`` (and its
+``_collected_params`` in 2.1), ``_bind_processors``, ``positiontup``,
+``escaped_bind_names``, ``CursorResult._metadata``,
 ``Connection._handle_dbapi_exception``, ``_safe_close_cursor`` and its
-transaction attributes.
-``tests/functional/test_db_thin.py`` pins the behaviour on each backend.
+transaction attributes. They were checked against SQLAlchemy 2.0.0 to
+2.0.58 and 2.1.0 to 2.1.9 (:data:`VERIFIED`). At import the module checks
+that the installed SQLAlchemy is one of those releases and that what it
+touches is there with the keywords it passes (:data:`THIN`); under any
+other release every statement runs SQLAlchemy's public way (no sized
+lists, nothing thin): slower, with the same results.
+``tests/functional/test_db_thin.py`` pins the behaviour on each backend,
+and ``tests/functional/test_db_connection_fallback.py`` the public way.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +80,67 @@ from sqlalchemy import engine as sa_engine
 from sqlalchemy.engine import cursor as sa_cursor
 from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql import compiler, elements, visitors
+
+#: The SQLAlchemy releases whose private API the shortcuts were checked
+#: against, as (first, last) patch level of each series: 2.0.0, 2.0.10,
+#: 2.0.30, 2.0.46 and 2.0.52 (OpenStack's 2026.1 and master constraints),
+#: 2.0.58, 2.1.0, 2.1.5 and 2.1.9 pass ``tests/functional/test_db_thin*.py``
+#: and ``test_db_connection*.py`` on SQLite, PostgreSQL and MariaDB.
+#: 2.0 and 2.1 differ in two places: ``_compile_w_cache`` returns three
+#: values in 2.0, four in 2.1 (the statement's collected parameters,
+#: which ``construct_params`` then takes as ``_collected_params``).
+VERIFIED: dict[tuple[int, int], tuple[int, int]] = {
+    (2, 0): (0, 58), (2, 1): (0, 9)}
+
+
+def private_api_checked(version: str) -> bool:
+    """Whether SQLAlchemy ``version`` (``sa.__version__``) is a release in
+    :data:`VERIFIED` (not a pre-, post- or development release) and its
+    private API has the shape the shortcuts use
+    (:func:`_private_api_shaped`)."""
+    parts = version.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return False
+    major, minor, patch = (int(part) for part in parts)
+    span = VERIFIED.get((major, minor))
+    return (span is not None and span[0] <= patch <= span[1]
+            and _private_api_shaped(collects=(major, minor) >= (2, 1)))
+
+
+def _private_api_shaped(*, collects: bool) -> bool:
+    """Whether the private methods and attributes the shortcuts touch are
+    there, with the keywords they pass (``collects``: whether
+    ``construct_params`` should take ``_collected_params``)."""
+    try:
+        compile_kw = inspect.signature(sa.Select._compile_w_cache).parameters
+        construct_kw = inspect.signature(
+            compiler.SQLCompiler.construct_params).parameters
+    except (AttributeError, TypeError, ValueError):  # gone, or compiled
+        return False
+    attributes = {
+        sa_engine.Connection: ("_handle_dbapi_exception",
+                               "_safe_close_cursor", "_trans_context_manager"),
+        compiler.SQLCompiler: (
+            "_bind_processors", "positiontup", "escaped_bind_names",
+            "literal_execute_params", "post_compile_params",
+            "schema_translate_map", "has_out_parameters"),
+        sa_cursor.CursorResultMetaData: ("_safe_for_cache",),
+        sa_engine.default.DefaultExecutionContext: (
+            "_is_server_side", "cursor_fetch_strategy"),
+        sa_cursor: ("_DEFAULT_FETCH",),
+        BindTyping: ("SETINPUTSIZES",),
+    }
+    return ({"dialect", "compiled_cache", "column_keys", "for_executemany",
+             "schema_translate_map"} <= compile_kw.keys()
+            and {"extracted_parameters", "escape_names"} <= construct_kw.keys()
+            and ("_collected_params" in construct_kw) == collects
+            and all(hasattr(owner, name) for owner, names in attributes.items()
+                    for name in names))
+
+
+#: Whether the shortcuts run (decided once, at import): when False every
+#: statement goes SQLAlchemy's public way, with the same results.
+THIN = private_api_checked(sa.__version__)
 
 #: Lists up to this long get a statement of their own; longer ones (and
 #: empty ones) keep the expanding parameter.
@@ -108,7 +179,7 @@ class Connection(sa_engine.Connection):
 
     def execute(self, statement: Any, parameters: Any = None, *,
                 execution_options: Any = None) -> Any:
-        if type(parameters) is dict:
+        if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
             if type(statement) in _SELECTS and not execution_options:
                 return self._select(statement, parameters)
@@ -117,7 +188,7 @@ class Connection(sa_engine.Connection):
 
     def scalar(self, statement: Any, parameters: Any = None, *,
                execution_options: Any = None) -> Any:
-        if type(parameters) is dict:
+        if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
             if type(statement) in _SELECTS and not execution_options:
                 return self._select(statement, parameters).scalar()
@@ -126,7 +197,7 @@ class Connection(sa_engine.Connection):
 
     def exec_driver_sql(self, statement: Any, parameters: Any = None,
                         execution_options: Any = None) -> Any:
-        if (type(statement) is not str or execution_options
+        if (not THIN or type(statement) is not str or execution_options
                 or type(parameters) not in (tuple, dict, type(None))):
             # Options, or a list of parameter sets (executemany).
             return super().exec_driver_sql(statement, parameters,
@@ -299,9 +370,14 @@ class _Plan:
         if compiled is None or not conn._thin_ready():
             return None
         try:
-            values = compiled.construct_params(
-                params, extracted_parameters=self.extracted,
-                escape_names=False, _collected_params=self.collected)
+            if self.collected is None:  # always, before SQLAlchemy 2.1
+                values = compiled.construct_params(
+                    params, extracted_parameters=self.extracted,
+                    escape_names=False)
+            else:
+                values = compiled.construct_params(
+                    params, extracted_parameters=self.extracted,
+                    escape_names=False, _collected_params=self.collected)
             if self.positional:
                 sent: Any = self.sequence([
                     value(values[key]) if value else values[key]
@@ -365,11 +441,15 @@ def _plan(conn: Connection, statement: Any,
             or dialect.server_side_cursors or context._is_server_side
             or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH):
         return _NEVER
-    compiled, extracted, collected, _ = statement._compile_w_cache(
+    # (compiled, extracted, cache_hit) in 2.0; collected before cache_hit
+    # in 2.1 (see VERIFIED).
+    found = statement._compile_w_cache(
         dialect=dialect, compiled_cache=conn.engine._compiled_cache,
         column_keys=sorted(params), for_executemany=False,
         schema_translate_map=None,
         linting=dialect.compiler_linting | compiler.WARN_LINTING)
+    compiled, extracted = found[0], found[1]
+    collected = found[2] if len(found) == 4 else None
     metadata = result._metadata
     if (compiled is not context.compiled  # not cached: nothing to keep
             or not isinstance(compiled, compiler.SQLCompiler)
