@@ -71,6 +71,18 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def serve(folder: Path, port: int, *args: str,
+          env: dict[str, str]) -> Server:
+    """``berth serve *args`` started in ``folder`` with environment
+    ``env``, its stderr in ``folder/serve.log``; ``port`` is the one the
+    returned ``Server`` talks to (``args`` should say it)."""
+    log = folder / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([*BERTH, "serve", *args], stderr=sink,
+                                stdout=subprocess.DEVNULL, env=env, cwd=folder)
+    return Server(proc, port, log)
+
+
 class Server:
     """A running ``berth serve`` whose stderr goes to ``log``."""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import BERTH, Server, free_port
+from support.processes import BERTH, Server, free_port, serve
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
@@ -30,15 +30,10 @@ def start(tmp_path: Path, *extra: str,
     ``env`` replaces the environment (default: this one, with the
     embedded database in ``tmp_path``)."""
     port = free_port()
-    log = tmp_path / "serve.log"
     if env is None:
         env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
                "OS_PLACEMENT_CONFIG_DIR": ""}
-    with log.open("wb") as sink:
-        proc = subprocess.Popen([*BERTH, "serve", "--port", str(port), *extra],
-                                stderr=sink, stdout=subprocess.DEVNULL, env=env,
-                                cwd=tmp_path)
-    return Server(proc, port, log)
+    return serve(tmp_path, port, "--port", str(port), *extra, env=env)
 
 
 def stop(server: Server) -> int:
@@ -202,16 +197,18 @@ def test_the_control_socket_is_turned_off_only_where_gunicorn_has_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """gunicorn 25.1 added the setting; before it, setting it would be an
     error, so it is set only when gunicorn's registry lists it."""
+    from berth import conf as berth_conf
     from berth.serve import master
+    conf = berth_conf.load([], default_config_files=[])
     has_it = any(setting.name == "control_socket_disable"
                  for setting in master.KNOWN_SETTINGS)
-    options = master.gunicorn_options("127.0.0.1", 8778, 1)
+    options = master.gunicorn_options(conf, "127.0.0.1:8778", 1)
     assert options.get("control_socket_disable") is (True if has_it else None)
     monkeypatch.setattr(master, "KNOWN_SETTINGS", [
         setting for setting in master.KNOWN_SETTINGS
         if not setting.name.startswith("control_socket")])
     assert "control_socket_disable" not in master.gunicorn_options(
-        "127.0.0.1", 8778, 1)
+        conf, "127.0.0.1:8778", 1)
 
 
 @pytest.mark.parametrize("home", ["empty", "missing"])

@@ -2,6 +2,12 @@
 
 Middleware order, outermost first, and why:
 
+0. ``Forwarded`` (oslo.middleware's ``HTTPProxyToWSGI``), only when
+   ``[oslo_middleware] enable_proxy_headers_parsing`` is on, as upstream
+   has it: the client's address and scheme from a proxy's
+   ``Forwarded`` or ``X-Forwarded-*`` headers, before anything reads them
+   (the request-log line ``Edge`` writes, refusals included; the absolute
+   ``Location`` URLs the handlers build). Off, those headers are ignored.
 1. ``Edge`` -- request id, the request-log line, body/URL/header limits and
    a last-resort handler, so that *every* response (even a 401 or a crash)
    has an ``x-openstack-request-id`` and a Placement-format body.
@@ -28,6 +34,7 @@ import falcon
 import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_context import context as oslo_context
+from oslo_middleware import http_proxy_to_wsgi
 
 from berth import logs
 from berth.api import errors, healthcheck_middleware, microversion, render
@@ -257,7 +264,20 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
         wsgi = cors.CORS(wsgi, conf)
     edge = Edge(wsgi, conf, state.metrics)
     edge.state = state
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        return Forwarded(edge, state)
     return edge
+
+
+class Forwarded(http_proxy_to_wsgi.HTTPProxyToWSGI):  # type: ignore[misc]
+    """oslo.middleware's ``HTTPProxyToWSGI`` around ``Edge``: the client's
+    address (``REMOTE_ADDR``), scheme and host from the headers of the
+    proxy in front, as upstream's pipeline reads them. Keeps the
+    application state where the serving layer looks for it."""
+
+    def __init__(self, app: Edge, state: State) -> None:
+        super().__init__(app, state.conf)
+        self.state = state
 
 
 def _buffer_body(environ: dict[str, Any],

@@ -17,7 +17,7 @@ from berth import conf as berth_conf
 
 #: Groups Berth reads, in the order the reference lists them.
 GROUPS = ["DEFAULT", "placement_database", "api", "placement", "oslo_policy",
-          "cors", "healthcheck", "berth"]
+          "cors", "oslo_middleware", "healthcheck", "berth"]
 
 
 def _default(opt: Any) -> str:

@@ -108,13 +108,15 @@ berth_opts = [
                      "the placement.conf that deployment tools write for "
                      "upstream also sets what Placement never reads "
                      "([oslo_concurrency], [oslo_messaging_notifications], "
-                     "[oslo_middleware], [DEFAULT] state_path), upstream "
+                     "[DEFAULT] state_path), upstream "
                      "starts with it, and so must its drop-in. The "
                      "misspellings that would change what Berth serves "
                      "are refused whatever this says: a file without "
-                     "[placement_database] connection, and [api] "
+                     "[placement_database] connection, [api] "
                      "auth_strategy = keystone without a keystone_authtoken "
-                     "section that can validate tokens."),
+                     "section that can validate tokens, and (for `berth "
+                     "serve`) a [berth] option misspelled from a TLS one "
+                     "(ssl_certfile)."),
     cfg.StrOpt("metrics_listen",
                help="host:port on which `berth serve` also serves the "
                     "Prometheus metrics (GET /metrics), without "
@@ -192,6 +194,32 @@ berth_opts = [
                     "one does. 0: workers are never replaced for their "
                     "memory. Only with the candidate cache on (a master "
                     "that holds the world)."),
+    cfg.IntOpt("worker_timeout", default=120, min=0,
+               help="Seconds a `berth serve` worker may stay silent (one "
+                    "request taking that long, or a worker stuck) before "
+                    "the master kills it and forks a replacement; the "
+                    "request gets no answer. Above the slowest request "
+                    "you serve (a large allocation-candidates query, a "
+                    "whole load of the world by a worker) and below the "
+                    "proxy's own timeout in front of Berth. 0: never."),
+    cfg.StrOpt("ssl_cert_file",
+               help="PEM certificate (with its chain) that `berth serve` "
+                    "presents: set with ssl_key_file, the API is served "
+                    "over TLS only. Setting one of the two without the "
+                    "other, or a file that cannot be read, stops `berth "
+                    "serve` at start: it never falls back to plain HTTP "
+                    "(nor for a misspelled ssl_ option). oslo.service's "
+                    "[ssl] cert_file is not read (nor by upstream under "
+                    "uWSGI). Other WSGI servers (berth.wsgi) use their "
+                    "own TLS settings."),
+    cfg.StrOpt("ssl_key_file",
+               help="PEM private key of ssl_cert_file (unencrypted)."),
+    cfg.StrOpt("ssl_ca_file",
+               help="PEM certificates of the authorities that sign client "
+                    "certificates: set, `berth serve` (with ssl_cert_file "
+                    "and ssl_key_file) accepts only clients that present "
+                    "a certificate one of them signed (mutual TLS). "
+                    "Unset: no client certificate is asked for."),
     cfg.StrOpt("watch_listen",
                help="host:port on which `berth serve` serves the change "
                     "feed's watch form (GET /berth/changes/watch, "
@@ -256,8 +284,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     # the secure ones (docs/config-reference.md) whatever the release.
     for name, value in POLICY_DEFAULTS.items():
         conf.set_default(name, value, group="oslo_policy")
-    from oslo_middleware import cors
+    from oslo_middleware import cors, http_proxy_to_wsgi
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    # [oslo_middleware] enable_proxy_headers_parsing, read by the
+    # HTTPProxyToWSGI middleware (berth.api.app) as upstream's pipeline
+    # reads it.
+    conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
     # oslo.middleware's [healthcheck], with Berth's database check on by
     # default (the ``oslo.middleware.healthcheck`` entry point named
     # HEALTHCHECK_BACKEND in pyproject.toml, berth.api.healthcheck_middleware).

@@ -8,6 +8,9 @@ line that names the file and what was meant.
 - :func:`check_bind`: ``noauth2`` (no authentication) is served on a
   non-loopback address only when a configuration file says
   ``auth_strategy = noauth2``.
+- :func:`check_tls`: ``[berth] ssl_cert_file`` and ``ssl_key_file`` come
+  together, every TLS file loads, and no ``[berth]`` option is misspelled
+  from a TLS one: ``berth serve`` never falls back to plain HTTP.
 - :func:`check_auth`: ``auth_strategy = keystone`` needs a
   ``[keystone_authtoken]`` with which keystonemiddleware can validate
   tokens; without one every request would be a 500. ``berth serve``, the
@@ -23,6 +26,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import socket
+import ssl
 from typing import Any
 
 from oslo_config import cfg
@@ -186,6 +190,65 @@ def check_bind(conf: cfg.ConfigOpts, host: str) -> None:
         "auth_strategy = noauth2 must be written in a configuration file "
         "to serve beyond a loopback address (it came from %s)"
         % (host, source))
+
+
+def check_tls(conf: cfg.ConfigOpts) -> bool:
+    """Whether ``berth serve`` serves TLS: True when ``[berth]
+    ssl_cert_file`` and ``ssl_key_file`` are set and load (with
+    ``ssl_ca_file``, when set). Raises :class:`ConfigProblem` (one line)
+    when only one of the two is set, a file cannot be read or is not
+    what it should be (a key that does not match the certificate
+    included), or a misspelled ``[berth] ssl_`` option: whatever
+    ``strict_config`` says, these never become plain HTTP."""
+    _tls_misspelled(conf)
+    berth = conf.berth
+    cert, key, ca = berth.ssl_cert_file, berth.ssl_key_file, berth.ssl_ca_file
+    if not (cert or key):
+        if ca:
+            raise ConfigProblem(
+                "[berth] ssl_ca_file is set without ssl_cert_file and "
+                "ssl_key_file: refusing to serve plain HTTP")
+        return False
+    if not (cert and key):
+        raise ConfigProblem(
+            "[berth] %s is set without %s: TLS needs both (refusing to "
+            "serve plain HTTP)" % (("ssl_cert_file", "ssl_key_file") if cert
+                                   else ("ssl_key_file", "ssl_cert_file")))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _load_tls("ssl_cert_file %s and ssl_key_file %s" % (cert, key),
+              context.load_cert_chain, cert, key)
+    if ca:
+        _load_tls("ssl_ca_file %s" % ca, context.load_verify_locations, ca)
+    return True
+
+
+def _tls_misspelled(conf: cfg.ConfigOpts) -> None:
+    """Raise :class:`ConfigProblem` for an unknown ``[berth]`` option
+    whose nearest known name is a TLS one: the file meant TLS and would
+    get plain HTTP. (oslo.service's ``[ssl]``, which upstream Placement
+    never read either, stays a warning: upstream's files start Berth.)"""
+    known = {opt.name for opt in berth_conf.berth_opts}
+    for path in berth_conf.config_files(conf):
+        for name in _read(path).get("berth", {}):
+            near = _nearest(name, known)
+            if name not in known and near.startswith("ssl_"):
+                raise ConfigProblem(
+                    "%s: [berth] %s is no option (did you mean %s?): "
+                    "refusing to serve plain HTTP where TLS was meant"
+                    % (path, name, near))
+
+
+def _load_tls(what: str, load: Any, *files: str) -> None:
+    """``load(*files)``, or :class:`ConfigProblem` saying why not."""
+    try:
+        load(*files)
+        return
+    except ssl.SSLError as exc:  # before OSError, its base
+        reason = exc.reason or str(exc)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    raise ConfigProblem("[berth] %s: cannot be used for TLS: %s"
+                        % (what, reason))
 
 
 def check_auth(conf: cfg.ConfigOpts) -> None:

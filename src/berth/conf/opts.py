@@ -8,8 +8,8 @@ included) and the policy tools work with Berth as they do with upstream:
 
 - ``oslo.config.opts``: ``placement`` lists everything Berth reads, the
   libraries' groups included ([DEFAULT] logging, [oslo_policy], [cors],
-  [healthcheck], [keystone_authtoken] with the password plugin's options),
-  so the validator alone checks a whole file; ``placement.conf`` (upstream's
+  [oslo_middleware], [healthcheck], [keystone_authtoken] with the password
+  plugin's options), so the validator alone checks a whole file; ``placement.conf`` (upstream's
   name) lists Berth's own groups only, as upstream's does.
 - ``oslo.config.opts.defaults``: :func:`set_defaults`.
 
@@ -45,7 +45,7 @@ def list_opts(plugin: str | None = AUTH_PLUGIN) -> OptList:
     """Every option Berth reads, by group (the ``placement`` namespace),
     with [keystone_authtoken] listing keystoneauth ``plugin``'s options."""
     from oslo_log import _options as log_options  # oslo.log's entry point
-    from oslo_middleware import cors
+    from oslo_middleware import cors, http_proxy_to_wsgi
     from oslo_middleware.healthcheck import opts as healthcheck_opts
     from oslo_policy import opts as policy_opts
 
@@ -55,6 +55,7 @@ def list_opts(plugin: str | None = AUTH_PLUGIN) -> OptList:
     found += [(group, list(opts)) for group, opts in policy_opts.list_opts()]
     found += [("oslo_policy", [berth_conf.ENFORCE_SCOPE])]
     found += [("cors", list(cors.CORS_OPTS)),
+              ("oslo_middleware", list(http_proxy_to_wsgi.OPTS)),
               ("healthcheck", list(healthcheck_opts.HEALTHCHECK_OPTS)),
               ("keystone_authtoken", auth_token_opts(plugin))]
     return _merged(found)

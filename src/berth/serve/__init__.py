@@ -6,6 +6,7 @@ shares with it.
 - ``memory``: garbage-collector tuning and workers replaced for their memory.
 - ``preload``: the world loaded in the master and shared by forked workers.
 - ``metrics``: the Prometheus listener and the multiprocess folder.
+- ``systemd``: READY, RELOADING and STOPPING for a ``Type=notify`` service.
 
 Only ``master`` and ``edge`` import gunicorn.
 

@@ -13,6 +13,15 @@ With ``[berth] candidate_cache = false`` each worker builds its own app.
 The change feed's watch (``berth.serve.watch``) is one more process the
 master forks beside the workers (:class:`FeedProcess`): started once the
 API listens, started again when it dies, stopped with the master.
+
+The address. ``--host``/``--port``, or ``--unix-socket``: a socket file
+of mode 0660 (owner and group), for a proxy on the same host. Either may
+serve TLS (``[berth] ssl_cert_file`` and ``ssl_key_file``,
+``berth.conf.check.check_tls``).
+
+systemd. Under ``Type=notify`` (``NOTIFY_SOCKET`` set) the master says
+READY, RELOADING and STOPPING itself (``berth.serve.systemd``), and
+gunicorn, which would say READY too early, never sees the variable.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import logging
 import os
 import signal
 import socket
+import ssl
+import stat
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +55,7 @@ from berth.db.engine import Database
 from berth.serve import metrics, preload, watch
 from berth.serve.edge import REQUEST_LINE_LIMIT
 from berth.serve.memory import Recycler, tune_gc
+from berth.serve.systemd import Notifier
 
 LOG = logging.getLogger("berth.server")
 
@@ -76,6 +88,8 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 
     #: The change feed's process (``berth.serve.watch``), if any.
     feed: FeedProcess | None = None
+    #: What the master tells systemd (inert outside a notify service).
+    notifier = Notifier(None)
 
     def run(self) -> None:
         try:
@@ -104,13 +118,23 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 GRACEFUL_TIMEOUT = 30
 
 
-def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
-    """gunicorn settings for ``berth serve``."""
+#: The mode of a unix socket ``berth serve`` makes: its user and group
+#: may connect (a proxy in the group), nobody else.
+UNIX_SOCKET_UMASK = 0o117
+
+
+def gunicorn_options(conf: cfg.ConfigOpts, bind: str,
+                     workers: int) -> dict[str, Any]:
+    """gunicorn settings for ``berth serve`` on ``bind`` (``host:port`` or
+    ``unix:PATH``): ``[berth] worker_timeout``, and TLS when ``[berth]
+    ssl_cert_file`` is set (checked by ``check.check_tls`` first)."""
     return {
-        "bind": "%s:%d" % (host, port),
+        "bind": bind,
         "workers": workers,
         "worker_class": "berth.serve.edge.EdgeWorker",
-        "timeout": 120,
+        "timeout": conf.berth.worker_timeout,
+        "umask": UNIX_SOCKET_UMASK,
+        **_tls_options(conf),
         "graceful_timeout": GRACEFUL_TIMEOUT,
         "keepalive": 5,
         "limit_request_line": REQUEST_LINE_LIMIT,
@@ -125,6 +149,20 @@ def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
         "on_exit": _on_exit,
         **_without_control_socket(),
     }
+
+
+def _tls_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
+    """gunicorn's TLS settings from ``[berth]``: none without a
+    certificate; a client certificate required with ``ssl_ca_file``."""
+    berth = conf.berth
+    if not berth.ssl_cert_file:
+        return {}
+    options = {"certfile": berth.ssl_cert_file,
+               "keyfile": berth.ssl_key_file}
+    if berth.ssl_ca_file:
+        options.update(ca_certs=berth.ssl_ca_file,
+                       cert_reqs=ssl.CERT_REQUIRED)
+    return options
 
 
 def _without_control_socket() -> dict[str, Any]:
@@ -152,12 +190,17 @@ def _on_exit(arbiter: Arbiter) -> None:
 
 
 class BerthArbiter(Arbiter):  # type: ignore[misc]
-    """gunicorn's master, saying when it was asked to stop."""
+    """gunicorn's master, saying when it was asked to stop, and telling
+    systemd when it is ready, reloading and stopping."""
 
     def handle_term(self) -> None:
         LOG.info("SIGTERM received: no new connections; in-flight requests "
                  "get up to %ds to finish", self.cfg.graceful_timeout)
         super().handle_term()
+
+    def handle_hup(self) -> None:
+        self.app.notifier.reloading()
+        super().handle_hup()
 
     # The change feed's process lives and dies with the master: started
     # once the API listens, restarted from the arbiter's loop (which runs
@@ -171,8 +214,14 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
         super().manage_workers()
         if self.app.feed is not None:
             self.app.feed.check(self)
+        self.app.notifier.check(
+            list(self.WORKERS), self.num_workers,
+            "serving Placement API on %s with %d worker(s)"
+            % (", ".join(str(lnr) for lnr in self.LISTENERS),
+               self.num_workers))
 
     def stop(self, graceful: bool = True) -> None:
+        self.app.notifier.stopping()
         if self.app.feed is not None:
             self.app.feed.stop()
         super().stop(graceful)
@@ -252,6 +301,35 @@ class FeedProcess:
             pass
 
 
+def check_socket_free(path: str) -> None:
+    """Exit with one line when no unix socket can be made at ``path``: a
+    path too long, a folder missing or not writable, a file that is no
+    socket, or a socket another server answers on (gunicorn would remove
+    it from under that server). A socket nobody answers on is left for
+    gunicorn to replace."""
+    where = "berth: error: cannot listen on unix:%s: " % path
+    folder = os.path.dirname(os.path.abspath(path))
+    if len(os.fsencode(path)) > 107:  # sun_path, less its NUL
+        raise SystemExit(where + "the path is longer than 107 bytes")
+    if not os.path.isdir(folder):
+        raise SystemExit(where + "no folder %s" % folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SystemExit(where + "%s is not writable" % folder)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise SystemExit(where + "a file that is not a socket is there")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return
+    raise SystemExit(where + "another server listens there (is another "
+                     "berth serve running?)")
+
+
 def check_port_free(host: str, port: int) -> None:
     """Exit with one line when ``host:port`` cannot be bound (in use,
     not this machine's address, a privileged port), before the world is
@@ -283,16 +361,27 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
 
 
 def run(conf: cfg.ConfigOpts, host: str, port: int,
-        workers: int | None) -> int:
-    """Serve until stopped; exit status. Refuses, with one line and before
-    anything is loaded, an address it may not or cannot bind, and a
+        workers: int | None, unix_socket: str | None = None) -> int:
+    """Serve until stopped, on ``host:port`` or else on ``unix_socket``;
+    exit status. Refuses, with one line and before anything is loaded,
+    an address it may not or cannot bind, TLS files it cannot use, and a
     Keystone setup with which no token could be validated
     (``ConfigProblem``, ``SystemExit``)."""
+    # Before gunicorn could see it, whatever fails next.
+    notifier = Notifier.from_environ()
     if berth_conf.is_embedded(conf):
         conf.set_override("auth_strategy", "noauth2", group="api")
     check.check_auth(conf)
-    check.check_bind(conf, host)
-    check_port_free(host, port)
+    check.check_tls(conf)
+    if unix_socket is not None:
+        # Local, as loopback is: who connects is the file's mode
+        # (UNIX_SOCKET_UMASK) and its folder's, so noauth2 may serve it.
+        check_socket_free(unix_socket)
+        bind = "unix:%s" % unix_socket
+    else:
+        check.check_bind(conf, host)
+        check_port_free(host, port)
+        bind = "%s:%d" % (host, port)
     address = watch.listen_address(conf)
     feed = None
     if address is not None:
@@ -308,8 +397,8 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
     if listen:
         check.parse_listen(listen, "metrics_listen")  # fail before forking
     with metrics.multiprocess_dir() as folder:
-        return _serve(conf, host, port, workers,
-                      metrics.gunicorn_hooks(listen, folder), feed)
+        return _serve(conf, bind, workers,
+                      metrics.gunicorn_hooks(listen, folder), feed, notifier)
 
 
 def _post_fork(server: Any, worker: Any) -> None:
@@ -335,11 +424,12 @@ def _both(first: Callable[..., Any], then: Callable[..., Any]
     return hook
 
 
-def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
-           hooks: dict[str, Any], feed: FeedProcess | None = None) -> int:
+def _serve(conf: cfg.ConfigOpts, bind: str, workers: int | None,
+           hooks: dict[str, Any], feed: FeedProcess | None = None,
+           notifier: Notifier | None = None) -> int:
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
-    options = gunicorn_options(host, port, workers)
+    options = gunicorn_options(conf, bind, workers)
     # gunicorn's lines go through oslo.log's handlers (berth.logs).
     options["logger_class"] = GunicornLogger
     for name, hook in hooks.items():
@@ -355,7 +445,12 @@ def _serve(conf: cfg.ConfigOpts, host: str, port: int, workers: int | None,
         limit = conf.berth.worker_private_memory
         if limit != 0:
             options["post_request"] = Recycler(limit)
+    if notifier is not None and notifier.address is not None:
+        # Each worker says it booted; the master then says READY=1.
+        options["post_worker_init"] = notifier.booted
     server = _Gunicorn(conf, options)
     server.feed = feed
+    if notifier is not None:
+        server.notifier = notifier
     server.run()
     return 0
