@@ -38,6 +38,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def two_free_ports() -> int:
+    """A port whose next port is free too (the API's and the feed's)."""
+    while True:
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
 def wait_ready(url: str, proc: subprocess.Popen[bytes],
                timeout: float = 60) -> bytes:
     """The body of the first 2xx answer of GET ``url``, polled until

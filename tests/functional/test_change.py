@@ -684,8 +684,8 @@ def test_a_reshape_replays(client: Client) -> None:
 
 def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
     """``berth watch --once`` over the configured database: one JSON line
-    per event, each with the position to resume from after it; a pruned
-    position is one error line."""
+    per event, each with the position to resume from after it; a
+    position the database never reached is one error line."""
     import json
 
     from berth import conf as berth_conf
@@ -717,4 +717,4 @@ def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
     assert [e["new"]["name"] for e in again] == ["b"]
     with pytest.raises(SystemExit) as bad:
         main(["watch", "--once", "--after", "1:999", *args])
-    assert "oldest position kept" in str(bad.value)
+    assert "is ahead of this database" in str(bad.value)

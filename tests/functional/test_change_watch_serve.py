@@ -23,21 +23,9 @@ from typing import Any
 
 import pytest
 
-from support.processes import BERTH, Server, free_port, stop_group
+from support.processes import BERTH, Server, stop_group, two_free_ports
 
 PATTERN = r"serving the change feed's watch on \S+ \(pid (\d+)\)"
-
-
-def two_free_ports() -> int:
-    """A port whose next port is free too (the API's and the feed's)."""
-    while True:
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
 
 
 def config(tmp_path: Path, watch: str | None) -> Path:

@@ -1,6 +1,7 @@
-"""``berth db``: ``sync`` and ``version`` (migrations), and ``import``,
-``export`` and ``verify``, the command-line side of ``berth.db.transfer``
-(progress on a terminal, a summary or a JSON report).
+"""``berth db``: ``sync`` and ``version`` (migrations), ``mark-restored``
+(after a backup was restored, docs/install.md), and ``import``, ``export``
+and ``verify``, the command-line side of ``berth.db.transfer`` (progress
+on a terminal, a summary or a JSON report).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def register(sub: common.Subparsers) -> None:
                      help="an empty database")
     exp.add_argument("--json", action="store_true",
                      help="print the report as JSON (no progress)")
+    common.add_command(group, "mark-restored", "after restoring a backup: "
+                                               "move the change sequence "
+                                               "past the lost history, so "
+                                               "that every server's cache "
+                                               "reloads and every feed "
+                                               "reader lists again",
+                       cmd_mark_restored)
     ver = common.add_command(group, "verify", "compare this database with an "
                                               "upstream one, as import and "
                                               "export do; exit 1 if they "
@@ -71,6 +79,23 @@ def cmd_db_version(args: argparse.Namespace) -> int:
     current = migrate.current_revision(engine)
     print("current: %s\nhead: %s" % (current or "none (empty database)",
                                        migrate.head_revision()))
+    return 0
+
+
+def cmd_mark_restored(args: argparse.Namespace) -> int:
+    """Move the change sequence past what a restore lost
+    (``changes.skip_past_restore``); print the new position."""
+    from berth.db import changes, setup, urls
+    from berth.domain.change import format_position
+    conf = common.load_conf(args)
+    engine = setup.engine_from_conf(conf)
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
+    with engine.begin() as conn:
+        now = changes.skip_past_restore(conn)
+    engine.dispose()
+    print("change sequence moved on to %s: every server's candidate cache "
+          "reloads at its next request, every change-feed reader lists "
+          "again" % format_position(dict(now.seqs)))
     return 0
 
 

@@ -47,13 +47,12 @@ def register(sub: common.Subparsers) -> None:
 
 
 def _refused(body: dict[str, Any]) -> SystemExit:
-    """One ``berth: error:`` line for a Placement-format error body."""
+    """One ``berth: error:`` line for a Placement-format error body (a
+    410's detail says itself whether history was pruned, naming the
+    oldest position kept, or the position is ahead of the database)."""
     from berth.api.errors import for_people
-    error = body["errors"][0]
-    extra = (" (oldest position kept: %s)" % error["oldest_position"]
-             if "oldest_position" in error else "")
-    return SystemExit("berth: error: %s%s" % (for_people(error["detail"]),
-                                               extra))
+    return SystemExit("berth: error: %s"
+                      % for_people(body["errors"][0]["detail"]))
 
 
 def _page(http: Any, after: str, filters: dict[str, str]) -> dict[str, Any]:
@@ -86,7 +85,8 @@ def _stream(args: argparse.Namespace, filters: dict[str, str]) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Print each event as one JSON line, with the position to resume
     from after it (``"after"``); an error is one ``berth: error:``
-    line (a 410: the events after that position are no longer kept)."""
+    line (a 410: the events after that position are no longer kept, or
+    it is ahead of the database: list again)."""
     from berth.direct import PlacementDirect
     from berth.domain.change import format_position, parse_position
     filters = {name: getattr(args, name) for name in _FILTERS

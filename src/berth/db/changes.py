@@ -320,6 +320,31 @@ def _seq_of(conn: Connection, mine: int) -> int:
                or 0)
 
 
+#: How far :func:`skip_past_restore` moves each slot's number: past any
+#: number the history a restore lost can have given (four billion writes,
+#: over a year of 100 writes a second).
+RESTORE_JUMP = 2 ** 32
+
+
+def skip_past_restore(conn: Connection) -> Position:
+    """After the database was restored from a backup, whose counters are
+    behind numbers already handed out: move every slot's number
+    ``RESTORE_JUMP`` ahead and mark the change feed's history pruned up
+    to there; return the new position.
+
+    As for a new slot (:func:`_first`), numbers never go back: a cache
+    built before the restore now finds a gap after its position
+    (:func:`since` says everything changed) and reloads whole, and a
+    feed reader's position is older than the pruned mark (410: list
+    again), instead of reading on from a number the restored database
+    gives to another write."""
+    state = t.berth_state
+    conn.execute(state.update().values(seq=state.c.seq + RESTORE_JUMP))
+    # Apart: MySQL would read the new seq within one SET list.
+    conn.execute(state.update().values(pruned=state.c.seq))
+    return current(conn)
+
+
 #: :func:`current`'s statement, as the driver takes it: every request
 #: reads it, and plain SQL skips the statement's construction, cache key
 #: and compiled-cache look-up (half of its cost on PostgreSQL, where the

@@ -152,13 +152,17 @@ def prune(conn: Connection, slot: int, before: float) -> int:
 
 
 class Gone(Exception):
-    """The events after the asked position are pruned (or were never
-    kept here): list again. ``oldest`` is the oldest position a reader
-    can still read on from."""
+    """The events after the asked position are pruned, or were never
+    written here (``ahead``: the position is past this database's, which
+    a restored backup or another database gives): list again. ``oldest``
+    is the oldest position a reader can still read on from, ``current``
+    the database's newest."""
 
-    def __init__(self, oldest: dict[int, int]) -> None:
-        super().__init__("history pruned")
-        self.oldest = oldest
+    def __init__(self, oldest: dict[int, int], current: dict[int, int],
+                 ahead: bool) -> None:
+        super().__init__("ahead of the database" if ahead
+                         else "history pruned")
+        self.oldest, self.current, self.ahead = oldest, current, ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +221,9 @@ def _check(after: Mapping[int, int], current: Mapping[int, int],
     lost = any(after.get(slot, 0) < mark for slot, mark in pruned.items())
     ahead = any(seq > current.get(slot, 0) for slot, seq in after.items())
     if lost or ahead:
-        raise Gone(dict(pruned))
+        # Ahead says more than lost: no pruning explains a number this
+        # database never gave.
+        raise Gone(dict(pruned), dict(current), ahead)
 
 
 def read(conn: Connection, after: Mapping[int, int], filters: Filters,

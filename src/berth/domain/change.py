@@ -353,14 +353,29 @@ def read_feed(conn: Connection, after: str, filters: Filters,
               trees: Collection[str] | None, limit: int) -> Page:
     """:func:`read` from a position as clients write it; QueryBadValue
     (400) for a malformed one, HistoryGone (410, naming the oldest
-    position kept) when the events after it are no longer kept."""
+    position kept) when the events after it are no longer kept or it is
+    ahead of the database (:func:`_gone_error`)."""
     seqs = parse_position(after)
     try:
         return read(conn, seqs, filters, trees, limit)
     except events.Gone as gone:
-        oldest = format_position(gone.oldest)
-        raise errors.HistoryGone(
-            "The change feed no longer holds the events after position %s "
-            "(the oldest position it can read on from is %s): list again "
-            "and read on from the position the listing gives."
-            % (after, oldest), oldest) from None
+        raise _gone_error(after, gone) from None
+
+
+def _gone_error(after: str, gone: events.Gone) -> errors.HistoryGone:
+    """The 410 for a reader whose position ``after`` the feed cannot read
+    on from: one line, saying whether the history was pruned or the
+    position is ahead of the database (a restored backup, another
+    database), and that the reader must list again."""
+    oldest = format_position(gone.oldest)
+    if gone.ahead:
+        return errors.HistoryGone(
+            "Position %s is ahead of this database (at %s): was it "
+            "restored from a backup? List again and read on from the "
+            "position the listing gives."
+            % (after, format_position(gone.current)), oldest)
+    return errors.HistoryGone(
+        "The change feed no longer holds the events after position %s "
+        "(the oldest position it can read on from is %s): list again and "
+        "read on from the position the listing gives." % (after, oldest),
+        oldest)

@@ -87,8 +87,8 @@ class ProviderNotFoundInBody(BadRequest):
 
 class HistoryGone(DomainError):
     """The change feed no longer keeps the events after the position
-    asked for (410); ``oldest`` is the oldest position it can read on
-    from."""
+    asked for, or never wrote them (a position ahead of the database):
+    410; ``oldest`` is the oldest position it can read on from."""
 
     def __init__(self, message: str, oldest: str) -> None:
         super().__init__(message)

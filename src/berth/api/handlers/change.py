@@ -24,7 +24,7 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     reader only with ``project`` set to its own project: it sees that
     project's allocation events); 406; 410 when the events after that
     position are no longer kept (the body names the oldest position
-    kept)."""
+    kept) or it is ahead of the database (a restored backup)."""
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
     filters, trees, limit = feed_query(params, lambda project: util.authorize(

@@ -29,7 +29,8 @@ ERROR_TEXT = {
     304: "Not modified: the page's ETag (the change sequence) still "
          "holds.",
     410: "Gone: the change feed no longer keeps the events after that "
-         "position (the error's oldest_position says which it keeps); "
+         "position (the error's oldest_position says which it keeps), or "
+         "the position is ahead of the database (a restored backup); "
          "list again.",
     413: "Request body too large.",
     414: "URL too long.",

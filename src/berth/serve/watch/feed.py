@@ -285,9 +285,11 @@ class Feed:
         try:
             batch = await self._db(functools.partial(
                 _read_batch, after=dict(self.position), trees=trees))
-        except events.Gone:
-            LOG.warning("change feed: the watched history is gone (pruned "
-                        "or another database); ending every watch")
+        except events.Gone as gone:
+            LOG.warning("change feed: %s; ending every watch", (
+                "the database's change sequence went back (a restored "
+                "backup?)" if gone.ahead else "the watched history is "
+                "gone (pruned, or berth db mark-restored)"))
             self.end_all()
             self._reset((await self._db(events.marks))[0])
             batch = None
