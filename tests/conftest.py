@@ -198,3 +198,31 @@ class Client(httpx.Client):
 def client(app: Any) -> Iterator[Client]:
     with Client(app) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """An HTTP client of upstream Placement 16.0.0 (``.upstream-venv``,
+    which ``.ci/upstream.sh`` builds; skips without it, fails instead
+    with ``BERTH_REQUIRE_UPSTREAM=1``, as ``.ci/run`` sets) serving a fresh
+    SQLite database for the whole session, with the headers of
+    ``client``. Tests share its data: they name what they create afresh."""
+    from support import servers
+    if not (servers.UPSTREAM_VENV / "bin" / "gunicorn").exists():
+        message = ("no upstream Placement venv at %s: build it with "
+                   ".ci/upstream.sh" % servers.UPSTREAM_VENV)
+        if os.environ.get("BERTH_REQUIRE_UPSTREAM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    server = servers.Server("upstream", tmp_path_factory.mktemp("upstream"))
+    server.start()
+    # No keep-alive: the server then stops at once.
+    headers = {"x-auth-token": "admin", "accept": "application/json",
+               "openstack-api-version": "placement latest",
+               "connection": "close"}
+    try:
+        with httpx.Client(base_url=server.url, headers=headers,
+                          timeout=60) as http:
+            yield http
+    finally:
+        server.stop()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from oslo_utils import uuidutils
 
 from berth.api.schemas import allocation as schema
-from berth.api.schemas import pick
+from berth.api.schemas import pick, validator
 from berth.domain.common import normalize_uuid
 
 CANON = "75d0f5f7-75d9-458c-b204-f90ac91604ec"
@@ -78,3 +78,34 @@ def test_put_schema_per_microversion() -> None:
                             "consumer_type": "INSTANCE"})
     assert not _valid((1, 38), {"allocations": {CANON: {"resources": {
         "VCPU": 2**31}}}, **owner, **gen, "consumer_type": "INSTANCE"})
+
+
+def test_integral_amounts_and_generations_become_ints() -> None:
+    # jsonschema counts 1.0 and 1e3 as integers; what it hands on holds
+    # ints, in every shape of body (the list before 1.12, POST's dict of
+    # consumers, a reshape's allocations).
+    rp = CANON
+    put = pick(schema.PUT_SCHEMAS, (1, 39))
+    body = {"allocations": {rp: {"generation": 3.0,
+                                 "resources": {"VCPU": 1.0, "DISK_GB": 5}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": 2.0,
+            "consumer_type": "INSTANCE"}
+    put.validate(body)
+    got = put.integral(body)
+    assert got is body
+    assert repr(got["allocations"][rp]) == repr(
+        {"generation": 3, "resources": {"VCPU": 1, "DISK_GB": 5}})
+    assert type(got["consumer_generation"]) is int
+    old = {"allocations": [{"resource_provider": {"uuid": rp},
+                            "resources": {"VCPU": 1e3}}]}
+    assert pick(schema.PUT_SCHEMAS, (1, 0)).integral(old)["allocations"][0][
+        "resources"] == {"VCPU": 1000}
+    post = {str(uuidlib.UUID(int=1)): {**body, "consumer_generation": None}}
+    pick(schema.POST_SCHEMAS, (1, 39)).integral(post)
+    assert repr(post).count("1.0") == 0 and "'VCPU': 1," in repr(post)
+
+
+def test_an_integer_under_any_of_counts_where_its_branch_accepts() -> None:
+    checker = validator({"type": "array", "items": {"anyOf": [
+        {"type": "integer", "minimum": 5}, {"type": "number"}]}})
+    assert repr(checker.integral([1.0, 6.0, 2.5, 7])) == "[1.0, 6, 2.5, 7]"

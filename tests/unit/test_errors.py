@@ -63,3 +63,21 @@ def test_for_people_is_one_line_without_the_schema_dump() -> None:
     unexpected = ("Bad.\n\n Invalid query string parameters: Additional "
                   "properties are not allowed ('zzz' was unexpected)\n\nmore")
     assert for_people(unexpected) == "unknown query parameter 'zzz'"
+
+
+def test_detail_is_on_one_line_as_webob_formats_it() -> None:
+    body = errors.HTTPProblem(400, "JSON does not validate: 'x' is not a "
+                              "'uuid'\n\nFailed validating 'format'\r\n in "
+                              "<b>x</b><!-- y --><br/>z").to_dict(None, False)
+    assert body["errors"][0]["detail"] == (
+        "The server could not comply with the request since it is either "
+        "malformed or otherwise incorrect.\n\n JSON does not validate: 'x' "
+        "is not a 'uuid'  Failed validating 'format'  in x y \nz  ")
+
+
+def test_for_people_leaves_out_the_one_line_schema_dump() -> None:
+    detail = errors.HTTPProblem(400, "JSON does not validate: 'abc' is not a "
+                                "'uuid'\n\nFailed validating 'format' in "
+                                "schema:\n    {}").to_dict(None, False)
+    assert errors.for_people(detail["errors"][0]["detail"]) == (
+        "the request body does not validate: 'abc' is not a 'uuid'")

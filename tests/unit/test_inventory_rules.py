@@ -6,6 +6,7 @@ import pytest
 
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import inventory as inv_schema
+from berth.api.schemas import pick, reshaper
 from berth.api.schemas import resource_class as rc_schema
 from berth.api.schemas import trait as trait_schema
 from berth.domain import inventory
@@ -95,3 +96,26 @@ def test_trait_schemas() -> None:
     assert not trait_schema.SET_PROVIDER_TRAITS_V.is_valid(
         {"traits": [""], "resource_provider_generation": 0})
     assert not trait_schema.LIST_QUERY_V.is_valid({"colour": "red"})
+
+
+def test_integral_counts_become_ints_and_ratios_stay_floats() -> None:
+    record = {"total": 8.0, "reserved": 1e3, "min_unit": 1, "max_unit": 8.0,
+              "step_size": 1.0, "allocation_ratio": 2.0}
+    body = {"resource_provider_generation": 4.0,
+            "inventories": {"VCPU": dict(record), "vcpu": dict(record)}}
+    inv_schema.PUT_ALL_V.integral(body)
+    want = ("{'total': 8, 'reserved': 1000, 'min_unit': 1, 'max_unit': 8, "
+            "'step_size': 1, 'allocation_ratio': 2.0}")
+    assert repr(body["inventories"]["VCPU"]) == want
+    # A key that names no class is refused later, but checked as a record.
+    assert repr(body["inventories"]["vcpu"]) == want
+    assert type(body["resource_provider_generation"]) is int
+    one = {"resource_provider_generation": 1.0, **record}
+    assert repr(inv_schema.PUT_ONE_V.integral(one)) == (
+        "{'resource_provider_generation': 1, " + want[1:])
+    reshape = {"inventories": {"75d0f5f7-75d9-458c-b204-f90ac91604ec": {
+        "resource_provider_generation": 1.0, "inventories": {
+            "VCPU": dict(record)}}}, "allocations": {}}
+    pick(reshaper.SCHEMAS, (1, 39)).integral(reshape)
+    assert "8.0" not in repr(reshape) and "'allocation_ratio': 2.0" in repr(
+        reshape)

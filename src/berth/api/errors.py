@@ -122,15 +122,19 @@ class HTTPProblem(Exception):
         self.headers = headers or {}
         self.extra = extra or {}
 
+    def explanation(self, method: str = "") -> str:
+        """The status's general explanation, as WebOb words it."""
+        return STATUS_TEXT.get(self.status, ("Error", ""))[1] % {
+            "method": method}
+
     def to_dict(self, request_id: str | None, with_code: bool,
                 method: str = "") -> dict[str, Any]:
         """The body of this error, in the Placement format."""
-        title, explanation = STATUS_TEXT.get(self.status,
-                                             ("Error", ""))
-        explanation = explanation % {"method": method}
+        title = STATUS_TEXT.get(self.status, ("Error", ""))[0]
+        explanation = self.explanation(method)
         detail = explanation
         if self.detail:
-            detail = "%s\n\n %s  " % (explanation, self.detail)
+            detail = "%s\n\n %s  " % (explanation, as_webob_shows(self.detail))
         error: dict[str, Any] = {"status": self.status, "title": title,
                                  "detail": detail}
         if with_code:
@@ -139,6 +143,24 @@ class HTTPProblem(Exception):
             error["request_id"] = request_id
         error.update(self.extra)
         return {"errors": [error]}
+
+
+#: What WebOb's ``strip_tags`` (upstream's plain-text and JSON error
+#: formatting) removes or turns into a line break.
+_BR = re.compile(r"<br.*?>", re.I | re.S)
+_COMMENT = re.compile(r"<!--|-->")
+_TAG = re.compile(r"<.*?>", re.S)
+
+
+def as_webob_shows(detail: str) -> str:
+    """``detail`` as upstream's error bodies carry it: WebOb joins the
+    lines (so jsonschema's several-line refusal is one line, and a client
+    that prints the last line of ``detail`` shows the reason, not the bad
+    value alone), drops carriage returns, and takes anything between
+    ``<`` and ``>`` for HTML: a ``<br>`` becomes a line break, other tags
+    and comment marks go."""
+    text = detail.replace("\n", " ").replace("\r", "")
+    return _TAG.sub("", _COMMENT.sub("", _BR.sub("\n", text)))
 
 
 def from_domain(exc: de.DomainError) -> HTTPProblem:
@@ -166,6 +188,8 @@ def for_people(detail: str, known: Iterable[str] = ()) -> str:
     and ``known``. For the command line and the dashboard."""
     text = detail.split("\n\n", 1)[-1].strip()
     line = text.splitlines()[0].strip() if text else detail.strip()
+    # The schema dump after jsonschema's one-line reason.
+    line = line.split("  Failed validating ", 1)[0]
     prefix, _, rest = line.partition(": ")
     unknown = _NO_PATTERN.search(line)
     if unknown:

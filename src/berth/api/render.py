@@ -75,13 +75,21 @@ def _encode(problem: HTTPProblem, media: str, request_id: str | None,
     data = problem.to_dict(request_id, with_code, method)
     if media == JSON:
         return dumps(data)
-    err = data["errors"][0]
     line = _status_line(problem.status)
     if media == "text/html":
+        # WebOb's page keeps the detail's lines and marks, escaped.
+        page = "%s<br /><br />\n%s\n\n" % (
+            _escape(problem.explanation(method)), _escape(problem.detail))
         return ("<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
                 "  <h1>%s</h1>\n  %s\n </body>\n</html>" % (
-                    line, line, html.escape(err["detail"]))).encode()
-    return ("%s\n\n%s" % (line, err["detail"])).encode()
+                    line, line, page)).encode()
+    return ("%s\n\n%s" % (line, data["errors"][0]["detail"])).encode()
+
+
+def _escape(text: str) -> str:
+    """``text`` escaped as WebOb escapes it for a page: also every
+    character beyond ASCII, as a character reference."""
+    return html.escape(text).encode("ascii", "xmlcharrefreplace").decode()
 
 
 def error(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem,

@@ -28,6 +28,10 @@ class Validates(Protocol):
         """Raise ``jsonschema.ValidationError`` unless ``instance`` is
         valid."""
 
+    def integral(self, instance: Any) -> Any:
+        """A valid ``instance`` with its integral floats turned into
+        ints where the schema wants integers."""
+
 
 def want(req: falcon.Request, minimum: str) -> bool:
     """True when the request's microversion is ``minimum`` ("1.28") or
@@ -100,8 +104,11 @@ def json_body(req: falcon.Request,
     """The request body, decoded and validated against ``schema``.
 
     415 for a wrong media type, 400 for malformed JSON (including NaN,
-    lone surrogates, integers beyond 64 bits and excessive nesting) or a
-    schema violation, worded as jsonschema words it.
+    lone surrogates and excessive nesting) or a schema violation, worded
+    as jsonschema words it. Where the schema wants an integer, an
+    integral float (``1.0``, ``1e3``, and an integer beyond 64 bits,
+    which orjson reads as a float) comes back as an int: jsonschema
+    counts them as integers, the database drivers would not.
     """
     require_json(req)
     raw = req.bounded_stream.read()
@@ -110,11 +117,17 @@ def json_body(req: falcon.Request,
     except orjson.JSONDecodeError as exc:
         raise HTTPProblem(400, "Malformed JSON: %s" % exc) from None
     _check_depth(data, req.context.state.conf.berth.max_json_depth)
+    check_body(schema, data)
+    return schema.integral(data)
+
+
+def check_body(schema: Validates, data: Any) -> None:
+    """400 "JSON does not validate" with jsonschema's words unless
+    ``schema`` accepts ``data``."""
     try:
         schema.validate(data)
     except jsonschema.ValidationError as exc:
         raise HTTPProblem(400, "JSON does not validate: %s" % exc) from None
-    return data
 
 
 T = TypeVar("T")

@@ -474,6 +474,18 @@ def _remove(conn: Connection, consumer_uuid: str,
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
 
 
+# The order of the reads. Upstream's two reads have no ORDER BY: its
+# answers list the rows in the order the database returns them. Where
+# the plan walks an index (on SQLite always; on PostgreSQL for a
+# consumer's), that is a consumer's by ``consumer_id``, whose ties are in
+# row id order, so the rows come as written, and a provider's by
+# ``(resource_provider_id, resource_class_id, used)``. Berth orders by
+# those keys, so that it lists as upstream does, on every backend.
+# (Other plans, which PostgreSQL and MariaDB choose for small tables --
+# a hash join, the consumers read first -- give orders that no client
+# can rely on.)
+
+
 @dataclass(slots=True)
 class ConsumerView:
     """What ``GET /allocations/{consumer}`` shows."""
@@ -487,7 +499,9 @@ class ConsumerView:
 
 
 def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
-    """The consumer's allocations by provider uuid, with its owner.
+    """The consumer's allocations by provider uuid, with its owner, in
+    upstream's order: as written (providers in the order of the body that
+    wrote them, and each one's classes too).
 
     ``project_id``/``user_id`` are None for allocations whose consumer
     record is missing (legacy data); callers show the configured
@@ -509,11 +523,11 @@ def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
                           .outerjoin(u, u.c.id == c.c.user_id)
                           .outerjoin(ct, ct.c.id == c.c.consumer_type_id))
              .where(a.c.consumer_id == consumer_uuid)
-             .order_by(rp.c.uuid, rc.c.name))
+             .order_by(a.c.id))
     view = ConsumerView()
     for row in conn.execute(query):
         entry = view.allocations.setdefault(
-            row.uuid, {"generation": row.generation, "resources": {}})
+            row.uuid, {"resources": {}, "generation": row.generation})
         entry["resources"][row.name] = row.used
         view.last_modified = _later(view.last_modified,
                                     row.updated_at or row.created_at)
@@ -533,14 +547,19 @@ def for_provider(conn: Connection, provider_id: int
                  ) -> tuple[dict[str, dict[str, Any]], dt.datetime | None]:
     """Allocations on one provider by consumer uuid, each with its
     ``resources`` and ``consumer_generation`` (None for a consumer record
-    that is missing), and the newest allocation timestamp."""
+    that is missing), and the newest allocation timestamp.
+
+    In upstream's order (see the note above ``ConsumerView``): rows by
+    class id, amount, then as written, so classes in class-id order
+    (standard ones in os-resource-classes' order, then custom ones as
+    created), and each consumer where its first row falls."""
     a, rc, c = t.allocations, t.resource_classes, t.consumers
     query = (sa.select(a.c.consumer_id, rc.c.name, a.c.used, c.c.generation,
                        a.c.created_at, a.c.updated_at)
              .select_from(a.join(rc, rc.c.id == a.c.resource_class_id)
                           .outerjoin(c, c.c.uuid == a.c.consumer_id))
              .where(a.c.resource_provider_id == provider_id)
-             .order_by(a.c.consumer_id, rc.c.name))
+             .order_by(a.c.resource_class_id, a.c.used, a.c.id))
     result: dict[str, dict[str, Any]] = {}
     newest: dt.datetime | None = None
     # A shared provider may hold thousands: unpacked, which costs a tenth

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-import jsonschema
 
 from berth.api import util
-from berth.api.errors import HTTPProblem
 from berth.api.schemas import resource_class as schema
 from berth.domain import resource_class as classes
 
@@ -85,10 +83,7 @@ def update_class(req: falcon.Request, resp: falcon.Response,
         _rename(req, resp, name)
         return
     util.authorize(req, POLICY % "update")
-    try:
-        schema.NAME_BODY_V.validate({"name": name})
-    except jsonschema.ValidationError as exc:
-        raise HTTPProblem(400, "JSON does not validate: %s" % exc) from None
+    util.check_body(schema.NAME_BODY_V, {"name": name})
     schema.check_strict(name)
     created = util.db(req).run(lambda conn: classes.ensure_class(conn, name))
     _created(req, resp, name, 201 if created else 204)

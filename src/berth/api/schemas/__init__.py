@@ -11,6 +11,13 @@ what jsonschema accepts (see ``_fast_copy``): when it accepts, the body
 is good; when it refuses, jsonschema runs and its verdict and words are
 the answer (tests/unit/test_schema_fast_path.py checks the claim on
 every schema here).
+
+jsonschema (draft 2020-12, as upstream validates) counts ``1.0`` and
+``1e3`` as integers, but the database drivers bind a float as a float:
+psycopg refuses a list holding both, and SQLite keeps a float in an
+integer column. So a validator also hands back the body with every
+integral float where its schema wants an integer turned into an int
+(:meth:`FastValidator.integral`), and no layer below sees one.
 """
 
 from __future__ import annotations
@@ -132,6 +139,103 @@ def _compile(schema: Any) -> Callable[[Any], Any] | None:
         return None
 
 
+#: Turns a valid value's integral floats into ints, in place, where the
+#: schema wants integers; hands back the value.
+_Fix = Callable[[Any], Any]
+
+
+def _to_int(value: Any) -> Any:
+    # A valid value here is an int, None, or a float jsonschema found
+    # integral (bools are never integers).
+    return int(value) if type(value) is float else value
+
+
+def _fix_items(fix: _Fix) -> _Fix:
+    def fix_list(value: Any) -> Any:
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                value[i] = fix(item)
+        return value
+    return fix_list
+
+
+def _fix_if_valid(schema: Any, fix: _Fix) -> _Fix:
+    """``fix`` for the values ``schema`` accepts: an ``anyOf`` or
+    ``oneOf`` branch, which may not be the one that accepted a value."""
+    accepts = jsonschema.validators.validator_for(schema)(
+        schema, format_checker=FORMATS).is_valid
+    return lambda value: fix(value) if accepts(value) else value
+
+
+def _fix_properties(schema: dict[str, Any]) -> _Fix | None:
+    """The fix of an object's members, or None when no member may hold
+    an integer. A member gets the fix of its ``properties`` entry and of
+    each ``patternProperties`` entry whose pattern it matches (as
+    jsonschema applies them, by ``re.search``), else that of
+    ``additionalProperties``."""
+    named = {key: _fixer(sub)
+             for key, sub in schema.get("properties", {}).items()}
+    patterns = [(re.compile(pattern).search, _fixer(sub))
+                for pattern, sub in schema.get("patternProperties",
+                                               {}).items()]
+    other = _fixer(schema.get("additionalProperties", True))
+    if (other is None and all(f is None for f in named.values())
+            and all(f is None for _, f in patterns)):
+        return None
+
+    def fix_object(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        for key, member in value.items():
+            placed = key in named
+            named_fix = named.get(key)
+            fixed = member if named_fix is None else named_fix(member)
+            for search, fix in patterns:
+                if search(key):
+                    placed = True
+                    fixed = fixed if fix is None else fix(fixed)
+            if not placed and other is not None:
+                fixed = other(fixed)
+            if fixed is not member:
+                # The same key: assigning does not disturb the iteration.
+                value[key] = fixed
+        return value
+    return fix_object
+
+
+def _fixer(schema: Any) -> _Fix | None:
+    """The fix of values valid under ``schema`` (see ``_Fix``), or None
+    when ``schema`` holds no integer. It follows every keyword that
+    places a value except ``$ref`` and ``prefixItems`` (no schema here
+    uses them)."""
+    if not isinstance(schema, dict):
+        return None
+    types = schema.get("type", ())
+    types = (types,) if isinstance(types, str) else types
+    fixes: list[_Fix] = []
+    if "integer" in types and "number" not in types:
+        fixes.append(_to_int)
+    members = _fix_properties(schema)
+    if members is not None:
+        fixes.append(members)
+    items = _fixer(schema.get("items"))
+    if items is not None:
+        fixes.append(_fix_items(items))
+    fixes += [f for sub in schema.get("allOf", ()) if (f := _fixer(sub))]
+    fixes += [_fix_if_valid(sub, f) for key in ("anyOf", "oneOf")
+              for sub in schema.get(key, ()) if (f := _fixer(sub))]
+    if not fixes:
+        return None
+    if len(fixes) == 1:
+        return fixes[0]
+
+    def fix_all(value: Any) -> Any:
+        for fix in fixes:
+            value = fix(value)
+        return value
+    return fix_all
+
+
 #: Not compiled yet (fastjsonschema compiles on first use, per process:
 #: about 8 ms a schema, too much for every import of the package; a
 #: server compiles them all before it forks, see :func:`compile_all`).
@@ -144,11 +248,12 @@ class FastValidator:
     """A schema's checks: jsonschema's verdicts and words, fastjsonschema's
     speed for the bodies it accepts."""
 
-    __slots__ = ("_judge", "_fast")
+    __slots__ = ("_judge", "_fast", "_fix")
 
     def __init__(self, judge: jsonschema.protocols.Validator) -> None:
         self._judge = judge
         self._fast: Callable[[Any], Any] | None = _PENDING
+        self._fix = _fixer(judge.schema)
 
     @property
     def schema(self) -> referencing.jsonschema.Schema:
@@ -172,10 +277,23 @@ class FastValidator:
 
     def validate(self, instance: Any) -> None:
         """Return when ``instance`` is valid; else raise the
-        ``ValidationError`` jsonschema's validator raises (the first error
-        it finds)."""
+        ``ValidationError`` upstream names: ``jsonschema.validate`` ranks
+        every error with ``best_match`` (the shallowest, and among
+        siblings the greatest path: of two bad properties, the later
+        name), where the validator's own ``validate`` raises the first
+        one it finds."""
         if not self._fast_accepts(instance):
-            self._judge.validate(instance)
+            error = jsonschema.exceptions.best_match(
+                self._judge.iter_errors(instance))
+            if error is not None:
+                raise error
+
+    def integral(self, instance: Any) -> Any:
+        """``instance``, which this schema accepts, with each float that
+        stands where the schema wants an integer (jsonschema accepts
+        ``1.0`` and ``1e3`` there) turned into an int, in place; floats
+        where the schema wants any number stay as they are."""
+        return instance if self._fix is None else self._fix(instance)
 
     def is_valid(self, instance: Any) -> bool:
         """Whether jsonschema finds ``instance`` valid."""
