@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8778
 PYTEST_ARGS ?=
 
-.PHONY: serve test stress venv install install-test keystone-venv lint conformance bench clean
+.PHONY: serve test check lint stress venv install install-test keystone-venv conformance matrix image image-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
+venv: $(BIN)/python
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -38,6 +39,18 @@ serve: install
 test: install-test keystone-venv
 	$(BIN)/pytest -rs $(PYTEST_ARGS)
 
+# The fast default while working: the unit tests and the functional tests
+# on SQLite only (a few minutes). `make test` is the whole suite.
+check: install-test
+	BERTH_TEST_DBS=sqlite $(BIN)/pytest -q tests/unit tests/functional $(PYTEST_ARGS)
+
+# Lint (ruff), types (mypy --strict on src/) and the import contracts
+# (import-linter), as CI runs them.
+lint: install-test
+	$(BIN)/ruff check src tests bench support
+	$(BIN)/mypy src
+	$(BIN)/lint-imports --no-cache
+
 # Keystone, its CLI and osc-placement in .keystone-venv (tests/keystone).
 keystone-venv: install-test
 	bash .ci/keystone.sh --venv-only
@@ -45,6 +58,18 @@ keystone-venv: install-test
 # Long concurrency, explosion and property cases.
 stress: install-test
 	$(BIN)/pytest -m stress $(PYTEST_ARGS)
+
+# The container image (deploy/container/README.md): localhost/berth:latest,
+# FROM a Debian base built here with mmdebstrap unless BASE names another
+# (BASE=docker.io/library/debian:bookworm-slim). Needs podman, runc and
+# mmdebstrap (apt-get install podman runc mmdebstrap).
+image: venv
+	deploy/container/build.sh
+
+# The image under podman against this machine's MariaDB and PostgreSQL:
+# db sync, serve, the API, HEALTHCHECK and a clean stop on SIGTERM.
+image-test:
+	deploy/container/test.sh
 
 conformance: install
 	../shared/conformance/run

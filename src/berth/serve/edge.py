@@ -15,8 +15,11 @@ rendered and logged by that same ``Edge``.
 from __future__ import annotations
 
 import logging
+import socket
+import time
 from typing import Any
 
+from gunicorn import util as gunicorn_util
 from gunicorn.http import errors as http_errors
 from gunicorn.http import message as http_message
 from gunicorn.workers.sync import SyncWorker
@@ -104,3 +107,34 @@ class EdgeWorker(SyncWorker):  # type: ignore[misc]
                            + body)
         except OSError:
             self.log.debug("could not send the refusal to %s", addr)
+            return
+        if not hasattr(gunicorn_util, "close_graceful"):
+            _linger(client)
+
+
+def _linger(sock: socket.socket, seconds: float = 2.0,
+            most: int = 65536) -> None:
+    """Half-close ``sock`` and read off what the client is still sending
+    (up to ``most`` bytes or ``seconds``), so that the kernel does not
+    answer unread request bytes with a reset that destroys the refusal
+    just sent (a 414 for a 70 kB URL, say). gunicorn 26 and later do this
+    themselves after every request (``util.close_graceful``); before it,
+    the refusal is closed here."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        return
+    deadline = time.monotonic() + seconds
+    read = 0
+    while read < most:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            sock.settimeout(left)
+            data = sock.recv(4096)
+        except OSError:
+            return
+        if not data:
+            return
+        read += len(data)

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Berth on another set of its dependencies' versions (issue 36: every
+# version Berth declares works).
+#
+#   .ci/matrix.sh MODE [--full]
+#
+# MODE is one of
+#   lowest            every runtime dependency at the lower bound of
+#                     pyproject.toml (pins from .ci/lowest.py); the
+#                     transitive ones float
+#   openstack-master  OpenStack's upper-constraints (../shared/constraints),
+#   openstack-2026.1  as Kolla, OpenStack-Ansible and devstack install
+#
+# Each mode builds its own venv, .venv-MODE (from scratch: a stale one
+# could hide a version), installs Berth with that set, then the test
+# extras, newest, moving none of the declared dependencies; prints the
+# declared, pinned and installed version of each dependency and fails
+# unless each pinned one is what is installed; then runs the unit tests
+# and the functional tests on SQLite and PostgreSQL, every backend
+# required, and upstream's HTTP test files against that venv's `berth`.
+#
+# By default the functional tests are the files that exercise what the
+# dependencies touch (FUNCTIONAL below) and the conformance run is a
+# sample of upstream's files (CONFORMANCE); --full runs every functional
+# file and every conformance file. BERTH_SHARED points at the shared
+# folder (default ../shared, beside the checkout); BERTH_MATRIX_DBS the
+# backends of the tests (default sqlite,postgresql).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() { echo "usage: $0 lowest|openstack-master|openstack-2026.1 [--full]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+mode=$1
+full=${2:-}
+[ -z "$full" ] || [ "$full" = --full ] || usage
+shared=${BERTH_SHARED:-../shared}
+venv=.venv-$mode
+log() { printf '\n=== matrix %s: %s\n' "$mode" "$*"; }
+
+# The tests of the library versions themselves, and the docs generated
+# from the newest libraries' options (the dev venv checks those).
+DESELECT=(
+  --deselect tests/unit/test_docs.py::test_config_reference_is_current
+  --deselect tests/unit/test_docs.py::test_cli_reference_is_current
+  --deselect tests/unit/test_architecture.py
+)
+# The database layer and migrations, the engine, the request schemas, the
+# HTTP stack (falcon, gunicorn, oslo.middleware, keystonemiddleware), the
+# configuration and policy (oslo.*), the change feed (psycopg, aiohttp),
+# logging, metrics and the dashboard (Jinja2).
+FUNCTIONAL=(
+  tests/functional/test_resource_provider.py
+  tests/functional/test_allocation.py
+  tests/functional/test_allocation_candidate.py
+  tests/functional/test_inventory.py
+  tests/functional/test_trait.py
+  tests/functional/test_reshaper.py
+  tests/functional/test_usage.py
+  tests/functional/test_http_core.py
+  tests/functional/test_hostile_input.py
+  tests/functional/test_app_middleware.py
+  tests/functional/test_healthcheck.py
+  tests/functional/test_serve.py
+  tests/functional/test_wsgi.py
+  tests/functional/test_cli.py
+  tests/functional/test_cli_upstream.py
+  tests/functional/test_conf_opts.py
+  tests/functional/test_logs.py
+  tests/functional/test_metrics.py
+  tests/functional/test_change.py
+  tests/functional/test_change_watch_serve.py
+  tests/functional/test_change_watch_notify.py
+  tests/functional/test_db_connection.py
+  tests/functional/test_db_thin.py
+  tests/functional/test_dashboard.py
+)
+# Upstream's files over every area, with each policy flavour (oslo.policy
+# decides those): legacy RBAC, secure RBAC, a policy file.
+CONFORMANCE=(
+  allocation-candidates allocation-candidates-legacy-rbac granular
+  allocations 'allocations-1*' allocations-secure-rbac inventory
+  inventory-secure-rbac resource-provider resource-provider-legacy-rbac
+  traits traits-policy usage reshaper aggregate microversion cors non-cors
+  basic-http confirm-auth unicode
+)
+
+case $mode in
+  lowest) constraints_src="" ;;
+  openstack-master|openstack-2026.1)
+    constraints_src=$shared/constraints/$mode.txt
+    [ -r "$constraints_src" ] || { echo "matrix: $constraints_src not found" >&2; exit 1; } ;;
+  *) usage ;;
+esac
+
+start=$SECONDS
+log "venv $venv"
+rm -rf "$venv"
+python3 -m venv "$venv"
+pins=$venv/constraints.txt
+if [ -z "$constraints_src" ]; then
+  python3 .ci/lowest.py > "$pins"
+else
+  cp "$constraints_src" "$pins"
+fi
+"$venv/bin/pip" install -q --upgrade pip
+"$venv/bin/pip" install -q -e . -c "$pins"
+# The test extras, newest, with the declared dependencies held where they
+# are (what they pull in alone may move).
+"$venv/bin/python" .ci/lowest.py --freeze > "$venv/runtime.txt"
+"$venv/bin/pip" install -q -e '.[test]' -c "$venv/runtime.txt"
+
+log "versions (pinned: as $( [ -z "$constraints_src" ] && echo "pyproject's lower bounds" || echo "$constraints_src"))"
+"$venv/bin/python" .ci/lowest.py --installed "$pins"
+log "install: $((SECONDS - start)) s"
+
+rc=0
+t=$SECONDS
+log "unit and functional tests (${BERTH_MATRIX_DBS:-sqlite,postgresql})"
+functional=("${FUNCTIONAL[@]}")
+[ -z "$full" ] || functional=(tests/functional)
+# -p no:anyio: the tests use no anyio, and the anyio that a constraints
+# file pins may load a pytest plugin the newest pytest warns about.
+BERTH_TEST_DBS=${BERTH_MATRIX_DBS:-sqlite,postgresql} BERTH_REQUIRE_DBS=1 \
+  "$venv/bin/pytest" -q -p no:cacheprovider -p no:anyio "${DESELECT[@]}" \
+  tests/unit "${functional[@]}" || rc=1
+log "tests: $((SECONDS - t)) s"
+
+t=$SECONDS
+log "conformance with $venv/bin/berth"
+conformance=("${CONFORMANCE[@]}")
+[ -z "$full" ] || conformance=()
+if [ -x "$shared/conformance/run" ]; then
+  BERTH_BIN=$PWD/$venv/bin/berth "$shared/conformance/run" "${conformance[@]}" || rc=1
+else
+  echo "matrix: $shared/conformance/run not found" >&2
+  rc=1
+fi
+log "conformance: $((SECONDS - t)) s; the mode: $((SECONDS - start)) s"
+exit $rc
