@@ -53,3 +53,36 @@ def test_every_metric_is_documented():
     for family in Metrics().registry.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
         assert "`%s" % name in operations, name
+
+
+def test_install_names_the_sqlalchemy_releases_the_fast_path_checks():
+    from berth.db import connection
+    ranges = " and ".join(
+        "%d.%d.%d to %d.%d.%d" % (major, minor, first, major, minor, last)
+        for (major, minor), (first, last) in sorted(connection.VERIFIED.items()))
+    text = " ".join((DOCS / "install.md").read_text().split())
+    assert "(%s)" % ranges in text
+
+
+def test_install_lists_what_openstack_constraints_leave_free():
+    """The table of "Installing beside OpenStack services" against the
+    constraints files of the shared folder (beside the checkout, as in
+    CI): each package it says neither file pins is in neither, and
+    aiohttp is pinned by master only."""
+    shared = DOCS.parents[1] / "shared" / "constraints"
+    pinned = {}
+    for release in ("master", "2026.1"):
+        text = (shared / ("openstack-%s.txt" % release)).read_text()
+        pinned[release] = {line.split("===")[0].lower().replace("_", "-")
+                           for line in text.splitlines() if "===" in line}
+    doc = (DOCS / "install.md").read_text()
+    section = doc.split("### Installing beside OpenStack services")[1]
+    rows = re.findall(r"^\| `([^`]+)`(?: and `([^`]+)`)?[^|]*\|[^|]*\| (\w[\w ]*) \|$",
+                      section.split("###")[0], re.M)
+    assert len(rows) == 4, rows
+    for first, second, where in rows:
+        for name in filter(None, (first.split(" ")[0], second)):
+            expected = {"no": set(), "master only": {"master"}}[where]
+            found = {release for release, names in pinned.items()
+                     if name.lower() in names}
+            assert found == expected, (name, found)
