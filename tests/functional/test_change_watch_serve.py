@@ -39,10 +39,11 @@ def config(tmp_path: Path, watch: str | None) -> Path:
     return conf
 
 
-def start(tmp_path: Path, watch: bool = True) -> Server:
-    """``berth serve`` with one worker on a free port, and its watch on
-    the next port (unless not ``watch``)."""
-    port = two_free_ports()
+def start(tmp_path: Path, watch: bool = True,
+          port: int | None = None) -> Server:
+    """``berth serve`` with one worker on ``port`` (default: a free one),
+    and its watch on the next port (unless not ``watch``)."""
+    port = port or two_free_ports()
     conf = config(tmp_path, "127.0.0.1:%d" % (port + 1) if watch else None)
     log = tmp_path / "serve.log"
     env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}

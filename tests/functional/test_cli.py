@@ -52,7 +52,11 @@ def test_bad_database_url_is_one_clear_line(tmp_path):
 def test_db_sync_and_version(tmp_path):
     conf = write_conf(tmp_path)
     before = run("db", "version", "--config-file", str(conf))
-    assert "current: none" in before.stdout
+    assert before.returncode == 1  # it only reads: it creates no file
+    assert before.stderr == ("berth: error: there is no database at "
+                             "sqlite:///%s (run 'berth db sync' to create "
+                             "it)\n" % (tmp_path / "placement.sqlite"))
+    assert not (tmp_path / "placement.sqlite").exists()
     assert run("db", "sync", "--config-file", str(conf)).returncode == 0
     after = run("db", "version", "--config-file", str(conf))
     assert after.stdout.splitlines()[0] == "database: sqlite:///%s" % (

@@ -93,8 +93,17 @@ def _check(tmp_path: Path, url: str) -> subprocess.CompletedProcess:
 
 def test_command_table_and_exit_codes(tmp_path: Path) -> None:
     url = "sqlite:///%s" % (tmp_path / "placement.sqlite")
+    none = _check(tmp_path, url)  # no file: the check creates none
+    assert none.returncode == 2, none.stderr
+    assert "There is no database at %s." % url in " ".join(
+        line.strip("| ") for line in none.stdout.splitlines())
+    assert none.stdout.count("Skipped: there is no database") == 2
+    assert not (tmp_path / "placement.sqlite").exists()
+    sa.create_engine(url).connect().close()  # an empty database
     empty = _check(tmp_path, url)
     assert empty.returncode == 2, empty.stderr
+    assert "The database %s is at migration none (empty)" % url in " ".join(
+        line.strip("| ") for line in empty.stdout.splitlines())
     assert "Check: Database Migrations" in empty.stdout
     assert "berth db sync" in empty.stdout
     # Only the migrations check fails; the data checks it skipped do not.

@@ -36,7 +36,14 @@ def _conf_file(folder: Path, url: str) -> Path:
 
 
 def test_db_sync_version_and_stamp(tmp_path: Path) -> None:
-    conf = _conf_file(tmp_path, "sqlite:///%s" % (tmp_path / "p.sqlite"))
+    url = "sqlite:///%s" % (tmp_path / "p.sqlite")
+    conf = _conf_file(tmp_path, url)
+    none = _script("placement-manage", conf, "db", "version")
+    assert none.returncode == 1 and not (tmp_path / "p.sqlite").exists()
+    assert none.stderr == ("placement-manage: error: there is no database "
+                           "at %s (run 'berth db sync' to create it)\n"
+                           % url)
+    sa.create_engine(url).connect().close()  # an empty database
     empty = _script("placement-manage", conf, "db", "version")
     assert (empty.returncode, empty.stdout) == (0, "None\n"), empty.stderr
     synced = _script("placement-manage", conf, "db", "sync")
@@ -61,6 +68,9 @@ def test_placement_status_exit_codes(tmp_path: Path) -> None:
     empty = _script("placement-status", conf, "upgrade", "check")
     assert empty.returncode == 2, empty.stderr
     assert "Check: Database Migrations" in empty.stdout
+    assert "There is no database at %s." % url in " ".join(
+        line.strip("| ") for line in empty.stdout.splitlines())
+    assert not (tmp_path / "p.sqlite").exists()  # the check made none
     assert _script("placement-manage", conf, "db", "sync").returncode == 0
     ready = _script("placement-status", conf, "upgrade", "check", "--json")
     assert ready.returncode == 0, ready.stderr

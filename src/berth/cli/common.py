@@ -127,6 +127,19 @@ def checked_conf(argv: list[str], prog: str = "berth") -> cfg.ConfigOpts:
     return conf
 
 
+def readable_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    """``load_conf`` for a command that only reads the database: one
+    ``berth: error:`` line naming the database when there is none (an
+    SQLite file that does not exist), which it never creates."""
+    from berth.db import setup
+    conf = load_conf(args)
+    try:
+        setup.engine_to_read(conf).dispose()
+    except setup.NoDatabase as exc:
+        raise SystemExit("berth: error: %s" % exc) from None
+    return conf
+
+
 def report_unknown(conf: cfg.ConfigOpts, prog: str) -> None:
     """Print a line for each unknown section or option of the files read;
     exit 1 after them when ``[berth] strict_config`` is set."""

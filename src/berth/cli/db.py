@@ -73,10 +73,10 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
 
 def cmd_db_version(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
-    conf = common.load_conf(args)
-    engine = setup.engine_from_conf(conf)
-    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
+    engine = setup.engine_to_read(common.readable_conf(args))
+    print("database: %s" % urls.masked(engine.url))
     current = migrate.current_revision(engine)
+    engine.dispose()
     print("current: %s\nhead: %s" % (current or "none (empty database)",
                                        migrate.head_revision()))
     return 0
@@ -136,7 +136,8 @@ def _run(args: argparse.Namespace,
     start is one error line."""
     from berth.db import setup, transfer, upstream
     from berth.db.engine import Database
-    conf = common.load_conf(args)
+    # Without prepare (verify, export) it only reads: no database made.
+    conf = common.load_conf(args) if prepare else common.readable_conf(args)
     engine = setup.engine_from_conf(conf)
     if prepare:
         setup.prepare(engine)

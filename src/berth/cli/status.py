@@ -51,13 +51,23 @@ Check = Callable[[cfg.ConfigOpts, sa.engine.Engine], Result]
 
 
 def check_migrations(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
-    from berth.db import migrate
+    from berth.db import migrate, setup
+    if setup.missing(engine.url):  # this check creates no database
+        return Result(Code.FAILURE, "There is no database at %s. Run "
+                      "'berth db sync' to create it." % _named(engine))
     current, head = migrate.current_revision(engine), migrate.head_revision()
     if current == head:
-        return Result(Code.SUCCESS)
-    return Result(Code.FAILURE, "The database is at migration %s but this "
-                  "release needs %s. Run 'berth db sync'."
-                  % (current or "none (empty)", head))
+        return Result(Code.SUCCESS, "The database %s is at migration %s, "
+                      "the newest." % (_named(engine), head))
+    return Result(Code.FAILURE, "The database %s is at migration %s but "
+                  "this release needs %s. Run 'berth db sync'."
+                  % (_named(engine), current or "none (empty)", head))
+
+
+def _named(engine: sa.engine.Engine) -> str:
+    """The database's URL, its password hidden."""
+    from berth.db import urls
+    return urls.masked(engine.url)
 
 
 def check_incomplete_consumers(conf: cfg.ConfigOpts,
@@ -181,7 +191,10 @@ def _skipped(engine: sa.engine.Engine) -> Result:
     """What a data check reports when the schema is not current: nothing
     to check in an empty database (Success), unknown in an old one
     (Warning: run the check again after ``berth db sync``)."""
-    from berth.db import migrate
+    from berth.db import migrate, setup
+    if setup.missing(engine.url):
+        return Result(Code.SUCCESS, "Skipped: there is no database, so "
+                      "there is nothing to check.")
     if migrate.current_revision(engine) is None:
         return Result(Code.SUCCESS, "Skipped: the database is empty, so "
                       "there is nothing to check.")
@@ -193,7 +206,9 @@ def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
                ) -> list[tuple[str, Result]]:
     """Every check's result. Data checks are skipped when the schema is
     not in place, since they would only fail obscurely; a skipped check
-    is not a failure (see ``_skipped``)."""
+    is not a failure (see ``_skipped``). Nothing creates a database: a
+    missing SQLite file fails the migrations check, naming it."""
+    from berth.db import setup
     results: list[tuple[str, Result]] = []
     skipped: Result | None = None
     for name, check in CHECKS:
@@ -206,8 +221,8 @@ def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
             if check is check_migrations and result.code != Code.SUCCESS:
                 skipped = _skipped(engine)
         except sa.exc.SQLAlchemyError as exc:
-            result = Result(Code.FAILURE, "Database error: %s"
-                            % str(getattr(exc, "orig", exc)).splitlines()[0])
+            result = Result(Code.FAILURE, "Database error at %s: %s"
+                            % (_named(engine), setup.first_line(exc)))
         results.append((name, result))
     return results
 
@@ -218,7 +233,10 @@ def render(results: list[tuple[str, Result]], width: int = 60) -> str:
     for name, result in results:
         rows.append(["Check: %s" % name,
                      "Result: %s" % result.code.name.capitalize()]
-                    + textwrap.wrap("Details: %s" % result.details, width)
+                    # A URL or path stays whole, to be copied.
+                    + textwrap.wrap("Details: %s" % result.details, width,
+                                    break_long_words=False,
+                                    break_on_hyphens=False)
                     if result.details else
                     ["Check: %s" % name,
                      "Result: %s" % result.code.name.capitalize(),
@@ -236,7 +254,11 @@ def report(conf: cfg.ConfigOpts, as_json: bool = False) -> int:
     """Run every check, print the table (or oslo.upgradecheck's JSON
     document) and return the exit code: the worst result."""
     from berth.db import setup
-    engine = setup.engine_from_conf(conf)
+    try:
+        engine = setup.engine_to_read(conf)
+    except setup.NoDatabase as exc:
+        # Never connected: the checks see the file is missing and say so.
+        engine = sa.create_engine(exc.url)
     try:
         results = run_checks(conf, engine)
     finally:

@@ -74,10 +74,13 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 # -- placement-manage -----------------------------------------------------
 
-def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object]) -> int:
-    """Run ``fn(engine)`` on the configured database; exit code 0."""
+def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object],
+               read: bool = False) -> int:
+    """Run ``fn(engine)`` on the configured database; exit code 0. With
+    ``read`` (a command that only reads), no database is created: a
+    missing one raises ``setup.NoDatabase``."""
     from berth.db import setup
-    engine = setup.engine_from_conf(conf)
+    engine = (setup.engine_to_read if read else setup.engine_from_conf)(conf)
     try:
         fn(engine)
     finally:
@@ -92,7 +95,8 @@ def _db_sync(conf: cfg.ConfigOpts) -> int:
 
 def _db_version(conf: cfg.ConfigOpts) -> int:
     from berth.db import migrate
-    return _on_engine(conf, lambda e: print(migrate.current_revision(e)))
+    return _on_engine(conf, lambda e: print(migrate.current_revision(e)),
+                      read=True)
 
 
 def _db_stamp(conf: cfg.ConfigOpts) -> int:

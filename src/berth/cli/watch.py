@@ -1,20 +1,28 @@
 """``berth watch``: the change feed (``GET /berth/changes``) as JSON lines,
 through direct access (``direct.py``: the real app in-process over the
 configured database, so it holds no API worker), or with ``--url`` from a
-server's watch stream (``GET /berth/changes/watch``); docs/change-feed.md.
+server's watch stream (``GET /berth/changes/watch``), reconnecting when
+the connection drops and resuming from the last frame's position;
+docs/change-feed.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from berth.cli import common
 
 _FILTERS = ("kind", "tree", "consumer", "project")
+#: Seconds before the first reconnection, doubled per attempt up to the
+#: last (each with up to a quarter more at random, so that the watchers
+#: of a restarted server do not all come back in the same instant).
+_BACKOFF = (0.5, 10.0)
 
 
 def register(sub: common.Subparsers) -> None:
@@ -44,6 +52,12 @@ def register(sub: common.Subparsers) -> None:
     parser.add_argument("--token", default="admin",
                         help="X-Auth-Token for --url (default admin, as "
                              "noauth2 reads it)")
+    parser.add_argument("--retry-for", type=float, default=300.0,
+                        metavar="SECONDS",
+                        help="with --url, how long to keep reconnecting "
+                             "(from the last frame's position) once the "
+                             "server cannot be reached, before giving up "
+                             "(default 300; 0: give up at once)")
 
 
 def _refused(body: dict[str, Any]) -> SystemExit:
@@ -63,23 +77,110 @@ def _page(http: Any, after: str, filters: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-def _stream(args: argparse.Namespace, filters: dict[str, str]) -> int:
-    """Print the watch stream's events until it ends (``--url``)."""
+class _Lost(Exception):
+    """The stream could not be opened, or ended (``opened``: after it was
+    opened, so the server was reached)."""
+
+    def __init__(self, reason: str, opened: bool) -> None:
+        super().__init__(reason)
+        self.opened = opened
+
+
+def _follow(args: argparse.Namespace, url: str, params: dict[str, str],
+            attempt: int) -> bool:
+    """Print the stream's events from ``params["after"]``, moving it to
+    each frame's ``after``; True once ``--once`` has caught up. Raises
+    _Lost when the connection fails or ends, SystemExit when the server
+    refuses (a 410: the position is gone, list again)."""
     import httpx
+    opened = False
+    try:
+        with httpx.stream("GET", url, params=params,
+                          headers={"x-auth-token": args.token},
+                          timeout=httpx.Timeout(30, read=None)) as resp:
+            if resp.status_code in (502, 503, 504):  # a proxy's: retry
+                raise _Lost("HTTP %d" % resp.status_code, False)
+            if resp.status_code != 200:
+                resp.read()
+                try:
+                    body = resp.json()
+                except ValueError:
+                    raise SystemExit("berth: error: %s answers %d" % (
+                        url, resp.status_code)) from None
+                raise _refused(body)
+            opened = True
+            if attempt:
+                _say("reconnected to %s; reading on from %s"
+                     % (url, params["after"]))
+            if _print_writes(args, resp.iter_lines(), params):
+                return True
+    except httpx.TransportError as exc:
+        raise _Lost(str(exc) or type(exc).__name__, opened) from exc
+    raise _Lost("the server ended the stream", True)
+
+
+def _print_writes(args: argparse.Namespace, lines: Iterator[str],
+                  params: dict[str, str]) -> bool:
+    """Print each write's events once its last one has come, and move
+    ``params["after"]`` past it: an event followed by more of its write
+    has the position before the write as ``after`` (resuming from it
+    sends the write whole), so printing it sooner would print it twice
+    after a reconnection (the watch marks a write's last event it sends
+    with an ``after`` past the write). True at ``--once``'s first
+    bookmark, False when the stream ends."""
+    from berth.domain.change import parse_position
+    write: list[dict[str, Any]] = []
+    for line in lines:
+        frame = json.loads(line)
+        if "kind" in frame:
+            write.append(frame)
+            slot, seq = (int(x) for x in frame["position"].split(":"))
+            if parse_position(frame["after"]).get(slot, 0) < seq:
+                continue  # more of this write to come
+            for event in write:
+                print(json.dumps(event, sort_keys=True))
+            sys.stdout.flush()
+            write.clear()
+        elif args.once:  # a bookmark: caught up
+            return True
+        params["after"] = frame["after"]
+    return False
+
+
+def _say(line: str) -> None:
+    print("berth watch: " + line, file=sys.stderr, flush=True)
+
+
+def _stream(args: argparse.Namespace, filters: dict[str, str]) -> int:
+    """Print the watch stream's events (``--url``), reconnecting with
+    backoff from the last frame's position for up to ``--retry-for``
+    seconds after the server was last reached; one stderr line per
+    attempt, and an exit status of 1 naming the URL when it gives up."""
+    url = args.url.rstrip("/") + "/berth/changes/watch"
     params = {"after": args.after or "now", "format": "jsonl", **filters}
-    with httpx.stream("GET", args.url.rstrip("/") + "/berth/changes/watch",
-                      params=params, headers={"x-auth-token": args.token},
-                      timeout=httpx.Timeout(30, read=None)) as resp:
-        if resp.status_code != 200:
-            resp.read()
-            raise _refused(resp.json())
-        for line in resp.iter_lines():
-            frame = json.loads(line)
-            if "kind" in frame:
-                print(json.dumps(frame, sort_keys=True), flush=True)
-            elif args.once:  # a bookmark: caught up
+    attempt, lost_at, reached = 0, time.monotonic(), False
+    while True:
+        try:
+            if _follow(args, url, params, attempt):
                 return 0
-    return 0
+        except _Lost as exc:
+            if exc.opened:
+                attempt, lost_at, reached = 0, time.monotonic(), True
+            attempt += 1
+            waited = time.monotonic() - lost_at
+            if waited >= args.retry_for:
+                _say("giving up on %s after %d attempt%s in %.0f s "
+                     "(--retry-for %g): %s; resume with --after %s"
+                     % (url, attempt, "" if attempt == 1 else "s", waited,
+                        args.retry_for, exc, params["after"]))
+                return 1
+            what = ("connection to %s lost" if reached
+                    else "cannot connect to %s") % url
+            _say("%s (%s); reconnecting from %s (attempt %d)"
+                 % (what, exc, params["after"], attempt))
+            delay = min(_BACKOFF[0] * 2 ** (attempt - 1), _BACKOFF[1])
+            time.sleep(min(delay * (1 + random.random() / 4),
+                           args.retry_for - waited))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -93,7 +194,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                if getattr(args, name) is not None}
     if args.url:
         return _stream(args, filters)
-    with PlacementDirect(common.load_conf(args), microversion="latest") as http:
+    conf = common.readable_conf(args)
+    with PlacementDirect(conf, microversion="latest") as http:
         after = args.after or http.get("/").headers["berth-position"]
         while True:
             page = _page(http, after, filters)

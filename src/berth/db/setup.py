@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import sqlalchemy as sa
@@ -32,6 +33,42 @@ def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
         recycle=db.connection_recycle_time, echo=db.connection_debug >= 50,
         sqlite_synchronous=db.sqlite_synchronous,
         mysql_sql_mode=db.mysql_sql_mode)
+
+
+class NoDatabase(RuntimeError):
+    """A command that only reads found no database: the SQLite file the
+    configuration names (or the embedded one) does not exist; ``url``
+    names it."""
+
+    def __init__(self, url: sa.engine.URL) -> None:
+        super().__init__("there is no database at %s (run 'berth db sync' "
+                         "to create it)" % urls.masked(url))
+        self.url = url
+
+
+def missing(url: sa.engine.URL) -> bool:
+    """Whether ``url`` is an SQLite file that does not exist (connecting
+    would create it, empty)."""
+    return (url.get_backend_name() == "sqlite"
+            and url.database not in (None, "", ":memory:")
+            and url.query.get("uri") != "true"
+            and not os.path.exists(url.database or ""))
+
+
+def engine_to_read(conf: cfg.ConfigOpts) -> sa.engine.Engine:
+    """``engine_from_conf`` for a command that only reads, which must
+    never create a database (nor the embedded one's folder). Raises
+    NoDatabase when it is an SQLite file that does not exist, and what
+    ``engine_from_conf`` raises."""
+    if berth_conf.is_embedded(conf):
+        path = berth_conf.data_dir(conf) / "placement.sqlite"
+        if not path.exists():
+            raise NoDatabase(sa.engine.make_url("sqlite:///%s" % path))
+    engine = engine_from_conf(conf)
+    if missing(engine.url):
+        engine.dispose()
+        raise NoDatabase(engine.url)
+    return engine
 
 
 def announce(conf: cfg.ConfigOpts) -> str:
