@@ -14,6 +14,7 @@ import pytest
 
 from berth.db import events
 from berth.db.engine import Database
+from support.plain_words import plain_line
 from tests.conftest import Client
 
 PROJECTS = ["proj-a", "proj-b"]
@@ -567,6 +568,48 @@ def test_bad_queries_are_400(client: Client, query: dict[str, str]) -> None:
     resp = client.get("/berth/changes", params=query)
     assert resp.status_code == 400, resp.text
     assert resp.json()["errors"][0]["status"] == 400
+
+
+#: The kinds, as a refusal lists them.
+KINDS = ("provider/resource_class.created/updated/deleted, "
+         "inventories/traits/aggregates.set, allocations.replaced/removed, "
+         "trait.created/deleted, resync")
+
+
+@pytest.mark.parametrize(("query", "line"), [
+    ({"after": "0", "kind": "provider.create"},
+     "unknown kind 'provider.create'; kinds: " + KINDS),
+    ({"after": "0", "kind": "resync,bogus"}, "unknown kind 'bogus'; kinds: "
+     + KINDS),
+    ({"after": "0", "limit": "abc"},
+     "limit must be a whole number from 1 to 99999, not 'abc'"),
+    ({"after": "0", "consumer": "nope"},
+     "consumer must be a consumer uuid, not 'nope'"),
+    ({"afte": "0"}, "unknown query parameter 'afte' (did you mean after?)"),
+    ({}, "after is required: a position from an earlier answer, or 0"),
+])
+def test_bad_queries_say_so_in_plain_words(client: Client,
+                                           query: dict[str, str],
+                                           line: str) -> None:
+    """A Berth-only surface: no pattern or schema in the answer, which
+    ``berth watch`` prints as it is."""
+    from berth.api.errors import for_people
+    resp = client.get("/berth/changes", params=query)
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["errors"][0]
+    assert error["code"] == "placement.query.bad_value"
+    assert plain_line(for_people(error["detail"])) == line
+    assert len(resp.content) < 600
+
+
+def test_a_bad_kind_lists_every_kind() -> None:
+    named = set()
+    for part in KINDS.split(", "):
+        prefixes, _, suffixes = part.rpartition(".")
+        named.update("%s.%s" % (p, s) if p else s
+                     for p in prefixes.split("/")
+                     for s in suffixes.split("/"))
+    assert named == set(events.KINDS)
 
 
 def test_pruned_history_is_410(client: Client, db: Database) -> None:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from support import dashboard_world as w
+from support.plain_words import plain_line
 from tests.conftest import Client
 
 
@@ -263,6 +264,17 @@ def test_form_errors_are_one_line(seeded: Client,
     assert re.search(r'<span id="seq">\d+</span>', unknown)
     form = page(browser, "/dashboard/fit?q=resources%3DVCPU")
     assert "Badly formed resources parameter" in form
+    for query, want in (
+            ("resources=VCPUS:2", "Invalid resource class in resources "
+             "parameter: No such resource class VCPUS (did you mean "
+             "VCPU?)."),
+            ("resources=VCPU:4&limit=abc",
+             "limit must be a whole number from 1 up, not &#39;abc&#39;")):
+        said = page(browser, "/dashboard/fit?" + str(httpx.QueryParams(
+            {"q": query})))
+        found = re.search(r'<p class="error" id="error">(.*?)</p>', said,
+                          re.S)
+        assert found and plain_line(found.group(1)) == want
 
 
 def test_browser_routes_answer_html_error_pages(

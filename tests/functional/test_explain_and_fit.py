@@ -13,6 +13,7 @@ import logging
 import subprocess
 import sys
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from support.numbered_providers import (
     traits,
     uuid,
 )
+from support.plain_words import plain_line
 from tests.conftest import Client
 
 EXPLAIN = "/berth/explain/allocation_candidates"
@@ -252,12 +254,14 @@ def test_fit_equals_real_claims(client: Client) -> None:
         "total": {"placed": 3, "upper_bound": 3, "exact": True},
         "complete": True,
         "trees": [
-            {"root_provider_uuid": uuid(1), "placed": 3, "upper_bound": 3,
-             "exact": True},
-            {"root_provider_uuid": uuid(2), "placed": 0, "upper_bound": 3,
-             "exact": False}],
-        "aggregates": [{"aggregate": AGG, "placed": 3, "upper_bound": 3,
-                        "exact": True}]}
+            {"root_provider_uuid": uuid(1), "root_provider_name": "rp1",
+             "placed": 3, "upper_bound": 3, "exact": True},
+            {"root_provider_uuid": uuid(2), "root_provider_name": "rp2",
+             "placed": 0, "upper_bound": 3, "exact": False}],
+        # An aggregate has no name: its first member trees, by name.
+        "aggregates": [{"aggregate": AGG, "member_trees": ["rp1", "rp2",
+                                                           "rp3"],
+                        "placed": 3, "upper_bound": 3, "exact": True}]}
     assert claim_until_none(client, query) == 3
     after = fit(client, query)
     assert after["total"] == {"placed": 0, "upper_bound": 0, "exact": True}
@@ -317,3 +321,65 @@ def test_cli_explain_and_fit(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip() == ("berth: error: Requested resource VCPU "
                                   "requires amount >= 1. Got: 0.")
+
+
+@pytest.fixture
+def cli_world(tmp_path: Path) -> Callable[..., str]:
+    """``berth`` in-process over a SQLite database holding hosts h1 and
+    h2 (4 VCPU each) in aggregate AGG: each call gives what it prints,
+    or the line of the error it exits with."""
+    from berth import conf as berth_conf
+    from berth.cli import main
+    from berth.direct import PlacementDirect
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
+                    "connection = sqlite:///%s\n" % (tmp_path / "p.sqlite"))
+    assert main(["db", "sync", "--config-file", str(conf)]) == 0
+    with PlacementDirect(berth_conf.load(["--config-file", str(conf)]),
+                         microversion="latest") as http:
+        for n in (1, 2):
+            http.post("/resource_providers",
+                      json={"name": "h%d" % n, "uuid": uuid(n)})
+            http.put("/resource_providers/%s/inventories" % uuid(n), json={
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 4}}})
+            http.put("/resource_providers/%s/aggregates" % uuid(n), json={
+                "resource_provider_generation": 1, "aggregates": [AGG]})
+
+    def run(*args: str) -> str:
+        try:
+            main([*args, "--config-file", str(conf)])
+        except SystemExit as exc:
+            return str(exc.code)
+        return ""
+    return run
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("fit", "resources=VCPU:4&limit=abc"),
+     "limit must be a whole number from 1 up, not 'abc'"),
+    (("explain", "resources=VCPU:1", "--tree", "not-a-uuid"),
+     "--tree takes a provider uuid, not 'not-a-uuid'"),
+    (("fit", "VCPU:4"), "expected a query such as "
+     "resources=VCPU:4,MEMORY_MB:2048; got 'VCPU:4'"),
+    (("fit", "resources=VCPUS:2"), "Invalid resource class in resources "
+     "parameter: No such resource class VCPUS (did you mean VCPU?)."),
+    (("explain", "resources=VCPU:1&required=CUSTOM_FAST"),
+     "No such trait(s): CUSTOM_FAST."),
+    (("explain", "resources=VCPU:1&required=HW_CPU_X86_AVX3"),
+     "No such trait(s): HW_CPU_X86_AVX3 (did you mean HW_CPU_X86_AVX?)."),
+])
+def test_cli_errors_in_plain_words(cli_world: Callable[..., str],
+                                   args: tuple[str, ...], line: str) -> None:
+    assert plain_line(cli_world(*args)) == "berth: error: " + line
+
+
+def test_cli_fit_names_trees_and_aggregates(
+        cli_world: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_world("fit", "resources=VCPU:1") == ""
+    assert capsys.readouterr().out.splitlines() == [
+        "total: 8 (exact)",
+        "  tree h1 (%s): 4 (exact)" % uuid(1),
+        "  tree h2 (%s): 4 (exact)" % uuid(2),
+        "  aggregate with h1, h2 (%s): 8 (exact)" % AGG]

@@ -6,6 +6,7 @@ import inspect
 
 from berth.api import errors
 from berth.domain import errors as de
+from support.plain_words import plain_line
 
 
 def test_every_domain_error_has_a_row():
@@ -81,3 +82,34 @@ def test_for_people_leaves_out_the_one_line_schema_dump() -> None:
                                 "schema:\n    {}").to_dict(None, False)
     assert errors.for_people(detail["errors"][0]["detail"]) == (
         "the request body does not validate: 'abc' is not a 'uuid'")
+
+
+
+def test_for_people_says_what_a_valid_number_is() -> None:
+    # GET /berth/fit?resources=VCPU:4&limit=abc answers upstream's words.
+    detail = errors.HTTPProblem(
+        400, "Invalid query string parameters: 'abc' does not match "
+        "'^[1-9][0-9]*$'\n\nFailed validating 'pattern' in "
+        "schema['properties']['limit']:\n    {'type': ['integer', 'string'],"
+        " 'pattern': '^[1-9][0-9]*$'}\n\nOn instance['limit']:\n    'abc'"
+    ).to_dict(None, False)["errors"][0]["detail"]
+    assert plain_line(errors.for_people(detail)) == (
+        "limit must be a whole number from 1 up, not 'abc'")
+
+
+def test_for_people_names_the_nearest_class_or_trait() -> None:
+    names = ["VCPU", "MEMORY_MB", "HW_CPU_X86_AVX2", "CUSTOM_FAST"]
+    klass = errors.HTTPProblem(
+        400, "Invalid resource class in resources parameter: No such "
+        "resource class VCPUS.").to_dict(None, False)["errors"][0]["detail"]
+    assert plain_line(errors.for_people(klass, names=names)) == (
+        "Invalid resource class in resources parameter: No such resource "
+        "class VCPUS (did you mean VCPU?).")
+    trait = errors.HTTPProblem(400, "No such trait(s): CUSTOM_FAT."
+                               ).to_dict(None, False)["errors"][0]["detail"]
+    assert plain_line(errors.for_people(trait, names=names)) == (
+        "No such trait(s): CUSTOM_FAT (did you mean CUSTOM_FAST?).")
+    # Nothing near: upstream's line as it is.
+    far = trait.replace("FAT", "ZZZZZZZZ")
+    assert errors.for_people(far, names=names) == (
+        "No such trait(s): CUSTOM_ZZZZZZZZ.")

@@ -180,14 +180,60 @@ _UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) "
                          r"(?:was|were) unexpected\)")
 
 
-def for_people(detail: str, known: Iterable[str] = ()) -> str:
+#: jsonschema's words for a value its ``pattern`` refuses, and the
+#: property it stands in (the last of the path after the schema dump).
+_MISMATCH = re.compile(r"'([^']*)' does not match '.*?"
+                       r"On instance(?:\[[^\]]*\])*\['([^']+)'\]", re.S)
+#: What a valid value is, for the patterns people meet on Berth's own
+#: surfaces (upstream's ``limit``), in place of the pattern itself.
+_PATTERN_WORDS = {"limit": "a whole number from 1 up"}
+#: The refusals of an unknown resource class or trait.
+_NO_CLASS = re.compile(r"No such resource class ([^ ,.]+)")
+_NO_TRAIT = re.compile(r"No such trait\(s\): ([^ ,.]+)")
+
+
+def shown(value: str, most: int = 40) -> str:
+    """``value`` quoted, cut to ``most`` characters: a line that echoes
+    what people typed stays one short line."""
+    return repr(value if len(value) <= most else value[:most - 3] + "...")
+
+
+def must_be(name: str, what: str, value: str) -> str:
+    """The one line for a bad value: what ``name`` must be, not ``value``
+    (its first 40 characters)."""
+    return "%s must be %s, not %s" % (name, what, shown(value))
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the nearest of ``choices`` to
+    ``name``, or nothing."""
+    near = difflib.get_close_matches(name, sorted(c for c in choices if c),
+                                     n=1)
+    return " (did you mean %s?)" % near[0] if near else ""
+
+
+def for_people(detail: str, known: Iterable[str] = (),
+               names: Iterable[str] = ()) -> str:
     """One line saying what is wrong, from the ``detail`` of an error body
     (upstream's wording, which the API keeps): the status's general
-    explanation, schema dumps and the offending instance left out; an
-    unknown query parameter named with the nearest of the schema's names
-    and ``known``. For the command line and the dashboard."""
+    explanation, schema dumps, patterns and the offending instance left
+    out; an unknown query parameter named with the nearest of the
+    schema's names and ``known``; an unknown resource class or trait
+    with the nearest of ``names``. For the command line and the
+    dashboard, never for upstream's URL space."""
     text = detail.split("\n\n", 1)[-1].strip()
     line = text.splitlines()[0].strip() if text else detail.strip()
+    mismatch = _MISMATCH.search(text)
+    if mismatch:
+        value, name = mismatch.groups()
+        if name in _PATTERN_WORDS:
+            return must_be(name, _PATTERN_WORDS[name], value)
+        return "%r is not a valid %s" % (value, name)
+    unknown_name = _NO_CLASS.search(line) or _NO_TRAIT.search(line)
+    if unknown_name:
+        hint = did_you_mean(unknown_name.group(1), names)
+        return line[:-1] + hint + "." if hint and line.endswith(".") else (
+            line + hint)
     # The schema dump after jsonschema's one-line reason.
     line = line.split("  Failed validating ", 1)[0]
     prefix, _, rest = line.partition(": ")
@@ -206,7 +252,5 @@ def for_people(detail: str, known: Iterable[str] = ()) -> str:
 
 
 def _unknown_parameter(name: str, choices: set[str]) -> str:
-    near = difflib.get_close_matches(name, sorted(c for c in choices if c),
-                                     n=1)
-    return "unknown query parameter %r%s" % (
-        name, " (did you mean %s?)" % near[0] if near else "")
+    return "unknown query parameter %r%s" % (name,
+                                             did_you_mean(name, choices))

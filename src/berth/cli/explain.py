@@ -36,25 +36,37 @@ def _query_command(sub: common.Subparsers, name: str, help: str,
     return parser
 
 
+#: What a query looks like, for the line that refuses one that is not.
+EXAMPLE = "resources=VCPU:4,MEMORY_MB:2048"
+
+
 def _get(args: argparse.Namespace, path: str,
          extra: list[tuple[str, str]]) -> Any:
     """GET ``path`` with the query, as admin at the latest microversion;
-    an error answer becomes one ``berth: error:`` line."""
+    an error answer becomes one ``berth: error:`` line in plain words
+    (an unknown resource class or trait with the nearest known name)."""
     from berth.direct import PlacementDirect
     try:
         pairs = parse_qsl(args.query, keep_blank_values=True,
                           strict_parsing=True)
-    except ValueError as exc:
-        raise SystemExit("berth: error: bad query: %s" % exc) from None
-    with PlacementDirect(common.load_conf(args), microversion="latest") as http:
+    except ValueError:
+        from berth.api.errors import shown
+        raise SystemExit("berth: error: expected a query such as %s; got %s"
+                         % (EXAMPLE, shown(args.query))) from None
+    # Reads only: a database that is not there is named, never created.
+    with PlacementDirect(common.readable_conf(args), microversion="latest") as http:
         resp = http.get(path, params=pairs + extra)
-    body = resp.json()
-    if resp.status_code != 200:
-        from berth.api.errors import for_people
-        from berth.api.schemas.allocation_candidate import QUERY_NAMES
-        raise SystemExit("berth: error: %s" % for_people(
-            body["errors"][0]["detail"], known=QUERY_NAMES))
-    return body
+        body = resp.json()
+        if resp.status_code == 200:
+            return body
+        # The names an unknown class or trait is likely a typo of.
+        names = [c["name"] for c in
+                 http.get("/resource_classes").json()["resource_classes"]]
+        names += http.get("/traits").json()["traits"]
+    from berth.api.errors import for_people
+    from berth.api.schemas.allocation_candidate import QUERY_NAMES
+    raise SystemExit("berth: error: %s" % for_people(
+        body["errors"][0]["detail"], known=QUERY_NAMES, names=names))
 
 
 def _named(uuid: str, name: str | None) -> str:
@@ -79,6 +91,11 @@ def _describe(reason: dict[str, Any]) -> str:
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why trees give no candidate: counts per reason with examples, or
     one tree's reasons with ``--tree``."""
+    from berth.domain.common import is_uuid_like
+    if args.tree is not None and not is_uuid_like(args.tree):
+        from berth.api.errors import shown
+        raise SystemExit("berth: error: --tree takes a provider uuid, not %s"
+                         % shown(args.tree))
     body = _get(args, "/berth/explain/allocation_candidates",
                 [("explain_tree", args.tree)] if args.tree else [])
     if args.json:
@@ -128,7 +145,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print("total: %s%s" % (_count(body["total"]), "" if body["complete"]
                            else " (greedy placement stopped early)"))
     for tree in body["trees"]:
-        print("  tree %s: %s" % (tree["root_provider_uuid"], _count(tree)))
+        print("  tree %s: %s" % (_named(tree["root_provider_uuid"],
+                                        tree.get("root_provider_name")),
+                                 _count(tree)))
     for agg in body["aggregates"]:
-        print("  aggregate %s: %s" % (agg["aggregate"], _count(agg)))
+        members = agg.get("member_trees")
+        print("  aggregate %s: %s" % (
+            _named(agg["aggregate"], "with " + ", ".join(members)
+                   if members else None), _count(agg)))
     return 0

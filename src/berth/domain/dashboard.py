@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from berth.db import tables as t
-from berth.domain import common
+from berth.domain import common, resource_class, trait
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.order import tree_score
 from berth.domain.allocation_candidate.request import Order
@@ -122,6 +122,13 @@ def names_by_uuid(conn: Connection, world: World, uuids: Iterable[str]
     """Provider uuid -> name, for those of ``uuids`` ``world`` holds."""
     pids = {world.by_uuid[u]: u for u in uuids if u in world.by_uuid}
     return {pids[pid]: name for pid, name in names(conn, pids).items()}
+
+
+def class_and_trait_names(conn: Connection) -> list[str]:
+    """Every resource class and trait name: what an unknown one in a
+    query is likely a typo of."""
+    return ([c.name for c in resource_class.list_classes(conn)]
+            + [tr.name for tr in trait.list_traits(conn)])
 
 
 @dataclass

@@ -20,6 +20,7 @@ caller the feed refuses, polls ``/dashboard/seq`` (just the number).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -258,19 +259,23 @@ def _query_pairs(text: str) -> list[tuple[str, str]]:
     return parse_qsl(text.strip().lstrip("?"), keep_blank_values=True)
 
 
-def _one_line(problem: HTTPProblem, method: str = "") -> str:
-    """What ``problem`` says, in one line for people (no schema dump)."""
+def _one_line(problem: HTTPProblem, method: str = "",
+              names: Iterable[str] = ()) -> str:
+    """What ``problem`` says, in one line for people (no schema dump; an
+    unknown class or trait with the nearest of ``names``)."""
     detail = problem.to_dict(None, False, method)["errors"][0]["detail"]
-    return errors.for_people(detail, known=candidate_schema.QUERY_NAMES)
+    return errors.for_people(detail, known=candidate_schema.QUERY_NAMES,
+                             names=names)
 
 
-def _refusal(exc: Exception) -> str:
+def _refusal(exc: Exception, names: Iterable[str] = ()) -> str:
     """Why the API would refuse a query, in one line: ``exc`` is the
-    HTTPProblem or DomainError it would answer."""
+    HTTPProblem or DomainError it would answer; ``names``, the known
+    classes and traits."""
     if isinstance(exc, DomainError):
         exc = errors.from_domain(exc)
     assert isinstance(exc, HTTPProblem)
-    return _one_line(exc)
+    return _one_line(exc, names=names)
 
 
 def _parse(text: str, version: tuple[int, int]) -> Any:
@@ -297,7 +302,7 @@ def _tool(req: falcon.Request, resp: falcon.Response, template: str,
         try:
             return at, run(conn, parsed)
         except DomainError as exc:
-            return at, _refusal(exc)
+            return at, _refusal(exc, dashboard.class_and_trait_names(conn))
 
     at, outcome = util.db(req).read(work)
     error = outcome if isinstance(outcome, str) else None

@@ -10,9 +10,11 @@ from sqlalchemy.engine import Connection
 from berth.api import util
 from berth.api.schemas.allocation_candidate import parse_query
 from berth.api.views import fit as view
+from berth.domain import dashboard
 from berth.domain.allocation_candidate import engine, fit
 from berth.domain.allocation_candidate.fit import Fit
 from berth.domain.allocation_candidate.world import World
+from berth.domain.dashboard import Labels
 
 
 def fit_request(req: falcon.Request, resp: falcon.Response) -> None:
@@ -24,9 +26,14 @@ def fit_request(req: falcon.Request, resp: falcon.Response) -> None:
     groups, wide = parse_query(util.query(req), req.context.version)
     cache = util.world_cache(req)
 
-    def work(conn: Connection) -> tuple[World, Fit]:
+    def work(conn: Connection) -> tuple[World, Fit, Labels]:
         world, specs = engine.resolve(conn, cache, groups, wide)
-        return world, fit.fit(world, specs, wide)
+        answer = fit.fit(world, specs, wide)
+        # Names are read here, for the trees and aggregates the answer
+        # names only: the world the search keeps has none.
+        return world, answer, dashboard.labels(
+            conn, world, [world.uuid(root) for root in answer.trees],
+            answer.aggregates)
 
-    world, answer = util.db(req).read(work)
-    util.send(req, resp, view.serialize(world, answer))
+    world, answer, labels = util.db(req).read(work)
+    util.send(req, resp, view.serialize(world, answer, labels))

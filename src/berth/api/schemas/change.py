@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from berth.api.schemas import validator
+import jsonschema
+
+from berth.api.errors import did_you_mean, must_be, shown
+from berth.api.schemas import FastValidator, validator
 from berth.db import events
 from berth.domain import change, common, errors
 
@@ -35,8 +38,65 @@ _CHANGES: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: What a valid value of each parameter is, in plain words: a refusal on
+#: this Berth-only surface says that, never the schema or a pattern.
+_EXPECTED = {
+    "after": "a position from an earlier answer, or 0",
+    "tree": "provider uuids, comma separated (at most %d)" % MAX_TREES,
+    "consumer": "a consumer uuid",
+    "project": "a project id of 1 to 255 characters",
+    "limit": "a whole number from 1 to 99999",
+}
+
+
+def _kinds() -> str:
+    """The kinds, short enough for one line: kinds of one prefix share
+    it, and prefixes with the same kinds share those
+    (``inventories/traits/aggregates.set``)."""
+    by_prefix: dict[str, list[str]] = {}
+    for kind in events.KINDS:
+        prefix, _, suffix = kind.rpartition(".")
+        by_prefix.setdefault(prefix, []).append(suffix)
+    by_suffixes: dict[str, list[str]] = {}
+    for prefix, suffixes in by_prefix.items():
+        by_suffixes.setdefault("/".join(suffixes), []).append(prefix)
+    return ", ".join("%s.%s" % ("/".join(p), s) if p != [""] else s
+                     for s, p in by_suffixes.items())
+
+
+def _plain(exc: jsonschema.ValidationError, params: Any) -> str:
+    """The one line that says what is wrong with the query ``params``."""
+    extras = sorted(set(params) - set(_CHANGES["properties"]))
+    if extras:
+        extra = extras[0]
+        return "unknown query parameter %r%s" % (
+            extra, did_you_mean(extra, _CHANGES["properties"]))
+    if not exc.path:
+        return "after is required: %s" % _EXPECTED["after"]
+    name = str(exc.path[0])
+    value = str(params[name])
+    if name == "kind":
+        bad = next((k for k in value.split(",")
+                    if k not in events.KINDS), value)
+        return "unknown kind %s; kinds: %s" % (shown(bad, 30), _kinds())
+    return must_be(name, _EXPECTED[name], value)
+
+
+class _PlainValidator(FastValidator):
+    """The feed query's validator: a refusal is QueryBadValue in plain
+    words (``_plain``)."""
+
+    __slots__ = ()
+
+    def validate(self, instance: Any) -> None:
+        try:
+            super().validate(instance)
+        except jsonschema.ValidationError as exc:
+            raise errors.QueryBadValue(_plain(exc, instance)) from None
+
+
 #: GET /berth/changes query strings (no microversion: a Berth endpoint).
-QUERY = validator(_CHANGES)
+QUERY = validator(_CHANGES, _PlainValidator)
 
 #: The most events one page returns (whole writes: one may exceed it).
 MAX_LIMIT = 10_000
