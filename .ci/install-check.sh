@@ -55,7 +55,11 @@ print("imported", berth.client.__name__, berth.direct.__name__)
 
 step "db sync, upgrade check, a real migrate-inventory, the WSGI module"
 mkdir -p "$WORK/etc"
+# noauth2, said in the file: with keystone (the default) and no
+# [keystone_authtoken], serve, the WSGI module and the upgrade check refuse.
 cat > "$WORK/etc/placement.conf" <<CONF
+[api]
+auth_strategy = noauth2
 [placement_database]
 connection = sqlite:///$WORK/placement.sqlite
 CONF
