@@ -202,7 +202,8 @@ def test_no_candidate_points_to_explain(seeded: Client,
      "order may be given once"),
     ("resourcs=VCPU:1", {}, "unknown query parameter 'resourcs'"),
     ("resources=NOPE:1", {"order": "spread"}, "NOPE"),
-    ("resources=VCPU:1&limit=0", {}, "'0' does not match"),
+    ("resources=VCPU:1&limit=0", {},
+     "limit must be a whole number from 1 up, not '0'"),
 ])
 def test_bad_input_is_one_line_in_the_page(
         seeded: Client, browser: httpx.Client, query: str,

@@ -73,8 +73,10 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
 
 def cmd_db_version(args: argparse.Namespace) -> int:
     from berth.db import migrate, setup, urls
-    engine = setup.engine_to_read(common.readable_conf(args))
-    print("database: %s" % urls.masked(engine.url))
+    conf = common.readable_conf(args)
+    engine = setup.engine_to_read(conf)
+    # As configured (and as `db sync` names it), password masked.
+    print("database: %s" % urls.masked(berth_conf.database_url(conf)))
     current = migrate.current_revision(engine)
     engine.dispose()
     print("current: %s\nhead: %s" % (current or "none (empty database)",
