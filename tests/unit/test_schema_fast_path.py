@@ -470,3 +470,16 @@ def test_compile_all_leaves_no_schema_to_compile_later() -> None:
     assert all(id(checker) in made for checker in VALIDATORS.values())
     assert all(checker._fast is not schemas_package._PENDING
                for checker in schemas_package._MADE)
+
+
+@pytest.mark.parametrize("query", [None, [None], "after=1", 7])
+def test_the_feed_query_refuses_a_non_mapping_in_one_line(query: Any) -> None:
+    # Hypothesis found these: an in-process caller handing the change
+    # feed's validator something other than a mapping got a TypeError.
+    from berth.api.schemas import change
+
+    with pytest.raises(DomainError) as caught:
+        change.QUERY.validate(query)
+    assert str(caught.value) == (
+        "the query must be name=value parameters, not %s"
+        % type(query).__name__)

@@ -66,7 +66,11 @@ def _kinds() -> str:
 
 def _plain(exc: jsonschema.ValidationError, params: Any) -> str:
     """The one line that says what is wrong with the query ``params``."""
-    extras = sorted(set(params) - set(_CHANGES["properties"]))
+    if not isinstance(params, dict):
+        # Only a caller in-process can hand over anything but a mapping.
+        return "the query must be name=value parameters, not %s" % (
+            type(params).__name__)
+    extras = sorted(str(p) for p in set(params) - set(_CHANGES["properties"]))
     if extras:
         extra = extras[0]
         return "unknown query parameter %r%s" % (
