@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8778
 PYTEST_ARGS ?=
 
-.PHONY: serve test check lint stress venv install install-test keystone-venv conformance matrix image image-test bench clean
+.PHONY: serve test check lint format stress venv install install-test keystone-venv conformance matrix image image-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,12 +44,20 @@ test: install-test keystone-venv
 check: install-test
 	BERTH_TEST_DBS=sqlite $(BIN)/pytest -q tests/unit tests/functional $(PYTEST_ARGS)
 
-# Lint (ruff), types (mypy --strict on src/) and the import contracts
-# (import-linter), as CI runs them.
+# Lint (ruff), the formatting (ruff format, checked), types (mypy
+# --strict on src/) and the import contracts (import-linter), as CI runs
+# them.
 lint: install-test
 	$(BIN)/ruff check src tests bench support
+	$(BIN)/ruff format --check src tests bench support
 	$(BIN)/mypy src
 	$(BIN)/lint-imports --no-cache
+
+# The one formatting (ruff format, as pyproject's [tool.ruff] sets it):
+# run it before committing; `make lint` fails on a file it would change.
+format: install-test
+	$(BIN)/ruff format src tests bench support
+	$(BIN)/ruff check --fix --select I src tests bench support
 
 # Keystone, its CLI and osc-placement in .keystone-venv (tests/keystone).
 keystone-venv: install-test

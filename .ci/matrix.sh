@@ -73,8 +73,8 @@ FUNCTIONAL=(
   tests/functional/test_change_watch_notify.py
   tests/functional/test_db_connection.py
   tests/functional/test_db_connection_fallback.py
-  tests/functional/test_db_thin.py
-  tests/functional/test_db_thin_text.py
+  tests/functional/test_db_connection_thin.py
+  tests/functional/test_db_connection_thin_text.py
   tests/functional/test_serve_deploy.py
   tests/functional/test_conf_check.py
   tests/functional/test_cli_read_only.py

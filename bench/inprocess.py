@@ -47,16 +47,17 @@ from run import EXPLOSION, QUERIES  # noqa: E402
 from berth import conf as berth_conf  # noqa: E402
 from berth.api import render  # noqa: E402
 from berth.api.app import create_app  # noqa: E402
-from berth.api.views.allocation_candidate import SummaryCache, serialize  # noqa: E402
+from berth.api.microversion import wants  # noqa: E402
+from berth.api.views.allocation_candidate import EncodedCache, serialize  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.allocation_candidate import engine, explain, fit, parse  # noqa: E402
+from berth.domain.allocation_candidate.cache import CandidateCache, RefreshObserver  # noqa: E402
 from berth.domain.allocation_candidate.request import (  # noqa: E402
     RequestGroup,
     RequestWide,
     Settings,
 )
-from berth.domain.allocation_candidate.world_cache import Observer, WorldCache  # noqa: E402
 from berth.serve.memory import tune_gc  # noqa: E402
 
 VERSION = (1, 39)
@@ -83,7 +84,7 @@ def _url(db: Source, name: str = "") -> str:
     return "sqlite:///%s" % _db_for(db, name)
 
 
-def _app(url: str, observers: list[Observer] | None = None) -> Any:
+def _app(url: str, observers: list[RefreshObserver] | None = None) -> Any:
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
     conf.set_override("request_log", False, group="berth")
@@ -145,28 +146,28 @@ def stages(path: Source, names: list[str], repeat: int) -> None:
               % ((name,) + _stage(path, name, repeat, freeze)))
 
 
-def _subject(path: Source, name: str, freeze: Observer) -> tuple[
-        Any, Database, WorldCache, str, list[RequestGroup], RequestWide]:
+def _subject(path: Source, name: str, freeze: RefreshObserver) -> tuple[
+        Any, Database, CandidateCache, str, list[RequestGroup], RequestWide]:
     """The app, database, cache, query string and parsed query of
     ``name`` over ``path``."""
     query = _query(name)
-    groups, wide = parse.parse_request(parse_qsl(query), VERSION)
+    groups, wide = parse.parse_request(parse_qsl(query), wants(VERSION))
     url = _url(path, name)
     return (_app(url, [freeze]), Database(create_engine(url)),
-            WorldCache(observers=[freeze]), query, groups, wide)
+            CandidateCache(observers=[freeze]), query, groups, wide)
 
 
-def _stage(path: Source, name: str, repeat: int, freeze: Observer
+def _stage(path: Source, name: str, repeat: int, freeze: RefreshObserver
            ) -> tuple[float, float, float, float]:
     """Median ms of the search, the body, the JSON and the WSGI call."""
     app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
         def find() -> engine.Result:
             return engine.find_candidates(conn, cache, groups, wide,
-                                          Settings(), True)
+                                          Settings(), nested_aware=True)
         search_ms = _median_ms(find, repeat)
         result = find()
-    summaries = SummaryCache()
+    summaries = EncodedCache()
     body_ms = _median_ms(lambda: serialize(result, groups, VERSION, summaries),
                          repeat)
     body = serialize(result, groups, VERSION, summaries)
@@ -186,7 +187,7 @@ def explain_fit(path: Source, names: list[str], repeat: int) -> None:
 
 
 def _explain_fit_row(path: Source, name: str, repeat: int,
-                     freeze: Observer) -> None:
+                     freeze: RefreshObserver) -> None:
     app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
         world, specs = engine.resolve(conn, cache, groups, wide)
@@ -240,12 +241,12 @@ def _searches(path: Source, name: str, count: int, wsgi: bool) -> None:
             _wsgi(app, _query(name))
         return
     db = Database(create_engine(_url(path, name)))
-    cache = WorldCache()
-    groups, wide = parse.parse_request(parse_qsl(_query(name)), VERSION)
+    cache = CandidateCache()
+    groups, wide = parse.parse_request(parse_qsl(_query(name)), wants(VERSION))
     with db.engine.connect() as conn:
         for _ in range(count):
             engine.find_candidates(conn, cache, groups, wide, Settings(),
-                                   True)
+                                   nested_aware=True)
 
 
 def _measure(path: Source, names: list[str], args: argparse.Namespace

@@ -62,6 +62,7 @@ import bulk  # noqa: E402
 import run  # noqa: E402
 import world as world_mod  # noqa: E402
 
+from berth.api.microversion import wants  # noqa: E402
 from berth.db import setup  # noqa: E402
 from berth.db import tables as t  # noqa: E402
 from berth.db.engine import Database, create_engine  # noqa: E402
@@ -187,7 +188,7 @@ def memo_effect(world: World, host: int) -> Result:
     claimed = {host: {rc: n + 1 for rc, n in world.providers[host].used.items()}}
     for name in ("simple", "nested"):
         groups, wide = parse.parse_request(parse_qsl(run.QUERIES[name]),
-                                           (1, 39))
+                                           wants((1, 39)))
         specs = engine.group_specs(world, groups)
         assert specs is not None
 

@@ -17,11 +17,12 @@ import itertools
 from typing import Any
 
 from hypothesis import strategies as st
+from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
 from berth.domain.allocation_candidate.order import Ranking
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory, fits
 
 CLASSES = ["VCPU", "DISK_GB", "VF"]

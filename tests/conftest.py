@@ -92,10 +92,6 @@ def db_url(request: pytest.FixtureRequest,
     drop()
 
 
-def _standard_counts(engine: sa.engine.Engine) -> None:
-    pass
-
-
 def reset(engine: sa.engine.Engine) -> None:
     """Empty every data table and drop custom classes and traits."""
     import os_resource_classes

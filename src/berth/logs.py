@@ -7,7 +7,7 @@ Berth's one difference: with no ``log_file``, ``log_dir`` or journal, lines
 go to stderr (oslo.log would pick stdout), as they always have. Every
 line written while a request is served carries its request id, user and
 project (oslo.log's context formatter reads the request's oslo.context,
-which the ``Edge`` and ``Context`` middlewares set). gunicorn's own lines
+which the ``EdgeMiddleware`` and ``Context`` middlewares set). gunicorn's own lines
 go through the same handlers (``berth.serve.master.GunicornLogger``), so
 ``berth serve`` writes one format.
 """

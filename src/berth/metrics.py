@@ -18,7 +18,7 @@ from typing import Any
 import prometheus_client as prom
 from prometheus_client import multiprocess
 
-from berth.domain.allocation_candidate.world_cache import Refresh
+from berth.domain.allocation_candidate.cache import Refresh
 
 #: Routes whose writes are claims (allocations made, moved or dropped).
 CLAIM_ROUTES = {("PUT", "/allocations/{consumer_uuid}"),
@@ -184,11 +184,11 @@ class Metrics:
         """A candidate-cache observer."""
         self.world_refresh_seconds.labels(done.kind).observe(done.seconds)
         self.world_lag.observe(done.behind)
-        world = done.snapshot.world
+        world = done.cached.world
         self.world_providers.set(len(world.providers))
-        self.world_classes.set(len(done.snapshot.classes))
+        self.world_classes.set(len(done.cached.classes))
 
-    def candidates_answered(self, count: int, trees: int, cut: bool,
+    def candidates_answered(self, count: int, trees: int, *, cut: bool,
                             order: str = "uuid") -> None:
         self.by_order.labels(order).inc()
         self.candidates.observe(count)

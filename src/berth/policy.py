@@ -151,7 +151,7 @@ API_RULES: list[tuple[str, str, str, list[tuple[str, str]]]] = [
 ]
 
 
-def rule_defaults(enforce_scope: bool = True) -> list[policy.RuleDefault]:
+def rule_defaults(*, enforce_scope: bool = True) -> list[policy.RuleDefault]:
     """Every rule Berth registers, with upstream's names and defaults."""
     scope = ["project"] if enforce_scope else None
     rules: list[policy.RuleDefault] = []
@@ -184,7 +184,7 @@ def get_enforcer() -> policy.Enforcer:
     from berth import conf as berth_conf
     conf = berth_conf.load([])
     enforcer = policy.Enforcer(conf)
-    enforcer.register_defaults(rule_defaults(conf.oslo_policy.enforce_scope))
+    enforcer.register_defaults(rule_defaults(enforce_scope=conf.oslo_policy.enforce_scope))
     return enforcer
 
 
@@ -204,7 +204,7 @@ class Policy:
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.enforcer = policy.Enforcer(conf)
         self.enforcer.register_defaults(
-            rule_defaults(conf.oslo_policy.enforce_scope))
+            rule_defaults(enforce_scope=conf.oslo_policy.enforce_scope))
         self.enforcer.load_rules()
         self._cache: dict[tuple[object, ...], bool] = {}
         self._rules_id = id(self.enforcer.rules)

@@ -45,5 +45,5 @@ except ImportError:
     pass
 else:
     _uwsgi.post_fork_hook = lambda: preload.after_fork(
-        application, preload.uwsgi_one_at_a_time(
+        application, one_at_a_time=preload.uwsgi_one_at_a_time(
             getattr(_uwsgi, "opt", {"threads": b"2"})))

@@ -14,13 +14,6 @@ AGG1 = "f918801a-5e54-4bee-9095-09a9d0c786b8"
 AGG2 = "a893eb5c-e2a0-4251-ab26-f71d3b0cfc0b"
 
 
-@pytest.fixture
-def rp(client: Any) -> str:
-    resp = client.post("/resource_providers", json={"name": "agg-rp"})
-    assert resp.status_code == 200
-    return "/resource_providers/%s/aggregates" % resp.json()["uuid"]
-
-
 def _put(client: Any, url: str, aggs: list[str], gen: int) -> Any:
     return client.put(url, json={"aggregates": aggs,
                                  "resource_provider_generation": gen})

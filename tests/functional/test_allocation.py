@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from berth.api import errors as api_errors
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import allocation, errors
+from berth.domain import allocation, claim, errors
 from berth.domain.allocation import ConsumerAllocations
 from support.allocation_setup import PROJECT, USER, body, generation, make_provider
 from tests.conftest import Client
@@ -269,18 +270,47 @@ def test_run_claim_retries_then_gives_up(db: Database) -> None:
     def flaky(conn: Any) -> str:
         calls.append(1)
         if len(calls) < 3:
-            raise errors.ProviderGenerationRace("race")
+            raise errors.ClaimedProviderDeleted("race")
         return "done"
 
     assert allocation.run_claim(db, flaky, 5) == "done"
     assert len(calls) == 3
 
     def always(conn: Any) -> None:
-        raise errors.ProviderGenerationRace("race")
+        raise errors.ClaimedProviderDeleted("race")
 
-    with pytest.raises(errors.ProviderGenerationRace,
+    with pytest.raises(errors.ClaimedProviderDeleted,
                        match="resource provider data"):
         allocation.run_claim(db, always, 2)
+
+
+def test_a_claimed_provider_deleted_before_its_lock(db: Database) -> None:
+    """What ``ClaimedProviderDeleted`` means: a provider the write read
+    is gone when it comes to lock it (a live one is locked and its
+    generation bumped, with no compare); it answers 409
+    ``placement.concurrent_update``."""
+    rp = make_provider(db, "claimed-then-deleted")
+    rps = t.resource_providers
+
+    def row() -> Any:
+        return db.read(lambda conn: conn.execute(
+            sa.select(rps.c.id, rps.c.generation).where(rps.c.uuid == rp)
+        ).one())
+
+    def lock(ids: set[int]) -> Any:
+        return db.run(lambda conn: claim.lock_providers(conn, ids))
+
+    rp_id = row().id
+    lock({rp_id})
+    assert row().generation == 1
+    with pytest.raises(errors.ClaimedProviderDeleted,
+                       match="resource provider data"):
+        lock({rp_id, rp_id + 10_000})
+    assert row().generation == 1  # the transaction rolled back whole
+    problem = api_errors.from_domain(
+        errors.ClaimedProviderDeleted(claim.PROVIDER_DELETED_MESSAGE))
+    assert (problem.status, problem.code) == (
+        409, api_errors.CONCURRENT_UPDATE)
 
 
 def test_claim_replaces_allocations_of_a_consumer_without_a_record(

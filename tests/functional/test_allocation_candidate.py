@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from berth.api import microversion
 from berth.api.app import create_app
 from berth.db.engine import Database
 from berth.domain import errors
+from berth.domain.allocation_candidate.cache import CandidateCache
 from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
-from berth.domain.allocation_candidate.world_cache import WorldCache
 from support.numbered_providers import (
     AGG,
     allocate,
@@ -170,9 +171,9 @@ def test_policy(app: Any) -> None:
 def _ids(db: Database, query: str, version: tuple[int, int] = (1, 39)
          ) -> set[int] | None:
     pairs = [tuple(kv.split("=", 1)) for kv in query.split("&")]
-    cache = WorldCache()
+    cache = CandidateCache()
     return db.read(lambda conn: filter_provider_ids(
-        conn, cache, pairs, version))  # type: ignore[arg-type]
+        conn, cache, pairs, microversion.wants(version)))  # type: ignore[arg-type]
 
 
 def _id_of(db: Database, rp: str) -> int:

@@ -75,6 +75,26 @@ def test_weights_and_a_discouraged_trait(db: Database) -> None:
             uuid(2), uuid(5), uuid(1), uuid(3), uuid(4)]
 
 
+def test_disabled_hosts_come_last_unless_configured_otherwise(
+        db: Database) -> None:
+    """By default spread and pack send a disabled host (Nova's trait) to
+    the back, as Nova's pre-filter would drop it; empty preferences rank
+    it by its free capacity like any other."""
+    with app(db, berth__candidate_order="spread") as client:
+        hosts(client)
+        traits(client, uuid(4), "COMPUTE_STATUS_DISABLED")
+        traits(client, uuid(3), "COMPUTE_STATUS_DISABLED")
+        assert first(client, "resources=VCPU:1") == [
+            uuid(2), uuid(5), uuid(1), uuid(4), uuid(3)]
+        assert first(client, "resources=VCPU:1&order=pack",
+                     "/berth/allocation_candidates") == [
+            uuid(1), uuid(5), uuid(2), uuid(3), uuid(4)]
+    with app(db, berth__candidate_order="spread",
+             berth__candidate_order_preferences={}) as client:
+        assert first(client, "resources=VCPU:1") == [
+            uuid(4), uuid(2), uuid(5), uuid(1), uuid(3)]
+
+
 def test_randomize_allocation_candidates_is_the_random_order(
         db: Database) -> None:
     with app(db, placement__randomize_allocation_candidates=True) as client:
@@ -148,3 +168,54 @@ def test_explain_shows_the_trees_scores(db: Database) -> None:
         # Weights need a scored order here too.
         resp = client.get(explain + "&order=uuid&weights=VCPU:1")
         assert resp.status_code == 400
+
+
+def wide_hosts(client: Client) -> None:
+    """Upstream's wide-tree reproducer: two computes, each with 8 PFs of
+    8 VFs, so every candidate of a host is a permutation of equivalent
+    VFs."""
+    for host in (1, 2):
+        provider(client, 100 * host)
+        inventory(client, uuid(100 * host), VCPU=8)
+        for pf in range(1, 9):
+            provider(client, 100 * host + pf, parent=100 * host)
+            inventory(client, uuid(100 * host + pf), SRIOV_NET_VF=8)
+
+
+def roots(client: Client, query: str) -> list[str]:
+    """The root of each candidate's tree, in the answer's order."""
+    resp = client.get("/allocation_candidates?" + query)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    root = {u: s["root_provider_uuid"]
+            for u, s in body["provider_summaries"].items()}
+    return [root[next(iter(r["allocations"]))]
+            for r in body["allocation_requests"]]
+
+
+#: Four granular groups of one VF each, at Nova's max_placement_results.
+WIDE = "&".join("resources%d=SRIOV_NET_VF:1" % i for i in range(1, 5)) + (
+    "&group_policy=none&limit=1000")
+
+
+@pytest.mark.parametrize("order", ["uuid", "random", "spread", "pack"])
+def test_a_cut_answer_reaches_every_host(db: Database, order: str) -> None:
+    with app(db, berth__candidate_order=order) as client:
+        wide_hosts(client)
+        found = roots(client, WIDE)
+        assert len(found) == 1000
+        assert sorted(found[:2]) == [uuid(100), uuid(200)]
+
+
+def test_tree_by_tree_when_hosts_first_is_off(db: Database) -> None:
+    with app(db, berth__candidate_hosts_first=False) as client:
+        wide_hosts(client)
+        assert set(roots(client, WIDE)) == {uuid(100)}
+    # max_allocation_candidates bounds the search: upstream's strategy
+    # decides which candidates there are, depth-first by default.
+    with app(db, placement__max_allocation_candidates=1000) as client:
+        assert set(roots(client, WIDE)) == {uuid(100)}
+    with app(db, placement__max_allocation_candidates=1000,
+             placement__allocation_candidates_generation_strategy=(
+                 "breadth-first")) as client:
+        assert set(roots(client, WIDE)) == {uuid(100), uuid(200)}

@@ -435,13 +435,7 @@ def _race(client: Client, db: Database, consumer_uuid: str,
     return status[0]
 
 
-@pytest.fixture
-def servers(backend: str) -> None:
-    if backend == "sqlite":
-        pytest.skip("SQLite has one writer: a write never interleaves")
-
-
-@pytest.mark.usefixtures("servers")
+@pytest.mark.usefixtures("skip_sqlite")
 @pytest.mark.parametrize("commit", [True, False])
 def test_delete_racing_an_uncommitted_replace(
         client: Client, db: Database, commit: bool) -> None:
@@ -468,7 +462,7 @@ def test_delete_racing_an_uncommitted_replace(
         assert removed["old"]["allocations"] == {a: {"VCPU": 3}}
 
 
-@pytest.mark.usefixtures("servers")
+@pytest.mark.usefixtures("skip_sqlite")
 def test_delete_racing_an_uncommitted_emptying(
         client: Client, db: Database) -> None:
     """The writer empties the consumer (and deletes its row): the DELETE
@@ -481,7 +475,7 @@ def test_delete_racing_an_uncommitted_emptying(
     check_usages(client, db, a)
 
 
-@pytest.mark.usefixtures("servers")
+@pytest.mark.usefixtures("skip_sqlite")
 def test_delete_removes_a_replace_committed_after_its_read(
         client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replace that commits between the DELETE's read and its lock

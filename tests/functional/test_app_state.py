@@ -10,7 +10,7 @@ from berth.api import util
 from berth.api.app import State, create_app
 from berth.db.engine import Database
 from berth.domain.allocation_candidate import load
-from berth.domain.allocation_candidate.world_cache import Refresh
+from berth.domain.allocation_candidate.cache import Refresh
 from tests.conftest import Client, make_conf
 
 QUERY = "/allocation_candidates?resources=VCPU:1"
@@ -48,17 +48,17 @@ def test_each_app_owns_its_cache(db: Database, monkeypatch: Any) -> None:
         assert len(two.get(QUERY).json()["allocation_requests"]) == 1
         assert calls == ["load", "load"]
     assert [(h.kind, h.kept) for h in heard] == [("whole", True)]
-    assert len(heard[0].snapshot.world.providers) == 1
+    assert len(heard[0].cached.world.providers) == 1
 
 
-def test_world_cache_helper_returns_the_state_cache(db: Database) -> None:
+def test_candidate_cache_helper_returns_the_state_cache(db: Database) -> None:
     state = State(make_conf(), db)
     req = SimpleNamespace(context=SimpleNamespace(state=state))
-    assert util.world_cache(req) is state.cache  # type: ignore[arg-type]
-    assert util.world_cache(req) is util.world_cache(req)  # type: ignore[arg-type]
-    assert state.cache.keep
+    assert util.candidate_cache(req) is state.candidate_cache  # type: ignore[arg-type]
+    assert util.candidate_cache(req) is util.candidate_cache(req)  # type: ignore[arg-type]
+    assert state.candidate_cache.keep
     off = State(make_conf(berth__candidate_cache=False), db)
-    assert not off.cache.keep
+    assert not off.candidate_cache.keep
 
 
 def test_cache_off_builds_a_world_per_request(db: Database,

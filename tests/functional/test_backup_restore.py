@@ -24,21 +24,17 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import time
 import urllib.error
 import urllib.request
 import uuid as uuidlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from berth.db import changes
-from berth.domain.change import format_position
 from support.processes import (
     BERTH,
     Server,
@@ -46,7 +42,7 @@ from support.processes import (
     two_free_ports,
     wait_ready,
 )
-from tests.conftest import BACKENDS, MYSQL_ADMIN_URL, PG_ADMIN_URL
+from tests.functional.conftest import Backend
 
 pytestmark = pytest.mark.stress
 
@@ -54,105 +50,11 @@ VERSION = "placement 1.39"
 CANDIDATES = "/allocation_candidates?resources=VCPU:1"
 
 
-class Backend:
-    """One database of one kind, with the backup and restore the docs
-    give for it."""
-
-    def __init__(self, kind: str, tmp_path: Path) -> None:
-        self.kind, self.tmp = kind, tmp_path
-        self.name = "berth_restore_%s" % uuidlib.uuid4().hex[:8]
-        self.dump = tmp_path / "backup"
-        if kind == "sqlite":
-            self.path = tmp_path / "placement.sqlite"
-            self.url = "sqlite:///%s" % self.path
-            return
-        admin = PG_ADMIN_URL if kind == "postgresql" else MYSQL_ADMIN_URL
-        self.admin = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-        quote = '"%s"' if kind == "postgresql" else "`%s`"
-        try:
-            with self.admin.connect() as conn:
-                conn.execute(sa.text("CREATE DATABASE " + quote % self.name))
-        except sa.exc.OperationalError as exc:
-            pytest.skip("%s not reachable: %s" % (kind, exc.orig))
-        self.url = sa.engine.make_url(admin).set(
-            database=self.name).render_as_string(hide_password=False)
-        self.server = sa.engine.make_url(admin)
-
-    def _client(self, tool: str) -> list[str]:
-        u = self.server
-        return [tool, "-h", u.host or "127.0.0.1", "-P" if self.kind == "mysql"
-                else "-p", str(u.port or (3306 if self.kind == "mysql"
-                                          else 5432)),
-                "-u" if self.kind == "mysql" else "-U", u.username or ""]
-
-    def backup(self) -> None:
-        if self.kind == "sqlite":
-            # The online backup API: a consistent copy of a live WAL
-            # database (a plain cp may miss what the -wal file holds).
-            with sqlite3.connect(self.path) as src, \
-                    sqlite3.connect(self.dump) as dst:
-                src.backup(dst)
-        elif self.kind == "postgresql":
-            subprocess.run([*self._client("pg_dump"), "-Fc", "-f",
-                            str(self.dump), self.name], check=True,
-                           capture_output=True, timeout=120)
-        else:
-            with self.dump.open("wb") as out:
-                subprocess.run([*self._client("mariadb-dump"),
-                                "--single-transaction", "--routines",
-                                "--triggers", "--hex-blob", self.name],
-                               check=True, stdout=out,
-                               stderr=subprocess.PIPE, timeout=120)
-
-    def restore(self) -> None:
-        if self.kind == "sqlite":
-            # The backup API the other way: the live file's pages are
-            # replaced in place (through its WAL), so connections the
-            # server holds open see the restored database.
-            with sqlite3.connect(self.dump) as src, \
-                    sqlite3.connect(self.path) as dst:
-                src.backup(dst)
-        elif self.kind == "postgresql":
-            subprocess.run([*self._client("pg_restore"), "--clean",
-                            "--if-exists", "--single-transaction",
-                            "--no-owner", "-d", self.name, str(self.dump)],
-                           check=True, capture_output=True, timeout=120)
-        else:
-            with self.dump.open("rb") as dump:
-                subprocess.run([*self._client("mariadb"), self.name],
-                               check=True, stdin=dump, capture_output=True,
-                               timeout=120)
-
-    def drop(self) -> None:
-        if self.kind == "sqlite":
-            return
-        with self.admin.connect() as conn:
-            if self.kind == "postgresql":
-                conn.execute(sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :n AND pid <> pg_backend_pid()"),
-                    {"n": self.name})
-                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"'
-                                     % self.name))
-            else:
-                conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`"
-                                     % self.name))
-        self.admin.dispose()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest,
-            tmp_path: Path) -> Iterator[Backend]:
-    found = Backend(request.param, tmp_path)
-    yield found
-    found.drop()
-
-
-def start(backend: Backend, port: int) -> Server:
+def start(backup_backend: Backend, port: int) -> Server:
     """``berth serve`` with two workers on ``port``, its watch on the
     next port."""
-    conf = backend.tmp / "placement.conf"
-    log = backend.tmp / "serve.log"
+    conf = backup_backend.tmp / "placement.conf"
+    log = backup_backend.tmp / "serve.log"
     with log.open("ab") as sink:
         proc = subprocess.Popen(
             [*BERTH, "serve", "--port", str(port), "--workers", "2",
@@ -194,13 +96,13 @@ def provider(port: int, name: str) -> str:
     return uuid
 
 
-def position(backend: Backend) -> str:
+def position(backup_backend: Backend) -> str:
     """The database's newest position, read from it (a read's header may
     lag by half a second)."""
-    engine = sa.create_engine(backend.url)
+    engine = sa.create_engine(backup_backend.url)
     try:
         with engine.connect() as conn:
-            return format_position(dict(changes.current(conn).seqs))
+            return str(changes.current(conn))
     finally:
         engine.dispose()
 
@@ -240,28 +142,28 @@ def providers_of(answer: Any) -> set[str]:
     return set(answer["provider_summaries"])
 
 
-def test_a_restored_backup_under_a_running_server(backend: Backend) -> None:
+def test_a_restored_backup_under_a_running_server(backup_backend: Backend) -> None:
     port = two_free_ports()
-    (backend.tmp / "placement.conf").write_text(
+    (backup_backend.tmp / "placement.conf").write_text(
         "[api]\nauth_strategy = noauth2\n"
         "[placement_database]\nconnection = %s\n"
-        "[berth]\nwatch_listen = 127.0.0.1:%d\n" % (backend.url, port + 1))
+        "[berth]\nwatch_listen = 127.0.0.1:%d\n" % (backup_backend.url, port + 1))
     subprocess.run([*BERTH, "db", "sync", "--config-file",
-                    str(backend.tmp / "placement.conf")], check=True,
+                    str(backup_backend.tmp / "placement.conf")], check=True,
                    capture_output=True, timeout=120,
                    env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""})
-    server = start(backend, port)
+    server = start(backup_backend, port)
     try:
         state_a = {provider(port, "a%d" % i) for i in range(2)}
-        at_a = position(backend)
-        backend.backup()
+        at_a = position(backup_backend)
+        backup_backend.backup()
         state_b = {provider(port, "b%d" % i) for i in range(2)}
-        at_b = position(backend)
+        at_b = position(backup_backend)
         for path in ("/resource_providers", CANDIDATES):
             assert all(providers_of(answer) == state_a | state_b
                        for answer in each_worker(port, path))
 
-        backend.restore()
+        backup_backend.restore()
 
         # The feed: B's position is ahead of the restored database.
         status, body, _ = api(port, "GET", "/berth/changes?after=" + at_b)
@@ -281,7 +183,7 @@ def test_a_restored_backup_under_a_running_server(backend: Backend) -> None:
             "detail"]
         cli = subprocess.run(
             [*BERTH, "watch", "--once", "--after", at_b, "--config-file",
-             str(backend.tmp / "placement.conf")], capture_output=True,
+             str(backup_backend.tmp / "placement.conf")], capture_output=True,
             text=True, timeout=60,
             env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""})
         assert cli.returncode == 1 and cli.stdout == ""
@@ -302,14 +204,14 @@ def test_a_restored_backup_under_a_running_server(backend: Backend) -> None:
         # berth db mark-restored: the sequence moves past B's numbers.
         marked = subprocess.run(
             [*BERTH, "db", "mark-restored", "--config-file",
-             str(backend.tmp / "placement.conf")], capture_output=True,
+             str(backup_backend.tmp / "placement.conf")], capture_output=True,
             text=True, timeout=60,
             env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""})
         assert marked.returncode == 0, marked.stderr
         slot, seq = (int(x) for x in at_a.split(":"))
         at_mark = "%d:%d" % (slot, seq + 2 ** 32)
         assert "moved on to %s:" % at_mark in marked.stdout
-        assert position(backend) == at_mark
+        assert position(backup_backend) == at_mark
         # Every worker reloads its world, without a restart.
         for path in ("/resource_providers", CANDIDATES):
             assert [providers_of(answer) for answer in each_worker(
@@ -317,7 +219,7 @@ def test_a_restored_backup_under_a_running_server(backend: Backend) -> None:
         # New writes number on from there; B's position and A's are
         # older than the history kept: list again.
         state_c = {provider(port, "c")}
-        assert position(backend) == "%d:%d" % (slot, seq + 2 ** 32 + 2)
+        assert position(backup_backend) == "%d:%d" % (slot, seq + 2 ** 32 + 2)
         for path in ("/resource_providers", CANDIDATES):
             assert [providers_of(answer) for answer in each_worker(
                 port, path)] == [state_a | state_c] * 2

@@ -16,73 +16,26 @@ from typing import Any
 import pytest
 
 from berth.api.app import create_app
-from berth.db import setup
-from berth.db.engine import Database, create_engine
+from berth.db.engine import Database
 from tests.conftest import Client, make_conf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bulk  # noqa: E402
 import world as world_mod  # noqa: E402
 
-HOSTS, ALLOCATIONS = 40, 60
-QUERIES = [
-    "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10",
-    "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10&required=HW_CPU_X86_AVX2,!CUSTOM_FAST",
-    "resources=VCPU:1,DISK_GB:500&member_of=" + world_mod.uid("share-1"),
-    ("resources=DISK_GB:10&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
-     "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
-     "&same_subtree=_CPU,_NIC&group_policy=isolate"),
-]
-
-
-def dump(client: Client, world: world_mod.World) -> dict[str, Any]:
-    """Every answer a reader could get about ``world``."""
-    out: dict[str, Any] = {}
-    rps = client.get("/resource_providers").json()["resource_providers"]
-    out["providers"] = sorted(rps, key=lambda p: p["uuid"])
-    for p in out["providers"]:
-        base = "/resource_providers/%s" % p["uuid"]
-        for part in ("inventories", "traits", "aggregates", "usages",
-                     "allocations"):
-            out[base + "/" + part] = client.get(base + "/" + part).json()
-    for a in world.allocations:
-        path = "/allocations/%s" % a.consumer
-        out[path] = client.get(path).json()
-    for n in range(5):
-        path = "/usages?project_id=%s" % world_mod.uid("project-%d" % n)
-        out[path] = client.get(path).json()
-    for q in QUERIES:
-        out[q] = client.get("/allocation_candidates?" + q).json()
-    for q in ("resources=VCPU:8", "required=CUSTOM_FAST",
-              "member_of=" + world_mod.uid("agg-3")):
-        out["rp?" + q] = client.get("/resource_providers?" + q).json()
-    return out
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    path = tmp_path_factory.mktemp("api-built") / "placement.sqlite"
-    engine = create_engine("sqlite:///%s" % path)
-    setup.prepare(engine)
-    with Client(create_app(make_conf(), Database(engine))) as client:
-        world = world_mod.build("http://placement.test", hosts=HOSTS,
-                                allocations=ALLOCATIONS, threads=1,
-                                transport=client._transport)
-        answers = dump(client, world)
-    engine.dispose()
-    return answers
+from tests.functional.conftest import ALLOCATIONS, HOSTS, dump
 
 
 def test_bulk_world_answers_as_the_api_built_one(
-        db: Database, reference: dict[str, Any]) -> None:
+        db: Database, bulk_reference: dict[str, Any]) -> None:
     world = world_mod.plan(HOSTS, allocations=ALLOCATIONS)
     counts = db.run(lambda conn: bulk.write(conn, world))
     assert counts["resource_providers"] == len(world.providers)
     with Client(create_app(make_conf(), db)) as client:
         got = dump(client, world)
-        assert got.keys() == reference.keys()
-        for key in reference:
-            assert got[key] == reference[key], key
+        assert got.keys() == bulk_reference.keys()
+        for key in bulk_reference:
+            assert got[key] == bulk_reference[key], key
         # Ids continue past the bulk rows: the API can keep writing.
         r = client.post("/resource_providers", json={"name": "after-bulk"})
         assert r.status_code == 200, r.text

@@ -12,33 +12,15 @@ stress test.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import orjson
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import events
 from berth.db import tables as t
 from berth.db.engine import Database
-
-#: Slots written by hand, as a three-node cluster would number them
-#: (beyond any slot a test server uses).
-SLOTS = (901, 902, 903)
-
-
-@pytest.fixture
-def start(db: Database) -> Iterator[dict[int, int]]:
-    """The position before the hand-made slots, which are removed after
-    the test."""
-    def clean(conn: Connection) -> None:
-        for table, column in ((t.berth_events, t.berth_events.c.slot),
-                              (t.berth_state, t.berth_state.c.id)):
-            conn.execute(table.delete().where(column.in_(SLOTS)))
-    db.run(clean)
-    yield db.read(lambda conn: events.marks(conn)[0])
-    db.run(clean)
+from tests.functional.conftest import SLOTS
 
 
 def _write_log(db: Database, rng: random.Random, writes: int) -> None:
@@ -65,12 +47,12 @@ def _write_log(db: Database, rng: random.Random, writes: int) -> None:
     db.run(work)
 
 
-def _paged(db: Database, start: dict[int, int], limit: int,
+def _paged(db: Database, before_slots: dict[int, int], limit: int,
            wanted: events.Filters = events.Filters()
            ) -> list[tuple[int, int, int]]:
     """Every event after ``start``, read ``limit`` at a time, as
     (slot, seq, idx) in the order the pages gave them."""
-    after = dict(start)
+    after = dict(before_slots)
     got: list[tuple[int, int, int]] = []
     for _ in range(10_000):
         page = db.read(lambda conn, at=after: events.read(
@@ -84,18 +66,18 @@ def _paged(db: Database, start: dict[int, int], limit: int,
 
 
 def test_pages_across_slots_keep_the_order_of_one_read(
-        db: Database, start: dict[int, int]) -> None:
+        db: Database, before_slots: dict[int, int]) -> None:
     rng = random.Random(7)
     _write_log(db, rng, 120)
-    whole = _paged(db, start, 10_000)
+    whole = _paged(db, before_slots, 10_000)
     assert len(whole) == len(set(whole))
     assert len({slot for slot, _, _ in whole}) == len(SLOTS)
     for limit in (1, 2, 5, 7, 20):
-        assert _paged(db, start, limit) == whole, limit
+        assert _paged(db, before_slots, limit) == whole, limit
 
 
 def test_filtered_pages_across_slots_miss_nothing(
-        db: Database, start: dict[int, int]) -> None:
+        db: Database, before_slots: dict[int, int]) -> None:
     """With a filter, slots skip numbers; pages still give exactly the
     matching events of one read, in its order."""
     rng = random.Random(11)
@@ -107,7 +89,7 @@ def test_filtered_pages_across_slots_miss_nothing(
                      .values(kind=events.TRAIT_DELETED))
     db.run(matching)
     wanted = events.Filters(kinds=frozenset([events.TRAIT_DELETED]))
-    want = _paged(db, start, 10_000, wanted)
+    want = _paged(db, before_slots, 10_000, wanted)
     assert want and all(idx == 1 for _, _, idx in want)
     for limit in (1, 3):
-        assert _paged(db, start, limit, wanted) == want, limit
+        assert _paged(db, before_slots, limit, wanted) == want, limit

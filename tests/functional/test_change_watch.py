@@ -301,6 +301,11 @@ def test_pruned_position_is_410_in_placement_format(
     assert error["oldest_position"] == position(client)
     assert error["request_id"] == stream.resp.getheader(
         "x-openstack-request-id")
+    # The very body the API gives (the one error mapping), but its id.
+    listed = client.get("/berth/changes", params={"after": old})
+    assert listed.status_code == 410
+    assert {**listed.json()["errors"][0], "request_id": None} == {
+        **error, "request_id": None}
 
 
 def test_bad_queries_are_400(client: Client, feed: FeedServer) -> None:

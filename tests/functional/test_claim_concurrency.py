@@ -11,52 +11,21 @@ Covers ``berth.domain.allocation`` (claims) and the retries of
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import threading
 import uuid as uuidlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from berth.db.engine import Database, create_engine
+from berth.db.engine import Database
 from support.allocation_setup import PROJECT, USER, make_provider
-from support.processes import free_port, stop_group, wait_ready
-from tests.conftest import reset
 
 pytestmark = pytest.mark.stress
 
 THREADS = 10
 ROUNDS = 12
 TOTAL = 12  # VCPU per provider: scarce, so many claims must lose
-
-
-@pytest.fixture
-def server(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Database]]:
-    """A two-worker ``berth serve`` on a clean database; its URL and db."""
-    engine = create_engine(db_url)
-    reset(engine)
-    conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    "[berth]\nrequest_log = false\n" % db_url)
-    port = free_port()
-    berth = Path(sys.executable).with_name("berth")
-    with open(tmp_path / "server.log", "wb") as log:
-        proc = subprocess.Popen(
-            [str(berth), "serve", "--config-file", str(conf), "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "2"],
-            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    url = "http://127.0.0.1:%d" % port
-    try:
-        wait_ready(url, proc)
-        yield url, Database(engine)
-    finally:
-        stop_group(proc)
-        engine.dispose()
 
 
 class Ledger:
@@ -121,8 +90,8 @@ def _worker(url: str, providers: list[str], ledger: Ledger, seed: int) -> None:
                 mine[consumer] = 1
 
 
-def test_racing_claims_never_overcommit(server: tuple[str, Database]) -> None:
-    url, db = server
+def test_racing_claims_never_overcommit(claim_server: tuple[str, Database]) -> None:
+    url, db = claim_server
     providers = [make_provider(db, "rp%d" % i, VCPU=TOTAL) for i in range(3)]
     ledger = Ledger()
     threads = [threading.Thread(target=_worker,

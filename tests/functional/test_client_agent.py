@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,6 @@ from berth.examples.vgpu import VGPUDriver
 from support.api_setup import ok, state, usage_totals
 from support.vgpu_reshape import LAYOUT, check_new_layout, old_layout
 from tests.conftest import make_conf
-
-
-@pytest.fixture
-def direct(db: Database) -> Iterator[httpx.Client]:
-    with PlacementDirect(make_conf(), db, "latest") as http:
-        yield http
 
 
 def test_startup_reshapes_then_nothing_to_do(direct: httpx.Client) -> None:

@@ -5,7 +5,6 @@ the Nova-shaped allocation calls."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,12 +25,6 @@ from support.injecting import Rule, injecting_client
 from tests.conftest import make_conf
 
 C1, C2, C3 = (str(uuid.UUID(int=i)) for i in (101, 102, 103))
-
-
-@pytest.fixture
-def direct(db: Database) -> Iterator[httpx.Client]:
-    with PlacementDirect(make_conf(), db, latest_microversion=True) as http:
-        yield http
 
 
 def full_state(http: httpx.Client) -> dict[str, Any]:

@@ -5,7 +5,6 @@ check; outside changes are seen after it; conflicts still recover."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,11 +12,8 @@ import pytest
 
 from berth.client import ProviderTree, ReportClient
 from berth.client.agent import ResourceUpdater
-from berth.db.engine import Database
-from berth.direct import PlacementDirect
 from support.api_setup import ok
 from support.injecting import Injecting, injecting_client
-from tests.conftest import make_conf
 
 
 class Clock:
@@ -45,12 +41,6 @@ class Driver:
             provider_tree.new_child("cn1_numa0", nodename)
         provider_tree.update_inventory("cn1_numa0",
                                        {"MEMORY_MB": {"total": 1024}})
-
-
-@pytest.fixture
-def direct(db: Database) -> Iterator[httpx.Client]:
-    with PlacementDirect(make_conf(), db, latest_microversion=True) as http:
-        yield http
 
 
 def _agent(direct: httpx.Client, **kw: Any

@@ -17,12 +17,9 @@ from berth.client import ProviderTree, ReportClient
 from berth.client.agent import ResourceUpdater
 from support.api_setup import ok
 from support.injecting import Injecting, Rule, injecting_client
-from tests.functional import test_client_report_cache as cache_tests
 from tests.functional.test_client_report_cache import Clock
 
 FEED = "GET /berth/changes?"
-#: The same in-process service fixture as the per-tree cache tests.
-direct = cache_tests.direct
 
 
 class Driver:

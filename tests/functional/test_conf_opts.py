@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 BIN = Path(sys.executable).parent
 
 
@@ -72,18 +70,6 @@ def test_the_policy_sample_lists_every_rule() -> None:
     assert result.returncode == 0, result.stderr
     for rule in policy.rule_defaults():
         assert '#"%s": "%s"' % (rule.name, rule.check_str) in result.stdout
-
-
-@pytest.fixture
-def policy_conf(tmp_path: Path) -> dict[str, str]:
-    """OS_PLACEMENT_CONFIG_DIR of a placement.conf naming a policy file
-    that overrides one rule with its default and another with a change."""
-    (tmp_path / "policy.yaml").write_text(
-        '"placement:resource_providers:list": "rule:admin_or_service_api"\n'
-        '"placement:usages": "role:admin"\n')
-    (tmp_path / "placement.conf").write_text(
-        "[oslo_policy]\npolicy_file = %s\n" % (tmp_path / "policy.yaml"))
-    return {"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)}
 
 
 def test_list_redundant_finds_the_rule_that_repeats_its_default(

@@ -8,30 +8,13 @@ unchanged page."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from support import dashboard_world as w
 from support.plain_words import plain_line
 from tests.conftest import Client
-
-
-@pytest.fixture
-def seeded(app: Any, client: Client) -> Client:
-    w.seed(client)
-    return client
-
-
-@pytest.fixture
-def browser(app: Any) -> Iterator[httpx.Client]:
-    """What a browser sends: no token, no microversion, asks for HTML."""
-    with httpx.Client(transport=httpx.WSGITransport(app=app),
-                      base_url="http://placement.test",
-                      headers={"accept": "text/html"}) as c:
-        yield c
 
 
 def page(c: httpx.Client, url: str) -> str:
@@ -50,11 +33,14 @@ def cell(html: str, row_attr: str, klass: str) -> int:
     return int(m.group(1))
 
 
-def api_totals(client: Client) -> dict[str, dict[str, int]]:
-    """Capacity and used per class, summed from the API."""
+def api_totals(client: Client, *trees: str) -> dict[str, dict[str, int]]:
+    """Capacity and used per class, summed from the API (over the trees
+    of the root uuids ``trees``; none: every provider)."""
     totals: dict[str, dict[str, int]] = {}
-    for rp in client.get("/resource_providers").json()[
-            "resource_providers"]:
+    rps = [rp for query in ["?in_tree=" + root for root in trees] or [""]
+           for rp in client.get("/resource_providers" + query).json()[
+               "resource_providers"]]
+    for rp in rps:
         invs = client.get("/resource_providers/%s/inventories"
                           % rp["uuid"]).json()["inventories"]
         used = client.get("/resource_providers/%s/usages"
@@ -194,7 +180,7 @@ def test_policy_and_bad_parameters(app: Any, browser: httpx.Client) -> None:
 
 
 def test_sizes_in_binary_units() -> None:
-    from berth.api.handlers.dashboard import _amount as amount
+    from berth.api.views.dashboard import amount
     assert amount(2_613_248, "MEMORY_MB") == "2.49 TiB"
     assert amount(65_024, "MEMORY_MB") == "63.5 GiB"
     assert amount(512, "MEMORY_MB") == "512 MiB"

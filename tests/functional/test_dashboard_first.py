@@ -19,9 +19,7 @@ from support import dashboard_world as w
 from tests.conftest import Client, make_conf
 from tests.functional import test_dashboard as base
 
-#: The dashboard tests' seeded cloud and browser-like client.
-seeded = base.seeded
-browser = base.browser
+#: The dashboard tests' page reader.
 page = base.page
 
 
@@ -109,9 +107,13 @@ def test_pack_takes_the_fullest_host_first_with_its_score(
     shown = rows(html)
     api = api_roots(seeded, "/berth/allocation_candidates?" + query
                     + "&order=pack")
-    assert [r["uuid"] for r in shown] == distinct(api) == [w.rp_uuid(10)]
+    # compute-10 has two candidates (one per NUMA cell), but a cut
+    # answer gives each host its first before any host its second.
+    # (The second is one of several that tie, drawn per request.)
+    assert len(shown) == len(distinct(api)) == 2
+    assert shown[0]["uuid"] == distinct(api)[0] == w.rp_uuid(10)
     assert shown[0]["name"] == "compute-10"
-    assert shown[0]["candidates"] == 2
+    assert shown[0]["candidates"] == shown[1]["candidates"] == 1
     assert "(the answer has more: <code>limit=2</code>)" in html
     # The score is the one explain gives the tree in that order.
     explained = seeded.get(

@@ -27,9 +27,7 @@ PAGES = ("/dashboard", "/dashboard/providers", "/dashboard/consumers",
          "/dashboard/first?q=resources%3DVCPU%3A1")
 
 
-#: The dashboard tests' seeded cloud and browser-like client.
-seeded = base.seeded
-browser = base.browser
+#: The dashboard tests' page reader.
 page = base.page
 
 

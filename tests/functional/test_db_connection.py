@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 from berth.db import connection as db_connection
 from berth.db import tables as t
 from berth.db.engine import Database
-from tests.functional.test_db_thin import NEEDS_THIN
+from tests.functional.conftest import NEEDS_THIN
 
 TR = t.traits
 # Prebuilt, as the domain's statements are: an IN list as an expanding
@@ -42,7 +42,7 @@ def _run(db: Database, names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def test_the_connection_is_berths(db: Database) -> None:
-    assert isinstance(db.read(lambda conn: conn), db_connection.Connection)
+    assert isinstance(db.read(lambda conn: conn), db_connection.ThinConnection)
 
 
 @NEEDS_THIN

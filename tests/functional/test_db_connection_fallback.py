@@ -17,17 +17,14 @@ from sqlalchemy.engine import default
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.test_db_thin import (
+from tests.functional.conftest import (
     FORMS,
     PROBE,
-    _outcome,
-    _select,
     losing_the_first,
-    probe,
+    outcome,
+    probe_select,
     spy_contexts,
 )
-
-__all__ = ["probe"]  # the fixture: test_db_thin's table and rows
 
 #: Runs of each statement: from the third a statement runs thin when the
 #: shortcuts are on (driver SQL from the second).
@@ -35,7 +32,7 @@ RUNS = 4
 
 # Prebuilt, as the domain's statements are (a thin run needs the same
 # statement object each time).
-SELECT = _select()
+SELECT = probe_select()
 NAME = sa.select(PROBE.c.name).where(PROBE.c.id == sa.bindparam("b_id"))
 IN_LIST = sa.select(PROBE.c.name).where(
     PROBE.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(PROBE.c.id)
@@ -67,7 +64,7 @@ def _select_as(form: str, low: int) -> Callable[[Any], Any]:
     return lambda conn: FORMS[form](conn.execute(SELECT, {"low": low}))
 
 
-#: What test_db_thin*.py and test_db_connection.py run, as
+#: What test_db_connection*.py run, as
 #: (statement, what to run with a connection).
 SCENARIOS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     **{"select_%s_%d" % (form, low): (SELECT, _select_as(form, low))
@@ -94,7 +91,7 @@ SCENARIOS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
 
 
 def _runs(db: Database, run: Callable[[Any], Any]) -> list[tuple[Any, ...]]:
-    return [_outcome(lambda: db.run(run)) for _ in range(RUNS)]
+    return [outcome(lambda: db.run(run)) for _ in range(RUNS)]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -8,25 +8,12 @@ connection, on MariaDB/MySQL the connection is pinged on checkout.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import sqlalchemy as sa
 
 from berth.api.app import create_app
-from berth.db.engine import Database, create_engine
-from tests.conftest import Client, make_conf, reset
-
-
-@pytest.fixture
-def server_db(db_url: str) -> Iterator[Database]:
-    """A Database with a pool of its own, on a server backend."""
-    if db_url.startswith("sqlite"):
-        pytest.skip("SQLite has no server to drop a connection")
-    engine = create_engine(db_url)
-    reset(engine)
-    yield Database(engine)
-    engine.dispose()
+from berth.db.engine import Database
+from tests.conftest import Client, make_conf
 
 
 def _own_id(conn: sa.Connection) -> int:

@@ -16,7 +16,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -29,14 +28,6 @@ CONTESTED = "contested-project"
 #: Rows the other transaction writes first, so that InnoDB, which rolls
 #: back the transaction that changed less, picks ours as the victim.
 BALLAST = 40
-
-
-@pytest.fixture
-def mysql_db(db: Database) -> Database:
-    if db.backend != "mysql":
-        pytest.skip("whole-transaction rollback on deadlock is MySQL/MariaDB "
-                    "behaviour; PostgreSQL keeps the savepoint")
-    return db
 
 
 def _wait_until_blocked(db: Database, thread_id: int) -> None:

@@ -14,123 +14,38 @@ Under ``stress``: about 8 s a backend, most of it two ``berth db sync``.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 
 from berth import conf as berth_conf
 from berth.api.app import create_app
 from berth.db import setup
 from support import api_setup, processes
-from tests.conftest import MYSQL_ADMIN_URL, PG_ADMIN_URL, REQUIRE, Client
+from tests.conftest import Client
 
 pytestmark = pytest.mark.stress
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "install.md"
-#: Each backend's admin client, reading SQL on stdin, stopping at an error.
-CLIENTS = {
-    "postgresql": ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                   "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres"],
-    "mysql": ["mariadb", "-h", "127.0.0.1", "-u", "root"],
-}
 DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
-#: The first line of each backend's block in the docs.
-HEADINGS = {"postgresql": "-- PostgreSQL", "mysql": "-- MariaDB"}
 
 
-def documented_sql(kind: str) -> str:
-    """The ```sql block of "Setting up the database" for ``kind``."""
-    text = DOC.read_text()
-    section = text.split("### Setting up the database", 1)[1]
-    section = section.split("\n### ", 1)[0]
-    blocks = re.findall(r"```sql\n(.*?)```", section, re.S)
-    found = [b for b in blocks if b.startswith(HEADINGS[kind] + "\n")]
-    assert len(found) == 1, "no single %r block in %s" % (HEADINGS[kind], DOC)
-    return str(found[0])
-
-
-def fresh_names(sql: str, name: str) -> str:
-    """``sql`` with the database ``placement`` and the users
-    ``placement_owner`` and ``placement`` renamed ``name``,
-    ``name_owner`` and ``name``: a database and users of the test's own
-    on a shared server."""
-    sql = re.sub(r"\bplacement_owner\b", name + "_owner", sql)
-    return re.sub(r"\bplacement\b", name, sql)
-
-
-def admin(kind: str, sql: str) -> None:
-    """Run ``sql`` through the backend's client as its administrator."""
-    client = CLIENTS[kind]
-    if shutil.which(client[0]) is None:
-        msg = "%s (the %s client) is not installed" % (client[0], kind)
-        if REQUIRE:
-            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
-        pytest.skip(msg)
-    out = subprocess.run(client, input=sql, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-
-
-def reachable(kind: str) -> None:
-    """Skip (or fail under BERTH_REQUIRE_DBS=1) without the server."""
-    url = PG_ADMIN_URL if kind == "postgresql" else MYSQL_ADMIN_URL
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect():
-            pass
-    except sa.exc.OperationalError as exc:
-        msg = "%s server not reachable (%s)" % (
-            kind, str(exc.orig).splitlines()[0])
-        if REQUIRE:
-            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
-        pytest.skip(msg)
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def documented(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """The backend and the fresh name of a database and users made by
-    the documented statements; dropped afterwards."""
-    kind = request.param
-    reachable(kind)
-    name = "berth_grants_%s" % uuid.uuid4().hex[:8]
-    admin(kind, fresh_names(documented_sql(kind), name))
-    try:
-        yield kind, name
-    finally:
-        if kind == "postgresql":
-            admin(kind, (
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE datname = '{name}';\nDROP DATABASE {name};\n"
-                f"DROP ROLE {name};\nDROP ROLE {name}_owner;\n"))
-        else:
-            admin(kind, f"DROP DATABASE {name};\nDROP USER '{name}'@'%';\n"
-                  f"DROP USER '{name}_owner'@'%';\n")
-
-
-def url(kind: str, user: str, password: str, database: str) -> str:
+def grant_url(kind: str, user: str, password: str, database: str) -> str:
     return "%s://%s:%s@127.0.0.1:%d/%s" % (
         DRIVERS[kind], user, password,
         5432 if kind == "postgresql" else 3306, database)
 
 
 def test_the_documented_grants_suffice(
-        documented: tuple[str, str], tmp_path: Path) -> None:
-    kind, name = documented
-    runtime = url(kind, name, "secret", name)
+        documented_grants: tuple[str, str], tmp_path: Path) -> None:
+    kind, name = documented_grants
+    runtime = grant_url(kind, name, "secret", name)
     conf = tmp_path / "placement.conf"
     conf.write_text("[api]\nauth_strategy = noauth2\n"
                     "[placement_database]\nconnection = %s\n" % runtime)
     owner = tmp_path / "placement-owner.conf"
-    owner.write_text("[placement_database]\nconnection = %s\n" % url(
+    owner.write_text("[placement_database]\nconnection = %s\n" % grant_url(
         kind, name + "_owner", "owner-secret", name))
 
     # Rows only: the runtime user may not create the tables; the owner

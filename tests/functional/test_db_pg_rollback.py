@@ -11,44 +11,20 @@ that what was prepared stays prepared and in use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from berth.db.engine import Database, create_engine
+from berth.db.engine import Database
+from tests.functional.conftest import ROLLBACK_INSERT, ROLLBACK_PROBE
 
-META = sa.MetaData()
-PROBE = sa.Table(
-    "berth_pg_rollback_probe", META,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("name", sa.String(50), nullable=False))
-BY_ID = sa.select(PROBE.c.name).where(PROBE.c.id == sa.bindparam("b_id"))
-INSERT = PROBE.insert()
+BY_ID = sa.select(ROLLBACK_PROBE.c.name).where(
+    ROLLBACK_PROBE.c.id == sa.bindparam("b_id"))
 
 
 class Refused(Exception):
     """What a domain function raises to refuse a write (a 409)."""
-
-
-@pytest.fixture
-def one(db_url: str) -> Iterator[Database]:
-    """A database whose pool holds one connection, so that every
-    transaction runs on the same one."""
-    engine = create_engine(db_url, pool_size=1, max_overflow=0)
-    if engine.dialect.name != "postgresql":
-        engine.dispose()
-        pytest.skip("psycopg's prepared statements: PostgreSQL only")
-    PROBE.create(engine, checkfirst=True)
-    try:
-        with engine.begin() as conn:
-            conn.execute(PROBE.delete())
-            conn.execute(INSERT, [{"id": 1, "name": "one"}])
-        yield Database(engine)
-    finally:
-        PROBE.drop(engine, checkfirst=True)
-        engine.dispose()
 
 
 def _prepared(conn: Any) -> set[str]:
@@ -73,69 +49,69 @@ def _by_id_prepared(db: Database) -> bool:
 
 
 def test_connections_keep_prepared_statements_and_the_fast_path(
-        one: Database) -> None:
-    driver = _warm(one)
+        rollback_db: Database) -> None:
+    driver = _warm(rollback_db)
     assert type(driver).__name__ == "KeepingPrepared"
-    assert _by_id_prepared(one)
+    assert _by_id_prepared(rollback_db)
     # No dialect listener: SQLAlchemy's faster paths stay open.
-    assert not one.engine.dialect._has_events
+    assert not rollback_db.engine.dialect._has_events
 
 
 def test_a_refused_write_is_undone_and_keeps_what_was_prepared(
-        one: Database) -> None:
-    driver = _warm(one)
+        rollback_db: Database) -> None:
+    driver = _warm(rollback_db)
     names = dict(driver._prepared._names)
     assert names
 
     def refuse(conn: Any) -> None:
-        conn.execute(INSERT, {"id": 2, "name": "two"})
+        conn.execute(ROLLBACK_INSERT, {"id": 2, "name": "two"})
         assert conn.execute(BY_ID, {"b_id": 2}).scalar() == "two"
         raise Refused
 
     with pytest.raises(Refused):
-        one.run(refuse)
-    assert one.read(lambda conn: conn.execute(BY_ID, {"b_id": 2}).scalar()
+        rollback_db.run(refuse)
+    assert rollback_db.read(lambda conn: conn.execute(BY_ID, {"b_id": 2}).scalar()
                     ) is None
-    assert one.read(lambda conn: conn.connection.driver_connection) is driver
+    assert rollback_db.read(lambda conn: conn.connection.driver_connection) is driver
     assert dict(driver._prepared._names) == names
-    assert _by_id_prepared(one)
+    assert _by_id_prepared(rollback_db)
     # And in use: the next runs bind it by name, with no error.
-    assert one.read(lambda conn: conn.execute(BY_ID, {"b_id": 1}).scalar()
+    assert rollback_db.read(lambda conn: conn.execute(BY_ID, {"b_id": 1}).scalar()
                     ) == "one"
 
 
 def test_a_failed_statement_rolls_back_and_the_connection_serves_on(
-        one: Database) -> None:
-    driver = _warm(one)
+        rollback_db: Database) -> None:
+    driver = _warm(rollback_db)
 
     def clash(conn: Any) -> None:
-        conn.execute(INSERT, {"id": 3, "name": "three"})
-        conn.execute(INSERT, {"id": 1, "name": "again"})  # a duplicate key
+        conn.execute(ROLLBACK_INSERT, {"id": 3, "name": "three"})
+        conn.execute(ROLLBACK_INSERT, {"id": 1, "name": "again"})  # a duplicate key
 
     with pytest.raises(sa.exc.IntegrityError):
-        one.run(clash)
+        rollback_db.run(clash)
     assert driver.pgconn.transaction_status == 0  # IDLE
-    names = one.read(lambda conn: conn.execute(
-        sa.select(PROBE.c.id, PROBE.c.name).order_by(PROBE.c.id)).all())
+    names = rollback_db.read(lambda conn: conn.execute(
+        sa.select(ROLLBACK_PROBE.c.id, ROLLBACK_PROBE.c.name).order_by(ROLLBACK_PROBE.c.id)).all())
     assert [tuple(row) for row in names] == [(1, "one")]
-    assert _by_id_prepared(one)
-    one.run(lambda conn: conn.execute(INSERT, {"id": 3, "name": "three"}))
-    assert one.read(lambda conn: conn.execute(BY_ID, {"b_id": 3}).scalar()
+    assert _by_id_prepared(rollback_db)
+    rollback_db.run(lambda conn: conn.execute(ROLLBACK_INSERT, {"id": 3, "name": "three"}))
+    assert rollback_db.read(lambda conn: conn.execute(BY_ID, {"b_id": 3}).scalar()
                     ) == "three"
 
 
 def test_a_rollback_to_a_savepoint_keeps_the_outer_transaction(
-        one: Database) -> None:
-    _warm(one)
+        rollback_db: Database) -> None:
+    _warm(rollback_db)
 
     def nested(conn: Any) -> None:
-        conn.execute(INSERT, {"id": 4, "name": "four"})
+        conn.execute(ROLLBACK_INSERT, {"id": 4, "name": "four"})
         with pytest.raises(sa.exc.IntegrityError):
             with conn.begin_nested():
-                conn.execute(INSERT, {"id": 1, "name": "again"})
-        conn.execute(INSERT, {"id": 5, "name": "five"})
+                conn.execute(ROLLBACK_INSERT, {"id": 1, "name": "again"})
+        conn.execute(ROLLBACK_INSERT, {"id": 5, "name": "five"})
 
-    one.run(nested)
-    ids = one.read(lambda conn: conn.scalars(
-        sa.select(PROBE.c.id).order_by(PROBE.c.id)).all())
+    rollback_db.run(nested)
+    ids = rollback_db.read(lambda conn: conn.scalars(
+        sa.select(ROLLBACK_PROBE.c.id).order_by(ROLLBACK_PROBE.c.id)).all())
     assert ids == [1, 4, 5]

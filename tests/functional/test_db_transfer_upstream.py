@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from support import servers
-from tests.conftest import BACKENDS, _server_db
+from tests.conftest import BACKENDS
 
 pytestmark = pytest.mark.stress
 
@@ -36,28 +35,6 @@ AGG1, AGG2 = str(uuid.uuid4()), str(uuid.uuid4())
 
 def u(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
-
-
-@pytest.fixture(scope="module")
-def upstream_venv() -> Path:
-    return servers.ensure_upstream_venv()
-
-
-@pytest.fixture
-def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
-    """Make fresh empty databases of the test's backend."""
-    kind = request.param
-    drops: list[Callable[[], None]] = []
-
-    def make() -> str:
-        if kind == "sqlite":
-            return "sqlite:///%s/%s.sqlite" % (tmp_path, uuid.uuid4().hex[:8])
-        url, drop = _server_db(kind, str(tmp_path))
-        drops.append(drop)
-        return url
-    yield make
-    for drop in drops:
-        drop()
 
 
 def for_upstream(url: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ import sqlalchemy as sa
 from berth.db import urls
 from berth.db.engine import create_engine
 from support.processes import run
-from tests.conftest import BACKENDS, _server_db
 
 FORMS = [
     ("sqlite", "sqlite"),
@@ -26,38 +24,13 @@ FORMS = [
     ("mysql", "mysql+pymysql"),
     ("mysql", "mysql+mysqldb"),
 ]
-#: Query arguments upstream deployments put on each backend's URL.
-QUERY = {"sqlite": "charset=utf8",
-         "postgresql": "sslmode=prefer&connect_timeout=10",
-         "mysql": "charset=utf8&plugin=dbcounter"}
 
 
-@pytest.fixture
-def database(request: pytest.FixtureRequest,
-             tmp_path: Path) -> Iterator[tuple[str, str, str]]:
-    kind, driver = request.param
-    if kind not in BACKENDS:
-        pytest.skip("BERTH_TEST_DBS leaves out %s" % kind)
-    if kind == "sqlite":
-        url = "sqlite:///%s" % (tmp_path / "placement.sqlite")
-        drop = None
-    else:
-        url, drop = _server_db(kind, str(tmp_path))
-    named = sa.engine.make_url(url).set(drivername=driver)
-    if kind == "postgresql":
-        # Trust authentication ignores it; the commands must not print it.
-        named = named.set(password="s3cret")
-    yield (named.render_as_string(hide_password=False) + "?" + QUERY[kind],
-           kind, driver)
-    if drop is not None:
-        drop()
-
-
-@pytest.mark.parametrize("database", FORMS, indirect=True,
+@pytest.mark.parametrize("url_database", FORMS, indirect=True,
                          ids=["%s" % d for _, d in FORMS])
-def test_db_sync_with_each_url_form(database: tuple[str, str, str],
+def test_db_sync_with_each_url_form(url_database: tuple[str, str, str],
                                     tmp_path: Path) -> None:
-    url, kind, driver = database
+    url, kind, driver = url_database
     conf = tmp_path / "placement.conf"
     conf.write_text("[placement_database]\nconnection = %s\n" % url)
     synced = run("db", "sync", "--config-file", str(conf))

@@ -78,6 +78,21 @@ def test_explain_counts_reasons_with_examples(client: Client) -> None:
     ]
 
 
+def test_explain_names_each_tree_once_per_reason(client: Client) -> None:
+    # Host 1 is short of both VCPU and memory: two faults of one kind,
+    # one tree excluded for it, and so one example.
+    three_hosts(client)
+    allocate(client, uuid(1), MEMORY_MB=2000)
+    allocate(client, uuid(2), VCPU=3, MEMORY_MB=2000)
+    body = explain(client, "resources=VCPU:2,MEMORY_MB:100")
+    (capacity,) = body["reasons"]
+    assert capacity["trees"] == 2
+    assert [e["tree"] for e in capacity["examples"]] == [uuid(1), uuid(2)]
+    assert {(r["resource_class"], r["max_free"])
+            for r in capacity["resources"]} == {("VCPU", 1),
+                                                ("MEMORY_MB", 48)}
+
+
 def test_explain_one_tree(client: Client) -> None:
     three_hosts(client)
     provider(client, 4, parent=2)
@@ -321,38 +336,6 @@ def test_cli_explain_and_fit(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip() == ("berth: error: Requested resource VCPU "
                                   "requires amount >= 1. Got: 0.")
-
-
-@pytest.fixture
-def cli_world(tmp_path: Path) -> Callable[..., str]:
-    """``berth`` in-process over a SQLite database holding hosts h1 and
-    h2 (4 VCPU each) in aggregate AGG: each call gives what it prints,
-    or the line of the error it exits with."""
-    from berth import conf as berth_conf
-    from berth.cli import main
-    from berth.direct import PlacementDirect
-    conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
-                    "connection = sqlite:///%s\n" % (tmp_path / "p.sqlite"))
-    assert main(["db", "sync", "--config-file", str(conf)]) == 0
-    with PlacementDirect(berth_conf.load(["--config-file", str(conf)]),
-                         microversion="latest") as http:
-        for n in (1, 2):
-            http.post("/resource_providers",
-                      json={"name": "h%d" % n, "uuid": uuid(n)})
-            http.put("/resource_providers/%s/inventories" % uuid(n), json={
-                "resource_provider_generation": 0,
-                "inventories": {"VCPU": {"total": 4}}})
-            http.put("/resource_providers/%s/aggregates" % uuid(n), json={
-                "resource_provider_generation": 1, "aggregates": [AGG]})
-
-    def run(*args: str) -> str:
-        try:
-            main([*args, "--config-file", str(conf)])
-        except SystemExit as exc:
-            return str(exc.code)
-        return ""
-    return run
 
 
 @pytest.mark.parametrize(("args", "line"), [

@@ -18,17 +18,15 @@ the domain writes on Galera; the cluster is ``support/galera.py``.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from support import galera_load as load
-from support.galera import Cluster, GaleraError
+from support.galera import Cluster
 
 pytestmark = pytest.mark.stress
 
@@ -41,36 +39,6 @@ DOWN_FOR = 10
 #: An answer slower than this counts as a hang.
 PROBE_TIMEOUT = 30
 SECONDS = int(os.environ.get("BERTH_GALERA_SECONDS", "30"))
-
-
-@pytest.fixture(scope="session")
-def galera_cluster() -> Iterator[Cluster]:
-    """The running cluster. One already running (started by
-    ``.ci/galera.sh``) is reused and left running; one started here is
-    stopped at the end. When it cannot start the tests skip, or fail
-    under ``BERTH_REQUIRE_DBS=1``."""
-    require = os.environ.get("BERTH_REQUIRE_DBS") == "1"
-    cluster = Cluster()
-    started_here = not cluster.running()
-    try:
-        cluster.start()
-    except (GaleraError, OSError, subprocess.SubprocessError) as exc:
-        msg = "Galera cluster could not start: %s" % exc
-        if require:
-            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
-        pytest.skip(msg)
-    try:
-        yield cluster
-    finally:
-        if started_here:
-            cluster.stop()
-
-
-@pytest.fixture
-def galera_db(galera_cluster: Cluster) -> Iterator[list[str]]:
-    """A fresh migrated database on the cluster: one URL per node."""
-    with load.fresh_database(galera_cluster) as urls:
-        yield urls
 
 
 def check_after_load(db_urls: list[str], urls: list[str],

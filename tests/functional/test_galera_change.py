@@ -16,43 +16,22 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from berth.api.app import create_app
 from berth.db import events
 from berth.db.engine import Database, create_engine
-from tests.conftest import Client, make_conf
-from tests.functional import test_galera as galera_tests
+from tests.conftest import Client
 from tests.functional.test_change import Replica, Walk, feed, listed, position
 
 pytestmark = pytest.mark.stress
-
-#: The cluster and a fresh database on it (one URL per node), as the other
-#: Galera tests have them.
-galera_cluster = galera_tests.galera_cluster
-galera_db = galera_tests.galera_db
 
 #: Seconds the nodes may take to apply each other's writes.
 SYNC_TIMEOUT = 60
 #: Pages big enough to hold a whole walk: see
 #: test_pages_keep_the_order_across_nodes for why the replays read one.
 WHOLE = {"limit": "10000"}
-
-
-@pytest.fixture
-def nodes(galera_db: list[str]) -> Iterator[list[Client]]:
-    """One in-process Berth app per node, each with its own engine."""
-    dbs = [Database(create_engine(url)) for url in galera_db]
-    clients = [Client(create_app(make_conf(), db)) for db in dbs]
-    try:
-        yield clients
-    finally:
-        for client, db in zip(clients, dbs, strict=True):
-            client.close()
-            db.engine.dispose()
 
 
 class SpreadWalk(Walk):
@@ -96,13 +75,13 @@ def slots(found: list[dict[str, Any]]) -> dict[int, list[int]]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_replay_of_writes_on_every_node_equals_the_state(
-        nodes: list[Client], seed: int) -> None:
-    start = synced(nodes)                    # the empty database
-    walk = SpreadWalk(nodes, random.Random(seed))
+        galera_nodes: list[Client], seed: int) -> None:
+    start = synced(galera_nodes)                    # the empty database
+    walk = SpreadWalk(galera_nodes, random.Random(seed))
     for _ in range(160):
         walk.step()
-    end = synced(nodes)
-    reader = nodes[seed % len(nodes)]
+    end = synced(galera_nodes)
+    reader = galera_nodes[seed % len(galera_nodes)]
     got = feed(reader, start, **WHOLE)
     replica = Replica()
     for event in got:
@@ -110,83 +89,83 @@ def test_replay_of_writes_on_every_node_equals_the_state(
     want = listed(reader)
     assert want["providers"] and want["consumers"]
     assert replica.state() == want
-    for other in nodes:                      # every node lists the same
+    for other in galera_nodes:                      # every node lists the same
         assert listed(other) == want
     # Writes were numbered on all three nodes (one slot each), and each
     # slot's events come in its own order.
     by_slot = slots(got)
-    assert len(by_slot) == len(nodes), (by_slot.keys(), walk.by_node)
+    assert len(by_slot) == len(galera_nodes), (by_slot.keys(), walk.by_node)
     assert all(seqs == sorted(seqs) for seqs in by_slot.values())
     kinds = {e["kind"] for e in got}
     assert {events.PROVIDER_CREATED, events.INVENTORIES_SET,
             events.TRAITS_SET, events.AGGREGATES_SET,
             events.ALLOCATIONS_REPLACED} <= kinds, kinds
     # Nothing after the end, read on any node.
-    for other in nodes:
+    for other in galera_nodes:
         assert feed(other, end) == []
 
 
-def test_a_follower_resumes_on_another_node(nodes: list[Client]) -> None:
+def test_a_follower_resumes_on_another_node(galera_nodes: list[Client]) -> None:
     """Follow on node 1 from the empty database, stop half way, resume
     on node 3 from the position node 2's header gave: the same state as
     every node lists, and replaying everything again changes nothing."""
-    start = synced(nodes)
-    walk = SpreadWalk(nodes, random.Random(7))
+    start = synced(galera_nodes)
+    walk = SpreadWalk(galera_nodes, random.Random(7))
     for _ in range(60):
         walk.step()
-    synced(nodes)
-    middle = position(nodes[1])
+    synced(galera_nodes)
+    middle = position(galera_nodes[1])
     replica = Replica()
-    for event in feed(nodes[0], start, **WHOLE):
+    for event in feed(galera_nodes[0], start, **WHOLE):
         replica.apply(event)
     for _ in range(60):
         walk.step()
-    synced(nodes)
-    resumed = feed(nodes[2], middle, **WHOLE)
+    synced(galera_nodes)
+    resumed = feed(galera_nodes[2], middle, **WHOLE)
     assert resumed, "the second half of the walk made no event"
     for event in resumed:
         replica.apply(event)
-    want = listed(nodes[0])
+    want = listed(galera_nodes[0])
     assert replica.state() == want
-    for event in feed(nodes[1], start, **WHOLE):  # everything once more
+    for event in feed(galera_nodes[1], start, **WHOLE):  # everything once more
         replica.apply(event)
     assert replica.state() == want
 
 
-def test_pages_keep_the_order_across_nodes(nodes: list[Client]) -> None:
+def test_pages_keep_the_order_across_nodes(galera_nodes: list[Client]) -> None:
     """Read page by page (7 events a page), the feed gives the same events
     in the same order as read in one page: the order a reader could see
     the writes in, across the nodes' slots."""
-    start = synced(nodes)
-    walk = SpreadWalk(nodes, random.Random(1))
+    start = synced(galera_nodes)
+    walk = SpreadWalk(galera_nodes, random.Random(1))
     for _ in range(160):
         walk.step()
-    synced(nodes)
-    whole = feed(nodes[0], start, **WHOLE)
-    assert len(slots(whole)) == len(nodes)
-    paged = feed(nodes[0], start)            # test_change's pages of 7
+    synced(galera_nodes)
+    whole = feed(galera_nodes[0], start, **WHOLE)
+    assert len(slots(whole)) == len(galera_nodes)
+    paged = feed(galera_nodes[0], start)            # test_change's pages of 7
     assert [e["position"] for e in paged] == [e["position"] for e in whole]
 
 
-def test_pruned_history_is_410_on_every_node(nodes: list[Client],
+def test_pruned_history_is_410_on_every_node(galera_nodes: list[Client],
                                              galera_db: list[str]) -> None:
-    start = synced(nodes)
-    for n, client in enumerate(nodes):       # a write numbered on each node
+    start = synced(galera_nodes)
+    for n, client in enumerate(galera_nodes):       # a write numbered on each node
         resp = client.post("/resource_providers", json={"name": "rp%d" % n})
         assert resp.status_code == 200, resp.text
-    before = synced(nodes)
+    before = synced(galera_nodes)
     db = Database(create_engine(galera_db[0]))
     try:
         # Prune every slot's events written so far (as the writes' flush
         # does once the retention passed), from one node.
         numbered = [int(pair.split(":")[0]) for pair in before.split(",")]
-        assert len(numbered) == len(nodes), before
+        assert len(numbered) == len(galera_nodes), before
         db.run(lambda conn: [events.prune(conn, slot, time.time() + 1)
                              for slot in numbered])
     finally:
         db.engine.dispose()
     deadline = time.monotonic() + SYNC_TIMEOUT
-    for client in nodes:
+    for client in galera_nodes:
         while True:
             resp = client.get("/berth/changes", params={"after": start})
             if resp.status_code == 410 or time.monotonic() > deadline:
@@ -201,6 +180,6 @@ def test_pruned_history_is_410_on_every_node(nodes: list[Client],
     # A position none of the nodes reached is no better.
     slot, seq = (int(x) for x in before.split(",")[0].split(":"))
     ahead = ",".join(["%d:%d" % (slot, seq + 5)] + before.split(",")[1:])
-    for client in nodes:
+    for client in galera_nodes:
         assert client.get("/berth/changes",
                           params={"after": ahead}).status_code == 410

@@ -13,11 +13,10 @@ import uuid
 
 import orjson
 import pytest
-import sqlalchemy as sa
 
 from berth.db import tables as t
+from tests.functional.conftest import RP, snapshot
 
-RP = str(uuid.uuid4())
 CONSUMER = str(uuid.uuid4())
 
 # Raw bodies that are not acceptable JSON for any endpoint.
@@ -100,25 +99,6 @@ BAD_QUERIES = [
 ]
 
 
-def snapshot(db):
-    def read(conn):
-        return {table.name: sorted(map(tuple, conn.execute(
-            sa.select(table)).all()), key=repr)
-            for table in t.metadata.sorted_tables}
-    return db.read(read)
-
-
-@pytest.fixture
-def world(client, db):
-    r = client.post("/resource_providers", json={"name": "rp", "uuid": RP})
-    assert r.status_code == 200, r.text
-    inv = {"resource_provider_generation": 0,
-           "inventories": {"VCPU": {"total": 8}}}
-    r = client.put("/resource_providers/%s/inventories" % RP, json=inv)
-    assert r.status_code == 200, r.text
-    return snapshot(db)
-
-
 def assert_clean_4xx(r):
     assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
     body = r.json()
@@ -128,22 +108,22 @@ def assert_clean_4xx(r):
 
 @pytest.mark.parametrize("method,path", WRITES)
 @pytest.mark.parametrize("name", list(BAD_BODIES))
-def test_bad_bodies(client, db, world, method, path, name):
+def test_bad_bodies(client, db, hostile_world, method, path, name):
     r = client.request(method, path, content=BAD_BODIES[name],
                        headers={"content-type": "application/json"})
     assert_clean_4xx(r)
-    assert snapshot(db) == world
+    assert snapshot(db) == hostile_world
 
 
 @pytest.mark.parametrize("method,path,body", BAD_VALUES)
-def test_bad_values(client, db, world, method, path, body):
+def test_bad_values(client, db, hostile_world, method, path, body):
     r = client.request(method, path, json=body)
     assert_clean_4xx(r)
-    assert snapshot(db) == world
+    assert snapshot(db) == hostile_world
 
 
 @pytest.mark.parametrize("path", BAD_QUERIES)
-def test_bad_queries(client, world, path):
+def test_bad_queries(client, hostile_world, path):
     # Some of these are legitimate questions with an empty answer upstream
     # (a name nobody has); what matters is that none fails or leaks.
     r = client.get(path)
@@ -151,15 +131,15 @@ def test_bad_queries(client, world, path):
         assert_clean_4xx(r)
 
 
-def test_many_megabytes(client, db, world):
+def test_many_megabytes(client, db, hostile_world):
     body = b'{"name": "' + b"x" * (12 * 1024 * 1024) + b'"}'
     r = client.post("/resource_providers", content=body,
                     headers={"content-type": "application/json"})
     assert r.status_code == 413
-    assert snapshot(db) == world
+    assert snapshot(db) == hostile_world
 
 
-def test_long_headers(client, world):
+def test_long_headers(client, hostile_world):
     r = client.get("/resource_providers", headers={"x-junk": "j" * 20000})
     assert r.status_code == 431
 
@@ -189,20 +169,20 @@ POISON_WRITES = [
     (*write, ratio) for write in POISON_WRITES
     for ratio in (POISON, b"3.4e38", b"-1e300", b"4194305")
     if ratio != b"4194305" or b"2147483647" in write[2]])
-def test_overflowing_capacity_is_refused(client, db, world, method, path,
+def test_overflowing_capacity_is_refused(client, db, hostile_world, method, path,
                                          body, ratio):
     r = client.request(method, path, content=body % ratio,
                        headers={"content-type": "application/json"})
     assert_clean_4xx(r)
     assert r.status_code == 400
     assert "capacity" in r.json()["errors"][0]["detail"]
-    assert snapshot(db) == world
+    assert snapshot(db) == hostile_world
     r = client.get("/allocation_candidates?resources=VCPU:1")
     assert r.status_code == 200, r.text
     assert len(r.json()["allocation_requests"]) == 1
 
 
-def test_largest_capacity_is_accepted_and_readable(client, world):
+def test_largest_capacity_is_accepted_and_readable(client, hostile_world):
     # (2**31 - 1) * 4194304 = 2**53 - 4194304: just inside the bound.
     r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
                    json={"resource_provider_generation": 1,
@@ -214,7 +194,7 @@ def test_largest_capacity_is_accepted_and_readable(client, world):
     assert summary["capacity"] == 2147483647 * 4194304
 
 
-def test_a_stored_poison_row_does_not_break_reads(client, db, world):
+def test_a_stored_poison_row_does_not_break_reads(client, db, hostile_world):
     # A database written by something else may already hold such a row:
     # reads answer, with the capacity held at the bound.
     with db.engine.begin() as conn:
@@ -238,14 +218,14 @@ def test_a_stored_poison_row_does_not_break_reads(client, db, world):
     {"a": 5},                                   # record not an object
     {"\ud7ff\u0001": {}},                      # odd unicode, empty record
 ])
-def test_reshaper_refuses_bad_inventories(client, db, world, inventories):
+def test_reshaper_refuses_bad_inventories(client, db, hostile_world, inventories):
     body = {"inventories": {RP: {"resource_provider_generation": 1,
                                  "inventories": inventories}},
             "allocations": {}}
     r = client.post("/reshaper", json=body, headers=SERVICE)
     assert_clean_4xx(r)
     assert r.status_code == 400
-    assert snapshot(db) == world
+    assert snapshot(db) == hostile_world
 
 
 @pytest.mark.parametrize("segment", ["%F0%9F%98%80", "%ff%fe", "%E2%80%AE"])
@@ -260,7 +240,7 @@ def test_non_latin1_path_segments(client, segment):
             assert_clean_4xx(r)
 
 
-def test_negative_zero_ratio_reads_back_the_same_everywhere(client, world):
+def test_negative_zero_ratio_reads_back_the_same_everywhere(client, hostile_world):
     import math
     r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
                    content=b'{"resource_provider_generation": 1, '
@@ -568,7 +548,7 @@ QUERY_NUMBERS = {"1.0": "1.0", "1.5": "1.5", "1e3": "1e3", "true": "true",
     "/allocation_candidates?resources1=VCPU:%s",
     "/allocation_candidates?resources=VCPU:1&limit=%s",
 ])
-def test_query_numbers_of_the_wrong_kind(client, world, path):
+def test_query_numbers_of_the_wrong_kind(client, hostile_world, path):
     wrong = []
     for name, text in QUERY_NUMBERS.items():
         r = client.get(path % text)

@@ -207,16 +207,14 @@ def test_shrinking_below_usage_is_allowed(db: Database, client: Any,
                                           "DISK_GB": {"total": 1}})
         assert resp.status_code == 200
         assert "over capacity for VCPU:" in caplog.text  # not DISK_GB
-    assert db.read(lambda c: inventory.exceeded_classes(c, rp_id)) == [
-        "VCPU"]
 
 
 def test_domain_set_and_check_in_use(db: Database) -> None:
-    rp_id, _ = make_provider(db)
+    rp_id, uuid = make_provider(db)
     invs = {"VCPU": Inventory(total=4), "DISK_GB": Inventory(total=100,
                                                              reserved=5)}
     db.run(lambda c: inventory.set_inventories(c, rp_id, invs))
-    assert db.read(lambda c: inventory.get_inventories(c, rp_id)) == invs
+    assert db.read(lambda c: inventory.list_inventories(c, uuid)).inventories == invs
     allocate(db, rp_id, "DISK_GB", 10)
     with pytest.raises(errors.InventoryInUse):
         db.run(lambda c: inventory.set_inventories(c, rp_id, {}))
@@ -227,7 +225,7 @@ def test_domain_set_and_check_in_use(db: Database) -> None:
         inventory.check_in_use(conn, rp_id)
     with pytest.raises(errors.InventoryInUse):
         db.run(reshape)
-    assert db.read(lambda c: inventory.get_inventories(c, rp_id)) == invs
+    assert db.read(lambda c: inventory.list_inventories(c, uuid)).inventories == invs
     with pytest.raises(errors.NotFound):
         db.run(lambda c: inventory.set_inventories(
             c, rp_id, {"NOPE": Inventory(total=1)}))

@@ -7,33 +7,11 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from berth import conf as berth_conf
 from berth import logs
 from support.processes import BERTH, free_port, run, wait_ready
-
-
-@pytest.fixture
-def root_logging() -> Iterator[None]:
-    """Put the root logger (pytest's handlers) back after ``logs.setup``."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level
-              for name in ("berth.request", "alembic", "sqlalchemy")}
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-        if handler not in handlers:
-            handler.close()
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, value in levels.items():
-        logging.getLogger(name).setLevel(value)
 
 
 def _conf(tmp_path: Path, text: str) -> object:

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from berth.api.app import create_app
 from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
@@ -34,13 +33,6 @@ USAGES = ["/usages?project_id=%s" % PROJECT,
           "/usages?project_id=%s&consumer_type=INSTANCE" % PROJECT,
           "/usages?project_id=%s" % OTHER]
 VERSIONS = ["1.9", "1.14", "1.15", "1.18", "1.37", "1.39"]
-
-
-@pytest.fixture
-def pair(db: Database) -> tuple[Client, Client]:
-    kept = Client(create_app(make_conf(), db))
-    fresh = Client(create_app(make_conf(berth__candidate_cache=False), db))
-    return kept, fresh
 
 
 def _same(kept: Client, fresh: Client) -> None:
@@ -72,8 +64,8 @@ def _provider(client: Client, name: str, traits: list[str]) -> dict[str, Any]:
     return client.get("/resource_providers/%s" % rp["uuid"]).json()  # type: ignore[no-any-return]
 
 
-def test_kept_answers_follow_every_write(pair: tuple[Client, Client]) -> None:
-    kept, fresh = pair
+def test_kept_answers_follow_every_write(memo_pair: tuple[Client, Client]) -> None:
+    kept, fresh = memo_pair
     one = _provider(kept, "one", ["HW_CPU_X86_AVX2"])
     two = _provider(fresh, "two", ["HW_CPU_X86_AVX2"])
     _same(kept, fresh)
@@ -142,8 +134,8 @@ def test_memos_keep_nothing_when_the_cache_is_off(db: Database) -> None:
 
 
 def test_incomplete_consumers_count_once_migrated(
-        db: Database, pair: tuple[Client, Client]) -> None:
-    kept, _ = pair
+        db: Database, memo_pair: tuple[Client, Client]) -> None:
+    kept, _ = memo_pair
     rp = _provider(kept, "old", [])
     nil = "00000000-0000-0000-0000-000000000000"
     url = "/usages?project_id=%s" % nil
@@ -253,8 +245,8 @@ def test_too_many_project_rows_count_as_unknown_amounts(db: Database) -> None:
 
 
 def test_a_write_in_one_project_keeps_another_projects_usages(
-        db: Database, pair: tuple[Client, Client]) -> None:
-    kept, fresh = pair
+        db: Database, memo_pair: tuple[Client, Client]) -> None:
+    kept, fresh = memo_pair
     one = _provider(kept, "one", [])
     first = str(uuidlib.uuid4())
     assert kept.put("/allocations/" + first, json=body(
@@ -302,14 +294,14 @@ def _walk_urls() -> list[tuple[str, str]]:
 
 
 def test_kept_usages_follow_a_random_walk_of_writes(
-        db: Database, pair: tuple[Client, Client]) -> None:
+        db: Database, memo_pair: tuple[Client, Client]) -> None:
     """After every write (claims, resizes, moves between projects, users
     and types, removals, several consumers at once, a consumer emptied
     through POST), each kept answer, brought up to date from the write's
     amounts, is byte for byte what an app without memos computes."""
     import random
     rng = random.Random(20261201)
-    kept, fresh = pair
+    kept, fresh = memo_pair
     rps = [_provider(kept, name, [])["uuid"] for name in ("w1", "w2")]
     consumers = [str(uuidlib.UUID(int=1000 + n)) for n in range(6)]
     urls = _walk_urls()

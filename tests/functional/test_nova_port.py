@@ -11,12 +11,10 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from berth.client import ReportClient
 from berth.client.agent import ResourceUpdater
@@ -35,12 +33,6 @@ CONSUMERS = {str(uuid.UUID(int=500 + i)): (vcpu, mem, disk)
              for i, (vcpu, mem, disk) in enumerate([(2, 1024, 10),
                                                     (2, 1024, 20),
                                                     (2, 512, 5)])}
-
-
-@pytest.fixture
-def direct(db: Database) -> Iterator[httpx.Client]:
-    with PlacementDirect(make_conf(), db, latest_microversion=True) as http:
-        yield http
 
 
 def _put(http: httpx.Client, path: str, body: dict[str, Any]) -> None:

@@ -12,15 +12,6 @@ from berth.domain import errors, resource_provider
 ROOT = "/resource_providers"
 
 
-def _create(client: Any, name: str, parent: str | None = None) -> str:
-    body: dict[str, Any] = {"name": name}
-    if parent:
-        body["parent_provider_uuid"] = parent
-    resp = client.post(ROOT, json=body)
-    assert resp.status_code == 200, resp.text
-    return resp.json()["uuid"]  # type: ignore[no-any-return]
-
-
 def _put_parent(client: Any, uuid: str, parent: str | None,
                 version: str = "latest") -> Any:
     return client.at(version).put("%s/%s" % (ROOT, uuid), json={
@@ -33,16 +24,6 @@ def _show(client: Any, uuid: str) -> dict[str, Any]:
 
 def _detail(resp: Any) -> str:
     return resp.json()["errors"][0]["detail"]  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def tree(client: Any) -> dict[str, str]:
-    """root -> mid -> leaf, plus an unrelated root ``other``."""
-    root = _create(client, "root")
-    mid = _create(client, "mid", root)
-    leaf = _create(client, "leaf", mid)
-    other = _create(client, "other")
-    return {"root": root, "mid": mid, "leaf": leaf, "other": other}
 
 
 def test_child_inherits_root(client: Any, tree: dict[str, str]) -> None:
@@ -167,8 +148,6 @@ def test_domain_tree_helpers(db: Any) -> None:
 
     rows = db.run(build)
     ids = {k: int(v.id) for k, v in rows.items()}
-    assert db.read(lambda c: resource_provider.tree_ids(c, ids["root"])) == sorted(
-        ids.values())
     assert db.read(lambda c: resource_provider.descendant_ids(c, ids["root"])) == {
         ids["kid"], ids["grandkid"]}
     loaded = db.read(lambda c: resource_provider.load_provider(c, rows["grandkid"].uuid))

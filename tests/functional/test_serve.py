@@ -15,40 +15,15 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from support.processes import BERTH, Server, free_port, serve
+from support.processes import BERTH, Server
+from tests.functional.conftest import start_berth, stop_berth
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
-
-
-def start(tmp_path: Path, *extra: str,
-          env: dict[str, str] | None = None) -> Server:
-    """``berth serve *extra`` in ``tmp_path``, its stderr in serve.log;
-    ``env`` replaces the environment (default: this one, with the
-    embedded database in ``tmp_path``)."""
-    port = free_port()
-    if env is None:
-        env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-               "OS_PLACEMENT_CONFIG_DIR": ""}
-    return serve(tmp_path, port, "--port", str(port), *extra, env=env)
-
-
-def stop(server: Server) -> int:
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-    return server.proc.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start(tmp_path_factory.mktemp("serve"), "--workers", "1")
-    srv.wait_log("serving Placement API")
-    yield srv
-    stop(srv)
 
 
 def get(path: str, headers: list[tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
@@ -81,29 +56,29 @@ def _member_of_url(length: int) -> str:
     return url + "&name=" + "x" * (length - len(url) - len("&name="))
 
 
-def test_an_8_kib_url_is_served(server: Server) -> None:
+def test_an_8_kib_url_is_served(serve_server: Server) -> None:
     url = _member_of_url(8192)
     assert len(url) == 8192 and url.count(",") > 200
-    status, _, body = server.raw(get(url))
+    status, _, body = serve_server.raw(get(url))
     assert status.startswith("HTTP/1.1 200"), (status, body[:300])
     assert json.loads(body) == {"resource_providers": []}
 
 
-def test_a_longer_url_is_a_json_414(server: Server) -> None:
-    rid = assert_placement_error(*server.raw(get(_member_of_url(8193))), 414)
-    rid2 = assert_placement_error(*server.raw(get("/?" + "a" * 70000)), 414)
-    log = server.wait_log(r'"GET /resource_providers\?member_of=.*status: 414')
+def test_a_longer_url_is_a_json_414(serve_server: Server) -> None:
+    rid = assert_placement_error(*serve_server.raw(get(_member_of_url(8193))), 414)
+    rid2 = assert_placement_error(*serve_server.raw(get("/?" + "a" * 70000)), 414)
+    log = serve_server.wait_log(r'"GET /resource_providers\?member_of=.*status: 414')
     # Refused by gunicorn itself (a request line beyond what it reads), it
     # is still logged by the same request-log line.
     assert re.search(r'"- -" status: 414 len: \d+', log), log
     assert rid != rid2
 
 
-def test_upstream_header_sizes_are_served(server: Server) -> None:
+def test_upstream_header_sizes_are_served(serve_server: Server) -> None:
     # 100 header lines, all but get()'s three of 8,190 bytes each.
     filler = [("x-f%02d" % i, "v" * (8190 - len("x-f00: ")))
               for i in range(97)]
-    status, _, body = server.raw(get("/", filler))
+    status, _, body = serve_server.raw(get("/", filler))
     assert status.startswith("HTTP/1.1 200"), (status, body[:300])
 
 
@@ -112,13 +87,13 @@ def test_upstream_header_sizes_are_served(server: Server) -> None:
     [("x-f%03d" % i, "v") for i in range(98)],
 ], ids=["line-of-8191-bytes", "101-headers"])
 def test_beyond_the_header_limits_is_a_json_431(
-        server: Server, headers: list[tuple[str, str]]) -> None:
-    assert_placement_error(*server.raw(get("/", headers)), 431)
-    assert re.search(r'"- -" status: 431', server.log_text())
+        serve_server: Server, headers: list[tuple[str, str]]) -> None:
+    assert_placement_error(*serve_server.raw(get("/", headers)), 431)
+    assert re.search(r'"- -" status: 431', serve_server.log_text())
 
 
-def test_an_unparsable_request_is_a_json_400(server: Server) -> None:
-    status, headers, body = server.raw(b"NOT A REQUEST\r\n\r\n")
+def test_an_unparsable_request_is_a_json_400(serve_server: Server) -> None:
+    status, headers, body = serve_server.raw(b"NOT A REQUEST\r\n\r\n")
     assert_placement_error(status, headers, body, 400)
     assert b"could not be parsed" in body
 
@@ -160,7 +135,7 @@ def test_workers_must_be_at_least_one(workers: str) -> None:
 
 def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
         tmp_path: Path) -> None:
-    srv = start(tmp_path, "--workers", "1")
+    srv = start_berth(tmp_path, "--workers", "1")
     try:
         log = srv.wait_log("serving Placement API")
         assert log.count("serving Placement API") == 1
@@ -193,7 +168,7 @@ def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     finally:
-        stop(srv)
+        stop_berth(srv)
 
 
 def test_the_control_socket_is_turned_off_only_where_gunicorn_has_it(
@@ -232,14 +207,14 @@ def test_serving_writes_nothing_to_home_and_opens_no_control_socket(
            if k not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_DATA_HOME",
                         "BERTH_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR")}
     env.update(HOME=str(folder), OS_PLACEMENT_CONFIG_DIR="")
-    srv = start(tmp_path, "--config-file", str(conf), "--workers", "1",
+    srv = start_berth(tmp_path, "--config-file", str(conf), "--workers", "1",
                 env=env)
     try:
         srv.wait_log("serving Placement API")
         assert srv.raw(get("/resource_providers"))[0].startswith(
             "HTTP/1.1 200")
     finally:
-        assert stop(srv) == 0, srv.log_text()
+        assert stop_berth(srv) == 0, srv.log_text()
     assert "Control socket" not in srv.log_text()
     if home == "empty":
         assert list(folder.iterdir()) == []

@@ -7,15 +7,11 @@ Covers ``berth.serve.systemd``, the address and TLS parts of
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -51,16 +47,6 @@ def finish(server: Server) -> int:
 
 
 # systemd ------------------------------------------------------------------
-
-@pytest.fixture
-def notify_socket() -> Iterator[tuple[socket.socket, str]]:
-    """A datagram socket listening as systemd's would, on an abstract
-    address (``@...``, as systemd gives one to user services)."""
-    name = "@berth-test-%s" % uuid.uuid4().hex
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(systemd.socket_address(name))
-    yield sock, name
-    sock.close()
 
 
 def receive(sock: socket.socket, server: Server, timeout: float = 60
@@ -171,21 +157,6 @@ def test_the_unit_file_is_a_notify_service() -> None:
 
 # TLS ----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key."""
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl command")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-         "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
-         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60)
-    return cert, key
-
 
 def test_tls_serves_https_verified_against_the_certificate(
         tmp_path: Path, certificate: tuple[Path, Path]) -> None:
@@ -266,13 +237,6 @@ def test_a_ca_file_requires_client_certificates(
 
 
 # The unix socket and the worker timeout ------------------------------------
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A folder whose socket paths fit in sun_path (pytest's may not)."""
-    folder = Path(tempfile.mkdtemp(prefix="berth-"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_unix_socket_serves_noauth2_to_its_group_only(

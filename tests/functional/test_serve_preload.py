@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from berth.api.app import create_app
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
-from berth.domain.allocation_candidate.world_cache import Refresh
+from berth.domain.allocation_candidate.cache import Refresh
 from berth.serve import preload
 from support.processes import BERTH, Server, free_port
 from tests.conftest import Client, make_conf
@@ -250,14 +250,14 @@ def test_the_master_catches_up_before_forking(
         gc.unfreeze()
         preload.refresh(app)
         assert kinds == ["whole", "providers"]
-        snap = app.state.cache.snapshot
-        assert {p.uuid for p in snap.world.providers.values()} == before | {after}
+        cached = app.state.candidate_cache.latest
+        assert {p.uuid for p in cached.world.providers.values()} == before | {after}
         assert gc.get_freeze_count() >= frozen > 0
         assert db.engine.pool.checkedin() == 0
-        # Nothing new: nothing is refreshed, the same snapshot stays.
+        # Nothing new: nothing is refreshed, the same cached world stays.
         preload.refresh(app)
         assert kinds == ["whole", "providers"]
-        assert app.state.cache.snapshot is snap
+        assert app.state.candidate_cache.latest is cached
 
         def down(*args: Any, **kwargs: Any) -> Any:
             raise sa.exc.OperationalError("SELECT 1", {}, Exception("gone"))
@@ -266,7 +266,7 @@ def test_the_master_catches_up_before_forking(
         with caplog.at_level("WARNING", logger="berth.server"):
             preload.refresh(app)
         assert "could not bring its world up to date" in caplog.text
-        assert app.state.cache.snapshot is snap
+        assert app.state.candidate_cache.latest is cached
     gc.unfreeze()
 
 

@@ -46,9 +46,9 @@ def test_wsgi_entry_point_loads_the_world_before_a_fork(tmp_path):
         "state = w.application.state\n"
         "engine = state.db.engine\n"
         "pool = engine.pool\n"
-        "print(state.cache.snapshot is not None, pool.checkedin())\n"
+        "print(state.candidate_cache.latest is not None, pool.checkedin())\n"
         "uwsgi.post_fork_hook()\n"
-        "print(engine.pool is not pool, state.cache.exclusive)\n")
+        "print(engine.pool is not pool, state.candidate_cache.exclusive)\n")
     env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(tmp_path),
            "PYTHONPATH": str(tmp_path / "fake")}
     out = subprocess.run([sys.executable, "-c", script], env=env,

@@ -26,10 +26,9 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -37,14 +36,9 @@ import pytest
 
 from support import api_setup, processes
 from support.processes import free_port
+from tests.functional.conftest import APACHE, APACHE_MODULES, APACHE_VENV, REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
-REQUIRE = os.environ.get("BERTH_REQUIRE_DEPLOY") == "1"
-UWSGI = Path(sys.executable).parent / "uwsgi"
-APACHE = Path("/usr/sbin/apache2")
-APACHE_MODULES = Path("/usr/lib/apache2/modules")
-APACHE_VENV = Path(os.environ.get("BERTH_APACHE_VENV", ROOT / ".apache-venv"))
+DEPLOY = REPO_ROOT / "deploy"
 #: ``[berth] max_body_bytes``'s default, which the deploy files assume.
 MAX_BODY = 10 * 1024 * 1024
 #: mod_wsgi's daemon processes in the test, for a 2-core machine (the vhost
@@ -56,14 +50,6 @@ LOADED = re.compile(r"^\S+ \S+ (\d+) INFO berth\.server \[-\] candidate "
                     r"cache: (\d+) providers loaded", re.M)
 REQUEST = re.compile(r"^\S+ \S+ (\d+) INFO berth\.request ", re.M)
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
-
-
-def missing(what: str) -> None:
-    """Skip (or, under ``BERTH_REQUIRE_DEPLOY=1``, fail) for ``what``."""
-    msg = "%s; install with `bash .ci/deploy.sh`" % what
-    if REQUIRE:
-        pytest.fail(msg + " (BERTH_REQUIRE_DEPLOY=1 needs it)", pytrace=False)
-    pytest.skip(msg)
 
 
 def render(source: Path, target: Path, replace: dict[str, str]) -> None:
@@ -160,12 +146,6 @@ def too_large(base: str) -> tuple[int, bytes]:
 
 # uWSGI --------------------------------------------------------------------
 
-@pytest.fixture
-def uwsgi_binary() -> Path:
-    if not UWSGI.exists():
-        missing("uWSGI is not installed in this venv (%s)" % UWSGI)
-    return UWSGI
-
 
 def test_uwsgi_serves_with_the_world_loaded_in_its_master(
         tmp_path: Path, uwsgi_binary: Path) -> None:
@@ -208,39 +188,6 @@ def test_uwsgi_serves_with_the_world_loaded_in_its_master(
 
 
 # Apache httpd and mod_wsgi -----------------------------------------------
-
-def _python_of_mod_wsgi() -> str:
-    """The ``pythonX.Y`` Debian's mod_wsgi is linked with, or ''."""
-    out = subprocess.run(["ldd", str(APACHE_MODULES / "mod_wsgi.so")],
-                         capture_output=True, text=True)
-    found = re.search(r"libpython(\d+\.\d+)", out.stdout)
-    return "python" + found.group(1) if found else ""
-
-
-@pytest.fixture
-def apache_venv() -> Path:
-    """``.apache-venv``, checked to hold the Python mod_wsgi embeds."""
-    if not APACHE.exists() or not (APACHE_MODULES / "mod_wsgi.so").exists():
-        missing("Apache httpd or Debian's mod_wsgi is not installed "
-                "(apt-get install apache2 libapache2-mod-wsgi-py3)")
-    if not (APACHE_VENV / "bin" / "berth").exists():
-        missing("no venv of Debian's python3 with Berth at %s" % APACHE_VENV)
-    embedded = _python_of_mod_wsgi()
-    assert embedded and (APACHE_VENV / "lib" / embedded).is_dir(), (
-        "mod_wsgi embeds %s, but %s is not a venv of it: run "
-        "`bash .ci/deploy.sh` again" % (embedded or "no Python", APACHE_VENV))
-    return APACHE_VENV
-
-
-@pytest.fixture
-def apache_folder() -> Iterator[Path]:
-    """A folder Apache's daemon user may use: mod_wsgi refuses to run
-    Python as root, and pytest's own folders are root's alone."""
-    folder = Path(tempfile.mkdtemp(prefix="berth-apache-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _httpd_conf(folder: Path, port: int) -> Path:

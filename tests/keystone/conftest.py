@@ -6,14 +6,17 @@ saying why; with ``BERTH_REQUIRE_DBS=1`` (CI) they fail instead.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -195,3 +198,47 @@ def client(app: Any, token: str | None) -> Client:
         c.headers["x-auth-token"] = token
     return c
 
+
+@contextlib.contextmanager
+def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
+    """``berth serve`` (secure RBAC) on the port the catalog names."""
+    port = int(keystone.ids["placement_port"])
+    conf = write_conf(tmp_path / "placement.conf", keystone,
+                      db.engine.url.render_as_string(hide_password=False),
+                      mode="secure")
+    berth = Path(sys.executable).with_name("berth")
+    with open(tmp_path / "berth.log", "wb") as log:
+        proc = subprocess.Popen(
+            [str(berth), "serve", "--config-file", str(conf), "--host",
+             "127.0.0.1", "--port", str(port), "--workers", "1"],
+            stdout=log, stderr=log)
+    url = "http://127.0.0.1:%d" % port
+    try:
+        with httpx.Client() as http:
+            for _ in range(300):
+                assert proc.poll() is None, (tmp_path / "berth.log").read_text()
+                try:
+                    if http.get(url + "/").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture
+def berth_server(keystone: Keystone, db: Database, tmp_path: Path
+                 ) -> Iterator[str]:
+    """Once per backend: the report client's writes and reshape."""
+    with serving(keystone, db, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path
+                  ) -> Iterator[str]:
+    """Once: the CLI's part is authentication and the catalog."""
+    with serving(keystone, sqlite_db, tmp_path) as url:
+        yield url

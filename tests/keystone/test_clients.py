@@ -5,15 +5,10 @@ service user, running the agent's start-up sync with a reshape."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,60 +18,13 @@ from keystoneauth1.identity import v3
 
 from berth.client import ReportClient
 from berth.client.agent import ResourceUpdater
-from berth.db.engine import Database
 from berth.examples.vgpu import VGPUDriver
 from support import keystone as harness
 from support import vgpu_reshape
 from support.api_setup import usage_totals
 from support.keystone import Keystone
-from tests.keystone.conftest import write_conf
 
 pytestmark = pytest.mark.stress
-
-
-@contextlib.contextmanager
-def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
-    """``berth serve`` (secure RBAC) on the port the catalog names."""
-    port = int(keystone.ids["placement_port"])
-    conf = write_conf(tmp_path / "placement.conf", keystone,
-                      db.engine.url.render_as_string(hide_password=False),
-                      mode="secure")
-    berth = Path(sys.executable).with_name("berth")
-    with open(tmp_path / "berth.log", "wb") as log:
-        proc = subprocess.Popen(
-            [str(berth), "serve", "--config-file", str(conf), "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=log, stderr=log)
-    url = "http://127.0.0.1:%d" % port
-    try:
-        with httpx.Client() as http:
-            for _ in range(300):
-                assert proc.poll() is None, (tmp_path / "berth.log").read_text()
-                try:
-                    if http.get(url + "/").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-@pytest.fixture
-def berth_server(keystone: Keystone, db: Database, tmp_path: Path
-                 ) -> Iterator[str]:
-    """Once per backend: the report client's writes and reshape."""
-    with serving(keystone, db, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path
-                  ) -> Iterator[str]:
-    """Once: the CLI's part is authentication and the catalog."""
-    with serving(keystone, sqlite_db, tmp_path) as url:
-        yield url
 
 
 def _osc(keystone: Keystone, *args: str) -> Any:

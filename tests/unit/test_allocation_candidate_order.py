@@ -1,6 +1,8 @@
-"""The orders (``order``): with ``limit=N`` the search returns N of the
-best candidates of the whole answer, by the score
-docs/allocation-candidates.md defines, checked against the brute-force
+"""The orders (``order``): with ``limit=N`` the search returns, tree by
+tree (depth-first), N of the best candidates of the whole answer, by the
+score docs/allocation-candidates.md defines, and by default (hosts
+first) the first candidate of each of the best trees before any tree's
+second, in every order, checked against the brute-force
 oracle (``candidate_worlds``) with the score worked out here plainly;
 the rankings the cache's refreshes keep equal rankings made anew; and
 ``random`` gives valid candidates of the whole answer, every viable tree
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
 from berth.domain.allocation_candidate import draws, order, world_patch
 from berth.domain.allocation_candidate.engine import group_specs, plan, search
@@ -28,7 +31,7 @@ from berth.domain.allocation_candidate.request import (
     RequestWide,
     Settings,
 )
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import (
     AGGS,
@@ -154,8 +157,10 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide],
     ranked = (order.ranking(world, want), random.Random(seed))
     for anchors in (plan(world, groups, want, random.Random(seed)),
                     Plan(world, traits, aggs, 0, ranked), None):
+        # Depth-first (tree by tree): the best of the whole answer.
         found = search(world, specs, dataclasses.replace(wide, limit=limit),
-                       Settings(order=want, memo=0), anchors=anchors)
+                       Settings(order=want, memo=0, strategy="depth-first"),
+                       anchors=anchors)
         keys = [c.key() for c in found]
         assert len(keys) == len(set(keys)), "repeated candidates"
         assert set(keys) <= scores.keys()
@@ -163,6 +168,70 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide],
         # Best first, and the best of the whole answer.
         assert got == sorted(got, reverse=True)
         assert got == best[:limit]
+        # Hosts first (the default): the best trees, one candidate each,
+        # before a second candidate of any.
+        found = search(world, specs, dataclasses.replace(wide, limit=limit),
+                       Settings(order=want, memo=0), anchors=anchors)
+        firsts, rest = check_hosts_first(world, groups, wide, found, limit)
+        tree_scores = {root: plain_score(world, root, want)
+                       for root in trees_with_candidates(world, groups, wide)}
+        got = [tree_scores[root] for root in firsts]
+        assert got == sorted(got, reverse=True)
+        # No tree left out scores above one let in.
+        assert all(score <= got[-1] for root, score in tree_scores.items()
+                   if root not in firsts and own_candidates(
+                       world, groups, wide, root)) if got else True
+        later = [tree_scores[c.anchor] for c in rest]
+        assert later == sorted(later, reverse=True)
+
+
+def trees_with_candidates(world: World, groups: list[RequestGroup],
+                          wide: RequestWide) -> list[int]:
+    """The roots with at least one candidate in their tree, by the
+    oracle."""
+    return [p.id for p in world.providers.values()
+            if p.parent_id is None and oracle_at(world, groups, wide, p.id)]
+
+
+def own_candidates(world: World, groups: list[RequestGroup],
+                   wide: RequestWide, root: int) -> bool:
+    """True when some candidate of ``root``'s tree uses a provider of the
+    tree that is not a sharing one (a candidate of sharing providers
+    alone, even the tree's own, another tree may have given first)."""
+    providers = world.providers
+    return any(providers[p].root_id == root
+               and SHARING_TRAIT not in providers[p].traits
+               for key in oracle_at(world, groups, wide, root)
+               for p, _, _ in key[0])
+
+
+def check_hosts_first(world: World, groups: list[RequestGroup],
+                      wide: RequestWide, found: list[Any], limit: int | None
+                      ) -> tuple[list[int], list[Any]]:
+    """Checks the hosts-first rule on ``found`` (valid candidates of the
+    whole answer, none twice, as many as ``limit`` allows; every tree's
+    first before any tree's second; when a tree comes twice, every tree
+    with a candidate of its own is there) and returns the trees in the
+    order of their first candidates, and the candidates after them."""
+    whole = oracle(world, groups, wide)
+    keys = [c.key() for c in found]
+    assert len(keys) == len(set(keys)), "repeated candidates"
+    assert set(keys) <= whole
+    assert len(keys) == (len(whole) if limit is None
+                         else min(limit, len(whole)))
+    for cand in found:
+        assert cand.key() in oracle_at(world, groups, wide, cand.anchor)
+    firsts: list[int] = []
+    for cand in found:
+        if cand.anchor in firsts:
+            break
+        firsts.append(cand.anchor)
+    rest = found[len(firsts):]
+    assert all(c.anchor in firsts for c in rest), "a tree's first came late"
+    if rest:
+        assert {r for r in trees_with_candidates(world, groups, wide)
+                if own_candidates(world, groups, wide, r)} <= set(firsts)
+    return firsts, rest
 
 
 @settings(max_examples=200, deadline=None,
@@ -285,11 +354,12 @@ def check_random(world: World, query: tuple[list[RequestGroup], RequestWide],
                                                              limit=limit),
                            Settings(order=want, memo=memo),
                            anchors=anchors, rng=random.Random(seed))
-            keys = [c.key() for c in found]
-            assert len(keys) == len(set(keys)), "repeated candidates"
-            assert set(keys) <= whole
-            assert len(keys) == (len(whole) if limit is None
-                                 else min(limit, len(whole)))
+            if limit is None:
+                keys = [c.key() for c in found]
+                assert len(keys) == len(set(keys)), "repeated candidates"
+                assert set(keys) == whole
+            else:
+                check_hosts_first(world, groups, wide, found, limit)
 
 
 @settings(max_examples=200, deadline=None,
@@ -301,6 +371,38 @@ def test_random_gives_valid_candidates_of_the_whole_answer(
     """``random`` with ``limit=N`` gives min(N, all) valid candidates of
     the whole answer, none twice; without a limit, the whole answer."""
     check_random(world, query, limit, seed)
+
+
+def check_uuid(world: World, query: tuple[list[RequestGroup], RequestWide],
+               limit: int) -> None:
+    groups, wide = query
+    specs = group_specs(world, groups)
+    if specs is None:
+        return
+    for memo in (0, 20_000):
+        found = search(world, specs, dataclasses.replace(wide, limit=limit),
+                       Settings(memo=memo),
+                       anchors=plan(world, groups, Order()))
+        firsts, _ = check_hosts_first(world, groups, wide, found, limit)
+        uuids = [world.uuid(root) for root in firsts]
+        assert uuids == sorted(uuids)
+        # No tree left out comes before one let in.
+        assert not uuids or all(
+            world.uuid(root) > uuids[-1]
+            for root in trees_with_candidates(world, groups, wide)
+            if root not in firsts and own_candidates(world, groups, wide,
+                                                     root))
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(trees=6), busy_worlds()), loose_queries(),
+       st.integers(1, 6))
+def test_uuid_with_a_limit_gives_each_tree_first_in_uuid_order(
+        world: World, query: Any, limit: int) -> None:
+    """``uuid`` with ``limit=N``: the first candidate of each tree, trees
+    in uuid order, before any tree's second."""
+    check_uuid(world, query, limit)
 
 
 def first_trees(world: World, groups: list[RequestGroup],

@@ -10,10 +10,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
 from berth.domain.allocation_candidate import world_patch
 from berth.domain.allocation_candidate.planner import Plan, Sets
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from support.candidate_worlds import AGGS, TRAITS, prov, worlds
 
 

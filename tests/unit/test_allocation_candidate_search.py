@@ -5,11 +5,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
+
 from berth.domain.allocation_candidate.engine import search
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import group, prov
 
@@ -19,7 +22,7 @@ def run(world: World, groups: list[RequestGroup], **wide: Any
     settings = wide.pop("settings", Settings())
     nested = wide.pop("nested_aware", True)
     return search(world, [GroupSpec(g) for g in groups], RequestWide(**wide),
-                  settings, nested)
+                  settings, nested_aware=nested)
 
 
 def shape(cands: list[Candidate]) -> list[dict[int, dict[str, int]]]:
@@ -221,3 +224,61 @@ def test_hopeless_wide_request_ends_without_walking_permutations() -> None:
     world = World([prov(1, inv={"VCPU": 8})] + pfs)
     groups = [group(str(i), resources={"VF": 1}) for i in range(1, 23)]
     assert run(world, groups, group_policy="none") == []
+
+
+def wide_computes(computes: int, pfs: int, vfs: int) -> World:
+    """``computes`` hosts, each with ``pfs`` children of ``vfs`` VFs:
+    upstream's wide-tree reproducer, where every candidate of a host is
+    a permutation of equivalent devices."""
+    providers = []
+    for c in range(computes):
+        root = 1000 * (c + 1)
+        providers.append(prov(root, inv={"VCPU": 8}))
+        providers += [prov(root + i, root=root, parent=root,
+                           inv={"SRIOV_NET_VF": vfs})
+                      for i in range(1, pfs + 1)]
+    return World(providers)
+
+
+@pytest.mark.parametrize("groups", [4, 6])
+def test_limit_reaches_every_host_before_a_second_candidate(
+        groups: int) -> None:
+    # Nova asks for max_placement_results (1,000): depth-first, every
+    # candidate is a permutation of VFs on the first host; by default
+    # each host's first comes before any host's second.
+    world = wide_computes(2, 8, 8)
+    g = [group(str(i), resources={"SRIOV_NET_VF": 1})
+         for i in range(1, groups + 1)]
+    cands = run(world, g, group_policy="none", limit=1000)
+    assert len(cands) == 1000
+    assert [c.anchor for c in cands[:2]] == [1000, 2000]
+    assert {c.anchor for c in cands[2:]} <= {1000, 2000}
+    deep = run(world, g, group_policy="none", limit=1000,
+               settings=Settings(strategy="depth-first"))
+    assert {c.anchor for c in deep} == {1000}
+    assert {c.key() for c in cands} <= {c.key() for c in run(
+        world, g, group_policy="none")}
+
+
+def test_hosts_first_in_every_order() -> None:
+    world = wide_computes(5, 8, 8)
+    g = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, 5)]
+    for name in ("uuid", "random", "spread", "pack"):
+        cands = run(world, g, group_policy="none", limit=7,
+                    settings=Settings(order=Order(name)))
+        anchors = [c.anchor for c in cands]
+        assert sorted(anchors[:5]) == [1000, 2000, 3000, 4000, 5000], name
+        assert set(anchors[5:]) <= set(anchors[:5]), name
+
+
+def test_hosts_first_without_a_limit_is_the_whole_answer_tree_by_tree(
+        ) -> None:
+    world = wide_computes(2, 3, 2)
+    g = [group("1", resources={"SRIOV_NET_VF": 1}),
+         group("2", resources={"SRIOV_NET_VF": 1})]
+    cands = run(world, g, group_policy="none")
+    deep = run(world, g, group_policy="none",
+               settings=Settings(strategy="depth-first"))
+    assert shape(cands) == shape(deep)
+    anchors = [c.anchor for c in cands]
+    assert anchors == sorted(anchors)

@@ -244,4 +244,4 @@ def test_a_memo_of_zero_keeps_nothing() -> None:
                    Settings(memo=0))
     assert len(found) == 3
     assert AnchorMemo not in world.memo
-    assert all(c.memo is None for c in found)
+    assert not any(c.kept for c in found)

@@ -10,21 +10,7 @@ import pytest
 
 from berth.client import ProviderTree
 from berth.client.feed import _earliest, judge
-
-CN, CELL, OTHER, POOL = "cn-uuid", "cell-uuid", "other-uuid", "pool-uuid"
-AGG = "agg-uuid"
-
-
-@pytest.fixture
-def cache() -> ProviderTree:
-    tree = ProviderTree()
-    tree.new_root("cn", CN, 3)
-    tree.new_child("cell", CN, CELL, 2)
-    tree.update_aggregates(CN, [AGG])
-    tree.new_root("pool", POOL, 7)               # a sharing provider
-    tree.update_traits(POOL, ["MISC_SHARES_VIA_AGGREGATE"])
-    return tree
-
+from tests.unit.conftest import AGG, CELL, CN, OTHER, POOL
 
 SHARING = {CN: [POOL]}
 
@@ -34,7 +20,7 @@ def ev(kind: str, subject: str, new: Any = None, old: Any = None
     return {"kind": kind, "subject": subject, "new": new, "old": old}
 
 
-def test_traits_and_inventories_are_applied_in_place(cache: ProviderTree
+def test_traits_and_inventories_are_applied_in_place(feed_cache: ProviderTree
                                                      ) -> None:
     judged = judge([
         ev("traits.set", CELL, {"generation": 4, "traits": ["HW_NUMA_ROOT"]},
@@ -42,23 +28,23 @@ def test_traits_and_inventories_are_applied_in_place(cache: ProviderTree
         ev("inventories.set", CN, {"generation": 5, "inventories": {
             "VCPU": {"total": 8, "reserved": 0, "min_unit": 1,
                      "max_unit": 8, "step_size": 1,
-                     "allocation_ratio": 16.0}}}, None)], cache, SHARING)
+                     "allocation_ratio": 16.0}}}, None)], feed_cache, SHARING)
     assert (judged.stale, judged.everything, judged.applied) == (set(),
                                                                  False, 2)
-    assert cache.data(CELL).traits == {"HW_NUMA_ROOT"}
-    assert cache.data(CELL).generation == 4
-    assert cache.data(CN).inventory["VCPU"]["total"] == 8
+    assert feed_cache.data(CELL).traits == {"HW_NUMA_ROOT"}
+    assert feed_cache.data(CELL).generation == 4
+    assert feed_cache.data(CN).inventory["VCPU"]["total"] == 8
 
 
-def test_an_event_older_than_the_cache_is_skipped(cache: ProviderTree
+def test_an_event_older_than_the_cache_is_skipped(feed_cache: ProviderTree
                                                   ) -> None:
     judge([ev("traits.set", CELL, {"generation": 1, "traits": ["OLD"]})],
-          cache, SHARING)
-    assert cache.data(CELL).traits == frozenset()
-    assert cache.data(CELL).generation == 2
+          feed_cache, SHARING)
+    assert feed_cache.data(CELL).traits == frozenset()
+    assert feed_cache.data(CELL).generation == 2
 
 
-def test_structure_and_aggregate_changes_mark_the_tree(cache: ProviderTree
+def test_structure_and_aggregate_changes_mark_the_tree(feed_cache: ProviderTree
                                                        ) -> None:
     cases = [
         ev("aggregates.set", CELL, {"generation": 3, "aggregates": ["x"]}),
@@ -82,10 +68,10 @@ def test_structure_and_aggregate_changes_mark_the_tree(cache: ProviderTree
            {"generation": 0, "traits": []}),
     ]
     for event in cases:
-        assert judge([event], cache.snapshot(), SHARING).stale == {CN}, event
+        assert judge([event], feed_cache.snapshot(), SHARING).stale == {CN}, event
 
 
-def test_what_the_cache_shows_already_changes_nothing(cache: ProviderTree
+def test_what_the_cache_shows_already_changes_nothing(feed_cache: ProviderTree
                                                       ) -> None:
     cases = [
         ev("provider.created", CELL, {       # our own creation
@@ -103,16 +89,16 @@ def test_what_the_cache_shows_already_changes_nothing(cache: ProviderTree
             "root_provider_uuid": OTHER}),
     ]
     for event in cases:
-        judged = judge([event], cache.snapshot(), SHARING)
+        judged = judge([event], feed_cache.snapshot(), SHARING)
         assert (judged.stale, judged.everything) == (set(), False), event
 
 
 @pytest.mark.parametrize("kind", ["resync", "resource_class.updated"])
 def test_a_resync_or_class_rename_rereads_everything(
-        cache: ProviderTree, kind: str) -> None:
+        feed_cache: ProviderTree, kind: str) -> None:
     judged = judge([ev(kind, "CUSTOM_X", {"name": "CUSTOM_X"}),
                     ev("traits.set", CELL, {"generation": 9, "traits": []})],
-                   cache, SHARING)
+                   feed_cache, SHARING)
     assert judged.everything
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import threading
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,15 @@ def test_public_names_are_pinned() -> None:
         "move_allocations", "normalize_inventory"]
     for name in berth.client.__all__:
         assert getattr(berth.client, name) is not None
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: without py.typed, mypy treats an installed berth.client as
+    untyped; package-data is what puts the file in the wheel."""
+    assert (importlib.resources.files("berth") / "py.typed").is_file()
+    with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as f:
+        package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in package_data["berth"]
 
 
 def test_exception_tree_matches_its_docstring() -> None:
@@ -117,6 +129,12 @@ def test_traits_and_aggregates() -> None:
     assert tree.update_aggregates("node", [agg], generation=7)
     assert tree.data("node").aggregates == {agg}
     assert tree.data("node").generation == 7
+    # Nova's add and remove, which leave the other aggregates alone.
+    other = "55555555-5555-5555-5555-555555555555"
+    tree.add_aggregates("node", other)
+    assert tree.in_aggregates("node", [agg, other])
+    tree.remove_aggregates("node", agg)
+    assert tree.data("node").aggregates == {other}
 
 
 def test_move_inventory() -> None:

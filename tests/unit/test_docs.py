@@ -3,11 +3,13 @@ endpoint, microversion, error code and CLI command is documented."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 from pathlib import Path
 
 from berth.api import errors, microversion
-from berth.api.routes import ROUTES
+from berth.api.routes import API
 from berth.cli import docgen
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -31,7 +33,7 @@ def test_every_microversion_is_in_the_history():
 
 def test_every_route_is_documented():
     api = (DOCS / "api.md").read_text()
-    for template, methods in ROUTES.items():
+    for template, methods in API.items():
         for method in methods:
             assert "`%s %s`" % (method, template) in api, (method, template)
 
@@ -86,3 +88,52 @@ def test_install_lists_what_openstack_constraints_leave_free():
             found = {release for release, names in pinned.items()
                      if name.lower() in names}
             assert found == expected, (name, found)
+
+
+BENCH = DOCS.parent / "bench"
+
+
+def _bench_results():
+    """``bench/results.py`` as a module (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_results", BENCH / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_results_table_is_current():
+    """The table in bench/README.md is what ``bench/results.py`` writes
+    from ``bench/latest.json``: nobody edits figures by hand."""
+    results = _bench_results()
+    store = json.loads((BENCH / "latest.json").read_text())
+    readme = (BENCH / "README.md").read_text()
+    assert results.rewrite(readme, store) == readme, (
+        "run .venv/bin/python bench/results.py")
+    # Every row says where its figure came from, and that page exists.
+    for row in store["rows"]:
+        assert (BENCH / row["source"].split("#")[0]).is_file(), row
+
+
+def test_bench_results_record_replaces_one_measure(monkeypatch):
+    results = _bench_results()
+    monkeypatch.setattr(results, "machine", lambda: {"cpu": "X"})
+    store = {"rows": [{"measure": "a", "berth": "1"},
+                      {"measure": "b", "berth": "2"}]}
+    args = results.main.__globals__["argparse"].Namespace(
+        benchmark="run.py", measure="a", berth="0.5", upstream="5",
+        higher_is_better=False, source="journal/x.md")
+    results.record(store, args)
+    assert [r["measure"] for r in store["rows"]] == ["a", "b"]
+    assert store["rows"][0]["berth"] == "0.5"
+    assert results._ratio(store["rows"][0]) == "10.0x"
+    assert store["machine"]["cpu"] == "X"
+
+
+def test_bench_readme_is_a_guide_to_every_script():
+    """bench/README.md stays a guide (the dated notes go to journal/)
+    and names every script in bench/."""
+    readme = (BENCH / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    for script in sorted(BENCH.glob("*.py")):
+        assert "`%s`" % script.name in readme, script.name

@@ -25,7 +25,7 @@ def test_codes_are_upstream_values():
 
 def test_problem_body_shape():
     body = errors.HTTPProblem(409, "gen moved", errors.CONCURRENT_UPDATE
-                              ).to_dict("req-1", True)
+                              ).to_dict("req-1", with_code=True)
     assert body == {"errors": [{
         "status": 409, "title": "Conflict", "code": "placement.concurrent_update",
         "request_id": "req-1",
@@ -69,7 +69,7 @@ def test_for_people_is_one_line_without_the_schema_dump() -> None:
 def test_detail_is_on_one_line_as_webob_formats_it() -> None:
     body = errors.HTTPProblem(400, "JSON does not validate: 'x' is not a "
                               "'uuid'\n\nFailed validating 'format'\r\n in "
-                              "<b>x</b><!-- y --><br/>z").to_dict(None, False)
+                              "<b>x</b><!-- y --><br/>z").to_dict(None, with_code=False)
     assert body["errors"][0]["detail"] == (
         "The server could not comply with the request since it is either "
         "malformed or otherwise incorrect.\n\n JSON does not validate: 'x' "
@@ -79,7 +79,7 @@ def test_detail_is_on_one_line_as_webob_formats_it() -> None:
 def test_for_people_leaves_out_the_one_line_schema_dump() -> None:
     detail = errors.HTTPProblem(400, "JSON does not validate: 'abc' is not a "
                                 "'uuid'\n\nFailed validating 'format' in "
-                                "schema:\n    {}").to_dict(None, False)
+                                "schema:\n    {}").to_dict(None, with_code=False)
     assert errors.for_people(detail["errors"][0]["detail"]) == (
         "the request body does not validate: 'abc' is not a 'uuid'")
 
@@ -92,7 +92,7 @@ def test_for_people_says_what_a_valid_number_is() -> None:
         "'^[1-9][0-9]*$'\n\nFailed validating 'pattern' in "
         "schema['properties']['limit']:\n    {'type': ['integer', 'string'],"
         " 'pattern': '^[1-9][0-9]*$'}\n\nOn instance['limit']:\n    'abc'"
-    ).to_dict(None, False)["errors"][0]["detail"]
+    ).to_dict(None, with_code=False)["errors"][0]["detail"]
     assert plain_line(errors.for_people(detail)) == (
         "limit must be a whole number from 1 up, not 'abc'")
 
@@ -101,12 +101,12 @@ def test_for_people_names_the_nearest_class_or_trait() -> None:
     names = ["VCPU", "MEMORY_MB", "HW_CPU_X86_AVX2", "CUSTOM_FAST"]
     klass = errors.HTTPProblem(
         400, "Invalid resource class in resources parameter: No such "
-        "resource class VCPUS.").to_dict(None, False)["errors"][0]["detail"]
+        "resource class VCPUS.").to_dict(None, with_code=False)["errors"][0]["detail"]
     assert plain_line(errors.for_people(klass, names=names)) == (
         "Invalid resource class in resources parameter: No such resource "
         "class VCPUS (did you mean VCPU?).")
     trait = errors.HTTPProblem(400, "No such trait(s): CUSTOM_FAT."
-                               ).to_dict(None, False)["errors"][0]["detail"]
+                               ).to_dict(None, with_code=False)["errors"][0]["detail"]
     assert plain_line(errors.for_people(trait, names=names)) == (
         "No such trait(s): CUSTOM_FAT (did you mean CUSTOM_FAST?).")
     # Nothing near: upstream's line as it is.

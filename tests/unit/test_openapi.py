@@ -8,13 +8,8 @@ from openapi_spec_validator import validate
 
 from berth.api.openapi_document import document
 from berth.api.openapi_document.operations import OPERATIONS
-from berth.api.routes import ROUTES
+from berth.api.routes import API, ROUTES, SERVED_ELSEWHERE, WATCH
 from berth.api.schemas import allocation, inventory, reshaper
-
-
-@pytest.fixture(scope="module")
-def doc():
-    return document(ROUTES)
 
 
 def test_document_is_valid_openapi_3_1(doc):
@@ -23,7 +18,7 @@ def test_document_is_valid_openapi_3_1(doc):
 
 
 def test_every_route_and_method_has_an_operation_with_a_summary(doc):
-    for template, methods in ROUTES.items():
+    for template, methods in API.items():
         for method in methods:
             op = doc["paths"].get(template, {}).get(method.lower())
             assert op is not None, "no operation for %s %s" % (
@@ -33,7 +28,7 @@ def test_every_route_and_method_has_an_operation_with_a_summary(doc):
 
 
 def test_no_operation_without_a_route():
-    routed = {(path, method) for path, methods in ROUTES.items()
+    routed = {(path, method) for path, methods in API.items()
               for method in methods}
     assert set(OPERATIONS) - routed == set()
 
@@ -91,7 +86,7 @@ def test_every_read_answer_lists_the_berth_position_header(doc):
     for path, item in doc["paths"].items():
         for method, op in item.items():
             for status, reply in op["responses"].items():
-                if not status.startswith("2"):
+                if not status.startswith("2") or "x-berth-served-by" in op:
                     continue
                 listed = reply["headers"].get("Berth-Position")
                 if method in ("get", "head"):
@@ -135,3 +130,78 @@ def test_the_ordered_candidates_form_documents_its_parameters(doc):
     assert OPERATIONS[("/berth/allocation_candidates", "GET")].query is (
         cand.ORDERED_SCHEMAS)
     assert cand.ORDER_V.schema["properties"] == cand.ORDER_PROPERTIES
+
+
+def test_the_watch_is_documented_as_served_by_the_watch_server(doc):
+    """The watch form is in the document, not in the app's table, and
+    says who serves it; the watch server serves the declared path."""
+    from berth.serve.watch import feed
+    assert set(SERVED_ELSEWHERE) == {WATCH} and WATCH not in ROUTES
+    assert feed.PATH == WATCH
+    op = doc["paths"][WATCH]["get"]
+    assert op["x-berth-served-by"] == "berth.serve.watch"
+    assert {"application/x-ndjson", "text/event-stream"} == set(
+        op["responses"]["200"]["content"])
+    params = {p["name"]: p for p in op["parameters"] if "name" in p}
+    assert params["after"]["required"] is True
+    assert params["format"]["schema"]["enum"] == ["jsonl", "sse"]
+    # No microversion, no Berth-Position: only the request id.
+    assert list(op["responses"]["200"]["headers"]) == [
+        "x-openstack-request-id"]
+    assert "410" in op["responses"]
+
+
+def _required_in_every_range(query):
+    """The query keys every microversion's schema of ``query`` requires."""
+    sets = [set(v.schema.get("required", ())) for _, v in query]
+    return set.intersection(*sets) if sets else set()
+
+
+def test_query_parameters_are_required_as_the_request_schemas_say(doc):
+    """For every route and method, a query parameter is required in the
+    document exactly when the schema the handler validates with requires
+    it (in every microversion)."""
+    checked = required = 0
+    for template, methods in API.items():
+        for method in methods:
+            wanted = _required_in_every_range(
+                OPERATIONS[(template, method)].query)
+            params = [p for p in doc["paths"][template][method.lower()][
+                "parameters"] if p.get("in") == "query"]
+            for p in params:
+                assert p["required"] is (p["name"] in wanted), (
+                    method, template, p["name"])
+                checked += 1
+                required += p["required"]
+            assert wanted <= {p["name"] for p in params}, (method, template)
+    assert checked > 50 and required >= 4
+
+
+def test_the_feed_requires_after_and_usages_a_project(doc):
+    def required(path):
+        return {p["name"] for p in doc["paths"][path]["get"]["parameters"]
+                if p.get("required") and p.get("in") == "query"}
+
+    assert required("/berth/changes") == {"after"}
+    assert required("/dashboard/changes") == {"after"}
+    assert required("/usages") == {"project_id"}
+    assert required("/resource_providers") == set()
+
+
+def test_berth_only_parameters_are_described_in_words(doc):
+    """A Berth-only parameter says what it is, not the first
+    microversion (which says nothing on a Berth-only route)."""
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            for p in op["parameters"]:
+                if p.get("in") != "query":
+                    continue
+                text = p["description"]
+                if path.startswith(("/berth/changes", "/dashboard")):
+                    assert not text.startswith("From microversion"), (
+                        method, path, p["name"])
+                if p["name"] in ("order", "weights", "prefer"):
+                    assert text.startswith("Berth only"), (path, text)
+    after = {p["name"]: p for p in doc["paths"]["/berth/changes"]["get"][
+        "parameters"] if "name" in p}["after"]
+    assert "Berth-Position" in after["description"]

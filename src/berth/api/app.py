@@ -6,9 +6,9 @@ Middleware order, outermost first, and why:
    ``[oslo_middleware] enable_proxy_headers_parsing`` is on, as upstream
    has it: the client's address and scheme from a proxy's
    ``Forwarded`` or ``X-Forwarded-*`` headers, before anything reads them
-   (the request-log line ``Edge`` writes, refusals included; the absolute
+   (the request-log line ``EdgeMiddleware`` writes, refusals included; the absolute
    ``Location`` URLs the handlers build). Off, those headers are ignored.
-1. ``Edge`` -- request id, the request-log line, body/URL/header limits and
+1. ``EdgeMiddleware`` -- request id, the request-log line, body/URL/header limits and
    a last-resort handler, so that *every* response (even a 401 or a crash)
    has an ``x-openstack-request-id`` and a Placement-format body.
 2. CORS (oslo.middleware), only when ``[cors] allowed_origin`` is set: it
@@ -40,19 +40,12 @@ from berth import logs
 from berth.api import errors, healthcheck_middleware, microversion, render
 from berth.api.handlers import dashboard
 from berth.api.openapi_document import document
-from berth.api.routes import ROUTES, install_routes
-from berth.api.views.allocation_candidate import SummaryCache
+from berth.api.routes import API, install_routes
+from berth.api.views.allocation_candidate import EncodedCache
 from berth.db import changes
-from berth.db.engine import (
-    TX_ATTEMPTS,
-    Database,
-    Unavailable,
-    is_retryable,
-    is_unavailable,
-)
-from berth.domain import change, usage
-from berth.domain.allocation_candidate.world_cache import Observer, WorldCache
-from berth.domain.errors import ConcurrentUpdate, DomainError
+from berth.db.engine import Database, Unavailable
+from berth.domain import usage
+from berth.domain.allocation_candidate.cache import CandidateCache, RefreshObserver
 from berth.domain.memo import Memo
 from berth.metrics import Metrics
 from berth.policy import Policy
@@ -89,14 +82,14 @@ class State:
     requests."""
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
-                 world_observers: Sequence[Observer] = ()) -> None:
+                 world_observers: Sequence[RefreshObserver] = ()) -> None:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
         self.metrics = Metrics()
         db.observer = self.metrics.db
         db.event_retention = float(conf.berth.change_feed_retention)
-        self.cache = WorldCache(
+        self.candidate_cache = CandidateCache(
             keep=conf.berth.candidate_cache,
             observers=[self.metrics.world_refreshed, *world_observers])
         # Answers kept while the change sequence stands still (off, like
@@ -110,15 +103,16 @@ class State:
         #: Allocation-candidate queries parsed, by microversion and query
         #: string (``handlers.allocation_candidate._parsed_query``).
         self.parsed_queries: dict[tuple[object, str], Any] = {}
-        #: Provider summaries of allocation candidates, encoded.
-        self.summaries = SummaryCache()
+        #: Provider summaries and allocation requests of allocation
+        #: candidates, encoded.
+        self.encoded = EncodedCache()
         self._openapi: bytes | None = None
 
     def openapi_json(self) -> bytes:
         """The OpenAPI document of the routes table, encoded (built on
         first use: the table does not change)."""
         if self._openapi is None:
-            self._openapi = render.dumps(document(ROUTES))
+            self._openapi = render.dumps(document(API))
         return self._openapi
 
 
@@ -157,16 +151,16 @@ class ContextMiddleware:
         answer itself may not need it). Any position read before the
         answer will do, so one read serves for ``POSITION_KEPT`` seconds
         or until this worker serves a write: reading it for every answer
-        cost a small GET a third more instructions."""
+        made a small GET markedly dearer (bench/journal/undated.md, "The
+        change feed's cost")."""
         now = time.monotonic()
         when, found = self._position_read
         if now - when < POSITION_KEPT:
             return found
         try:
-            seqs = self.state.db.read(changes.current).seqs
+            found = str(self.state.db.read(changes.current))
         except (Unavailable, sa.exc.SQLAlchemyError):
             return None
-        found = change.format_position(dict(seqs))
         self._position_read = (now, found)
         return found
 
@@ -188,49 +182,29 @@ class ContextMiddleware:
 
 def _handle_error(req: falcon.Request, resp: falcon.Response,
                   exc: Exception, params: dict[str, Any]) -> None:
-    """The one error handler: every failure ends up in the same format."""
-    if isinstance(exc, errors.HTTPProblem):
-        problem = exc
-    elif isinstance(exc, DomainError):
-        problem = errors.from_domain(exc)
-    elif isinstance(exc, falcon.HTTPMethodNotAllowed):
+    """The one error handler: every failure ends up in the same format
+    (Falcon's own errors here, everything else as ``errors.from_exception``
+    maps it, as the watch server does)."""
+    if isinstance(exc, falcon.HTTPMethodNotAllowed):
         problem = errors.HTTPProblem(405, headers=dict(exc.headers or {}))
-    elif is_unavailable(exc):
-        LOG.warning("database unavailable serving %s %s: %s", req.method,
-                    req.path, getattr(exc, "orig", exc))
-        problem = errors.HTTPProblem(503, "The database is not reachable.")
-    elif is_retryable(exc):
-        # Database.run's own retries ran out (every attempt deadlocked or,
-        # on Galera, lost certification): nothing was written, and the
-        # client resolves it as any other concurrent update, by retrying.
-        LOG.warning("transaction still losing races after %d attempts "
-                    "serving %s %s: %s", TX_ATTEMPTS, req.method, req.path,
-                    getattr(exc, "orig", exc))
-        problem = errors.from_domain(ConcurrentUpdate(
-            "The database refused the transaction %d times as conflicting "
-            "with concurrent ones; nothing was changed. Try the request "
-            "again." % TX_ATTEMPTS))
     elif isinstance(exc, falcon.HTTPError):
         problem = errors.HTTPProblem(exc.status_code,
                                      exc.description or "",
                                      headers=dict(exc.headers or {}))
     else:
-        LOG.exception("unexpected error serving %s %s", req.method, req.path)
-        problem = errors.HTTPProblem(500, "An unexpected error occurred; "
-                                     "the request id identifies it in the "
-                                     "server log.")
-    if problem.status == 409:
-        req.context.state.metrics.conflict(problem.code)
+        problem = errors.from_exception(
+            exc, "serving %s %s" % (req.method, req.path), LOG,
+            req.context.state.metrics)
     if dashboard.wants_page(req):  # a browser on a dashboard page
         dashboard.error_page(req, resp, problem)
         return
     version = getattr(req.context, "version", None)
     with_code = version is not None and microversion.at_least(version, "1.23")
-    render.error(req, resp, problem, with_code)
+    render.error(req, resp, problem, with_code=with_code)
 
 
 def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
-               world_observers: Sequence[Observer] = ()) -> WSGIApp:
+               world_observers: Sequence[RefreshObserver] = ()) -> WSGIApp:
     """Build the full WSGI stack for ``conf``.
 
     ``db`` defaults to a database made (and prepared) from
@@ -262,7 +236,7 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
         wsgi = cors.CORS(wsgi, conf)
-    edge = Edge(wsgi, conf, state.metrics)
+    edge = EdgeMiddleware(wsgi, conf, state.metrics)
     edge.state = state
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         return Forwarded(edge, state)
@@ -270,12 +244,12 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
 
 
 class Forwarded(http_proxy_to_wsgi.HTTPProxyToWSGI):  # type: ignore[misc]
-    """oslo.middleware's ``HTTPProxyToWSGI`` around ``Edge``: the client's
+    """oslo.middleware's ``HTTPProxyToWSGI`` around ``EdgeMiddleware``: the client's
     address (``REMOTE_ADDR``), scheme and host from the headers of the
     proxy in front, as upstream's pipeline reads them. Keeps the
     application state where the serving layer looks for it."""
 
-    def __init__(self, app: Edge, state: State) -> None:
+    def __init__(self, app: EdgeMiddleware, state: State) -> None:
         super().__init__(app, state.conf)
         self.state = state
 
@@ -333,7 +307,7 @@ def _tagging(start_response: Callable[..., Any], request_id: str,
     return start
 
 
-class Edge:
+class EdgeMiddleware:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
     def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts,

@@ -12,11 +12,14 @@ published.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
 
+from berth.db.engine import TX_ATTEMPTS, is_retryable, is_unavailable
 from berth.domain import errors as de
+from berth.metrics import Metrics
 
 # Stable error codes (upstream's values).
 DEFAULT = "placement.undefined_code"
@@ -89,7 +92,7 @@ DOMAIN_ERRORS: dict[type[de.DomainError], tuple[int, str]] = {
     de.ProviderNotFoundConflict: (409, RESOURCE_PROVIDER_NOT_FOUND),
     de.CapacityExceeded: (409, DEFAULT),
     de.UnknownResourceClass: (400, DEFAULT),
-    de.ProviderGenerationRace: (409, CONCURRENT_UPDATE),
+    de.ClaimedProviderDeleted: (409, CONCURRENT_UPDATE),
     de.ProviderNotFoundInBody: (400, RESOURCE_PROVIDER_NOT_FOUND),
     de.HistoryGone: (410, CHANGES_GONE),
 }
@@ -127,7 +130,7 @@ class HTTPProblem(Exception):
         return STATUS_TEXT.get(self.status, ("Error", ""))[1] % {
             "method": method}
 
-    def to_dict(self, request_id: str | None, with_code: bool,
+    def to_dict(self, request_id: str | None, *, with_code: bool,
                 method: str = "") -> dict[str, Any]:
         """The body of this error, in the Placement format."""
         title = STATUS_TEXT.get(self.status, ("Error", ""))[0]
@@ -169,6 +172,42 @@ def from_domain(exc: de.DomainError) -> HTTPProblem:
     extra = ({"oldest_position": exc.oldest}
              if isinstance(exc, de.HistoryGone) else None)
     return HTTPProblem(status, exc.message, code, extra=extra)
+
+
+def from_exception(exc: Exception, doing: str, log: logging.Logger,
+                   metrics: Metrics) -> HTTPProblem:
+    """The answer to a request that raised ``exc`` (``doing`` names the
+    request in the log): an ``HTTPProblem`` as it is, a domain error as
+    ``DOMAIN_ERRORS`` maps it, 503 for an unreachable database, 409
+    ``placement.concurrent_update`` when ``Database.run`` ran out of
+    retries, 500 (logged with its traceback) for anything else. A 409 is
+    counted in ``metrics`` (``berth_conflicts_total``). The one
+    mapping of the app's error handler and the watch server's."""
+    if isinstance(exc, HTTPProblem):
+        problem = exc
+    elif isinstance(exc, de.DomainError):
+        problem = from_domain(exc)
+    elif is_unavailable(exc):
+        log.warning("database unavailable %s: %s", doing,
+                    getattr(exc, "orig", exc))
+        problem = HTTPProblem(503, "The database is not reachable.")
+    elif is_retryable(exc):
+        # Database.run's own retries ran out (every attempt deadlocked or,
+        # on Galera, lost certification): nothing was written, and the
+        # client resolves it as any other concurrent update, by retrying.
+        log.warning("transaction still losing races after %d attempts "
+                    "%s: %s", TX_ATTEMPTS, doing, getattr(exc, "orig", exc))
+        problem = from_domain(de.ConcurrentUpdate(
+            "The database refused the transaction %d times as conflicting "
+            "with concurrent ones; nothing was changed. Try the request "
+            "again." % TX_ATTEMPTS))
+    else:
+        log.exception("unexpected error %s", doing)
+        problem = HTTPProblem(500, "An unexpected error occurred; the "
+                              "request id identifies it in the server log.")
+    if problem.status == 409:
+        metrics.conflict(problem.code)
+    return problem
 
 
 #: jsonschema's words for a query parameter no schema property or pattern

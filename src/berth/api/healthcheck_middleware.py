@@ -60,10 +60,10 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
                 False, "database unavailable",
                 "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0]))
         elapsed = (time.perf_counter() - start) * 1000
-        snap = self.state.cache.snapshot
-        cache = ("not loaded" if snap is None
+        cached = self.state.candidate_cache.latest
+        cache = ("not loaded" if cached is None
                  else "%d changes behind"
-                 % max(0, seq.total - snap.seq.total))
+                 % max(0, seq.total - cached.seq.total))
         return pluginbase.HealthcheckResult(
             True, "OK", "%s answered in %.1f ms; change sequence %d; "
             "candidate cache %s" % (db.backend, elapsed, seq.total, cache))
@@ -74,7 +74,7 @@ class Health(healthcheck.Healthcheck):
     detailed or not whatever ``[healthcheck] detailed`` says."""
 
     def __init__(self, conf: cfg.ConfigOpts, state: Any,
-                 detailed: bool) -> None:
+                 *, detailed: bool) -> None:
         super().__init__(None, conf)
         self._show_details = detailed
         for ext in self._backends:

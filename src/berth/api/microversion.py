@@ -1,9 +1,12 @@
 """Microversions: the list, parsing of the ``openstack-api-version``
 header with microversion-parse, and the one test of a request's version
 against a microversion (``at_least``; handlers call it through
-``util.want``)."""
+``util.want``, the domain's query parsers through ``wants``)."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import microversion_parse
 from microversion_parse import Version
@@ -98,6 +101,13 @@ def at_least(version: tuple[int, int], minimum: str) -> bool:
     API layer asks what a microversion brings. KeyError for a version
     not in ``VERSIONS``."""
     return version >= _PARSED[minimum]
+
+
+def wants(version: tuple[int, int]) -> Callable[[str], bool]:
+    """``at_least`` bound to ``version``: the test the domain's query
+    parsers take (``parse.Wants``), so that they never compare versions
+    themselves."""
+    return functools.partial(at_least, version)
 
 
 def parse(text: str) -> tuple[int, int]:

@@ -72,7 +72,7 @@ def _status_line(status: int) -> str:
 
 def _encode(problem: HTTPProblem, media: str, request_id: str | None,
             with_code: bool, method: str) -> bytes:
-    data = problem.to_dict(request_id, with_code, method)
+    data = problem.to_dict(request_id, with_code=with_code, method=method)
     if media == JSON:
         return dumps(data)
     line = _status_line(problem.status)
@@ -93,7 +93,7 @@ def _escape(text: str) -> str:
 
 
 def error(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem,
-          with_code: bool) -> None:
+          *, with_code: bool) -> None:
     """Fill ``resp`` with ``problem`` in the Placement error format."""
     media = error_media(req.get_header("accept"))
     resp.status = problem.status

@@ -2,11 +2,16 @@
 
 A handler may be gated by microversion: ``(handler, "1.6")`` answers 404
 below 1.6, and ``(handler, "1.5", 405)`` answers 405, as upstream does.
+
+``SERVED_ELSEWHERE`` lists, beside the table, the routes of the API that
+another process serves (the change feed's watch form), and ``API`` is the
+whole API wherever served: what the OpenAPI document and ``docs/api.md``
+describe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import falcon
@@ -127,6 +132,22 @@ ROUTES: dict[str, dict[str, Gated]] = {
     "/dashboard/seq": {"GET": dashboard.sequence},
     "/dashboard/static/{name}": {"GET": dashboard.static},
 }
+
+#: The change feed's watch form (docs/change-feed.md): a stream no server
+#: worker should hold, so not served by this app but by ``berth serve``'s
+#: watch server (``berth.serve.watch``, a process of its own listening on
+#: ``[berth] watch_listen``), with this app's authentication, policy,
+#: query and error mapping.
+WATCH = "/berth/changes/watch"
+
+#: Routes of the API another process serves: URL -> {METHOD: who serves
+#: it}.
+SERVED_ELSEWHERE: dict[str, dict[str, str]] = {
+    WATCH: {"GET": "berth.serve.watch"},
+}
+
+#: Every route of the API, wherever it is served.
+API: dict[str, Mapping[str, Gated | str]] = {**ROUTES, **SERVED_ELSEWHERE}
 
 
 def _gate(spec: Gated) -> Handler:

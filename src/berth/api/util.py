@@ -15,7 +15,7 @@ import orjson
 from berth.api import microversion, render
 from berth.api.errors import HTTPProblem
 from berth.db.engine import Database
-from berth.domain.allocation_candidate.world_cache import WorldCache
+from berth.domain.allocation_candidate.cache import CandidateCache
 from berth.domain.errors import DomainError
 from berth.domain.memo import Memo
 
@@ -47,9 +47,9 @@ def conf(req: falcon.Request) -> Any:
     return req.context.state.conf
 
 
-def world_cache(req: falcon.Request) -> WorldCache:
-    """The application's candidate cache (``State.cache``)."""
-    return req.context.state.cache  # type: ignore[no-any-return]
+def candidate_cache(req: falcon.Request) -> CandidateCache:
+    """The application's candidate cache (``State.candidate_cache``)."""
+    return req.context.state.candidate_cache  # type: ignore[no-any-return]
 
 
 def memo(req: falcon.Request, name: str) -> Memo:
@@ -164,10 +164,6 @@ def query_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     return dict(pairs)
 
 
-def getall(pairs: Iterable[tuple[str, str]], key: str) -> list[str]:
-    return [v for k, v in pairs if k == key]
-
-
 def validate_query(req: falcon.Request,
                    schema: Validates
                    ) -> list[tuple[str, str]]:
@@ -217,7 +213,7 @@ def cache_headers(req: falcon.Request, resp: falcon.Response,
 
 def send(req: falcon.Request, resp: falcon.Response, data: Any,
          status: int = 200, last_modified: dt.datetime | None = None,
-         cache: bool = True) -> None:
+         *, cache: bool = True) -> None:
     """Reply with ``data`` as JSON; from 1.15, with caching headers."""
     resp.status = status
     resp.content_type = render.JSON

@@ -77,7 +77,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_command(sub: Subparsers, name: str, help: str, func: Command,
-                config: bool = True) -> argparse.ArgumentParser:
+                *, config: bool = True) -> argparse.ArgumentParser:
     """A sub-command ``name`` running ``func``, with the configuration
     arguments unless ``config`` is false."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help)

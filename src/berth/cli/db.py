@@ -88,7 +88,6 @@ def cmd_mark_restored(args: argparse.Namespace) -> int:
     """Move the change sequence past what a restore lost
     (``changes.skip_past_restore``); print the new position."""
     from berth.db import changes, setup, urls
-    from berth.domain.change import format_position
     conf = common.load_conf(args)
     engine = setup.engine_from_conf(conf)
     print("database: %s" % urls.masked(berth_conf.database_url(conf)))
@@ -97,7 +96,7 @@ def cmd_mark_restored(args: argparse.Namespace) -> int:
     engine.dispose()
     print("change sequence moved on to %s: every server's candidate cache "
           "reloads at its next request, every change-feed reader lists "
-          "again" % format_position(dict(now.seqs)))
+          "again" % now)
     return 0
 
 

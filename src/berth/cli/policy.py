@@ -16,7 +16,7 @@ def register(sub: common.Subparsers) -> None:
 def cmd_policy_list(args: argparse.Namespace) -> int:
     from berth import policy
     conf = common.load_conf(args)
-    for rule in policy.rule_defaults(conf.oslo_policy.enforce_scope):
+    for rule in policy.rule_defaults(enforce_scope=conf.oslo_policy.enforce_scope):
         print('"%s": "%s"' % (rule.name, rule.check_str))
         if rule.description:
             print("    # %s" % rule.description.strip().splitlines()[0])

@@ -31,7 +31,7 @@ from oslo_config import cfg
 from berth.cli import common
 from berth.db import tables as t
 
-__all__ = ["Code", "Result", "CHECKS", "run_checks", "render", "report",
+__all__ = ["Code", "CheckResult", "CHECKS", "run_checks", "render", "report",
            "cmd_upgrade_check"]
 
 
@@ -42,26 +42,26 @@ class Code(enum.IntEnum):
 
 
 @dataclass(frozen=True)
-class Result:
+class CheckResult:
     code: Code
     details: str | None = None
 
 
-Check = Callable[[cfg.ConfigOpts, sa.engine.Engine], Result]
+Check = Callable[[cfg.ConfigOpts, sa.engine.Engine], CheckResult]
 
 
-def check_migrations(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+def check_migrations(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     from berth.db import migrate, setup
     if setup.missing(engine.url):  # this check creates no database
-        return Result(Code.FAILURE, "There is no database at %s. Run "
-                      "'berth db sync' to create it." % _named(engine))
+        return CheckResult(Code.FAILURE, "There is no database at %s. Run "
+                           "'berth db sync' to create it." % _named(engine))
     current, head = migrate.current_revision(engine), migrate.head_revision()
     if current == head:
-        return Result(Code.SUCCESS, "The database %s is at migration %s, "
-                      "the newest." % (_named(engine), head))
-    return Result(Code.FAILURE, "The database %s is at migration %s but "
-                  "this release needs %s. Run 'berth db sync'."
-                  % (_named(engine), current or "none (empty)", head))
+        return CheckResult(Code.SUCCESS, "The database %s is at migration %s, "
+                           "the newest." % (_named(engine), head))
+    return CheckResult(Code.FAILURE, "The database %s is at migration %s but "
+                       "this release needs %s. Run 'berth db sync'."
+                       % (_named(engine), current or "none (empty)", head))
 
 
 def _named(engine: sa.engine.Engine) -> str:
@@ -71,7 +71,7 @@ def _named(engine: sa.engine.Engine) -> str:
 
 
 def check_incomplete_consumers(conf: cfg.ConfigOpts,
-                               engine: sa.engine.Engine) -> Result:
+                               engine: sa.engine.Engine) -> CheckResult:
     c, p, u = t.consumers, t.projects, t.users
     query = (sa.select(sa.func.count()).select_from(
         c.join(p, c.c.project_id == p.c.id).join(u, c.c.user_id == u.c.id))
@@ -81,26 +81,26 @@ def check_incomplete_consumers(conf: cfg.ConfigOpts,
     with engine.connect() as conn:
         count = conn.execute(query).scalar_one()
     if not count:
-        return Result(Code.SUCCESS)
-    return Result(Code.WARNING, "There are %d incomplete consumers (written "
-                  "before microversion 1.8, without a real project and "
-                  "user). Rewrite their allocations with the real project "
-                  "and user (PUT /allocations/{consumer}) before a release "
-                  "that drops the placeholder." % count)
+        return CheckResult(Code.SUCCESS)
+    return CheckResult(Code.WARNING, "There are %d incomplete consumers (written "
+                       "before microversion 1.8, without a real project and "
+                       "user). Rewrite their allocations with the real project "
+                       "and user (PUT /allocations/{consumer}) before a release "
+                       "that drops the placeholder." % count)
 
 
 def check_root_providers(conf: cfg.ConfigOpts,
-                         engine: sa.engine.Engine) -> Result:
+                         engine: sa.engine.Engine) -> CheckResult:
     rp = t.resource_providers
     with engine.connect() as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(rp)
                              .where(rp.c.root_provider_id.is_(None))
                              ).scalar_one()
     if not count:
-        return Result(Code.SUCCESS)
-    return Result(Code.FAILURE, "There are %d resource providers without a "
-                  "root provider. Set root_provider_id (the provider's own "
-                  "id for a root) before upgrading." % count)
+        return CheckResult(Code.SUCCESS)
+    return CheckResult(Code.FAILURE, "There are %d resource providers without a "
+                       "root provider. Set root_provider_id (the provider's own "
+                       "id for a root) before upgrading." % count)
 
 
 def _load_policy(path: str) -> tuple[dict[str, Any], bool]:
@@ -126,23 +126,23 @@ def _unparsable(check: str) -> bool:
     return isinstance(parsed, _checks.FalseCheck) and check.strip() != "!"
 
 
-def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     from berth import policy
     path = conf.find_file(conf.oslo_policy.policy_file)
     if path is None:
-        return Result(Code.SUCCESS)
+        return CheckResult(Code.SUCCESS)
     try:
         rules, is_json = _load_policy(path)
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        return Result(Code.FAILURE, "Policy file %s cannot be read: %s"
-                      % (path, str(exc).splitlines()[0]))
+        return CheckResult(Code.FAILURE, "Policy file %s cannot be read: %s"
+                           % (path, str(exc).splitlines()[0]))
     known = {r.name for r in policy.rule_defaults()}
     defined = known | set(rules)
     bad = sorted(n for n, c in rules.items()
                  if not isinstance(c, str) or _unparsable(c))
     if bad:
-        return Result(Code.FAILURE, "Policy file %s has rules that do not "
-                      "parse: %s" % (path, ", ".join(bad)))
+        return CheckResult(Code.FAILURE, "Policy file %s has rules that do not "
+                           "parse: %s" % (path, ", ".join(bad)))
     problems = []
     unknown = sorted(set(rules) - known)
     if unknown:
@@ -158,24 +158,24 @@ def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
         problems.append("the file is JSON; convert it to YAML "
                         "(oslopolicy-convert-json-to-yaml)")
     if problems:
-        return Result(Code.WARNING, "Policy file %s: %s."
-                      % (path, "; ".join(problems)))
-    return Result(Code.SUCCESS)
+        return CheckResult(Code.WARNING, "Policy file %s: %s."
+                           % (path, "; ".join(problems)))
+    return CheckResult(Code.SUCCESS)
 
 
-def check_keystone(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> Result:
+def check_keystone(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     """Failure for what ``berth serve`` and ``berth.wsgi`` refuse to start
     with: ``auth_strategy = keystone`` without a usable
     ``[keystone_authtoken]``."""
     from berth import conf as berth_conf
     from berth.conf import check
     if berth_conf.is_embedded(conf):  # berth serve: noauth2 on loopback
-        return Result(Code.SUCCESS)
+        return CheckResult(Code.SUCCESS)
     try:
         check.check_auth(conf)
     except check.ConfigProblem as exc:
-        return Result(Code.FAILURE, str(exc))
-    return Result(Code.SUCCESS)
+        return CheckResult(Code.FAILURE, str(exc))
+    return CheckResult(Code.SUCCESS)
 
 
 CHECKS: list[tuple[str, Check]] = [
@@ -187,30 +187,30 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
-def _skipped(engine: sa.engine.Engine) -> Result:
+def _skipped(engine: sa.engine.Engine) -> CheckResult:
     """What a data check reports when the schema is not current: nothing
     to check in an empty database (Success), unknown in an old one
     (Warning: run the check again after ``berth db sync``)."""
     from berth.db import migrate, setup
     if setup.missing(engine.url):
-        return Result(Code.SUCCESS, "Skipped: there is no database, so "
-                      "there is nothing to check.")
+        return CheckResult(Code.SUCCESS, "Skipped: there is no database, so "
+                           "there is nothing to check.")
     if migrate.current_revision(engine) is None:
-        return Result(Code.SUCCESS, "Skipped: the database is empty, so "
-                      "there is nothing to check.")
-    return Result(Code.WARNING, "Skipped: the database schema is not "
-                  "current. Run 'berth db sync', then this check again.")
+        return CheckResult(Code.SUCCESS, "Skipped: the database is empty, so "
+                           "there is nothing to check.")
+    return CheckResult(Code.WARNING, "Skipped: the database schema is not "
+                       "current. Run 'berth db sync', then this check again.")
 
 
 def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
-               ) -> list[tuple[str, Result]]:
+               ) -> list[tuple[str, CheckResult]]:
     """Every check's result. Data checks are skipped when the schema is
     not in place, since they would only fail obscurely; a skipped check
     is not a failure (see ``_skipped``). Nothing creates a database: a
     missing SQLite file fails the migrations check, naming it."""
     from berth.db import setup
-    results: list[tuple[str, Result]] = []
-    skipped: Result | None = None
+    results: list[tuple[str, CheckResult]] = []
+    skipped: CheckResult | None = None
     for name, check in CHECKS:
         if skipped is not None and check in (check_incomplete_consumers,
                                              check_root_providers):
@@ -221,13 +221,13 @@ def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
             if check is check_migrations and result.code != Code.SUCCESS:
                 skipped = _skipped(engine)
         except sa.exc.SQLAlchemyError as exc:
-            result = Result(Code.FAILURE, "Database error at %s: %s"
-                            % (_named(engine), setup.first_line(exc)))
+            result = CheckResult(Code.FAILURE, "Database error at %s: %s"
+                                 % (_named(engine), setup.first_line(exc)))
         results.append((name, result))
     return results
 
 
-def render(results: list[tuple[str, Result]], width: int = 60) -> str:
+def render(results: list[tuple[str, CheckResult]], width: int = 60) -> str:
     """The results as the boxed table ``placement-status`` prints."""
     rows: list[list[str]] = [["Upgrade Check Results"]]
     for name, result in results:
@@ -250,7 +250,7 @@ def render(results: list[tuple[str, Result]], width: int = 60) -> str:
     return "\n".join(out)
 
 
-def report(conf: cfg.ConfigOpts, as_json: bool = False) -> int:
+def report(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
     """Run every check, print the table (or oslo.upgradecheck's JSON
     document) and return the exit code: the worst result."""
     from berth.db import setup
@@ -286,4 +286,4 @@ def register(sub: common.Subparsers) -> None:
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
-    return report(common.load_conf(args), bool(getattr(args, "json", False)))
+    return report(common.load_conf(args), as_json=bool(getattr(args, "json", False)))

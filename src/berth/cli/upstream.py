@@ -225,7 +225,7 @@ def status_main(argv: Sequence[str] | None = None) -> int:
         conf.print_help()
         return 1
     try:
-        return status.report(conf, bool(conf.command.json))
+        return status.report(conf, as_json=bool(conf.command.json))
     except Exception as exc:  # noqa: BLE001 - 255, as oslo.upgradecheck
         print("Error:\n%s" % _first_line(exc))
         return 255

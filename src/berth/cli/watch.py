@@ -128,14 +128,14 @@ def _print_writes(args: argparse.Namespace, lines: Iterator[str],
     after a reconnection (the watch marks a write's last event it sends
     with an ``after`` past the write). True at ``--once``'s first
     bookmark, False when the stream ends."""
-    from berth.domain.change import parse_position
+    from berth.position import Position
     write: list[dict[str, Any]] = []
     for line in lines:
         frame = json.loads(line)
         if "kind" in frame:
             write.append(frame)
-            slot, seq = (int(x) for x in frame["position"].split(":"))
-            if parse_position(frame["after"]).get(slot, 0) < seq:
+            ((slot, seq),) = Position.parse(frame["position"]).seqs
+            if Position.parse(frame["after"]).get(slot) < seq:
                 continue  # more of this write to come
             for event in write:
                 print(json.dumps(event, sort_keys=True))
@@ -189,7 +189,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     line (a 410: the events after that position are no longer kept, or
     it is ahead of the database: list again)."""
     from berth.direct import PlacementDirect
-    from berth.domain.change import format_position, parse_position
+    from berth.domain.change import parse_position
+    from berth.position import Position
     filters = {name: getattr(args, name) for name in _FILTERS
                if getattr(args, name) is not None}
     if args.url:
@@ -206,13 +207,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
             seen = parse_position(after)
             listed = page["events"]
             for n, event in enumerate(listed):
-                before = format_position(seen)
-                slot, seq = (int(x) for x in event["position"].split(":"))
-                seen[slot] = seq
+                before = str(seen)
+                ((slot, seq),) = parse_position(event["position"]).seqs
+                seen = Position.of({**seen.as_dict(), slot: seq})
                 more = (n + 1 < len(listed)
                         and listed[n + 1]["position"] == event["position"])
                 print(json.dumps({**event, "after": before if more
-                                  else format_position(seen)},
+                                  else str(seen)},
                                  sort_keys=True))
             sys.stdout.flush()
             after = page["position"]

@@ -17,12 +17,12 @@ the feed: one query per tree in an aggregate (``ReportClient``).
 Allocation events are not asked for, although they would tell the
 generations claims give our providers: the service filters trees after
 reading every event of the page, so each follower's request would decode
-every claim of the cloud since its last one (``bench/README.md``, "The
-report client with the change feed": server CPU per agent-round 2.9 ms
-with them against 2.0 ms for the per-tree check, at 100 claims a
-minute). Without them, the first write on a provider after a claim
-answers a generation conflict once; the client re-reads that tree and
-the agent's pass starts again, as between two checks without the feed.
+every claim of the cloud since its last one: they cost more server CPU
+per agent-round than the per-tree check (``bench/journal/2026-12-02.md``,
+"The report client with the change feed"). Without them, the first
+write on a provider after a claim answers a generation conflict once;
+the client re-reads that tree and the agent's pass starts again, as
+between two checks without the feed.
 
 Events are judged here; :class:`berth.client.report.ReportClient` owns the
 cache and decides when to poll. See docs/client.md.
@@ -38,6 +38,8 @@ from urllib.parse import urlencode
 
 from berth.client.exceptions import PlacementAPIError
 from berth.client.provider_tree import SHARING_TRAIT, ProviderTree
+from berth.domain.limits import MAX_TREES
+from berth.position import Position
 
 LOG = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ PATH = "/berth/changes"
 KINDS = ("provider.created", "provider.updated", "provider.deleted",
          "inventories.set", "traits.set", "aggregates.set",
          "resource_class.updated", "resync")
-#: Trees one request names at most (the service's limit, too).
-MAX_TREES = 100
 #: Kinds after which nothing cached can be trusted: a custom class renamed
 #: (inventories are keyed by class name) or a write no event describes.
 _EVERYTHING = frozenset(("resource_class.updated", "resync"))
@@ -59,16 +59,16 @@ PAGE = 1000
 MAX_PAGES = 10
 
 
-class Unavailable(Exception):
+class FeedUnavailable(Exception):
     """The feed cannot be followed by this client (``permanent``: upstream
     Placement or a policy that forbids it; else this round only)."""
 
-    def __init__(self, reason: str, permanent: bool) -> None:
+    def __init__(self, reason: str, *, permanent: bool) -> None:
         super().__init__(reason)
         self.permanent = permanent
 
 
-class Gone(Exception):
+class FeedGone(Exception):
     """The history after the position was pruned (410): list again."""
 
 
@@ -108,11 +108,11 @@ class Follower:
     def poll(self, now: float, trees: list[str]) -> list[dict[str, Any]]:
         """Every event about ``trees`` (provider uuids) after the
         position, and move the position past them: one request for up to
-        ``MAX_TREES`` trees (more when there are more pages). Raises Gone
-        (410: the position is forgotten) or Unavailable."""
+        ``MAX_TREES`` trees (more when there are more pages). Raises FeedGone
+        (410: the position is forgotten) or FeedUnavailable."""
         after = self.position
         if after is None:
-            raise Unavailable("no position yet", permanent=False)
+            raise FeedUnavailable("no position yet", permanent=False)
         found: list[dict[str, Any]] = []
         reached: list[str] = []
         for start in range(0, max(len(trees), 1), MAX_TREES):
@@ -125,8 +125,8 @@ class Follower:
                 if not page["more"]:
                     break
             else:
-                raise Unavailable("more than %d events waiting"
-                                  % (PAGE * MAX_PAGES), permanent=False)
+                raise FeedUnavailable("more than %d events waiting"
+                                      % (PAGE * MAX_PAGES), permanent=False)
             reached.append(position)
         # Each chunk read up to its own position: read on from the
         # earliest (events seen twice apply twice harmlessly).
@@ -144,24 +144,18 @@ class Follower:
         except PlacementAPIError as exc:
             if exc.status == 410:
                 self.position = None
-                raise Gone(str(exc)) from exc
+                raise FeedGone(str(exc)) from exc
             if exc.status in (403, 404, 405):
                 self.stop("%s answers %d" % (PATH, exc.status))
-                raise Unavailable(str(exc), permanent=True) from exc
-            raise Unavailable(str(exc), permanent=False) from exc
+                raise FeedUnavailable(str(exc), permanent=True) from exc
+            raise FeedUnavailable(str(exc), permanent=False) from exc
 
 
 def _earliest(positions: list[str]) -> str:
     """Per slot, the smallest number of ``positions`` (``slot:seq,...``)."""
     if len(positions) == 1:
         return positions[0]
-    parsed = [dict(pair.split(":") for pair in p.split(",")) if p != "0"
-              else {} for p in positions]
-    slots = set().union(*parsed)
-    low = {int(slot): min(int(p.get(slot, 0)) for p in parsed)
-           for slot in slots}
-    return ",".join("%d:%d" % pair for pair in sorted(low.items())
-                    if pair[1]) or "0"
+    return str(Position.earliest(Position.parse(p) for p in positions))
 
 
 @dataclass

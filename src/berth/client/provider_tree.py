@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import os_traits
+
 from berth.client.exceptions import ProviderNotInTree
 from berth.client.records import (
     AllocationsDict,
@@ -41,7 +43,7 @@ __all__ = ["ProviderTree", "ProviderData", "TreeDiff", "normalize_inventory",
            "SHARING_TRAIT", "AllocationsDict", "InventoryDict"]
 
 #: Marks a provider whose inventory serves the members of its aggregates.
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+SHARING_TRAIT: str = os_traits.MISC_SHARES_VIA_AGGREGATE
 
 
 @dataclass
@@ -466,10 +468,14 @@ class ProviderTree:
         """Replace the provider's aggregates; True if they changed."""
         return self._set(provider, "aggregates", aggregates, generation)
 
+    # Nova's ProviderTree has these two beside update_aggregates, and a
+    # virt driver's update_provider_tree may call them.
     def add_aggregates(self, provider: str, *aggregates: str) -> None:
+        """Put the provider in ``aggregates`` too, keeping the others."""
         self._edit(provider, "aggregates", True, aggregates)
 
     def remove_aggregates(self, provider: str, *aggregates: str) -> None:
+        """Take the provider out of ``aggregates``, keeping the others."""
         self._edit(provider, "aggregates", False, aggregates)
 
     # -- comparison -----------------------------------------------------

@@ -265,12 +265,12 @@ class ReportClient(AllocationCalls):
         try:
             judged = feed.judge(follower.poll(now, trees), self._cache,
                                 self._sharing)
-        except feed.Gone:
+        except feed.FeedGone:
             LOG.info("the change feed's history was pruned past this "
                      "client's position; reading every tree again")
             self._checked.clear()
             return True
-        except feed.Unavailable as exc:
+        except feed.FeedUnavailable as exc:
             if exc.permanent:
                 return False
             LOG.warning("could not read the change feed (%s); reading "

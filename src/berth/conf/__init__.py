@@ -169,13 +169,29 @@ berth_opts = [
                  "share of the tree's capacity of that class that is "
                  "free (spread) or used (pack), as Nova's RAM, CPU and "
                  "disk weighers weigh hosts."),
+    cfg.BoolOpt("candidate_hosts_first", default=True,
+                help="When limit cuts an allocation-candidates answer, "
+                     "each tree's (host's) first candidate comes before "
+                     "any tree's second, in every candidate_order, so "
+                     "that a scheduler asking for max_placement_results "
+                     "sees as many hosts as the limit allows rather than "
+                     "permutations of equivalent devices on one. False: "
+                     "tree by tree (all of one tree's candidates before "
+                     "the next tree's). Does not apply when "
+                     "[placement] max_allocation_candidates bounds the "
+                     "search: allocation_candidates_generation_strategy "
+                     "decides then, as upstream."),
     cfg.Opt("candidate_order_preferences",
-            type=types.Dict(value_type=types.Float()), default={},
+            type=types.Dict(value_type=types.Float()),
+            default={"COMPUTE_STATUS_DISABLED": -10.0},
             help="trait:weight pairs: in the spread and pack orders, a "
                  "tree with a provider that has the trait adds the "
                  "weight to its score: positive for preferred traits, "
-                 "negative for discouraged ones (say "
-                 "COMPUTE_STATUS_DISABLED:-10)."),
+                 "negative for discouraged ones. The default sends "
+                 "disabled compute hosts (COMPUTE_STATUS_DISABLED, "
+                 "which Nova's pre-filter drops anyway) to the back; "
+                 "set it empty (candidate_order_preferences =) to "
+                 "rank them like any other host."),
     cfg.IntOpt("worker_private_memory", min=0,
                help="MiB of private memory after which a `berth serve` "
                     "worker finishes its request and exits, and the "

@@ -43,6 +43,10 @@ from sqlalchemy.engine import Connection
 from berth.db import events
 from berth.db import tables as t
 
+# The position type is shared with the client library (which imports no
+# database code); this module reads and writes it.
+from berth.position import Position as Position
+
 #: A provider's usage changed (allocations written or removed).
 USAGE = "u"
 #: A project's usages changed. The row's id column holds the project's
@@ -72,31 +76,6 @@ _DELTAS = "berth.changes.deltas"
 _SLOT = "berth.changes.slot"
 #: The slot of every connection outside a Galera cluster.
 ONE_SLOT = 1
-
-
-@dataclass(frozen=True, order=False)
-class Position:
-    """How far each slot's counter had got: sorted (slot, seq) pairs."""
-
-    seqs: tuple[tuple[int, int], ...] = ()
-
-    @classmethod
-    def of(cls, seqs: dict[int, int]) -> Position:
-        return cls(tuple(sorted(seqs.items())))
-
-    def get(self, slot: int) -> int:
-        return dict(self.seqs).get(slot, 0)
-
-    @property
-    def total(self) -> int:
-        """Writes numbered so far, over all slots."""
-        return sum(seq for _, seq in self.seqs)
-
-    def __ge__(self, other: object) -> bool:
-        """True when this position has seen all that ``other`` has."""
-        if not isinstance(other, Position):
-            return NotImplemented
-        return all(self.get(slot) >= seq for slot, seq in other.seqs)
 
 
 def slot(conn: Connection) -> int:

@@ -8,12 +8,12 @@ against: see the end):
 - **IN lists sized.** A statement with expanding ``IN`` lists runs as a
   statement of one plain parameter per item, built once per list length.
   SQLAlchemy renders an expanding parameter into the statement's text on
-  every execution, which costs 20-50 µs a statement (more than running a
-  one-row ``SELECT`` on SQLite); a statement of plain parameters is taken
-  from its compiled cache as it is. So the domain code writes
+  every execution, which costs more than running a one-row ``SELECT``
+  on SQLite (bench/journal/2026-12-03.md); a statement of plain
+  parameters is taken from its compiled cache as it is. So the domain code writes
   ``col.in_(sa.bindparam("ids", expanding=True))`` in a statement built
   once, passes a list, and gets the sized statement without asking.
-- **Prebuilt SELECTs run thin.** Of the ~170 k instructions SQLAlchemy
+- **Prebuilt SELECTs run thin.** Of the instructions SQLAlchemy
   spends on a one-row ``SELECT`` the driver takes a twentieth; most go to
   building an execution context and a ``CursorResult`` that are the same
   for every run of a statement built once at import time. So a ``SELECT``
@@ -49,8 +49,8 @@ against: see the end):
   SQLAlchemy's path gives them: it has no types to process for a string).
   The same conditions send it SQLAlchemy's way instead; a string that
   gave no rows (a plain write) always goes that way. On PostgreSQL this
-  path took 46-61 µs of a worker's CPU for ``SELECT id, seq FROM
-  berth_state``, which the driver alone sends in 15.
+  path cost a worker several times what the driver alone spends on
+  ``SELECT id, seq FROM berth_state`` (bench/journal/2026-12-04.md).
 
 These shortcuts use SQLAlchemy's private API: ``Select._compile_w_cache``,
 ``Engine._compiled_cache``, ``SQLCompiler.construct_params`` (and its
@@ -63,8 +63,9 @@ that the installed SQLAlchemy is one of those releases and that what it
 touches is there with the keywords it passes (:data:`THIN`); under any
 other release every statement runs SQLAlchemy's public way (no sized
 lists, nothing thin): slower, with the same results.
-``tests/functional/test_db_thin.py`` pins the behaviour on each backend,
-and ``tests/functional/test_db_connection_fallback.py`` the public way.
+``tests/functional/test_db_connection_thin.py`` pins the behaviour on each
+backend, and ``tests/functional/test_db_connection_fallback.py`` the public
+way.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ from sqlalchemy.sql import compiler, elements, visitors
 #: The SQLAlchemy releases whose private API the shortcuts were checked
 #: against, as (first, last) patch level of each series: 2.0.0, 2.0.10,
 #: 2.0.30, 2.0.46 and 2.0.52 (OpenStack's 2026.1 and master constraints),
-#: 2.0.58, 2.1.0, 2.1.5 and 2.1.9 pass ``tests/functional/test_db_thin*.py``
-#: and ``test_db_connection*.py`` on SQLite, PostgreSQL and MariaDB.
+#: 2.0.58, 2.1.0, 2.1.5 and 2.1.9 pass ``tests/functional/test_db_connection*.py``
+#: on SQLite, PostgreSQL and MariaDB.
 #: 2.0 and 2.1 differ in two places: ``_compile_w_cache`` returns three
 #: values in 2.0, four in 2.1 (the statement's collected parameters,
 #: which ``construct_params`` then takes as ``_collected_params``).
@@ -171,7 +172,7 @@ TEXTS_MAX = 256
 _TEXTS = "_berth_thin_texts"
 
 
-class Connection(sa_engine.Connection):
+class ThinConnection(sa_engine.Connection):
     """A connection whose ``execute`` and ``scalar`` (and so ``scalars``)
     size the ``IN`` lists of their statements and run prebuilt
     ``SELECT`` statements thin (see the module's docstring). Results,
@@ -270,7 +271,7 @@ def _text_keys(dialect: Any, result: Any) -> tuple[str, ...] | None:
     return tuple(result.keys())
 
 
-def _run_text(conn: Connection, statement: str, parameters: Any,
+def _run_text(conn: ThinConnection, statement: str, parameters: Any,
               keys: tuple[str, ...]) -> Any:
     """Driver SQL ``statement`` run thin: the parameters as SQLAlchemy's
     path hands them to the driver (none: an empty dict, or tuple where
@@ -303,7 +304,7 @@ class _ThinContext:
     executemany = False
     isinsert = isupdate = isdelete = is_crud = is_text = isddl = False
 
-    def __init__(self, conn: Connection, compiled: compiler.SQLCompiler,
+    def __init__(self, conn: ThinConnection, compiled: compiler.SQLCompiler,
                  invoked: Any, cursor: Any, parameters: Any) -> None:
         self.root_connection = conn
         self.compiled = compiled
@@ -323,7 +324,7 @@ class _ThinTextContext(_ThinContext):
     __slots__ = ()
     is_text = True
 
-    def __init__(self, conn: Connection, statement: str, cursor: Any,
+    def __init__(self, conn: ThinConnection, statement: str, cursor: Any,
                  parameters: Any) -> None:
         self.root_connection = conn
         self.compiled = None  # type: ignore[assignment]
@@ -362,7 +363,7 @@ class _Plan:
                       for name in names]
         self.sequence = dialect.execute_sequence_format
 
-    def run(self, conn: Connection, params: dict[str, Any]) -> Any:
+    def run(self, conn: ThinConnection, params: dict[str, Any]) -> Any:
         """The statement's result, run thin; None when it must go
         SQLAlchemy's way (the connection isn't ready for it, or the
         compiled statement was evicted)."""
@@ -397,7 +398,7 @@ class _Plan:
         return _execute(conn, compiled, self, cursor, sent)
 
 
-def _execute(conn: Connection, compiled: compiler.SQLCompiler, plan: _Plan,
+def _execute(conn: ThinConnection, compiled: compiler.SQLCompiler, plan: _Plan,
              cursor: Any, sent: Any) -> Any:
     """Send ``compiled`` with ``sent`` on ``cursor`` as SQLAlchemy's
     ``_exec_single_context`` does, and return all its rows."""
@@ -406,7 +407,7 @@ def _execute(conn: Connection, compiled: compiler.SQLCompiler, plan: _Plan,
     return sa_engine.IteratorResult(plan.metadata, iter(rows))
 
 
-def _send(conn: Connection, statement: str, cursor: Any, sent: Any,
+def _send(conn: ThinConnection, statement: str, cursor: Any, sent: Any,
           context: _ThinContext) -> list[Any]:
     """Send ``statement`` with ``sent`` on ``cursor`` as SQLAlchemy's
     ``_exec_single_context`` does (listeners, the dialect's
@@ -430,7 +431,7 @@ def _send(conn: Connection, statement: str, cursor: Any, sent: Any,
     return rows  # type: ignore[no-any-return]
 
 
-def _plan(conn: Connection, statement: Any,
+def _plan(conn: ThinConnection, statement: Any,
           params: dict[str, Any], result: Any) -> _Plan | int:
     """The plan of ``statement``, just run by SQLAlchemy into ``result``
     with ``params``; :data:`_NEVER` when it cannot run thin."""

@@ -23,9 +23,10 @@ what they name. Berth's transactions change no schema, and PostgreSQL
 keeps prepared statements through a rollback, so its connections roll
 back without forgetting (:func:`_rollback_keeping_prepared`): a 409 (a
 generation conflict, rolled back) no longer costs the backend the next
-five plannings of every statement. With one claim in 40 rolled back, as
-in a race of 16 schedulers, the backend spent 1.61 ms of CPU per claim
-cycle forgetting and 1.14 ms keeping them (1.10 with no rollback).
+five plannings of every statement. In a race of 16 schedulers, where a
+few claims in a hundred are rolled back, keeping them brings the
+backend's CPU per claim close to that of a race with no rollback
+(bench/journal/2026-12-04.md, "The PostgreSQL claim race").
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def _rollback_keeping_prepared(engine: Engine) -> None:
     import psycopg
     from psycopg import pq
 
-    class KeepingPrepared(psycopg.Connection):  # type: ignore[type-arg]
+    class KeepingPrepared(psycopg.Connection[Any]):
         def rollback(self) -> None:
             with self.lock:
                 self.wait(self._keeping_gen())
@@ -356,7 +357,7 @@ class Database:
         try:
             # SQLAlchemy's Connection, whose execute sizes IN lists
             # (berth.db.connection), made as Engine.connect makes one.
-            connection = db_connection.Connection(self.engine)
+            connection = db_connection.ThinConnection(self.engine)
         except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
             raise Unavailable(str(getattr(exc, "orig", exc))) from exc
         with connection as conn:

@@ -159,7 +159,7 @@ class Gone(Exception):
     the database's newest."""
 
     def __init__(self, oldest: dict[int, int], current: dict[int, int],
-                 ahead: bool) -> None:
+                 *, ahead: bool) -> None:
         super().__init__("ahead of the database" if ahead
                          else "history pruned")
         self.oldest, self.current, self.ahead = oldest, current, ahead
@@ -195,7 +195,7 @@ class Filters:
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
+class EventPage:
     """Events after a position, and the position a reader has then
     seen everything up to (``upto``, per slot)."""
 
@@ -223,11 +223,11 @@ def _check(after: Mapping[int, int], current: Mapping[int, int],
     if lost or ahead:
         # Ahead says more than lost: no pruning explains a number this
         # database never gave.
-        raise Gone(dict(pruned), dict(current), ahead)
+        raise Gone(dict(pruned), dict(current), ahead=ahead)
 
 
 def read(conn: Connection, after: Mapping[int, int], filters: Filters,
-         limit: int) -> Page:
+         limit: int) -> EventPage:
     """The events after ``after`` (slot -> seq), in the order a reader
     can see them, at most about ``limit`` (whole writes only).
 
@@ -254,7 +254,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     _check(after, current, marks(conn)[1])
     merged = list(heapq.merge(*per_slot, key=_key))
     if not cuts:
-        return Page(merged, upto, False)
+        return EventPage(merged, upto, False)
     # A slot cut short may hold, past its cut, writes that come before
     # other slots' later rows: keep only the merged prefix up to the
     # earliest cut, and read each slot on from what was kept.
@@ -263,7 +263,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     for e in merged[len(kept):]:
         if upto[e.slot] >= e.seq:
             upto[e.slot] = e.seq - 1
-    return Page(kept, upto, True)
+    return EventPage(kept, upto, True)
 
 
 #: Where an event sorts in the order a reader can see the writes: the

@@ -135,7 +135,7 @@ class NotMigrated(RuntimeError):
     """The database is not at the migration this release ships."""
 
 
-def prepare(engine: sa.engine.Engine, upgrade: bool = True) -> None:
+def prepare(engine: sa.engine.Engine, *, upgrade: bool = True) -> None:
     """Make the database ready to serve: migrate it to head (``upgrade``)
     or check that it is there, then seed the standard resource classes
     and traits. The one place that decides "migrate, then seed"; safe to
@@ -155,7 +155,7 @@ def prepare(engine: sa.engine.Engine, upgrade: bool = True) -> None:
 
 
 def prepare_from_conf(conf: cfg.ConfigOpts, engine: sa.engine.Engine,
-                      wait: bool = False) -> None:
+                      *, wait: bool = False) -> None:
     """``prepare`` as ``conf`` asks: migrate when ``[placement_database]
     sync_on_startup`` is set or the database is the embedded one. With
     ``wait`` (servers starting), first wait for the database as
@@ -167,8 +167,8 @@ def prepare_from_conf(conf: cfg.ConfigOpts, engine: sa.engine.Engine,
             or berth_conf.is_embedded(conf))
 
 
-def database_from_conf(conf: cfg.ConfigOpts, wait: bool = False) -> Database:
+def database_from_conf(conf: cfg.ConfigOpts, *, wait: bool = False) -> Database:
     """A ready (``prepare_from_conf``) database for ``[placement_database]``."""
     engine = engine_from_conf(conf)
-    prepare_from_conf(conf, engine, wait)
+    prepare_from_conf(conf, engine, wait=wait)
     return Database(engine)

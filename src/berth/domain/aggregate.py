@@ -97,7 +97,7 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
     return _set_aggregates(conn, row, uuids, generation)
 
 
-def _set_aggregates(conn: Connection, row: common.Provider,
+def _set_aggregates(conn: Connection, row: common.WrittenProvider,
                     uuids: list[str], generation: int | None
                     ) -> tuple[list[str], int]:
     new_generation = int(row.generation)

@@ -8,12 +8,16 @@ then provider rows by id) so that concurrent claims do not deadlock:
    classes, the owners the request names, and every consumer with what
    it holds;
 2. check each consumer's generation against the request (409); create
-   the new consumers, then compare-and-swap the generations of the
-   existing ones (409), each in uuid order and in one statement however
-   many there are, and update their project/user/type;
+   the new consumers, then bump the generations of the existing ones
+   (``consumer.bump_generations``: a compare-and-swap against the
+   generation read in step 1, 409 when another write moved it first),
+   each in uuid order and in one statement however many there are, and
+   update their project/user/type;
 3. refuse an unknown resource class (400);
 4. lock every provider whose allocations grow, or that loses a consumer
-   being emptied, by moving its generation, in id order -- before
+   being emptied, by moving its generation, in id order
+   (``claim.lock_providers``: ``generation = generation + 1``, no
+   compare-and-swap: the UPDATE waits for the row lock) -- before
    reading any usage, so that the usage read sees every claim on it that
    committed before (one ``UPDATE ... RETURNING`` for them all on
    PostgreSQL, whose sub-query locks the rows in id order, and on
@@ -50,8 +54,12 @@ those named in the new allocations, plus those of a consumer that is
 being emptied. A provider a consumer merely moves away from, and every
 provider of a ``DELETE /allocations/{c}``, keeps its generation.
 
-A lost race on a provider generation raises ``ProviderGenerationRace``;
-``run_claim`` retries the whole transaction for it.
+No provider generation can be lost to a race here: nothing compares
+it. What step 4 can meet is a provider deleted after step 1 read it,
+which raises ``ClaimedProviderDeleted``; ``run_claim`` runs the whole
+transaction again for it (``[placement]
+allocation_conflict_retry_count`` times in all), and the next attempt's
+step 1 usually answers 400 for the provider that is gone.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import AnySelect, changes
 from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import change, claim, common, consumer, errors, usage
@@ -115,7 +123,7 @@ _PROVIDER, _CLASS = 0, 1
 #: providers by uuid and classes by name, and those of
 #: ``consumer.PARTS``. One statement reads the parts a write needs (one
 #: round trip where there were up to three, and one per consumer).
-_PARTS: dict[str, list[sa.Select]] = {  # type: ignore[type-arg]
+_PARTS: dict[str, list[AnySelect]] = {
     "uuids": [consumer.read_part(_PROVIDER, _RP.c.id, _RP.c.uuid).where(
         _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))],
     "names": [consumer.read_part(_CLASS, _RC.c.id, _RC.c.name).where(
@@ -124,7 +132,7 @@ _PARTS: dict[str, list[sa.Select]] = {  # type: ignore[type-arg]
 
 
 @functools.cache
-def _first_read(parts: tuple[str, ...]) -> sa.CompoundSelect:  # type: ignore[type-arg]
+def _first_read(parts: tuple[str, ...]) -> sa.CompoundSelect[Any]:
     """The ``UNION ALL`` of the parts that read ``parts``, built once."""
     return sa.union_all(*[part for name in parts for part in _PARTS[name]])
 
@@ -354,8 +362,9 @@ def replace_allocations(conn: Connection,
 
     Raises ProviderNotFoundForWrite (400), ConcurrentUpdate (409, consumer
     generation), UnknownResourceClass (400), CapacityExceeded (409, bare
-    upstream reason; callers add their prefix) and ProviderGenerationRace
-    (409; retry the transaction, see :func:`run_claim`).
+    upstream reason; callers add their prefix) and ClaimedProviderDeleted
+    (409, a claimed provider deleted since step 1; :func:`run_claim`
+    runs the transaction again).
     """
     resolved = _resolve(conn, requests)
     owners, legacy = _take_consumers(conn, requests, resolved.found)
@@ -411,15 +420,17 @@ def _record(conn: Connection, requests: list[ConsumerAllocations],
 
 
 def run_claim(db: Database, fn: Callable[[Connection], T], attempts: int) -> T:
-    """Run the write ``fn`` in its own transaction, retrying it whole (up
-    to ``attempts`` times in all) when it loses a provider generation
-    race; after the last loss, ConcurrentUpdate (409)."""
+    """Run the write ``fn`` in its own transaction, running it again
+    whole (up to ``attempts`` times in all) when a provider it claims
+    on was deleted under it (ClaimedProviderDeleted); after the last
+    attempt, ClaimedProviderDeleted (409). Each attempt is one
+    ``Database.run``, with its own retries of deadlocks."""
     for _ in range(max(attempts, 1)):
         try:
             return db.run(fn)
-        except errors.ProviderGenerationRace:
+        except errors.ClaimedProviderDeleted:
             continue
-    raise errors.ProviderGenerationRace(claim.PROVIDER_RACE_MESSAGE)
+    raise errors.ClaimedProviderDeleted(claim.PROVIDER_DELETED_MESSAGE)
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
@@ -562,8 +573,8 @@ def for_provider(conn: Connection, provider_id: int
              .order_by(a.c.resource_class_id, a.c.used, a.c.id))
     result: dict[str, dict[str, Any]] = {}
     newest: dt.datetime | None = None
-    # A shared provider may hold thousands: unpacked, which costs a tenth
-    # of reading each column by attribute.
+    # A shared provider may hold thousands: unpacked, which costs a
+    # fraction of reading each column by attribute.
     for uuid, class_name, used, generation, created, updated in conn.execute(
             query):
         entry = result.setdefault(uuid, {"resources": {},

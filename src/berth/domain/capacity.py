@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from berth.domain.limits import MAX_INT
+
 #: The largest usable amount, either sign, that Berth computes with: every
 #: integer up to 2**53 is exact in a double, so Python, SQL and JSON
 #: clients all see the same number (and it fits the 64 bits orjson writes).
@@ -27,7 +29,7 @@ class Inventory(NamedTuple):
     total: int
     reserved: int = 0
     min_unit: int = 1
-    max_unit: int = 2147483647
+    max_unit: int = MAX_INT
     step_size: int = 1
     allocation_ratio: float = 1.0
 

@@ -28,8 +28,9 @@ from sqlalchemy.engine import Connection
 
 from berth.db import events
 from berth.db import tables as t
-from berth.db.events import Event, Filters, Page
+from berth.db.events import Event, EventPage, Filters
 from berth.domain import common, errors
+from berth.position import Position
 
 RP = t.resource_providers
 _ROOT = RP.alias("feed_root")
@@ -214,8 +215,8 @@ def removed_event(conn: Connection, consumer_uuid: str,
         project=old.project_id))
 
 
-def read(conn: Connection, after: Mapping[int, int], filters: Filters,
-         trees: Collection[str] | None, limit: int) -> Page:
+def read(conn: Connection, after: Position, filters: Filters,
+         trees: Collection[str] | None, limit: int) -> EventPage:
     """The events after ``after`` that pass ``filters`` and, with
     ``trees`` (each the uuid of any provider of a tree, or of a deleted
     tree's root), are about one of those trees: their providers' events
@@ -224,14 +225,14 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     of them), and the events that change every tree (``_EVERY_TREE``).
     Raises ``events.Gone``."""
     if trees is None:
-        return events.read(conn, after, filters, limit)
+        return events.read(conn, after.as_dict(), filters, limit)
     roots = _roots(conn, trees)
     # Only the named trees' events and those that may be about any tree
     # are read (and decoded); which of those are about the trees is
     # judged here.
-    page = events.read(conn, after, dataclasses.replace(
+    page = events.read(conn, after.as_dict(), dataclasses.replace(
         filters, trees=frozenset(roots), any_tree=_ANY_TREE), limit)
-    return Page(_about(conn, page.events, roots), page.upto, page.more)
+    return EventPage(_about(conn, page.events, roots), page.upto, page.more)
 
 
 def of_tree(conn: Connection, found: list[events.Stored],
@@ -323,41 +324,27 @@ def passes(filters: Filters, event: events.Stored) -> bool:
             and (filters.project is None or event.project == filters.project))
 
 
-def format_position(seqs: Mapping[int, int]) -> str:
-    """A position as clients see it: ``slot:seq`` pairs by slot, comma
-    separated (``1:42`` on a single database server); ``0`` before the
-    first write."""
-    pairs = sorted((slot, seq) for slot, seq in seqs.items() if seq)
-    return ",".join("%d:%d" % pair for pair in pairs) or "0"
-
-
-def parse_position(text: str) -> dict[int, int]:
-    """The slot -> seq map of a position :func:`format_position` wrote;
-    ``errors.QueryBadValue`` (400) for anything else."""
-    if text == "0":
-        return {}
-    found: dict[int, int] = {}
-    for pair in text.split(","):
-        slot, colon, seq = pair.partition(":")
-        if not (colon and slot.isdigit() and seq.isdigit()
-                and len(slot) < 12 and len(seq) < 19 and int(slot) not in found):
-            raise errors.QueryBadValue(
-                "Invalid position %r: expected slot:number pairs separated "
-                "by commas (as the Berth-Position header gives them), or 0."
-                % text)
-        found[int(slot)] = int(seq)
-    return found
+def parse_position(text: str) -> Position:
+    """The position a client wrote (as the ``Berth-Position`` header
+    gives it); ``errors.QueryBadValue`` (400) for anything else."""
+    try:
+        return Position.parse(text)
+    except ValueError:
+        raise errors.QueryBadValue(
+            "Invalid position %r: expected slot:number pairs separated "
+            "by commas (as the Berth-Position header gives them), or 0."
+            % text) from None
 
 
 def read_feed(conn: Connection, after: str, filters: Filters,
-              trees: Collection[str] | None, limit: int) -> Page:
+              trees: Collection[str] | None, limit: int) -> EventPage:
     """:func:`read` from a position as clients write it; QueryBadValue
     (400) for a malformed one, HistoryGone (410, naming the oldest
     position kept) when the events after it are no longer kept or it is
     ahead of the database (:func:`_gone_error`)."""
-    seqs = parse_position(after)
+    position = parse_position(after)
     try:
-        return read(conn, seqs, filters, trees, limit)
+        return read(conn, position, filters, trees, limit)
     except events.Gone as gone:
         raise _gone_error(after, gone) from None
 
@@ -367,13 +354,13 @@ def _gone_error(after: str, gone: events.Gone) -> errors.HistoryGone:
     on from: one line, saying whether the history was pruned or the
     position is ahead of the database (a restored backup, another
     database), and that the reader must list again."""
-    oldest = format_position(gone.oldest)
+    oldest = str(Position.of(gone.oldest))
     if gone.ahead:
         return errors.HistoryGone(
             "Position %s is ahead of this database (at %s): was it "
             "restored from a backup? List again and read on from the "
             "position the listing gives."
-            % (after, format_position(gone.current)), oldest)
+            % (after, Position.of(gone.current)), oldest)
     return errors.HistoryGone(
         "The change feed no longer holds the events after position %s "
         "(the oldest position it can read on from is %s): list again and "

@@ -91,7 +91,7 @@ def _capacity(conn: Connection, provider_ids: set[int], class_ids: set[int]
                          dict[tuple[int, int], int]]:
     """(provider id, class id) -> inventory, of those that exist, and ->
     the amount allocated of it (rows unpacked: reading a column by
-    attribute costs ten times as much)."""
+    attribute costs several times as much)."""
     inventories: dict[tuple[int, int], capacity.Inventory] = {}
     used: dict[tuple[int, int], int] = {}
     for (provider_id, class_id, total, reserved, min_unit, max_unit,
@@ -140,8 +140,9 @@ def _verify(claims: list[Claim],
 # Locking the providers a write claims on, and writing its claims.
 _PROVIDERS = t.resource_providers
 _INSERT_ALLOCATIONS = t.allocations.insert()
-#: The 409's message when a provider's generation moved under a write.
-PROVIDER_RACE_MESSAGE = (
+#: The 409's message when a provider a write claims on was deleted
+#: under it (upstream's wording for its lost generation race).
+PROVIDER_DELETED_MESSAGE = (
     "Inventory and/or allocations changed while attempting to allocate: "
     "Another thread concurrently updated the resource provider data. "
     "Please retry your update")
@@ -173,8 +174,8 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     """Row-lock the providers in id order and bump their generations.
 
     The lock is taken before any usage is read, so capacity checks on one
-    provider are serialized. A provider deleted meanwhile raises
-    ProviderGenerationRace.
+    provider are serialized. A provider deleted since the write read it
+    (the lock finds no row to bump) raises ClaimedProviderDeleted.
     """
     if not provider_ids:
         return
@@ -190,12 +191,12 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
             _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
             {"ids": ids, "stamp": stamp}).all()
         if len(bumped) != len(ids):
-            raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+            raise errors.ClaimedProviderDeleted(PROVIDER_DELETED_MESSAGE)
     else:
         for provider_id in ids:
             if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
                             ).rowcount != 1:
-                raise errors.ProviderGenerationRace(PROVIDER_RACE_MESSAGE)
+                raise errors.ClaimedProviderDeleted(PROVIDER_DELETED_MESSAGE)
         bumped = conn.execute(_GENERATIONS, {"ids": ids}).all()
     for provider_id, generation in bumped:
         events.note_generation(conn, provider_id, int(generation))

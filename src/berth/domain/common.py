@@ -14,14 +14,14 @@ import functools
 import re
 import uuid as uuidlib
 from collections.abc import Iterable
-from typing import Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, overload
 
 import sqlalchemy as sa
 from oslo_utils import uuidutils
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from berth.db import changes, events
+from berth.db import AnyRow, AnySelect, changes, events
 from berth.db import tables as t
 from berth.domain import errors
 
@@ -51,7 +51,7 @@ def normalize_uuid(value: str) -> str | None:
     return str(uuidlib.UUID(value)) if is_uuid_like(value) else None
 
 
-def provider_by_uuid(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
+def provider_by_uuid(conn: Connection, uuid: str) -> AnyRow | None:
     """The resource_providers row for ``uuid``, or None."""
     return conn.execute(_PROVIDER, {"b_uuid": uuid}).first()
 
@@ -60,7 +60,7 @@ _RP = t.resource_providers
 _ROOT = _RP.alias("root")
 
 
-class Provider(NamedTuple):
+class WrittenProvider(NamedTuple):
     """A provider as a writer of its inventories, traits or aggregates
     reads it: what it compares and bumps, and what the change feed's
     event names (the provider and its tree)."""
@@ -71,7 +71,7 @@ class Provider(NamedTuple):
     root_uuid: str | None
 
 
-#: The columns of a :class:`Provider`, in its order, read from
+#: The columns of a :class:`WrittenProvider`, in its order, read from
 #: :data:`PROVIDER_WITH_ROOT` (which a reader may join further).
 PROVIDER_COLUMNS = (_RP.c.id, _RP.c.uuid, _RP.c.generation,
                     _ROOT.c.uuid.label("root_uuid"))
@@ -98,30 +98,30 @@ def no_provider(uuid: str) -> errors.NotFound:
 def require_provider(conn: Connection, uuid: str,
                      message: str | None = None, *,
                      root: Literal[False] = False
-                     ) -> Row:  # type: ignore[type-arg]
+                     ) -> AnyRow:
     ...
 
 
 @overload
 def require_provider(conn: Connection, uuid: str,
                      message: str | None = None, *,
-                     root: Literal[True]) -> Provider:
+                     root: Literal[True]) -> WrittenProvider:
     ...
 
 
 def require_provider(conn: Connection, uuid: str,
                      message: str | None = None, *,
                      root: bool = False
-                     ) -> Row | Provider:  # type: ignore[type-arg]
+                     ) -> AnyRow | WrittenProvider:
     """The provider row, or NotFound (:func:`no_provider`, or saying
-    ``message``). With ``root``, a :class:`Provider` instead (with its
+    ``message``). With ``root``, a :class:`WrittenProvider` instead (with its
     root's uuid)."""
     row = (conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first() if root
            else provider_by_uuid(conn, uuid))
     if row is None:
         raise (no_provider(uuid) if message is None
                else errors.NotFound(message))
-    return Provider._make(row) if root else row
+    return WrittenProvider._make(row) if root else row
 
 
 # Built once: every write to a provider runs it.
@@ -180,7 +180,14 @@ def insert_unique(conn: Connection, key: sa.Column[str], value: str,
             result = conn.execute(key.table.insert(), params)
     except IntegrityError:
         return None
-    return int(result.inserted_primary_key[0])  # type: ignore[index]
+    return inserted_id(result)
+
+
+def inserted_id(result: sa.CursorResult[*tuple[Any, ...]]) -> int:
+    """The id the one row an INSERT wrote was given."""
+    key = result.inserted_primary_key
+    assert key is not None  # SQLAlchemy types it Optional for other statements
+    return int(key[0])
 
 
 def ids_by_name(conn: Connection, table: sa.Table,
@@ -221,7 +228,7 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
 
 
 def row_by_name(conn: Connection, table: sa.Table,
-                name: str) -> sa.Row | None:  # type: ignore[type-arg]
+                name: str) -> AnyRow | None:
     """The row of ``table`` (classes or traits) named exactly ``name``.
 
     A case-insensitive MySQL collation could return another spelling;
@@ -235,12 +242,12 @@ def row_by_name(conn: Connection, table: sa.Table,
 
 # Built once per table: every class or trait write reads its row.
 @functools.lru_cache(maxsize=8)
-def _named(table: sa.Table) -> sa.Select:  # type: ignore[type-arg]
+def _named(table: sa.Table) -> AnySelect:
     return sa.select(table).where(table.c.name == sa.bindparam("b_name"))
 
 
 def require_by_name(conn: Connection, table: sa.Table, name: str,
-                    message: str) -> Row:  # type: ignore[type-arg]
+                    message: str) -> AnyRow:
     """The row of :func:`row_by_name`, or NotFound saying ``message``."""
     row = row_by_name(conn, table, name)
     if row is None:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from berth.db import AnySelect
 from berth.db import tables as t
 from berth.domain import common, errors
 
@@ -83,7 +84,7 @@ def read_part(kind: int, id_: sa.ColumnElement[int],
               key: sa.ColumnElement[str],
               ids: tuple[sa.ColumnElement[int], ...] = (),
               names: tuple[sa.ColumnElement[str], ...] = ()
-              ) -> sa.Select:  # type: ignore[type-arg]
+              ) -> AnySelect:
     """One part of a write's first read (a ``UNION ALL``: one round trip
     for all it needs): rows of ``kind``, an id, a key, up to four more
     ids and three names; what a part leaves out is a typed NULL
@@ -99,7 +100,7 @@ def read_part(kind: int, id_: sa.ColumnElement[int],
 
 
 def _named(kind: int, key: sa.Column[str], param: str
-           ) -> list[sa.Select]:  # type: ignore[type-arg]
+           ) -> list[AnySelect]:
     return [read_part(kind, key.table.c.id, key).where(
         key.in_(sa.bindparam(param, expanding=True)))]
 
@@ -109,7 +110,7 @@ _A, _RP, _RC = t.allocations, t.resource_providers, t.resource_classes
 #: The parts of a write's first read about its consumers, by the list
 #: parameter each reads: the owners the request names (ids by external
 #: id or name), and each consumer's row, owner and allocations.
-PARTS: dict[str, list[sa.Select]] = {  # type: ignore[type-arg]
+PARTS: dict[str, list[AnySelect]] = {
     "projects": _named(PROJECT, _P.c.external_id, "projects"),
     "users": _named(USER, _U.c.external_id, "users"),
     "types": _named(TYPE, _T.c.name, "types"),
@@ -240,7 +241,7 @@ def create(conn: Connection, uuid: str, project: int, user: int,
             "created_at": common.now()})
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
-    new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+    new_id = common.inserted_id(result)
     return Consumer(new_id, uuid, project, user, generation, type_id)
 
 

@@ -12,15 +12,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import os_traits
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
+from berth.db import AnyRow, AnySelect
 from berth.db import tables as t
 from berth.domain import common, resource_class, trait
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.order import tree_score
 from berth.domain.allocation_candidate.request import Order
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import capacity
 
 #: The trait Nova sets on a compute host an operator disabled.
@@ -139,6 +141,8 @@ class Labels:
     names: dict[str, str]
     #: aggregate uuid -> the names of its first trees (:func:`members`)
     members: dict[str, list[str]]
+    #: aggregate uuid -> what the pages call it (:func:`aggregate_name`)
+    aggregates: dict[str, str] = field(default_factory=dict)
 
 
 def labels(conn: Connection, world: World, uuids: Iterable[str],
@@ -148,7 +152,9 @@ def labels(conn: Connection, world: World, uuids: Iterable[str],
     aggs = list(aggregates)
     roots = root_names(conn, world) if aggs else {}
     return Labels(names=names_by_uuid(conn, world, uuids),
-                  members={agg: members(world, agg, roots) for agg in aggs})
+                  members={agg: members(world, agg, roots) for agg in aggs},
+                  aggregates={agg: aggregate_name(world, agg, roots)
+                              for agg in aggs})
 
 
 def disabled(world: World, pid: int) -> bool:
@@ -174,14 +180,28 @@ def by_name(world: World, pids: Iterable[int], named: dict[int, str]
                                          world.uuid(pid)))
 
 
+def member_roots(world: World, agg: str) -> set[int]:
+    """The roots of the trees with a provider in aggregate ``agg``."""
+    return {world.providers[pid].root_id
+            for pid in world.by_agg.get(agg, ())}
+
+
 def members(world: World, agg: str, named: dict[int, str],
             shown: int = 3) -> list[str]:
     """The names of the first ``shown`` root providers (by name) with a
     provider in aggregate ``agg``: what an operator knows it by."""
-    roots = {world.providers[pid].root_id for pid in world.by_agg.get(
-        agg, ())}
     return [named.get(r, world.uuid(r))
-            for r in by_name(world, roots, named)[:shown]]
+            for r in by_name(world, member_roots(world, agg), named)[:shown]]
+
+
+def aggregate_name(world: World, agg: str, named: dict[int, str]) -> str:
+    """What every page calls aggregate ``agg`` (an aggregate has no
+    name): its first trees and how many more, "compute-01, compute-02,
+    compute-03 and 6 more" (its uuid for one with no tree)."""
+    first = members(world, agg, named)
+    more = len(member_roots(world, agg)) - len(first)
+    return (", ".join(first) or agg) + (" and %d more" % more if more
+                                        else "")
 
 
 @dataclass
@@ -237,8 +257,9 @@ class Overview:
 
 def overview(conn: Connection, world: World, page: int = 1) -> Overview:
     """Capacity, used and free per class, cloud-wide and for one page of
-    aggregates (sorted by uuid), and the fullest providers (of those with
-    any usage)."""
+    aggregates (sorted by uuid; each over the whole trees with a provider
+    in it, the trees its name lists), and the fullest providers (of those
+    with any usage)."""
     ranked = sorted((item for item in (
         (_fullness(world, pid), pid) for pid, p in world.providers.items()
         if p.used) if item[0][0] > 0), reverse=True)[:FULLEST]
@@ -251,12 +272,13 @@ def overview(conn: Connection, world: World, page: int = 1) -> Overview:
     aggs = sorted(world.by_agg)
     paged = page_of(page, PAGE, len(aggs))
     roots = root_names(conn, world)
-    rows = [{"uuid": agg, "providers": len(world.by_agg[agg]),
-             "members": members(world, agg, roots),
-             "trees": len({world.providers[pid].root_id
-                           for pid in world.by_agg[agg]}),
-             "classes": _amounts(world, sorted(world.by_agg[agg]))}
-            for agg in aggs[paged.offset:paged.offset + paged.size]]
+    rows = []
+    for agg in aggs[paged.offset:paged.offset + paged.size]:
+        trees_ = member_roots(world, agg)
+        pids = sorted(pid for root in trees_ for pid in world.trees[root])
+        rows.append({"uuid": agg, "name": aggregate_name(world, agg, roots),
+                     "trees": len(trees_), "providers": len(pids),
+                     "classes": _amounts(world, pids)})
     return Overview(providers=len(world.providers), roots=len(world.roots),
                     classes=_amounts(world, world.providers),
                     fullest=fullest, aggregates=rows, aggregate_page=paged)
@@ -339,6 +361,9 @@ class Trees:
     trees: list[Tree]
     page: Page
     matched: int
+    #: aggregate uuid -> its name (:func:`aggregate_name`), for those the
+    #: page's providers are in
+    aggregate_names: dict[str, str] = field(default_factory=dict)
 
 
 def trees(conn: Connection, world: World, by: str = "name", text: str = "",
@@ -371,7 +396,11 @@ def trees(conn: Connection, world: World, by: str = "name", text: str = "",
                              by_name(world, world.shared_into.get(root, ()),
                                      named)])
            for root in shown]
-    return Trees(trees=out, page=paged, matched=matched)
+    aggs = {agg for tree in out for node in tree.nodes
+            for agg in node.aggregates}
+    return Trees(trees=out, page=paged, matched=matched,
+                 aggregate_names={agg: aggregate_name(world, agg, roots)
+                                  for agg in aggs})
 
 
 def _nodes(world: World, root: int, named: dict[int, str],
@@ -380,9 +409,10 @@ def _nodes(world: World, root: int, named: dict[int, str],
     nodes = []
     for pid, depth in _order(world, root, named):
         p = world.providers[pid]
+        sharing = os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits
         serves = [(world.uuid(r), named.get(r, ""))
                   for r in by_name(world, world.anchors.get(pid, ()), named)
-                  if r != root] if SHARING_TRAIT in p.traits else []
+                  if r != root] if sharing else []
         nodes.append(TreeNode(
             uuid=p.uuid, name=named.get(pid, ""), depth=depth,
             classes=_amounts(world, [pid]), traits=p.ordered_traits(),
@@ -404,7 +434,7 @@ def consumers(conn: Connection, view: str = "consumer",
     """Allocations summed per class for one page of consumers (by uuid),
     projects, users or consumer types (by name)."""
     key, joined = _grouping(view)
-    counted: Sequence[Row] | None = None  # type: ignore[type-arg]
+    counted: Sequence[AnyRow] | None = None
     if view == "consumer":
         keys, paged = _page_of_consumers(conn, key, joined, page)
         where: Any = key.in_(keys)
@@ -458,7 +488,7 @@ def _grouping(view: str) -> tuple[Any, Any]:
             else column), joined
 
 
-def _counts(key: Any, joined: Any) -> sa.Select:  # type: ignore[type-arg]
+def _counts(key: Any, joined: Any) -> AnySelect:
     """Consumers and providers per group (``group_key``)."""
     a = t.allocations
     return (sa.select(key.label("group_key"),
@@ -483,7 +513,7 @@ def _page_of_consumers(conn: Connection, key: Any, joined: Any, page: int
 
 
 def _page_of_groups(conn: Connection, key: Any, joined: Any, page: int
-                    ) -> tuple[list[Row], Page]:  # type: ignore[type-arg]
+                    ) -> tuple[list[AnyRow], Page]:
     """The counts (:func:`_counts`) of one page of groups, and the page:
     there are few groups (projects, users, types), so one pass counts
     them all."""

@@ -76,8 +76,10 @@ class UnknownResourceClass(BadRequest):
     """An allocation names a resource class that does not exist."""
 
 
-class ProviderGenerationRace(ConcurrentUpdate):
-    """Another transaction moved a provider's generation first (retried)."""
+class ClaimedProviderDeleted(ConcurrentUpdate):
+    """A provider a claim was about to lock was deleted after the claim
+    read it (409 ``placement.concurrent_update``, upstream's "another
+    thread" wording; ``allocation.run_claim`` runs the write again)."""
 
 
 class ProviderNotFoundInBody(BadRequest):

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
+from berth.db import AnyRow
 from berth.db import tables as t
 from berth.domain import change, common, errors
 from berth.domain.capacity import MAX_CAPACITY, Inventory
@@ -68,7 +69,7 @@ def make_inventory(data: Mapping[str, Any]) -> Inventory:
     return inv
 
 
-def capacity_problem(inv: Inventory, reserved_can_be_total: bool) -> str | None:
+def capacity_problem(inv: Inventory, *, reserved_can_be_total: bool) -> str | None:
     """Why ``inv`` offers no usable capacity (None when it is fine).
 
     Before microversion 1.26 an inventory must leave capacity above zero;
@@ -93,7 +94,7 @@ def _in_use(classes: list[str], uuid: str) -> str:
             % (", ".join(classes), uuid))
 
 
-def _rows(conn: Connection, provider_id: int) -> list[Row]:  # type: ignore[type-arg]
+def _rows(conn: Connection, provider_id: int) -> list[AnyRow]:
     inv, rc = t.inventories, t.resource_classes
     return list(conn.execute(
         sa.select(rc.c.name, *[inv.c[f] for f in FIELDS],
@@ -103,15 +104,10 @@ def _rows(conn: Connection, provider_id: int) -> list[Row]:  # type: ignore[type
         .order_by(rc.c.id)))
 
 
-def _from_row(row: Row) -> Inventory:  # type: ignore[type-arg]
+def _from_row(row: AnyRow) -> Inventory:
     values = row._mapping
     return Inventory(**{f: values[f] for f in FIELDS[:-1]},
                      allocation_ratio=float(values["allocation_ratio"]))
-
-
-def get_inventories(conn: Connection, provider_id: int) -> dict[str, Inventory]:
-    """The provider's inventories by class name, in class id order."""
-    return {row.name: _from_row(row) for row in _rows(conn, provider_id)}
 
 
 def list_inventories(conn: Connection, uuid: str) -> Listing:
@@ -206,7 +202,7 @@ def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
 
 
 # Built once: every inventory write starts with it. The provider (a
-# common.Provider) and :data:`_CURRENT`'s rows, one per class it has (a
+# common.WrittenProvider) and :data:`_CURRENT`'s rows, one per class it has (a
 # provider without inventory is one row with no class), in one
 # statement where there were two.
 _PROVIDER_CURRENT = (
@@ -221,14 +217,14 @@ _PROVIDER_CURRENT = (
 
 
 def _provider_current(conn: Connection, uuid: str
-                      ) -> tuple[common.Provider, Current]:
+                      ) -> tuple[common.WrittenProvider, Current]:
     """The provider ``uuid`` and its inventories (:func:`current`);
     NotFound when there is no such provider."""
     provider = None
     found: Current = {}
     for id_, uuid_, generation, root, cid, name, *values in conn.execute(
             _PROVIDER_CURRENT, {"b_uuid": uuid}):
-        provider = common.Provider(id_, uuid_, generation, root)
+        provider = common.WrittenProvider(id_, uuid_, generation, root)
         if cid is not None:
             _add(found, cid, name, values)
     if provider is None:
@@ -297,7 +293,7 @@ _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
 
 
-def record(conn: Connection, provider: common.Provider,
+def record(conn: Connection, provider: common.WrittenProvider,
            old: Mapping[str, Inventory], new: Mapping[str, Inventory],
            generation: int) -> None:
     """Record the change feed's event of the provider's inventories
@@ -341,16 +337,6 @@ def check_in_use(conn: Connection, provider_id: int) -> None:
                     if cid not in have})
 
 
-def exceeded_classes(conn: Connection, provider_id: int) -> list[str]:
-    """Names of classes whose allocations now exceed their capacity."""
-    used = _usage(conn, provider_id)
-    names = common.resource_class_names(conn)
-    current = get_inventories(conn, provider_id)
-    return sorted(names[cid] for cid, amount in used.items()
-                  if names[cid] in current
-                  and amount > current[names[cid]].capacity)
-
-
 def _warn_exceeded(conn: Connection, provider_id: int,
                    updated: dict[int, Inventory],
                    used: Mapping[int, int]) -> None:
@@ -366,7 +352,7 @@ def _warn_exceeded(conn: Connection, provider_id: int,
                     ", ".join(sorted(names[c] for c in over)))
 
 
-def _check_generation(provider: common.Provider, generation: int) -> None:
+def _check_generation(provider: common.WrittenProvider, generation: int) -> None:
     if provider.generation != generation:
         raise errors.ConcurrentUpdate("resource provider generation conflict")
 
@@ -374,7 +360,7 @@ def _check_generation(provider: common.Provider, generation: int) -> None:
 def _check_capacity(uuid: str, items: Mapping[str, Inventory],
                     reserved_can_be_total: bool, prefix: str) -> None:
     for rc, inv in items.items():
-        problem = capacity_problem(inv, reserved_can_be_total)
+        problem = capacity_problem(inv, reserved_can_be_total=reserved_can_be_total)
         if problem:
             raise errors.BadRequest("%s %s: %s" % (
                 prefix, uuid, _invalid(rc, uuid, problem)))

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection
 
 from berth.db import changes
+from berth.position import Position
 
 T = TypeVar("T")
 #: How a ``by_project`` memo brings a value up to date: (connection,
@@ -48,7 +49,7 @@ class Memo:
     tuning).
     """
 
-    def __init__(self, keep: bool = True, by_provider: bool = False,
+    def __init__(self, *, keep: bool = True, by_provider: bool = False,
                  by_project: Updater | None = None,
                  limit: int = 100_000) -> None:
         self.keep = keep
@@ -57,7 +58,7 @@ class Memo:
         self.limit = limit
         # One attribute, swapped whole: a reader never pairs one
         # position with another position's values.
-        self._kept: tuple[changes.Position | None, dict[Hashable, Any]] = (
+        self._kept: tuple[Position | None, dict[Hashable, Any]] = (
             None, {})
         self._lock = threading.Lock()
 
@@ -83,8 +84,8 @@ class Memo:
             self._kept = (seq, kept)
             return kept
 
-    def _survivors(self, conn: Connection, old: changes.Position,
-                   new: changes.Position, kept: dict[Hashable, Any]
+    def _survivors(self, conn: Connection, old: Position,
+                   new: Position, kept: dict[Hashable, Any]
                    ) -> dict[Hashable, Any]:
         """What stays valid from ``old`` to ``new`` (a new dict: a thread
         still filling the old one fills a dict nobody reads again)."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import events
+from berth.db import AnyRow, events
 from berth.db import tables as t
 from berth.domain import allocation, change, common, errors, inventory
 from berth.domain.allocation import ConsumerAllocations
@@ -57,7 +57,7 @@ class _Target:
     old: dict[str, Inventory] | None = None
 
 
-def _root_uuids(conn: Connection, rows: Iterable[sa.Row]  # type: ignore[type-arg]
+def _root_uuids(conn: Connection, rows: Iterable[AnyRow]
                 ) -> dict[int, str]:
     """Root provider id -> uuid for the locked ``rows`` (the change
     feed's events name the tree): no statement when each root is among

@@ -11,7 +11,7 @@ import os_resource_classes
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes, events
+from berth.db import AnyRow, changes, events
 from berth.db import tables as t
 from berth.domain import change, common, errors
 
@@ -50,11 +50,11 @@ def list_classes(conn: Connection) -> list[ResourceClass]:
             for name, created, updated in rows]
 
 
-def _find(conn: Connection, name: str) -> sa.Row | None:  # type: ignore[type-arg]
+def _find(conn: Connection, name: str) -> AnyRow | None:
     return common.row_by_name(conn, t.resource_classes, name)
 
 
-def _require(conn: Connection, name: str) -> sa.Row:  # type: ignore[type-arg]
+def _require(conn: Connection, name: str) -> AnyRow:
     return common.require_by_name(conn, t.resource_classes, name,
                                   "No such resource class %s." % name)
 

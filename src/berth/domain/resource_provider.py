@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
-from berth.db import changes, events
+from berth.db import AnyRow, AnySelect, changes, events
 from berth.db import tables as t
 from berth.domain import change, common, errors
 from berth.domain.memo import Memo
@@ -47,19 +47,19 @@ _SELECT = (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
 _BY_UUID = _SELECT.where(RP.c.uuid == sa.bindparam("b_uuid"))
 
 
-def _select() -> sa.Select:  # type: ignore[type-arg]
+def _select() -> AnySelect:
     """Providers with their parent and root uuids."""
     return _SELECT
 
 
-def get_provider(conn: Connection, uuid: str) -> Row | None:  # type: ignore[type-arg]
+def get_provider(conn: Connection, uuid: str) -> AnyRow | None:
     """One provider (columns of :func:`_select`: id, uuid, name, generation,
     parent/root ids and uuids, timestamps), or None."""
     return conn.execute(_BY_UUID, {"b_uuid": uuid}).first()
 
 
 def load_provider(conn: Connection, uuid: str,
-                  message: str | None = None) -> Row:  # type: ignore[type-arg]
+                  message: str | None = None) -> AnyRow:
     """Like :func:`get_provider`, but raises NotFound (upstream wording
     unless ``message`` is given)."""
     row = get_provider(conn, uuid)
@@ -71,7 +71,7 @@ def load_provider(conn: Connection, uuid: str,
 
 def list_providers(conn: Connection, *, name: str | None = None,
                    uuid: str | None = None, in_tree: str | None = None,
-                   ids: Iterable[int] | None = None) -> list[Row]:  # type: ignore[type-arg]
+                   ids: Iterable[int] | None = None) -> list[AnyRow]:
     """Providers matching every given filter, in creation (id) order.
 
     ``in_tree`` is the uuid of any provider of the wanted tree (an unknown
@@ -101,7 +101,7 @@ class Kept:
     callers made of it (encoded bodies, by their own keys): both go when
     the provider changes."""
 
-    row: Row  # type: ignore[type-arg]
+    row: AnyRow
     renderings: dict[Hashable, Any] = field(default_factory=dict)
 
 
@@ -121,13 +121,6 @@ def kept_providers(conn: Connection, memo: Memo,
             row = found.get(i)
             kept[i] = None if row is None else Kept(row)
     return [k for k in map(kept.get, wanted) if k is not None]
-
-
-def tree_ids(conn: Connection, root_id: int) -> list[int]:
-    """Ids of every provider whose root is ``root_id``, in id order."""
-    return [int(i) for i in conn.scalars(
-        sa.select(RP.c.id).where(RP.c.root_provider_id == root_id)
-        .order_by(RP.c.id))]
 
 
 def descendant_ids(conn: Connection, provider_id: int) -> set[int]:
@@ -234,7 +227,7 @@ def _parent_for(conn: Connection, parent_uuid: str,
 
 
 def create_provider(conn: Connection, name: str, uuid: str,
-                    parent_uuid: str | None = None) -> Row:  # type: ignore[type-arg]
+                    parent_uuid: str | None = None) -> AnyRow:
     """Create a provider (``uuid`` already normalized) and return its row.
 
     Raises BadRequest for a bad parent, DuplicateName when the name or
@@ -254,10 +247,10 @@ def create_provider(conn: Connection, name: str, uuid: str,
     if taken:
         raise _duplicate(taken, values)
     try:
-        new_id = conn.execute(_INSERT, {
+        new_id = common.inserted_id(conn.execute(_INSERT, {
             "uuid": uuid, "name": name, "generation": 0,
             "parent_provider_id": parent_id, "root_provider_id": root_id,
-            "created_at": common.now()}).inserted_primary_key[0]  # type: ignore[index]
+            "created_at": common.now()}))
     except sa.exc.IntegrityError as exc:
         # Lost a race with a concurrent create: say which column if the
         # database's message tells.
@@ -280,7 +273,7 @@ def _duplicate(columns: list[str], values: dict[str, str]) -> errors.DuplicateNa
 
 def update_provider(conn: Connection, uuid: str, name: str,
                     parent_uuid: object = KEEP,
-                    allow_reparenting: bool = False) -> Row:  # type: ignore[type-arg]
+                    *, allow_reparenting: bool = False) -> AnyRow:
     """Rename a provider and optionally move it; return the new row.
 
     ``parent_uuid`` is KEEP, None (make it a root) or a uuid. Before 1.37
@@ -309,7 +302,7 @@ def _conflicting_name(name: str) -> errors.DuplicateName:
         "Conflicting resource provider %s already exists." % name)
 
 
-def _move(conn: Connection, row: Row, parent_uuid: str | None,  # type: ignore[type-arg]
+def _move(conn: Connection, row: AnyRow, parent_uuid: str | None,
           allow_reparenting: bool) -> None:
     """Give ``row`` the parent ``parent_uuid`` (None: none), enforcing the
     tree rules, and re-root its whole subtree."""

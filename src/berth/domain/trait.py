@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes, events
+from berth.db import AnyRow, changes, events
 from berth.db import tables as t
 from berth.domain import change, common, errors
 
@@ -57,7 +57,7 @@ def list_traits(conn: Connection, *, names: list[str] | None = None,
     return found
 
 
-def _require(conn: Connection, name: str) -> sa.Row:  # type: ignore[type-arg]
+def _require(conn: Connection, name: str) -> AnyRow:
     return common.require_by_name(conn, t.traits, name,
                                   "No such trait(s): %s." % name)
 
@@ -210,7 +210,7 @@ _PROVIDER_TRAITS = sa.union_all(
 
 
 def _provider_traits(conn: Connection, uuid: str, names: list[str]
-                     ) -> tuple[common.Provider,
+                     ) -> tuple[common.WrittenProvider,
                                 dict[str, tuple[int, Trait]], dict[int, str]]:
     """The provider ``uuid`` (NotFound when there is none); name ->
     (id, trait) of the traits named that exist; and what the provider
@@ -224,7 +224,7 @@ def _provider_traits(conn: Connection, uuid: str, names: list[str]
         if not held:
             found[name] = (int(id_), Trait(name, updated or created))
             continue
-        provider = common.Provider(rp_id, rp_uuid, generation, root)
+        provider = common.WrittenProvider(rp_id, rp_uuid, generation, root)
         if id_ is not None:
             have[int(id_)] = name
     if provider is None:
@@ -232,7 +232,7 @@ def _provider_traits(conn: Connection, uuid: str, names: list[str]
     return provider, found, have
 
 
-def _replace(conn: Connection, provider: common.Provider,
+def _replace(conn: Connection, provider: common.WrittenProvider,
              ids: dict[str, int], have: dict[int, str] | None = None) -> int:
     """Make ``ids`` (name -> id) the traits of ``provider`` (read with
     its root; ``have``, what it has, when already read); bump its

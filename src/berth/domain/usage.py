@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import changes
+from berth.db import AnySelect, changes
 from berth.db import tables as t
 from berth.domain import common
 from berth.domain.consumer import UNKNOWN_TYPE, Consumer, Owner, names_of_types
@@ -60,8 +60,8 @@ def provider_usages(conn: Connection, uuid: str
                              if name is not None}
 
 
-def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]
-           user_id: str | None) -> sa.Select:  # type: ignore[type-arg]
+def _owned(query: AnySelect, project_id: str,
+           user_id: str | None) -> AnySelect:
     """Restrict ``query`` (over allocations) to one project (and user)."""
     a, c, p, u = t.allocations, t.consumers, t.projects, t.users
     query = (query.join(c, c.c.uuid == a.c.consumer_id)
@@ -73,12 +73,12 @@ def _owned(query: sa.Select, project_id: str,  # type: ignore[type-arg]
     return query
 
 
-def _owned_consumers(query: sa.Select, project_id: str,  # type: ignore[type-arg]
-                     user_id: str | None) -> sa.Select:  # type: ignore[type-arg]
+def _owned_consumers(query: AnySelect, project_id: str,
+                     user_id: str | None) -> AnySelect:
     """Restrict ``query`` (over consumers) to the project's (and user's)
     consumers that hold any allocation: one index probe per consumer,
     where counting distinct consumers over the allocations reads them
-    all (2.5x slower on SQLite with three allocations per consumer)."""
+    all (slower, the more allocations a consumer has)."""
     a, c, p, u = t.allocations, t.consumers, t.projects, t.users
     query = (query.join(p, p.c.id == c.c.project_id)
              .where(p.c.external_id == project_id))
@@ -138,8 +138,8 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
     return _sorted({name: _sorted(entry) for name, entry in result.items()})
 
 
-def _all_types(conn: Connection, base: sa.Select,  # type: ignore[type-arg]
-               counts: sa.Select) -> dict[str, dict[str, int]]:  # type: ignore[type-arg]
+def _all_types(conn: Connection, base: AnySelect,
+               counts: AnySelect) -> dict[str, dict[str, int]]:
     """Every type summed together under ``all``."""
     a = t.allocations
     sums = conn.execute(

@@ -34,7 +34,7 @@ class VGPUDriver:
     """Reports one node per layout entry; ``nested`` picks the layout."""
 
     def __init__(self, layout: Layout | None = None,
-                 nested: bool = True) -> None:
+                 *, nested: bool = True) -> None:
         if layout is None:
             layout = json.loads(os.environ.get(ENV, "{}"))
         self.layout: Layout = layout

@@ -22,8 +22,8 @@ def no_entry_point_cache() -> None:
     """Keep stevedore (the plugin loader of oslo.* and keystoneauth) from
     writing its entry-point cache to ``~/.cache/python-entrypoints`` (or
     ``$XDG_CACHE_HOME``), making ``$HOME`` when it does not exist. Scanning
-    the entry points takes about 10 ms, once per process: the file saves
-    a server nothing. stevedore offers no switch but a ``.disable`` file
+    the entry points happens once per process anyway: the file saves a
+    server nothing. stevedore offers no switch but a ``.disable`` file
     in that very folder, so its cache object is told directly; a
     stevedore without it is left as it is."""
     try:

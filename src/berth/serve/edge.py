@@ -5,11 +5,11 @@ gunicorn parses the request line and headers before Berth sees a request,
 and answers what it refuses with its own HTML page, no request id and no
 request-log line. Berth raises gunicorn's limits to what upstream
 deployments accept (a URL of ``MAX_URL`` characters, header lines of
-``HEADER_LINE_LIMIT`` bytes, ``HEADER_FIELDS`` headers), so ``Edge`` in
+``HEADER_LINE_LIMIT`` bytes, ``HEADER_FIELDS`` headers), so ``EdgeMiddleware`` in
 ``berth.api.app`` judges everything within them; and ``EdgeWorker`` turns
 what gunicorn still refuses (longer lines, more headers, a request it
 cannot parse) into a Placement-format JSON error with a request id,
-rendered and logged by that same ``Edge``.
+rendered and logged by that same ``EdgeMiddleware``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def refusal(exc: BaseException) -> errors.HTTPProblem | None:
 
 class EdgeWorker(SyncWorker):  # type: ignore[misc]
     """gunicorn's sync worker, answering unreadable requests through
-    Berth's ``Edge`` (JSON body, request id, request-log line)."""
+    Berth's ``EdgeMiddleware`` (JSON body, request id, request-log line)."""
 
     def handle_error(self, req: Any, client: Any, addr: Any,
                      exc: BaseException) -> None:

@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from berth.domain.allocation_candidate.world_cache import Observer, Refresh
+from berth.domain.allocation_candidate.cache import Refresh, RefreshObserver
 
 LOG = logging.getLogger("berth.server")
 
 #: Seconds between two readings of a worker's private memory (a reading
-#: walks the process's page tables: about 4 ms at 50,000 hosts).
+#: walks the process's page tables, which grow with the world).
 MEMORY_CHECK_SECONDS = 5.0
 #: The least automatic ``[berth] worker_private_memory``, MiB: below it a
 #: worker's own memos and buffers alone would make it churn.
@@ -66,8 +66,9 @@ class Recycler:
     a third of what it shares then (S: the master's world and modules),
     at least ``MIN_PRIVATE_MEMORY``. Eight workers at the limit hold
     S + 8·S/3, under three times the S + S/3 of one worker at it; what
-    serving copies in steady use (50 MB at 50,000 hosts, where S is 230
-    MB) stays below it, so workers are replaced for what accumulates: a
+    serving copies in steady use stays well below S/3 (measured at 50,000
+    hosts: bench/journal/2026-12-01.md, "Memory under a scheduler's
+    workload"), so workers are replaced for what accumulates: a
     whole load, patched indexes, hours of claims. One instance is made in
     the master; each forked worker has its own copy of its state.
     """
@@ -112,14 +113,15 @@ class Recycler:
                 metrics.worker_recycles.inc()
 
 
-def tune_gc() -> Observer:
+def tune_gc() -> RefreshObserver:
     """Garbage-collector settings for a process that serves requests:
     rarer young collections now, and the returned cache observer, which
     after each whole load of the candidate cache collects once and moves
     every live object out of the collector's view (``gc.freeze``), so that
     requests that build thousands of objects do not make the collector
-    walk the world again and again. Halves the CPU of large candidate
-    answers at 1,000 hosts. (Freezing never stops reference counting from
+    walk the world again and again, which cost large candidate answers
+    much of their CPU (bench/journal/2026-11-29.md, "Where Berth's time
+    goes"). (Freezing never stops reference counting from
     freeing an old world.)"""
     gc.set_threshold(5000, 20, 20)
     return _freeze_after_whole_load

@@ -46,11 +46,11 @@ def warm(app: Any) -> bool:
     """Load ``app``'s candidate cache whole and freeze it for sharing
     with processes forked later; False when the cache is off."""
     state = _state(app)
-    if state is None or not state.cache.keep:
+    if state is None or not state.candidate_cache.keep:
         return False
     start = time.perf_counter()
     schemas.compile_all()
-    snap = state.db.read(state.cache.current)
+    cached = state.db.read(state.candidate_cache.current)
     # What is alive now (the world, the modules) is what the workers
     # share: out of the collector's view, so that no collection in a
     # worker touches (and copies) those pages.
@@ -60,7 +60,7 @@ def warm(app: Any) -> bool:
     # into a worker.
     state.db.engine.dispose()
     LOG.info("candidate cache: %d providers loaded before forking workers "
-             "in %.2f s", len(snap.world.providers),
+             "in %.2f s", len(cached.world.providers),
              time.perf_counter() - start)
     return True
 
@@ -70,12 +70,12 @@ def refresh(app: Any) -> None:
     to the change sequence and freeze what that made, for the new worker
     to share. Any failure is logged, and the worker catches up itself."""
     state = _state(app)
-    if state is None or not state.cache.keep:
+    if state is None or not state.candidate_cache.keep:
         return
-    before = state.cache.snapshot
+    before = state.candidate_cache.latest
     start = time.perf_counter()
     try:
-        snap = state.db.read(state.cache.current)
+        cached = state.db.read(state.candidate_cache.current)
     except Exception as exc:  # the master must go on forking
         LOG.warning("candidate cache: the master could not bring its "
                     "world up to date before forking a worker (%s); the "
@@ -83,24 +83,24 @@ def refresh(app: Any) -> None:
         return
     finally:
         state.db.engine.dispose()
-    if snap is not before:
+    if cached is not before:
         gc.freeze()
         LOG.info("candidate cache: the master's world caught up before "
                  "forking a worker in %.2f s",
                  time.perf_counter() - start)
 
 
-def after_fork(app: Any, one_at_a_time: bool = False) -> None:
+def after_fork(app: Any, *, one_at_a_time: bool = False) -> None:
     """In a new worker: drop the inherited connection pool without
     closing its connections (they belong to the parent), so this worker
     opens its own. ``one_at_a_time``: the worker answers one request at a
     time (gunicorn's sync workers), so its candidate cache may update its
-    world in place (``WorldCache.exclusive``) rather than copy what it
+    world in place (``CandidateCache.exclusive``) rather than copy what it
     shares with the master."""
     state = _state(app)
     if state is not None:
         state.db.engine.dispose(close=False)
-        state.cache.exclusive = one_at_a_time
+        state.candidate_cache.exclusive = one_at_a_time
 
 
 #: uwsgi options under which a worker answers more than one request at a
@@ -112,7 +112,7 @@ def uwsgi_one_at_a_time(opt: dict[str, Any]) -> bool:
     """Whether a uwsgi worker started with options ``opt`` (``uwsgi.opt``:
     names to bytes, or lists of them when given twice) answers one
     request at a time, so that its candidate cache may update its world
-    in place instead of copying it (``WorldCache.exclusive``)."""
+    in place instead of copying it (``CandidateCache.exclusive``)."""
     for name in _CONCURRENT:
         value = opt.get(name)
         if isinstance(value, list):

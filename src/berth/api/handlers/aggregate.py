@@ -11,7 +11,7 @@ from berth.api.schemas import aggregate as schema
 from berth.api.schemas import pick
 from berth.domain import aggregate, resource_provider
 
-RULE = "placement:resource_providers:aggregates:%s"
+POLICY = "placement:resource_providers:aggregates:%s"
 
 
 def _send(req: falcon.Request, resp: falcon.Response, uuids: list[str],
@@ -30,7 +30,7 @@ def get_aggregates(req: falcon.Request, resp: falcon.Response,
     1.19); 403 unless policy allows the caller; 404 when no provider has
     that uuid; 406 when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, RULE % "list")
+    util.authorize(req, POLICY % "list")
 
     def work(conn: Any) -> tuple[list[str], int]:
         row = resource_provider.load_provider(conn, uuid)
@@ -47,7 +47,7 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response,
     1.19); 400 for a body the schema refuses; 403 unless policy allows
     the caller; 404 when no provider has that uuid; 409 when the
     generation is stale (from 1.19); 415 unless the body is JSON."""
-    util.authorize(req, RULE % "update")
+    util.authorize(req, POLICY % "update")
     # Upstream answers 404 for an unknown provider before reading the body.
     data = util.parse_or_not_found(
         req, lambda: util.json_body(req, pick(schema.PUT_BODIES,

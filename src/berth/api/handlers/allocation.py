@@ -15,7 +15,8 @@ from berth.api.schemas import pick
 from berth.domain import allocation, common, errors
 from berth.domain.allocation import ConsumerAllocations
 
-RULE = "placement:allocations:%s"
+POLICY = "placement:allocations:%s"
+PROVIDER_ALLOCATIONS_POLICY = "placement:resource_providers:allocations:list"
 
 
 def _consumer_body(req: falcon.Request,
@@ -40,7 +41,7 @@ def get_allocations(req: falcon.Request, resp: falcon.Response,
     has none: never a 404); 403 unless policy allows the caller; 406
     when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, RULE % "list")
+    util.authorize(req, POLICY % "list")
     view = util.db(req).read(
         lambda conn: allocation.for_consumer(conn, consumer_uuid))
     util.send(req, resp, _consumer_body(req, view),
@@ -53,7 +54,7 @@ def list_for_provider(req: falcon.Request, resp: falcon.Response,
     and its generation; 403 unless policy allows the caller; 404 when no
     provider has that uuid; 406 when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, "placement:resource_providers:allocations:list")
+    util.authorize(req, PROVIDER_ALLOCATIONS_POLICY)
 
     def work(conn: Connection) -> tuple[Any, ...]:
         row = common.require_provider(
@@ -100,7 +101,8 @@ def _request(req: falcon.Request, consumer_uuid: str,
 
 def _claim(req: falcon.Request, requests: list[ConsumerAllocations],
            unknown_class_prefix: str) -> None:
-    """Write ``requests`` in one transaction (retried on provider races),
+    """Write ``requests`` in one transaction (run again when a claimed
+    provider is deleted under it: ``allocation.run_claim``),
     wording failures as upstream words them for this endpoint."""
     def work(conn: Connection) -> None:
         allocation.replace_allocations(conn, requests)
@@ -122,7 +124,7 @@ def put_allocations(req: falcon.Request, resp: falcon.Response,
     refuses, or an unknown class or provider; 403 unless policy allows
     the caller; 409 when an allocation does not fit or a consumer or
     provider generation is stale; 415 unless the body is JSON."""
-    util.authorize(req, RULE % "update")
+    util.authorize(req, POLICY % "update")
     normal = common.normalize_uuid(consumer_uuid)
     if normal is None:
         raise HTTPProblem(400, "Malformed consumer_uuid: %s" % consumer_uuid)
@@ -138,7 +140,7 @@ def post_allocations(req: falcon.Request, resp: falcon.Response) -> None:
     unless policy allows the caller; 409 when an allocation does not fit
     or a consumer or provider generation is stale; 415 unless the body
     is JSON."""
-    util.authorize(req, RULE % "manage")
+    util.authorize(req, POLICY % "manage")
     data = util.json_body(req, pick(schema.POST_SCHEMAS, req.context.version))
     # "mappings" (1.34) are validated by the schema and not stored.
     _claim(req, [_request(req, uuid, body) for uuid, body in data.items()],
@@ -151,7 +153,7 @@ def delete_allocations(req: falcon.Request, resp: falcon.Response,
     """204; 403 unless policy allows the caller; 404 when the
     consumer holds no allocations; 409 when concurrent writes to the same
     rows keep the database refusing the transaction (as for any write)."""
-    util.authorize(req, RULE % "delete")
+    util.authorize(req, POLICY % "delete")
     def run(conn: Connection) -> None:
         allocation.delete_for_consumer(conn, consumer_uuid)
     util.db(req).run(run)

@@ -20,6 +20,8 @@ from berth.domain.allocation_candidate.request import (
 
 LOG = logging.getLogger(__name__)
 
+POLICY = "placement:allocation_candidates:list"
+
 #: Queries whose parse ``State.parsed_queries`` keeps; past it, it starts
 #: again empty.
 PARSED_LIMIT = 512
@@ -51,7 +53,7 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /allocation_candidates: 200, or 400 (bad query, unknown class
     or trait), 403, 406."""
     util.check_accept(req)
-    util.authorize(req, "placement:allocation_candidates:list")
+    util.authorize(req, POLICY)
     groups, wide = _parsed_query(req, util.query(req))
     _answer(req, resp, groups, wide,
             schema.requested_order(util.conf(req), {}))
@@ -64,7 +66,7 @@ def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
     200, or 400 (bad query or order, unknown class or trait), 403,
     406."""
     util.check_accept(req)
-    util.authorize(req, "placement:allocation_candidates:list")
+    util.authorize(req, POLICY)
     pairs, given = schema.split_order(util.query(req))
     order = schema.requested_order(util.conf(req), given)
     groups, wide = _parsed_query(req, pairs)
@@ -79,18 +81,19 @@ def _answer(req: falcon.Request, resp: falcon.Response,
     settings = schema.candidate_settings(util.conf(req), order)
     nested = util.want(req, "1.29")
 
-    cache = util.world_cache(req)
+    cache = util.candidate_cache(req)
 
     def work(conn: Connection) -> Result:
         return engine.find_candidates(conn, cache, groups, wide, settings,
-                                      nested)
+                                      nested_aware=nested)
 
     result = util.db(req).read(work)
     req.context.state.metrics.candidates_answered(
-        len(result.candidates), result.trees, result.cut, order.name)
+        len(result.candidates), result.trees, cut=result.cut,
+        order=order.name)
     if not result.candidates and LOG.isEnabledFor(logging.DEBUG):
         LOG.debug("no allocation candidates for %s: %s", req.query_string,
                   explain.explain(result.world, groups, result.specs,
                                   wide).summary_line())
     util.send(req, resp, view.serialize(result, groups, req.context.version,
-                                        req.context.state.summaries))
+                                        req.context.state.encoded))

@@ -7,14 +7,15 @@ from sqlalchemy.engine import Connection
 
 from berth.api import util
 from berth.api.schemas import change as schema
-from berth.api.schemas.change import RULE, feed_query
+from berth.api.schemas.change import POLICY, feed_query
 from berth.api.views.change import event_body
 from berth.db import events
 from berth.domain import change
+from berth.position import Position
 
 #: The whole feed's policy target project (``change.EVERY_PROJECT``).
 EVERY_PROJECT = change.EVERY_PROJECT
-__all__ = ["EVERY_PROJECT", "RULE", "list_changes"]
+__all__ = ["EVERY_PROJECT", "POLICY", "list_changes"]
 
 
 def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
@@ -28,13 +29,13 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
     filters, trees, limit = feed_query(params, lambda project: util.authorize(
-        req, RULE, {"project_id": project, "user_id": None}))
+        req, POLICY, {"project_id": project, "user_id": None}))
 
-    def work(conn: Connection) -> events.Page:
+    def work(conn: Connection) -> events.EventPage:
         return change.read_feed(conn, params["after"], filters, trees, limit)
 
     page = util.db(req).read(work)
     util.send(req, resp, {
-        "position": change.format_position(page.upto),
+        "position": str(Position.of(page.upto)),
         "more": page.more,
         "events": [event_body(e) for e in page.events]}, cache=False)

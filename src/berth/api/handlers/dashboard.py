@@ -35,25 +35,22 @@ from berth.api import errors, microversion, render, util
 from berth.api.errors import STATUS_TEXT, HTTPProblem
 from berth.api.schemas import allocation_candidate as candidate_schema
 from berth.api.schemas.allocation_candidate import parse_query
+from berth.api.views import dashboard as view
 from berth.api.views import explain as explain_view
 from berth.api.views import fit as fit_view
 from berth.db import changes, events
-from berth.domain import change, dashboard
+from berth.domain import dashboard
 from berth.domain.allocation_candidate import engine, explain, fit
 from berth.domain.allocation_candidate.request import NAMES
 from berth.domain.errors import DomainError
 
-RULE = "berth:dashboard"
+POLICY = "berth:dashboard"
 HTML = "text/html; charset=utf-8"
 #: The static files there are, with their types.
 #: Not routed: what api/app.py's one error handler calls, so that a browser
 #: asking a dashboard page gets an HTML error page.
 APP_HOOKS = ("wants_page", "error_page")
 STATIC = {"dashboard.css": "text/css; charset=utf-8"}
-#: Binary units of the size classes (MEMORY_MB, DISK_GB, CUSTOM_..._MB),
-#: from the one the class counts in.
-UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-_SIZE_STEP = {u[0] + "B": step for step, u in enumerate(UNITS)}
 
 _TREES = (events.PROVIDER_CREATED, events.PROVIDER_UPDATED,
           events.PROVIDER_DELETED)
@@ -84,38 +81,14 @@ def _templates() -> jinja2.Environment:
         autoescape=True, trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda n: f"{n:,}"
-    env.filters["amount"] = _amount
-    env.globals["unit"] = _unit
+    env.filters["amount"] = view.amount
+    env.filters["noun"] = view.noun
+    env.globals["unit"] = view.unit
+    env.globals["figures"] = view.figures
+    env.globals["reason_words"] = view.REASON_WORDS
     env.globals["pager"] = _pager_links
     env.globals["live"] = LIVE
     return env
-
-
-def _unit(resource_class: str) -> str:
-    """The unit ``resource_class`` counts in: "MB", "GB"... for a size
-    class, "" for a count."""
-    tail = resource_class.rpartition("_")[2]
-    return tail if tail in _SIZE_STEP else ""
-
-
-def _amount(n: int, resource_class: str) -> str:
-    """``n`` of ``resource_class`` for people: a size in the largest
-    binary unit it reaches (``2.49 TiB`` for 2,613,248 MEMORY_MB), a
-    count with thousands separators."""
-    base = _unit(resource_class)
-    if not base:
-        return f"{n:,}"
-    step = _SIZE_STEP[base]
-    size = float(abs(n))
-    while size >= 1024 and step < len(UNITS) - 1:
-        size /= 1024
-        step += 1
-    places = 0 if size >= 100 or size == int(size) else (
-        1 if size >= 10 else 2)
-    text = f"{size:,.{places}f}"
-    if places:
-        text = text.rstrip("0").rstrip(".")
-    return "%s%s %s" % ("-" if n < 0 else "", text, UNITS[step])
 
 
 def _pager_links(page: dashboard.Page, args: dict[str, str]
@@ -133,7 +106,7 @@ def _pager_links(page: dashboard.Page, args: dict[str, str]
 def _begin(req: falcon.Request) -> None:
     """Authorize, and read queries at the newest microversion (a browser
     sends no microversion header)."""
-    util.authorize(req, RULE)
+    util.authorize(req, POLICY)
     req.context.version = microversion.MAX
 
 
@@ -175,7 +148,7 @@ class _At:
 
 def _at(conn: Connection) -> _At:
     now = changes.current(conn)
-    return _At(now.total, change.format_position(dict(now.seqs)))
+    return _At(now.total, str(now))
 
 
 def _not_modified(req: falcon.Request, resp: falcon.Response,
@@ -203,7 +176,7 @@ def _page(req: falcon.Request, resp: falcon.Response, template: str,
           build: Any, **context: Any) -> None:
     """Answer ``template`` with what ``build(conn, snapshot)`` returns,
     or a 304 when the sequence number did not move."""
-    cache_ = util.world_cache(req)
+    cache_ = util.candidate_cache(req)
 
     def work(conn: Connection) -> tuple[_At, Any]:
         at = _at(conn)
@@ -263,7 +236,7 @@ def _one_line(problem: HTTPProblem, method: str = "",
               names: Iterable[str] = ()) -> str:
     """What ``problem`` says, in one line for people (no schema dump; an
     unknown class or trait with the nearest of ``names``)."""
-    detail = problem.to_dict(None, False, method)["errors"][0]["detail"]
+    detail = problem.to_dict(None, with_code=False, method=method)["errors"][0]["detail"]
     return errors.for_people(detail, known=candidate_schema.QUERY_NAMES,
                              names=names)
 
@@ -312,14 +285,14 @@ def _tool(req: falcon.Request, resp: falcon.Response, template: str,
                       else (None, dashboard.Labels({}, {})))
     resp.set_header("cache-control", "no-cache")
     _render(resp, template, at, error=error, report=report,
-            named=labels.names, members=labels.members,
+            named=labels.names, aggregates=labels.aggregates,
             active=template.split(".")[0], args={}, **context)
 
 
 def _explained(req: falcon.Request, make: Any) -> Any:
     """``run`` for ``_tool`` of explain or fit: the report ``make(world,
     groups, specs, wide)`` gives, and its providers' labels."""
-    cache_ = util.world_cache(req)
+    cache_ = util.candidate_cache(req)
 
     def run(conn: Connection, parsed: Any) -> Any:
         groups, wide = parsed
@@ -356,8 +329,9 @@ def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
     _tool(req, resp, "explain.html",
           _parse(text, req.context.version) if text else None,
           _explained(req, lambda world, groups, specs, wide:
-                     explain_view.serialize(explain.explain(
-                         world, groups, specs, wide))), q=text)
+                     explain_view.serialize(
+                         explain.explain(world, groups, specs, wide))),
+          q=text)
 
 
 def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
@@ -411,7 +385,7 @@ def first_page(req: falcon.Request, resp: falcon.Response) -> None:
     params = _params(req)
     form = {k: params.get(k, "").strip() for k in ORDER_FIELDS}
     conf = util.conf(req)
-    cache_ = util.world_cache(req)
+    cache_ = util.candidate_cache(req)
 
     def run(conn: Connection, parsed: Any) -> Any:
         groups, wide, want = parsed
@@ -461,7 +435,7 @@ def error_page(req: falcon.Request, resp: falcon.Response,
 
 def sequence(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/seq: the change sequence number as text; 200, 403."""
-    util.authorize(req, RULE)
+    util.authorize(req, POLICY)
     resp.status = 200
     resp.content_type = "text/plain; charset=utf-8"
     resp.set_header("cache-control", "no-store")

@@ -19,6 +19,8 @@ from berth.domain import common, dashboard
 from berth.domain.allocation_candidate import engine, explain
 from berth.domain.allocation_candidate.explain import Explanation
 
+POLICY = "berth:explain"
+
 
 def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     """Answers 200; 400 for a query GET /berth/allocation_candidates
@@ -26,7 +28,7 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     unless the caller passes ``berth:explain``; 404 when ``explain_tree``
     names no provider; 406."""
     util.check_accept(req)
-    util.authorize(req, "berth:explain")
+    util.authorize(req, POLICY)
     pairs, given = split_order(util.query(req))
     order = requested_order(util.conf(req), given)
     trees = [v for k, v in pairs if k == "explain_tree"]
@@ -36,7 +38,7 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
         raise HTTPProblem(400, "Invalid query string parameters: "
                           "explain_tree takes one provider uuid")
     wanted = common.normalize_uuid(trees[0]) if trees else None
-    cache = util.world_cache(req)
+    cache = util.candidate_cache(req)
 
     def work(conn: Connection) -> tuple[Explanation, dict[int, str]]:
         world, specs = engine.resolve(conn, cache, groups, wide)

@@ -16,15 +16,17 @@ from berth.domain.allocation_candidate.fit import Fit
 from berth.domain.allocation_candidate.world import World
 from berth.domain.dashboard import Labels
 
+POLICY = "berth:fit"
+
 
 def fit_request(req: falcon.Request, resp: falcon.Response) -> None:
     """Answers 200; 400 for a query GET /allocation_candidates refuses
     (with the same message); 403 unless the caller passes ``berth:fit``;
     406."""
     util.check_accept(req)
-    util.authorize(req, "berth:fit")
+    util.authorize(req, POLICY)
     groups, wide = parse_query(util.query(req), req.context.version)
-    cache = util.world_cache(req)
+    cache = util.candidate_cache(req)
 
     def work(conn: Connection) -> tuple[World, Fit, Labels]:
         world, specs = engine.resolve(conn, cache, groups, wide)

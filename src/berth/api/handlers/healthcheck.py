@@ -10,7 +10,7 @@ from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.domain.errors import Forbidden
 
-DETAILS_RULE = "berth:healthcheck:details"
+DETAILS_POLICY = "berth:healthcheck:details"
 
 
 def check(req: falcon.Request, resp: falcon.Response) -> None:
@@ -21,7 +21,7 @@ def check(req: falcon.Request, resp: falcon.Response) -> None:
     caller away."""
     health = req.context.state.health
     try:
-        util.authorize(req, DETAILS_RULE)
+        util.authorize(req, DETAILS_POLICY)
         checker = health.detailed
     except Forbidden:
         checker = health.plain

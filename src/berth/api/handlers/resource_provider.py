@@ -8,15 +8,15 @@ from typing import Any
 
 import falcon
 import orjson
-from sqlalchemy.engine import Row
 
-from berth.api import util
+from berth.api import microversion, util
 from berth.api.schemas import pick
 from berth.api.schemas import resource_provider as schema
+from berth.db import AnyRow
 from berth.domain import resource_provider
 from berth.domain.allocation_candidate.provider_filter import filter_provider_ids
 
-RULE = "placement:resource_providers:%s"
+POLICY = "placement:resource_providers:%s"
 #: Query parameters matched by the allocation-candidate engine.
 ENGINE_FILTERS = frozenset({"resources", "required", "member_of"})
 #: Query parameters matched in SQL; without them, an engine-filtered
@@ -37,14 +37,14 @@ def _link_rels(req: falcon.Request) -> list[str]:
     return rels
 
 
-def _provider_body(req: falcon.Request, row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
+def _provider_body(req: falcon.Request, row: AnyRow) -> dict[str, Any]:
     """One provider as GET, POST (1.20+) and PUT show it; ``row`` is a
     :func:`berth.domain.resource_provider.get_provider` row."""
     return _body_maker(req)(row)
 
 
 def _body_maker(req: falcon.Request
-                ) -> Callable[[Row], dict[str, Any]]:  # type: ignore[type-arg]
+                ) -> Callable[[AnyRow], dict[str, Any]]:
     """A function making provider bodies at this request's microversion
     (what does not change from provider to provider worked out once: a
     listing makes thousands)."""
@@ -58,7 +58,7 @@ def _body_maker(req: falcon.Request
     count = len(parts)
     nested = util.want(req, "1.14")
 
-    def make(row: Row) -> dict[str, Any]:  # type: ignore[type-arg]
+    def make(row: AnyRow) -> dict[str, Any]:
         uuid = row.uuid.encode()
         body: dict[str, Any] = {
             "uuid": row.uuid,
@@ -73,7 +73,7 @@ def _body_maker(req: falcon.Request
     return make
 
 
-def _modified(row: Row) -> Any:  # type: ignore[type-arg]
+def _modified(row: AnyRow) -> Any:
     return row.updated_at or row.created_at
 
 
@@ -82,7 +82,7 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
     schema refuses or one naming an unknown class or trait; 403 unless
     policy allows the caller; 406 when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, RULE % "list")
+    util.authorize(req, POLICY % "list")
     version = req.context.version
     pairs = util.validate_query(req, pick(schema.LIST_QUERIES, version))
     params = util.query_dict(pairs)
@@ -92,8 +92,8 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
             return None
         # The allocation-candidate engine owns these parameters: one
         # parser and one matcher for both endpoints.
-        return filter_provider_ids(conn, util.world_cache(req), pairs,
-                                   version)
+        return filter_provider_ids(conn, util.candidate_cache(req), pairs,
+                                   microversion.wants(version))
 
     if (ENGINE_FILTERS.intersection(params)
             and not SQL_FILTERS.intersection(params)):
@@ -115,7 +115,7 @@ def _send_kept(req: falcon.Request, resp: falcon.Response,
     """A listing of kept providers, each body encoded once per shape (the
     same bytes as encoding it within the listing)."""
     shape = (req.root_path, util.want(req, "1.14"), *_link_rels(req))
-    make: Callable[[Row], dict[str, Any]] | None = None  # type: ignore[type-arg]
+    make: Callable[[AnyRow], dict[str, Any]] | None = None
     bodies = []
     for k in kept:
         body = k.renderings.get(shape)
@@ -135,7 +135,7 @@ def get_provider(req: falcon.Request, resp: falcon.Response,
     when no provider has that uuid; 406 when the client cannot take
     JSON."""
     util.check_accept(req)
-    util.authorize(req, RULE % "show")
+    util.authorize(req, POLICY % "show")
     row = util.db(req).read(lambda conn: resource_provider.load_provider(conn, uuid))
     util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
@@ -145,7 +145,7 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     (both with its location); 400 for a body the schema refuses or a
     parent that does not exist; 403 unless policy allows the caller;
     409 when the name or uuid is taken; 415 unless the body is JSON."""
-    util.authorize(req, RULE % "create")
+    util.authorize(req, POLICY % "create")
     data = util.json_body(req, pick(schema.POST_BODIES, req.context.version))
     # Stored dashed and lower-case whatever spelling the client used.
     uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
@@ -174,7 +174,7 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     # Upstream's order: media type (415), policy (403), provider (404),
     # then the body (400).
     util.require_json(req)
-    util.authorize(req, RULE % "update")
+    util.authorize(req, POLICY % "update")
     data = util.parse_or_not_found(
         req, lambda: util.json_body(req, pick(schema.PUT_BODIES,
                                               req.context.version)),
@@ -190,6 +190,6 @@ def delete_provider(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
     """204; 403 unless policy allows the caller; 404 when no provider
     has that uuid; 409 when it has children or allocations."""
-    util.authorize(req, RULE % "delete")
+    util.authorize(req, POLICY % "delete")
     util.db(req).run(lambda conn: resource_provider.delete_provider(conn, uuid))
     util.no_content(resp)

@@ -14,7 +14,7 @@ from berth.api.schemas import trait as schema
 from berth.domain import trait
 
 POLICY = "placement:traits:%s"
-RP_POLICY = "placement:resource_providers:traits:%s"
+PROVIDER_TRAITS_POLICY = "placement:resource_providers:traits:%s"
 
 INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than '
                  '255 characters, start with the prefix "CUSTOM_" and use '
@@ -107,7 +107,7 @@ def list_provider_traits(req: falcon.Request, resp: falcon.Response,
     policy allows the caller; 404 when no provider has that uuid; 406
     when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, RP_POLICY % "list")
+    util.authorize(req, PROVIDER_TRAITS_POLICY % "list")
     generation, found = util.db(req).read(
         lambda conn: trait.provider_traits(conn, uuid))
     body, when = _listing(found)
@@ -122,7 +122,7 @@ def set_provider_traits(req: falcon.Request, resp: falcon.Response,
     caller; 404 when no provider has that uuid; 409 when the generation
     is stale; 415 unless the body is JSON."""
     util.require_json(req)
-    util.authorize(req, RP_POLICY % "update")
+    util.authorize(req, PROVIDER_TRAITS_POLICY % "update")
     data = util.json_body(req, schema.SET_PROVIDER_TRAITS_V)
     generation, found = util.db(req).run(
         lambda conn: trait.set_provider_traits(
@@ -136,6 +136,6 @@ def delete_provider_traits(req: falcon.Request, resp: falcon.Response,
                            uuid: str) -> None:
     """204; 403 unless policy allows the caller; 404 when no
     provider has that uuid; 409 when the provider changed meanwhile."""
-    util.authorize(req, RP_POLICY % "delete")
+    util.authorize(req, PROVIDER_TRAITS_POLICY % "delete")
     util.db(req).run(lambda conn: trait.delete_provider_traits(conn, uuid))
     util.no_content(resp)

@@ -12,6 +12,9 @@ from berth.api.schemas import pick
 from berth.api.schemas import usage as schema
 from berth.domain import errors, usage
 
+POLICY = "placement:usages"
+PROVIDER_USAGES_POLICY = "placement:resource_providers:usages"
+
 
 def provider_usages(req: falcon.Request, resp: falcon.Response,
                     uuid: str) -> None:
@@ -19,7 +22,7 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
     unless policy allows the caller; 404 when no provider has that uuid;
     406 when the client cannot take JSON."""
     util.check_accept(req)
-    util.authorize(req, "placement:resource_providers:usages")
+    util.authorize(req, PROVIDER_USAGES_POLICY)
 
     def work(conn: Connection) -> dict[str, Any]:
         found = usage.provider_usages(conn, uuid)
@@ -43,7 +46,7 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
     params = util.query_dict(util.query(req))
     project_id, user_id = params.get("project_id"), params.get("user_id")
     # A project reader may read its own project's usages.
-    util.authorize(req, "placement:usages",
+    util.authorize(req, POLICY,
                    {"project_id": project_id, "user_id": user_id})
     by_type = util.want(req, "1.38")
     util.validate_query(req, pick(schema.QUERIES, req.context.version))

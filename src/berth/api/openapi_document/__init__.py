@@ -3,8 +3,9 @@ serves (``create_app`` builds it from the routes table it serves, so the
 handler only hands out bytes) and ``python -m berth.cli.docgen api``
 turns into ``docs/api-reference.md``.
 
-Built from two tables: the routes table (``berth.api.routes.ROUTES``, the
-where: every path, method and the microversion a route starts at) and
+Built from two tables: the routes (``berth.api.routes.API``: the app's
+table and the routes another process serves, the watch; the where:
+every path, method and the microversion a route starts at) and
 ``operations.OPERATIONS`` (the what: a summary, the success answers, the
 request schemas and the errors). ``paths`` writes one operation from the
 two, ``components`` what every operation shares. A route added to the
@@ -17,6 +18,7 @@ Microversions: each operation carries ``x-openstack-microversion``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import berth
@@ -25,9 +27,9 @@ from berth.api.openapi_document.components import components
 from berth.api.openapi_document.paths import operation
 
 
-def document(routes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def document(routes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The OpenAPI document for ``routes`` (a routes table, as
-    ``berth.api.routes.ROUTES``).
+    ``berth.api.routes.API``).
 
     KeyError names a route with no entry in ``OPERATIONS``.
     """

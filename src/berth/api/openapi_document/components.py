@@ -43,7 +43,7 @@ ERROR_TEXT = {
 
 
 
-def headers(cached: bool, read: bool = False) -> dict[str, Any]:
+def headers(*, cached: bool, read: bool = False) -> dict[str, Any]:
     """References to the headers an answer carries (``cached``: with
     ``last-modified`` and ``cache-control``; ``read``: the answer of a
     GET or HEAD, with ``Berth-Position``)."""
@@ -65,7 +65,7 @@ def headers(cached: bool, read: bool = False) -> dict[str, Any]:
 def components() -> dict[str, Any]:
     """The document's ``components``: what the operations refer to."""
     def error(text: str) -> dict[str, Any]:
-        return {"description": text, "headers": headers(False),
+        return {"description": text, "headers": headers(cached=False),
                 "content": {JSON: {"schema": {
                     "$ref": "#/components/schemas/Error"}}}}
     responses = {"E%d" % s: error(t) for s, t in ERROR_TEXT.items()

@@ -50,11 +50,40 @@ class Operation:
     #: The token may be left out (the dashboard under noauth2, where a
     #: browser's request without one stands for admin).
     token_optional: bool = False
+    #: What each Berth-only query parameter is, in words (upstream's are
+    #: described by the microversion they appear in).
+    words: dict[str, str] = field(default_factory=dict)
+    #: The process serving a route of ``routes.SERVED_ELSEWHERE`` (empty:
+    #: the API's own).
+    served_by: str = ""
 
 
 #: A body the handler does not read.
 IGNORED = validator({"description": "Not read."})
 
+
+#: The change feed's query, in words (``GET /berth/changes`` and the
+#: forms that share its handler or its query).
+_FEED_WORDS = {
+    "after": "The position to read on from: `0` for the oldest event "
+             "kept, or the `position` of an earlier answer or the "
+             "Berth-Position header of any read.",
+    "kind": "Only events of these kinds, comma-separated.",
+    "tree": "Only events about these provider trees: provider uuids "
+            "(any provider of a tree), comma-separated, at most 100.",
+    "consumer": "Only the allocation events of this consumer (uuid).",
+    "project": "Only the allocation events of this project (a project "
+               "reader must name its own).",
+    "limit": "The most events one answer lists (default 1000).",
+}
+
+#: The watch's query: the feed's, and the frames asked for (which the
+#: watch server reads before validating the rest with the feed's schema).
+_FEED_QUERY: dict[str, Any] = dict(
+    change_s.QUERY.schema)  # type: ignore[arg-type]
+_WATCH_QUERY = validator({**_FEED_QUERY, "properties": {
+    **_FEED_QUERY["properties"],
+    "format": {"type": "string", "enum": ["jsonl", "sse"]}}})
 
 #: An HTML page's body.
 _HTML = {"text/html": {"schema": {"type": "string"}}}
@@ -290,11 +319,34 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "The change feed: the events after a position (the Berth-Position "
         "header of any read), oldest first, and the position to read on "
         "from (policy berth:changes:list).", {200: r.CHANGES},
-        errors=(410,), query=(("1.0", change_s.QUERY),),
+        errors=(410,), query=(("1.0", change_s.QUERY),), words=_FEED_WORDS,
         description="Filters: `kind` (comma-separated), `tree`, "
         "`consumer`, `project`; `limit` (default 1000). 410 when the "
         "events after `after` are no longer kept. See "
         "docs/change-feed.md."),
+    ("/berth/changes/watch", "GET"): Operation(
+        "The change feed as a stream: the events after a position, then "
+        "each event as it is written, with a bookmark when idle (policy "
+        "berth:changes:list). Served by berth serve's watch server, on "
+        "[berth] watch_listen, not by the API's own listener.",
+        {200: {"type": "string"}}, errors=(410,),
+        query=_one(_WATCH_QUERY), served_by="berth.serve.watch",
+        words={**_FEED_WORDS,
+               "after": _FEED_WORDS["after"] + " `now`: from the newest "
+               "position on. A reconnecting EventSource's Last-Event-ID "
+               "header stands for it.",
+               "limit": "The most events the first page (before the "
+               "live stream) reads at once (default 1000).",
+               "format": "The frames: `jsonl` (JSON lines) or `sse` "
+               "(Server-Sent Events); by default as Accept asks."},
+        media={"application/x-ndjson": {"schema": {"type": "string"}},
+               "text/event-stream": {"schema": {"type": "string"}}},
+        description="Frames: JSON lines (the default), or Server-Sent "
+        "Events with `Accept: text/event-stream` or `format=sse` "
+        "(`format=jsonl` for JSON lines). Every event is the object GET "
+        "/berth/changes lists plus `after`, the position to resume from. "
+        "Errors before the stream starts use the API's format and "
+        "mapping. See docs/change-feed.md."),
     # The dashboard (docs/dashboard.md): HTML for browsers, policy
     # berth:dashboard (admin); under noauth2 a browser's request without
     # a token stands for admin.
@@ -333,6 +385,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "berth:changes:list) where the dashboard's pages reach it for "
         "their live refresh.", {200: r.CHANGES}, errors=(410,),
         query=(("1.0", change_s.QUERY),), token_optional=True,
+        words=_FEED_WORDS,
         description="See GET /berth/changes and docs/dashboard.md."),
     ("/dashboard/seq", "GET"): Operation(
         "The change-sequence number the dashboard polls to refresh "

@@ -53,11 +53,16 @@ def _combined(schemas: Versioned) -> dict[str, Any]:
                       for label, schema in ranges]}
 
 
-def _query_parameters(schemas: Versioned) -> list[dict[str, Any]]:
+def _query_parameters(schemas: Versioned,
+                      words: dict[str, str]) -> list[dict[str, Any]]:
     """One parameter per query key any microversion accepts; suffixed
-    group keys (patternProperties) appear under their plain name."""
+    group keys (patternProperties) appear under their plain name.
+    Required when every microversion's schema requires it. Described by
+    ``words`` or the schema's own description (Berth's parameters), else
+    by the microversion it appears in (upstream's)."""
     found: dict[str, dict[str, Any]] = {}
     since: dict[str, str] = {}
+    required: set[str] | None = None
     for label, schema in _ranges(schemas):
         keys = dict(schema.get("properties", {}))
         for pattern, spec in schema.get("patternProperties", {}).items():
@@ -65,10 +70,13 @@ def _query_parameters(schemas: Versioned) -> list[dict[str, Any]]:
         for name, spec in keys.items():
             found[name] = spec
             since.setdefault(name, label.split(" ")[0])
-    return [{"name": name, "in": "query", "required": False,
+        wanted = set(schema.get("required", ()))
+        required = wanted if required is None else required & wanted
+    return [{"name": name, "in": "query", "required": name in (required or ()),
              "schema": {"type": "string"}
              if spec.get("type") != "string" else spec,
-             "description": "From microversion %s." % since[name]}
+             "description": words.get(name) or spec.get("description")
+             or "From microversion %s." % since[name]}
             for name, spec in sorted(found.items())]
 
 
@@ -84,7 +92,10 @@ def _success(op: Operation, read: bool) -> dict[str, Any]:
     for status, schema in sorted(op.ok.items()):
         reply: dict[str, Any] = {
             "description": "Success.",
-            "headers": headers(op.cached and schema is not None, read)}
+            "headers": headers(cached=op.cached and schema is not None, read=read)}
+        if op.served_by:  # no microversion, no position: the request id
+            reply["headers"] = {name: ref for name, ref in reply[
+                "headers"].items() if name == "x-openstack-request-id"}
         if op.media is not None and schema is not None:
             reply["content"] = copy.deepcopy(op.media)
         elif schema is not None:
@@ -122,13 +133,16 @@ def operation(template: str, method: str, spec: Any) -> dict[str, Any]:
         "x-openstack-microversion": {"min": _minimum(spec),
                                      "max": microversion.VERSIONS[-1]},
         "parameters": (_path_parameters(template)
-                       + [{"$ref": "#/components/parameters/ApiVersion"}]
-                       + _query_parameters(op.query)),
+                       + ([] if op.served_by else
+                          [{"$ref": "#/components/parameters/ApiVersion"}])
+                       + _query_parameters(op.query, op.words)),
         "responses": {**_success(op, method in ("GET", "HEAD")),
                       **_errors(op, spec)},
     }
     if op.description:
         doc["description"] = op.description
+    if op.served_by:
+        doc["x-berth-served-by"] = op.served_by
     if op.body:
         # Required unless some microversion range does not read it.
         doc["requestBody"] = {

@@ -5,8 +5,9 @@ that ``pick`` reads (the handlers validate with what it picks, and the
 OpenAPI document describes every row of the same table).
 
 jsonschema judges every body and words every refusal, but it costs
-about a tenth of a claim's CPU. So each ``FastValidator`` first runs the
-schema compiled to Python by fastjsonschema, which only ever accepts
+a large part of a claim's CPU (bench/journal/2026-12-03.md, "Validating
+bodies"). So each ``FastValidator`` first runs the schema compiled to
+Python by fastjsonschema, which only ever accepts
 what jsonschema accepts (see ``_fast_copy``): when it accepts, the body
 is good; when it refuses, jsonschema runs and its verdict and words are
 the answer (tests/unit/test_schema_fast_path.py checks the claim on
@@ -236,9 +237,9 @@ def _fixer(schema: Any) -> _Fix | None:
     return fix_all
 
 
-#: Not compiled yet (fastjsonschema compiles on first use, per process:
-#: about 8 ms a schema, too much for every import of the package; a
-#: server compiles them all before it forks, see :func:`compile_all`).
+#: Not compiled yet (fastjsonschema compiles on first use, per process,
+#: which costs too much for every import of the package; a server
+#: compiles them all before it forks, see :func:`compile_all`).
 _PENDING: Any = object()
 #: Every validator made, for :func:`compile_all`.
 _MADE: list[FastValidator] = []

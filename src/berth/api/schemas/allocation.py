@@ -16,12 +16,12 @@ from typing import Any
 
 from berth.api.schemas import Versioned, validator
 from berth.api.schemas.resource_class import RC_PATTERN
+from berth.domain.limits import MAX_INT
 
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
 CONSUMER_TYPE_PATTERN = RC_PATTERN
 # Request group suffixes as 1.33 allows them (unanchored, as upstream).
 GROUP_PATTERN = "[a-zA-Z0-9_-]{1,64}"
-MAX_INT = 2147483647
 
 _EXTERNAL_ID: dict[str, Any] = {"type": "string", "minLength": 1,
                                  "maxLength": 255}

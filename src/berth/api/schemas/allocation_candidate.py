@@ -8,12 +8,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from berth.api import util
+from berth.api import microversion, util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import Versioned, pick, validator
 from berth.domain.allocation_candidate import parse
 from berth.domain.allocation_candidate.order import make_order
 from berth.domain.allocation_candidate.request import (
+    HOSTS_FIRST,
     NAMES,
     SCORED,
     Order,
@@ -97,7 +98,7 @@ def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
     schema refuses, and the parser's BadRequest errors (400 too, with
     the Placement query codes from 1.23) for one it cannot read."""
     util.validate_pairs(pairs, pick(SCHEMAS, version))
-    return parse.parse_request(pairs, version)
+    return parse.parse_request(pairs, microversion.wants(version))
 
 
 #: The parameters ``GET /berth/allocation_candidates`` adds to the query
@@ -196,8 +197,11 @@ def candidate_settings(conf: Any, order: Order) -> Settings:
     """What shapes an answer in ``order`` besides the query: the
     ``[placement]`` and ``[berth]`` options (the candidates endpoints and
     the dashboard's first-hosts page search alike)."""
+    strategy = conf.placement.allocation_candidates_generation_strategy
+    if (strategy == "depth-first" and conf.berth.candidate_hosts_first
+            and conf.placement.max_allocation_candidates < 0):
+        strategy = HOSTS_FIRST
     return Settings(
         order=order,
         max_candidates=conf.placement.max_allocation_candidates,
-        strategy=conf.placement.allocation_candidates_generation_strategy,
-        memo=conf.berth.candidate_memo)
+        strategy=strategy, memo=conf.berth.candidate_memo)

@@ -13,14 +13,11 @@ from berth.api.errors import did_you_mean, must_be, shown
 from berth.api.schemas import FastValidator, validator
 from berth.db import events
 from berth.domain import change, common, errors
+from berth.domain.limits import MAX_TREES
 
 #: One kind, or several separated by commas.
 _KINDS = "^(%s)(,(%s))*$" % (("|".join(k.replace(".", r"\.")
                                         for k in events.KINDS),) * 2)
-
-#: The most trees one ``tree`` filter names: a request line naming them
-#: all stays far below the 8 KiB limit.
-MAX_TREES = 100
 
 _CHANGES: dict[str, Any] = {
     "type": "object",
@@ -108,7 +105,7 @@ DEFAULT_LIMIT = 1000
 
 
 #: The policy rule of reading the feed, in either form.
-RULE = "berth:changes:list"
+POLICY = "berth:changes:list"
 
 
 def feed_query(params: dict[str, str], authorize: Callable[[str], None]

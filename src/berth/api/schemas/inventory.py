@@ -8,9 +8,8 @@ from typing import Any
 
 from berth.api.schemas import validator
 from berth.api.schemas.resource_class import RC_PATTERN
+from berth.domain.limits import MAX_INT
 
-#: Largest value of a signed 32-bit column.
-MAX_INT = 2147483647
 #: Largest single-precision float (MySQL stores allocation_ratio as FLOAT).
 MAX_FLOAT = 3.40282e38
 _RC_RE = re.compile("[A-Z0-9_]+")

@@ -47,12 +47,17 @@ def serialize(report: Explanation,
         item: dict[str, Any] = {"reason": kind, "trees": count}
         if kind == "capacity":
             item["resources"] = _capacity(world, excluded)
+        # One example a tree (its first fault of the kind): a tree with
+        # two (say too little VCPU and too little memory) is one tree
+        # excluded for the reason, not two.
+        firsts = (next(((f, pids) for f, pids in t.causes.items()
+                        if f.kind == kind), None) for t in excluded)
         item["examples"] = [
             {"tree": world.uuid(t.root),
              **({} if names is None else {"tree_name": names.get(t.root)}),
-             **fault_body(world, f, pids[:EXAMPLES], names)}
-            for t in excluded for f, pids in t.causes.items()
-            if f.kind == kind][:EXAMPLES]
+             **fault_body(world, first[0], first[1][:EXAMPLES], names)}
+            for t, first in zip(excluded, firsts, strict=True)
+            if first is not None][:EXAMPLES]
         reasons.append(item)
     return {"trees": {"considered": len(report.trees),
                       "with_candidates": len(report.trees) - len(excluded),

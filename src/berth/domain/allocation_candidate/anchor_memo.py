@@ -32,7 +32,7 @@ from berth.domain.allocation_candidate.world import World
 Entry = tuple[tuple[Provider, ...], list[Candidate]]
 
 
-class Shape(dict[int, Entry]):
+class ShapeEntries(dict[int, Entry]):
     """One shape's entries by anchor, in ``memo``; also what a lone
     provider's own entry names (``Provider.kept``). ``live`` until the
     memo drops the shape: an entry naming a dropped shape, or another
@@ -79,20 +79,20 @@ class AnchorMemo:
         self.max_shapes = shapes
         #: candidates held now, over every shape
         self.held = 0
-        self._shapes: OrderedDict[Hashable, Shape] = OrderedDict()
+        self._shapes: OrderedDict[Hashable, ShapeEntries] = OrderedDict()
 
-    def shape(self, key: Hashable) -> Shape:
+    def shape(self, key: Hashable) -> ShapeEntries:
         """The entries of shape ``key`` (made empty if new)."""
         entries = self._shapes.get(key)
         if entries is None:
-            entries = self._shapes[key] = Shape(self)
+            entries = self._shapes[key] = ShapeEntries(self)
             while len(self._shapes) > self.max_shapes:
                 self._drop_oldest()
         else:
             self._shapes.move_to_end(key)
         return entries
 
-    def keep(self, entries: Shape, anchor: int,
+    def keep(self, entries: ShapeEntries, anchor: int,
              basis: tuple[Provider, ...], found: list[Candidate]) -> None:
         """Hold ``found`` as ``anchor``'s candidates in ``entries``, unless
         that would go over the budget (a lone tree's on its provider,
@@ -112,7 +112,7 @@ class AnchorMemo:
         entries[anchor] = (basis, _copies(entries, found))
         self.held += grow
 
-    def lone(self, entries: Shape, anchor: int, provider: Provider,
+    def lone(self, entries: ShapeEntries, anchor: int, provider: Provider,
              found: list[Candidate]) -> bool:
         """Hold ``found`` on ``provider``, whose tree it is alone (no
         child, no sharing provider), unless another live shape holds it;
@@ -120,7 +120,7 @@ class AnchorMemo:
         owner = provider.kept
         if owner is not None:
             held_by = owner[0]
-            if (held_by is not entries and isinstance(held_by, Shape)
+            if (held_by is not entries and isinstance(held_by, ShapeEntries)
                     and held_by.memo is self and held_by.live):
                 return False
         # One tuple, the shape first: one object to read, not two.
@@ -143,19 +143,19 @@ class AnchorMemo:
         entries.amounts.clear()
 
 
-def _copies(entries: Shape, found: list[Candidate]) -> list[Candidate]:
-    """``found`` as the memo holds them: each with a ``memo`` of its own
-    for what callers keep (its encoded body), and each provider's
-    ``{class: amount}`` the shape's one dict of those amounts (most
-    candidates of a shape take the same amounts from a host: one dict
-    instead of one a host, a quarter of what a kept host costs). Nothing
-    edits a candidate's amounts once made."""
+def _copies(entries: ShapeEntries, found: list[Candidate]) -> list[Candidate]:
+    """``found`` as the memo holds them: each marked ``kept`` (callers
+    may keep what they derive from it, as its encoded body), and each
+    provider's ``{class: amount}`` the shape's one dict of those
+    amounts (most candidates of a shape take the same amounts from a
+    host: one dict instead of one a host, a quarter of what a kept host
+    costs). Nothing edits a candidate's amounts once made."""
     amounts = entries.amounts
     # Built directly: ``_replace`` costs several times as much.
     return [Candidate(c.anchor,
                       {pid: amounts.setdefault(tuple(res.items()), res)
                        for pid, res in c.allocs.items()},
-                      c.mappings, c.shared_only, {})
+                      c.mappings, c.shared_only, True)
             for c in found]
 
 

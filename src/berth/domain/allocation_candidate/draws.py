@@ -81,8 +81,8 @@ def _drawn(count: int, k: int, rng: random.Random, start: int = 0
 
     Drawn as ``shuffled`` draws its first (random bits, drawn again past
     the count), each kept at its first draw, in a plain loop (no
-    generator switch, no mark per number: a third of what ``shuffled``'s
-    first draws cost, callgrind). The first number accepted is the extra
+    generator switch, no mark per number: cheaper than ``shuffled``'s
+    first draws, counted with callgrind). The first number accepted is the extra
     one (numbers drawn independently and kept at their first draw come in
     a uniformly random order, whichever came before them): one more draw
     where ``rng.randrange`` would cost as much as three."""
@@ -102,8 +102,8 @@ def mixed(run: list[int], rng: random.Random) -> Sequence[int]:
     """``run`` (a few roots) in a random order. Up to ``TABLED`` roots,
     one of every order of them (``_ORDERS``), chosen by one draw of
     random bits (drawn again past the count of orders): exactly uniform,
-    and half what sorting a run of 3 costs (callgrind; a run of 2 by
-    one random bit). Longer,
+    and cheaper than sorting a run of 3 (callgrind; a run of 2 by one
+    random bit). Longer,
     sorted by random keys (32 bits or more), drawn at once and read in C
     (``rng.shuffle`` draws each swap in Python); equal keys, which would
     keep two roots in their order, come about once in 10^8 runs."""
@@ -147,7 +147,7 @@ def shuffled(items: Sequence[int], rng: random.Random,
     ``j`` drawn as so many random bits as the count needs, drawn again
     when it is past the count or taken already (one C call and a lookup
     a number, where a lazy Fisher-Yates draws a float, scales it and
-    keeps its swaps in a dict: a quarter fewer instructions, callgrind);
+    keeps its swaps in a dict: fewer instructions, callgrind);
     then the rest by Fisher-Yates. Those taken are kept in a set while
     few (up to 1/``SPARSE`` of them), then marked in a ``bytearray`` (no
     set to grow). Numbers drawn independently and kept at their first

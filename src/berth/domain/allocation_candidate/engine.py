@@ -1,6 +1,6 @@
 """GET /allocation_candidates, start to finish, minus HTTP.
 
-``find_candidates`` takes the worker's cached world (``world_cache``),
+``find_candidates`` takes the worker's candidate cache (``cache``),
 resolves names, picks the anchors worth visiting, builds each group's
 offers, merges them lazily and applies max_allocation_candidates, the
 nested-provider rule of old microversions, ``limit`` and the order
@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from berth.domain.allocation_candidate import load
 from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
+from berth.domain.allocation_candidate.cache import CandidateCache
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
 from berth.domain.allocation_candidate.order import SOURCE, ranking
@@ -27,7 +28,6 @@ from berth.domain.allocation_candidate.provider import traits_ok
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.search import ANY, AnchorFilter, distinct, world_candidates
 from berth.domain.allocation_candidate.world import World
-from berth.domain.allocation_candidate.world_cache import WorldCache
 from berth.domain.capacity import capacity
 
 
@@ -58,9 +58,9 @@ class Result:
     cut: bool = False
 
 
-def find_candidates(conn: Connection, cache: WorldCache,
+def find_candidates(conn: Connection, cache: CandidateCache,
                     groups: list[RequestGroup], wide: RequestWide,
-                    settings: Settings, nested_aware: bool = True) -> Result:
+                    settings: Settings, *, nested_aware: bool = True) -> Result:
     """The allocation candidates for ``groups``, over ``cache``'s world.
 
     Raises BadRequest for an unknown resource class or trait, checked in
@@ -74,15 +74,15 @@ def find_candidates(conn: Connection, cache: WorldCache,
     # (A limit of sys.maxsize, the most a query may ask, cuts nothing.)
     limit = wide.limit if wide.limit and wide.limit < sys.maxsize else 0
     chosen = search(world, specs, replace(wide, limit=limit + 1)
-                    if limit else wide, settings, nested_aware, anchors)
+                    if limit else wide, settings, nested_aware=nested_aware, anchors=anchors)
     cut = bool(limit) and len(chosen) > limit
     if cut:
         del chosen[limit:]
-    return Result(chosen, world, summarized(world, chosen, nested_aware),
+    return Result(chosen, world, summarized(world, chosen, whole_trees=nested_aware),
                   specs, len(anchors), cut)
 
 
-def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
+def resolve(conn: Connection, cache: CandidateCache, groups: list[RequestGroup],
             wide: RequestWide) -> tuple[World, list[GroupSpec] | None]:
     """``cache``'s world and the groups' specs (None when an ``in_tree``
     names no provider, so nothing can match).
@@ -90,13 +90,13 @@ def resolve(conn: Connection, cache: WorldCache, groups: list[RequestGroup],
     Raises BadRequest for an unknown resource class or trait, checked in
     the order upstream checks them.
     """
-    snap = cache.current(conn)
-    world = snap.world
+    cached = cache.current(conn)
+    world = cached.world
     root_traits = load.trait_ids(
         wide.root_required | wide.root_forbidden,
-        snap.trait_ids(conn, wide.root_required | wide.root_forbidden))
-    rc_ids = snap.class_ids(conn, [rc for g in groups for rc in g.resources])
-    known = snap.trait_ids(conn, set().union(*(g.trait_names
+        cached.trait_ids(conn, wide.root_required | wide.root_forbidden))
+    rc_ids = cached.class_ids(conn, [rc for g in groups for rc in g.resources])
+    known = cached.trait_ids(conn, set().union(*(g.trait_names
                                                for g in groups)))
     known.update(root_traits)
     for group in groups:
@@ -172,7 +172,7 @@ def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
 
 
 def search(world: World, specs: list[GroupSpec], wide: RequestWide,
-           settings: Settings = Settings(), nested_aware: bool = True,
+           settings: Settings = Settings(), *, nested_aware: bool = True,
            anchors: list[int] | None = None,
            rng: random.Random | None = None) -> list[Candidate]:
     """The candidates over ``world`` (no database), visiting ``anchors``
@@ -212,7 +212,7 @@ def _one_per_tree(world: World, cand: Candidate) -> bool:
 
 
 def summarized(world: World, cands: Iterable[Candidate],
-               whole_trees: bool) -> list[int]:
+               *, whole_trees: bool) -> list[int]:
     """Every provider in the trees the candidates use (or, with
     ``whole_trees`` False, just the providers they use), tree by tree in
     uuid order."""

@@ -74,7 +74,7 @@ def room_faults(p: Provider, rc: str, n: int, suffix: str) -> list[Fault]:
 
 
 def trait_faults(have: frozenset[str], spec: GroupSpec,
-                 required: bool = True) -> list[Fault]:
+                 *, required: bool = True) -> list[Fault]:
     """Required any-of sets ``have`` misses (when ``required``) and the
     forbidden traits it carries (``provider.traits_ok``, one by one)."""
     g = spec.group
@@ -83,7 +83,7 @@ def trait_faults(have: frozenset[str], spec: GroupSpec,
 
 
 def aggregate_faults(aggs: frozenset[str], spec: GroupSpec,
-                     member: bool = True) -> list[Fault]:
+                     *, member: bool = True) -> list[Fault]:
     """member_of sets ``aggs`` misses (when ``member``) and forbidden
     aggregates it is in (``provider.aggs_ok``, one by one)."""
     g = spec.group

@@ -43,7 +43,7 @@ class Unpatchable(Exception):
 
 
 def shifts(changes: Iterable[tuple[M | None, M | None]],
-           keys: Callable[[M], Iterable[K]], ordered: bool
+           keys: Callable[[M], Iterable[K]], *, ordered: bool
            ) -> tuple[dict[K, list[M]], dict[K, list[M]]]:
     """key -> the old versions of the providers leaving its entry, and
     key -> the new versions of those joining it, for each (old, new)
@@ -68,7 +68,7 @@ def shifts(changes: Iterable[tuple[M | None, M | None]],
 
 
 def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
-              join: dict[K, list[M]], in_place: bool = False
+              join: dict[K, list[M]], *, in_place: bool = False
               ) -> dict[K, set[int]]:
     """``index`` with the providers of ``leave`` out of, and those of
     ``join`` into, their keys' sets (a key left empty goes); ``index``
@@ -91,7 +91,7 @@ def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
 
 def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
                join: dict[K, list[M]], before: Uuid, after: Uuid,
-               in_place: bool = False) -> dict[K, list[int]]:
+               *, in_place: bool = False) -> dict[K, list[int]]:
     """``index`` (lists in uuid order) with the providers of ``leave``
     out of, and those of ``join`` into, their keys' lists (a key left
     empty goes); ``index`` itself when nothing moves. ``before`` gives
@@ -102,7 +102,7 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
     out = index if in_place else dict(index)
     for key in leave.keys() | join.keys():
         members = edit_list(out.get(key, []), leave.get(key, ()),
-                            join.get(key, ()), before, after, in_place)
+                            join.get(key, ()), before, after, in_place=in_place)
         if members:
             out[key] = members
         else:
@@ -112,7 +112,7 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
 
 def edit_list(members: list[int], leave: Iterable[Member],
               join: Iterable[Member], before: Uuid, after: Uuid,
-              in_place: bool = False) -> list[int]:
+              *, in_place: bool = False) -> list[int]:
     """A copy of ``members`` (ids in uuid order) without ``leave`` and
     with ``join``, in uuid order (see ``edit_lists``); ``members`` itself,
     so edited, ``in_place``."""
@@ -134,7 +134,7 @@ def position(members: list[int], m: Member, uuid: Uuid) -> int:
 
 
 def updated(index: dict[K, V], changes: Mapping[K, V | None],
-            in_place: bool = False) -> dict[K, V]:
+            *, in_place: bool = False) -> dict[K, V]:
     """A copy of ``index`` (``in_place``: ``index`` itself) with
     ``changes`` made (None: the key goes); ``index`` itself when each
     already holds what its change says."""
@@ -151,7 +151,7 @@ def updated(index: dict[K, V], changes: Mapping[K, V | None],
 
 
 def edit_at(values: list[V], at: dict[int, V], old: list[V],
-            in_place: bool = False) -> list[V]:
+            *, in_place: bool = False) -> list[V]:
     """``values`` with the values ``at`` gives at those positions, copied
     first when it is still the ``old`` world's list and one differs
     (never ``in_place``)."""

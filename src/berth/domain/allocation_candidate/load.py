@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from berth.db import AnySelect
 from berth.db import tables as t
 from berth.domain import common, errors
 from berth.domain.allocation_candidate import world_patch
@@ -91,7 +92,7 @@ def load_world(conn: Connection
 
 
 def refresh_providers(conn: Connection, world: World,
-                      provider_ids: Iterable[int], in_place: bool = False
+                      provider_ids: Iterable[int], *, in_place: bool = False
                       ) -> tuple[World, dict[str, int], dict[str, int]]:
     """``world`` with ``provider_ids`` read again whole (new ones added,
     deleted ones dropped) and its indexes kept when only inventory
@@ -103,7 +104,7 @@ def refresh_providers(conn: Connection, world: World,
     traits = common.ids_by_name(conn, t.traits)
     fresh = _providers(conn, ids)
     if len(fresh) == len(ids):
-        same_shape = world_patch.with_providers(world, fresh, in_place)
+        same_shape = world_patch.with_providers(world, fresh, in_place=in_place)
         if same_shape is not None:
             return same_shape, classes, traits
     found = {p.id for p in fresh}
@@ -117,7 +118,7 @@ def refresh_providers(conn: Connection, world: World,
         # Moved under a provider created after the change rows were read
         # (READ COMMITTED): read everything instead.
         return load_world(conn)
-    patched = world_patch.with_changes(world, fresh, gone, in_place)
+    patched = world_patch.with_changes(world, fresh, gone, in_place=in_place)
     if patched is not None:
         return patched, classes, traits
     providers = dict(world.providers)
@@ -147,8 +148,8 @@ def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
                   same)
 
 
-def _only(query: sa.Select[Any], column: sa.Column[Any],
-          ids: list[int] | None) -> sa.Select[Any]:
+def _only(query: AnySelect, column: sa.Column[Any],
+          ids: list[int] | None) -> AnySelect:
     """``query`` narrowed to the providers ``ids`` (None: all)."""
     return query if ids is None else query.where(column.in_(ids))
 
@@ -262,7 +263,7 @@ def _built(rows: list[tuple[Any, ...]], stock: dict[int, list[_Stock]],
 
 
 def refresh_usage(conn: Connection, world: World,
-                  provider_ids: Iterable[int], in_place: bool = False
+                  provider_ids: Iterable[int], *, in_place: bool = False
                   ) -> World:
     """``world`` with the usage of ``provider_ids`` read again
     (``in_place``: see ``world_patch``)."""
@@ -272,4 +273,4 @@ def refresh_usage(conn: Connection, world: World,
         if p is not None:
             fresh[pid] = {rc: n for rc, n in amounts.items()
                           if rc in p.inventories}
-    return world_patch.with_usage(world, fresh, in_place)
+    return world_patch.with_usage(world, fresh, in_place=in_place)

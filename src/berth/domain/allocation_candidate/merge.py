@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from berth.domain.allocation_candidate.offers import Offers, Piece
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
@@ -31,9 +31,10 @@ class Candidate(NamedTuple):
     #: True when every provider used is a sharing one, so the same
     #: candidate may come again under another anchor.
     shared_only: bool = False
-    #: derived values callers may keep on a candidate the memo holds for
-    #: later requests (its encoded body); None: nothing is kept
-    memo: dict[Any, Any] | None = None
+    #: True when the anchor memo holds this very object for later
+    #: requests, so what a caller derives from it (the API layer: its
+    #: encoded body) may be kept as long as the object lives.
+    kept: bool = False
 
     def key(self) -> tuple[object, ...]:
         return (tuple(sorted((p, rc, n) for p, res in self.allocs.items()

@@ -87,10 +87,10 @@ def tree_score(world: World, root: int, order: Order, kept: int = 0
         return _summed_score(world, root, order)
     # A tree of one provider (most compute nodes), read off it alone,
     # the same sums as ``_summed_score`` (this is every claim's upkeep,
-    # twice: callgrind, 11,600 instructions a score against 15,700). A
-    # ranking keeps it there: a claim's refresh reads the old score off
-    # the provider it replaces, put there when the ranking was built or
-    # last patched (3,000 instructions instead of 11,600).
+    # twice, so it counts: bench/journal/2026-12-04.md). A ranking keeps
+    # it there: a claim's refresh reads the old score off the provider
+    # it replaces, put there when the ranking was built or last patched
+    # (a fraction of scoring it again).
     p = world.providers[root]
     if kept:
         was = p.score
@@ -277,7 +277,7 @@ class Ranking:
     __hash__ = None  # type: ignore[assignment]
 
     def patched(self, world: World, old: dict[int, Key | None],
-                in_place: bool) -> Ranking:
+                *, in_place: bool) -> Ranking:
         """This ranking with the roots of ``old`` (each root's key in the
         world this ranking ranks, None where it was no root there)
         re-scored in ``world``: a copy (sharing the blocks it leaves
@@ -497,8 +497,8 @@ def _shift(scores: list[float], roots: list[int],
     slices when they are few, by a ``del`` and an ``insert`` (each one
     ``memmove`` of the entries after it) when they are many against
     those after them (a slice of roots counts every reference in and
-    out, about 40 instructions an entry; a ``memmove`` of all three
-    about 6; callgrind)."""
+    out, where a ``memmove`` only moves them: several times cheaper an
+    entry under callgrind)."""
     j = _where(scores, roots, ties, now)
     if j > i:
         j -= 1
@@ -567,7 +567,7 @@ def before(world: World, roots: set[int]) -> Before:
     return out
 
 
-def reranked(old: World, new: World, was: Before, in_place: bool
+def reranked(old: World, new: World, was: Before, *, in_place: bool
              ) -> dict[Order, Ranking]:
     """The rankings of ``new``: those of ``old`` that ``was`` (read
     ``before`` the refresh) covers, with its roots re-scored in ``new``.
@@ -576,5 +576,5 @@ def reranked(old: World, new: World, was: Before, in_place: bool
     out: dict[Order, Ranking] = {}
     for order, moved in was.items():
         kept: Ranking = old.rankings[order]
-        out[order] = kept.patched(new, moved, in_place) if moved else kept
+        out[order] = kept.patched(new, moved, in_place=in_place) if moved else kept
     return out

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from berth.domain import common, errors
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide, TraitExpr
 
-Version = tuple[int, int]
+#: The request's microversion test: ``want("1.22")`` is True when the
+#: request asked for 1.22 or later. The API layer binds its one test
+#: (``microversion.wants``) to the request's version; the domain never
+#: compares versions itself.
+Wants = Callable[[str], bool]
 Pairs = list[tuple[str, str]]
 
 PREFIXES = ("resources", "required", "member_of", "in_tree")
@@ -53,7 +57,7 @@ def parse_resources(value: str) -> dict[str, int]:
     return result
 
 
-def parse_traits(value: str, allow_forbidden: bool, allow_any: bool
+def parse_traits(value: str, *, allow_forbidden: bool, allow_any: bool
                  ) -> tuple[list[frozenset[str]], set[str]]:
     """One ``required`` value -> (AND-list of OR-sets, forbidden names)."""
     if value.startswith("in:"):
@@ -95,26 +99,26 @@ def _parse_any_traits(value: str, allow_any: bool) -> frozenset[str]:
     return names
 
 
-def parse_required(values: list[str], version: Version
+def parse_required(values: list[str], want: Wants
                    ) -> tuple[TraitExpr, frozenset[str]]:
     """All ``required{suffix}`` values (repeatable from 1.39; before that
     the last one wins)."""
-    allow_any = version >= (1, 39)
+    allow_any = want("1.39")
     if not allow_any:
         values = values[-1:]
     required: list[frozenset[str]] = []
     forbidden: set[str] = set()
     for value in values:
-        req, forb = parse_traits(value, version >= (1, 22), allow_any)
+        req, forb = parse_traits(value, allow_forbidden=want("1.22"), allow_any=allow_any)
         required += req
         forbidden |= forb
     return tuple(required), frozenset(forbidden)
 
 
-def parse_member_of(values: list[str], suffix: str, version: Version
+def parse_member_of(values: list[str], suffix: str, want: Wants
                     ) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
     """All ``member_of{suffix}`` values -> (AND-list of OR-sets, forbidden)."""
-    if version < (1, 24) and len(values) > 1:
+    if not want("1.24") and len(values) > 1:
         raise errors.BadRequest(
             "Multiple member_of%s parameters are not supported" % suffix)
     required: list[frozenset[str]] = []
@@ -124,7 +128,7 @@ def parse_member_of(values: list[str], suffix: str, version: Version
         if req:
             required.append(req)
         if forb:
-            if version < (1, 32):
+            if not want("1.32"):
                 raise errors.BadRequest(
                     "Forbidden member_of%s parameters are not supported in "
                     "the specified microversion" % suffix)
@@ -164,9 +168,9 @@ def parse_in_tree(value: str) -> str:
     return stripped
 
 
-def _group_fields(pairs: Pairs, version: Version) -> dict[str, dict[str, object]]:
+def _group_fields(pairs: Pairs, want: Wants) -> dict[str, dict[str, object]]:
     """Suffix -> fields of its group, in order of first appearance."""
-    pattern = _KEY_NAMED if version >= (1, 33) else _KEY_NUMBERED
+    pattern = _KEY_NAMED if want("1.33") else _KEY_NUMBERED
     found: dict[str, dict[str, object]] = {}
     for key, value in pairs:
         match = pattern.match(key)
@@ -178,26 +182,26 @@ def _group_fields(pairs: Pairs, version: Version) -> dict[str, dict[str, object]
             fields["resources"] = parse_resources(value)
         elif prefix == "required":
             fields["required"], fields["forbidden"] = parse_required(
-                getall(pairs, key), version)
+                getall(pairs, key), want)
         elif prefix == "member_of":
             fields["member_of"], fields["forbidden_aggs"] = parse_member_of(
-                getall(pairs, key), suffix, version)
+                getall(pairs, key), suffix, want)
         else:
             fields["in_tree"] = parse_in_tree(value)
     return found
 
 
-def parse_groups(pairs: Pairs, version: Version,
+def parse_groups(pairs: Pairs, want: Wants,
                  wide: RequestWide) -> list[RequestGroup]:
     """The request groups, in order of first appearance, checked as
-    upstream checks them for ``version``."""
+    upstream checks them for the request's microversion."""
     groups = [RequestGroup(**fields)  # type: ignore[arg-type]
-              for fields in _group_fields(pairs, version).values()]
-    if version >= (1, 36):
+              for fields in _group_fields(pairs, want).values()]
+    if want("1.36"):
         _check_resourceless(groups, wide)
     else:
         _check_orphans(groups)
-    if version >= (1, 22):
+    if want("1.22"):
         _check_conflicts(groups)
     return groups
 
@@ -254,7 +258,7 @@ def _check_conflicts(groups: list[RequestGroup]) -> None:
             "following traits keys: %s" % ", ".join(conflicts))
 
 
-def parse_wide(pairs: Pairs, version: Version) -> RequestWide:
+def parse_wide(pairs: Pairs) -> RequestWide:
     """limit, group_policy, root_required and same_subtree."""
     limits = getall(pairs, "limit")
     policies = getall(pairs, "group_policy")
@@ -283,7 +287,7 @@ def _parse_root_required(values: list[str]
         raise errors.QueryDuplicateKey(
             "Query parameter 'root_required' may be specified only once.")
     # root_required never takes the any-of form, whatever the version.
-    req, forbidden = parse_traits(values[0], True, False)
+    req, forbidden = parse_traits(values[0], allow_forbidden=True, allow_any=False)
     required = frozenset(n for any_of in req for n in any_of)
     conflicts = sorted(required & forbidden)
     if conflicts:
@@ -293,11 +297,11 @@ def _parse_root_required(values: list[str]
     return required, frozenset(forbidden)
 
 
-def parse_request(pairs: Pairs, version: Version
+def parse_request(pairs: Pairs, want: Wants
                   ) -> tuple[list[RequestGroup], RequestWide]:
     """Groups and request-wide parameters of GET /allocation_candidates."""
-    wide = parse_wide(pairs, version)
-    groups = parse_groups(pairs, version, wide)
+    wide = parse_wide(pairs)
+    groups = parse_groups(pairs, want, wide)
     if wide.group_policy is None and sum(g.same_provider for g in groups) > 1:
         raise errors.BadRequest(
             'The "group_policy" parameter is required when specifying more '

@@ -39,8 +39,8 @@ from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read
 #: before the planner switches to the index (reading a member, checking
-#: and sorting its tree, costs about as much as checking four roots:
-#: callgrind, 1,000 hosts, 3,100 and 700 instructions).
+#: and sorting its tree, costs about as much as checking four roots,
+#: counted with callgrind at 1,000 hosts).
 SWITCH = 4
 
 Sets = tuple[frozenset[str], ...]

@@ -7,16 +7,16 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from berth.domain.allocation_candidate import load, parse
+from berth.domain.allocation_candidate.cache import CandidateCache
 from berth.domain.allocation_candidate.request import RequestGroup, TraitExpr
 from berth.domain.allocation_candidate.world import World
-from berth.domain.allocation_candidate.world_cache import WorldCache
 
 FILTER_KEYS = ("resources", "required", "member_of")
 
 
-def filter_provider_ids(conn: Connection, cache: WorldCache,
+def filter_provider_ids(conn: Connection, cache: CandidateCache,
                         pairs: list[tuple[str, str]],
-                        version: tuple[int, int]) -> set[int] | None:
+                        want: parse.Wants) -> set[int] | None:
     """Ids of providers that by themselves satisfy the filters in ``pairs``.
 
     None when no filter parameter is present. Raises BadRequest (upstream's
@@ -25,20 +25,20 @@ def filter_provider_ids(conn: Connection, cache: WorldCache,
     keys = {k for k, _ in pairs}
     if not keys.intersection(FILTER_KEYS):
         return None
-    wanted = _filters(pairs, keys, version)
-    snap = cache.current(conn)
-    load.class_ids(wanted.resources, snap.class_ids(conn, wanted.resources))
+    wanted = _filters(pairs, keys, want)
+    cached = cache.current(conn)
+    load.class_ids(wanted.resources, cached.class_ids(conn, wanted.resources))
     names = wanted.trait_names
-    load.trait_ids(names, snap.trait_ids(conn, names),
+    load.trait_ids(names, cached.trait_ids(conn, names),
                    'Invalid trait(s) in "required" parameter: ')
-    ids = _labelled(snap.world, wanted)
+    ids = _labelled(cached.world, wanted)
     if not wanted.resources:
         return ids
-    return _with_room(snap.world, ids, wanted.resources)
+    return _with_room(cached.world, ids, wanted.resources)
 
 
 def _filters(pairs: list[tuple[str, str]], keys: set[str],
-             version: tuple[int, int]) -> RequestGroup:
+             want: parse.Wants) -> RequestGroup:
     """The filters in ``pairs`` (whose parameter names are ``keys``) as
     one request group. Raises BadRequest for a malformed value, checked
     in upstream's order: member_of, resources, required."""
@@ -46,7 +46,7 @@ def _filters(pairs: list[tuple[str, str]], keys: set[str],
     forbidden_aggs: frozenset[str] = frozenset()
     if "member_of" in keys:
         member_of, forbidden_aggs = parse.parse_member_of(
-            parse.getall(pairs, "member_of"), "", version)
+            parse.getall(pairs, "member_of"), "", want)
     resources: dict[str, int] = {}
     if "resources" in keys:
         resources = parse.parse_resources(parse.getall(pairs, "resources")[-1])
@@ -54,7 +54,7 @@ def _filters(pairs: list[tuple[str, str]], keys: set[str],
     forbidden: frozenset[str] = frozenset()
     if "required" in keys:
         required, forbidden = parse.parse_required(
-            parse.getall(pairs, "required"), version)
+            parse.getall(pairs, "required"), want)
     return RequestGroup("", resources, required, forbidden, member_of,
                         forbidden_aggs)
 

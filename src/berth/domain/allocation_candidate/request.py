@@ -64,7 +64,7 @@ class Order(NamedTuple):
     (class, weight) and ``preferences`` (trait, weight), sorted, count
     only in a scored order. (A named tuple: it keys a world's rankings,
     and its hash is then a C call, where a frozen dataclass's is a
-    Python one, about 3,000 instructions, several times a claim.)"""
+    Python one, run several times a claim.)"""
 
     name: str = "uuid"
     weights: tuple[tuple[str, float], ...] = DEFAULT_WEIGHTS
@@ -75,6 +75,14 @@ class Order(NamedTuple):
         return self.name in SCORED
 
 
+#: The strategy (``Settings.strategy``) when nothing bounds the search
+#: (``max_allocation_candidates``): depth-first, except that with
+#: ``limit`` each tree's first candidate comes before any tree's second,
+#: so that a cut answer reaches as many hosts as it can
+#: (``search.world_candidates``; ``[berth] candidate_hosts_first``).
+HOSTS_FIRST = "hosts-first"
+
+
 @dataclass(frozen=True)
 class Settings:
     """The ``[placement]`` and ``[berth]`` options that shape the answer
@@ -83,7 +91,9 @@ class Settings:
 
     order: Order = Order()
     max_candidates: int = -1
-    strategy: str = "depth-first"
+    #: ``HOSTS_FIRST`` or upstream's ``allocation_candidates_generation_
+    #: strategy`` (depth-first, breadth-first)
+    strategy: str = HOSTS_FIRST
     #: candidates the search may keep for later requests (``[berth]
     #: candidate_memo``; 0: none)
     memo: int = 20_000

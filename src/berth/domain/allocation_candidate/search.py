@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from berth.domain.allocation_candidate.anchor_memo import (
     AnchorMemo,
-    Shape,
+    ShapeEntries,
     basis_of,
     same_basis,
     shape_key,
@@ -27,7 +27,7 @@ from berth.domain.allocation_candidate.anchor_memo import (
 from berth.domain.allocation_candidate.merge import Candidate, Merger, one_group
 from berth.domain.allocation_candidate.offers import GroupSpec, Offers
 from berth.domain.allocation_candidate.provider import Provider
-from berth.domain.allocation_candidate.request import RequestWide
+from berth.domain.allocation_candidate.request import HOSTS_FIRST, RequestWide
 from berth.domain.allocation_candidate.world import World
 
 #: Which anchors a request lets through (``engine.anchor_filter``).
@@ -53,14 +53,17 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
                      shuffle: random.Random | None = None
                      ) -> Iterator[Candidate]:
     """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
-    by anchor or, breadth-first, one from each anchor in turn. A candidate
+    by anchor; breadth-first, one from each anchor in turn; hosts-first
+    with a limit (``HOSTS_FIRST``), the first of each anchor, then the
+    rest anchor by anchor. A candidate
     made of sharing providers only may repeat under several anchors. With
     ``memo``, anchors whose providers are unchanged since an earlier search
     of the same shape give that search's candidates again. With
     ``shuffle``, each anchor's candidates come in an order it draws."""
     offers = [Offers(world, spec) for spec in specs]
-    if (memo is None and len(offers) == 1 and strategy != "breadth-first"
-            and shuffle is None):
+    if (memo is None and len(offers) == 1 and shuffle is None
+            and (strategy == "depth-first"
+                 or strategy == HOSTS_FIRST and not wide.limit)):
         return _one_group_stream(world, offers[0], anchors, anchor_ok)
     if len(offers) == 1:
         only = offers[0]
@@ -83,6 +86,8 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
                             anchor_ok, per_anchor, shuffle)
     if strategy == "breadth-first":
         return _roundrobin(list(gens))
+    if strategy == HOSTS_FIRST and wide.limit:
+        return _hosts_first(gens)
     return itertools.chain.from_iterable(gens)
 
 
@@ -112,7 +117,7 @@ def _mixed(found: Iterable[Candidate], rng: random.Random
             return
 
 
-def _remembered(memo: AnchorMemo, entries: Shape, anchor: int,
+def _remembered(memo: AnchorMemo, entries: ShapeEntries, anchor: int,
                 basis: tuple[Provider, ...], fresh: Iterator[Candidate]
                 ) -> Iterator[Candidate]:
     """``fresh``, kept in ``memo`` once it has been taken to the end."""
@@ -167,6 +172,30 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         fresh = _remembered(memo, entries, anchor, basis,
                             per_anchor(anchor))
         yield fresh if shuffle is None else _mixed(fresh, shuffle)
+
+
+def _hosts_first(gens: Iterable[Iterable[Candidate]]
+                 ) -> Iterator[Candidate]:
+    """The first candidate of each anchor in turn, then the rest of each
+    anchor's, anchor by anchor: with ``limit``, as many trees as it
+    allows before a second candidate of any (``distinct`` still drops
+    the repeats of the rest). Each anchor's search is
+    left suspended after its first candidate, not run to its end (a wide
+    tree can have thousands of permutations of equivalent devices)."""
+    later = []
+    # A candidate of sharing providers only comes under every tree they
+    # serve: a tree's first is its first not already given under another.
+    shared: set[tuple[object, ...]] = set()
+    for gen in gens:
+        cands = iter(gen)
+        # (``distinct`` reads ``cands`` one at a time: after the first it
+        # lets by, ``cands`` stands just past it.)
+        for first in distinct(cands, shared):
+            yield first
+            later.append(cands)
+            break
+    for cands in later:
+        yield from cands
 
 
 def _roundrobin(gens: list[Iterable[Candidate]]) -> Iterator[Candidate]:

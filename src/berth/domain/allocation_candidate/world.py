@@ -3,9 +3,9 @@
 A ``World`` holds every provider (``provider.Provider``) with its tree
 position, inventories, usage, traits and aggregates, plus the indexes
 the search and the planner use: by uuid, trait, aggregate and class,
-tree by tree, the sharing relations, and each tree's labels. Each worker
-keeps one (``world_cache``); ``world_patch`` makes the next one from it
-when a few providers change, sharing what did not.
+tree by tree, the sharing relations, and each tree's labels. Each
+worker's candidate cache (``cache``) keeps one; ``world_patch`` makes the
+next one from it when a few providers change, sharing what did not.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from berth.domain.allocation_candidate.provider import Provider
+import os_traits
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+from berth.domain.allocation_candidate.provider import Provider
 
 
 class World:
@@ -40,7 +40,7 @@ class World:
     #: trait name -> providers with it; aggregate uuid -> members
     by_trait: dict[str, set[int]]
     by_agg: dict[str, set[int]]
-    #: the sharing providers (those with ``SHARING_TRAIT``), by id
+    #: the sharing providers (those with ``MISC_SHARES_VIA_AGGREGATE``), by id
     sharing: list[int]
     #: sharing provider id -> roots of the trees it serves (its own too)
     anchors: dict[int, set[int]]
@@ -87,7 +87,8 @@ class World:
                 self.by_trait.setdefault(name, set()).add(p.id)
             for agg in p.aggregates:
                 self.by_agg.setdefault(agg, set()).add(p.id)
-        self.sharing = sorted(self.by_trait.get(SHARING_TRAIT, ()))
+        self.sharing = sorted(self.by_trait.get(
+            os_traits.MISC_SHARES_VIA_AGGREGATE, ()))
         self.anchors = {sid: self.served(sid) for sid in self.sharing}
 
     def _index_trees(self) -> None:

@@ -7,12 +7,12 @@ amounts (``with_providers``); every index is shared. A structural change
 to a few providers (created, deleted, moved, or their classes, traits or
 aggregates) edits copies of just the index entries they leave or join
 and shares the rest (``with_changes``, on ``indexes``' edits): at 50,000
-hosts a few milliseconds and a few MiB, where building the indexes anew
-takes about half a second and 60 MiB.
+hosts a small fraction of the time and memory of building the indexes
+anew (bench/journal/2026-12-01.md).
 
 With ``in_place`` the old world's own maps are edited instead of copied:
 only for a caller that knows nobody reads the old world any more
-(``WorldCache`` with ``exclusive``). Copying a map writes a reference
+(``CandidateCache`` with ``exclusive``). Copying a map writes a reference
 count into every entry, which in a forked worker copies every page of
 them out of the memory it shares with the master.
 """
@@ -26,15 +26,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import os_traits
+
 from berth.domain.allocation_candidate import indexes, order
 from berth.domain.allocation_candidate.provider import Provider
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 
 #: At most this many providers changing what an index holds are patched
 #: into a world (``with_changes``); more are rebuilt. Each costs a few
-#: insertions into lists the length of the world (about 0.1 ms at 50,000
-#: hosts: 1,000 new trees patch in 0.1 s, where a rebuild takes 0.4-0.5 s
-#: and twice to ten times the new memory).
+#: insertions into lists the length of the world, so past this many a
+#: rebuild, which takes more memory, costs no more time
+#: (bench/journal/2026-12-01.md).
 PATCH_MOST = 1000
 
 #: An old and a new version of a provider (None: not there).
@@ -42,7 +44,7 @@ Change = tuple[Provider | None, Provider | None]
 
 
 def with_usage(world: World, used: dict[int, dict[str, int]],
-               in_place: bool = False) -> World:
+               *, in_place: bool = False) -> World:
     """``world`` with new usage for some providers (their objects are
     replaced; everything else, indexes and memo included, is shared).
     ``in_place``: ``world``'s provider map itself is updated and shared
@@ -54,7 +56,7 @@ def with_usage(world: World, used: dict[int, dict[str, int]],
 
 
 def with_providers(world: World, fresh: Iterable[Provider],
-                   in_place: bool = False) -> World | None:
+                   *, in_place: bool = False) -> World | None:
     """``world`` with ``fresh`` replacing the providers of the same ids,
     sharing every index, when none of them changed what an index holds
     (only inventory amounts or usage changed: the common inventory
@@ -77,7 +79,7 @@ def _swapped(world: World, fresh: dict[int, Provider], in_place: bool
     other = copy.copy(world)
     other.providers = world.providers if in_place else dict(world.providers)
     other.providers.update(fresh)
-    other.rankings = order.reranked(world, other, was, in_place)
+    other.rankings = order.reranked(world, other, was, in_place=in_place)
     return other
 
 
@@ -88,7 +90,7 @@ def _indexed(p: Provider) -> tuple[object, ...]:
 
 
 def with_changes(world: World, fresh: Iterable[Provider],
-                 gone: Iterable[int] = (), in_place: bool = False
+                 gone: Iterable[int] = (), *, in_place: bool = False
                  ) -> World | None:
     """``world`` with the providers ``gone`` removed and ``fresh``
     replacing or adding the providers of their ids: equal, index by
@@ -133,7 +135,7 @@ def with_changes(world: World, fresh: Iterable[Provider],
                                    providers, in_place))
     except indexes.Unpatchable:
         return None
-    other.rankings = order.reranked(world, other, ranked, in_place)
+    other.rankings = order.reranked(world, other, ranked, in_place=in_place)
     return other
 
 
@@ -149,8 +151,8 @@ def _indexed_changes(world: World, ids: Iterable[int],
                 old is not None and new is not None
                 and _indexed(old) == _indexed(new)):
             continue
-        if any(SHARING_TRAIT in p.traits for p in (old, new)
-               if p is not None):
+        if any(os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits
+               for p in (old, new) if p is not None):
             return None
         changes.append((old, new))
     return changes
@@ -211,18 +213,18 @@ class _Edit:
 def _patch(new: World, old: World, edit: _Edit) -> None:
     """Edit ``new``, a copy of ``old``, for ``edit.changes``."""
     changes, mine = edit.changes, edit.in_place
-    new.by_uuid = indexes.updated(old.by_uuid, edit.names, mine)
+    new.by_uuid = indexes.updated(old.by_uuid, edit.names, in_place=mine)
     new.by_trait = indexes.edit_sets(old.by_trait, *indexes.shifts(
-        changes, lambda p: p.traits, False), mine)
+        changes, lambda p: p.traits, ordered=False), in_place=mine)
     new.by_agg = indexes.edit_sets(old.by_agg, *indexes.shifts(
-        changes, lambda p: p.aggregates, False), mine)
+        changes, lambda p: p.aggregates, ordered=False), in_place=mine)
 
     def lists(index: dict[Any, list[int]],
               keys: Callable[[Provider], Iterable[Any]]
               ) -> dict[Any, list[int]]:
-        leave, join = indexes.shifts(changes, keys, True)
+        leave, join = indexes.shifts(changes, keys, ordered=True)
         return indexes.edit_lists(index, leave, join, edit.uuid_before,
-                                  new.uuid, mine)
+                                  new.uuid, in_place=mine)
 
     # ``ordered`` as the one entry of an index every provider is under
     new.ordered = lists({0: old.ordered}, lambda p: (0,)).get(0, [])
@@ -260,8 +262,8 @@ def _patch_served(new: World, old: World, edit: _Edit) -> None:
             if anchor in now:
                 bisect.insort(members, sid, key=new.uuid)
             into[anchor] = members or None
-    new.anchors = indexes.updated(old.anchors, anchors, edit.in_place)
-    new.shared_into = indexes.updated(old.shared_into, into, edit.in_place)
+    new.anchors = indexes.updated(old.anchors, anchors, in_place=edit.in_place)
+    new.shared_into = indexes.updated(old.shared_into, into, in_place=edit.in_place)
 
 
 def _patch_roots(new: World, old: World, edit: _Edit) -> None:
@@ -311,9 +313,9 @@ def _patch_tree_labels(new: World, old: World, edit: _Edit) -> None:
         at[indexes.position(new.roots, p, new.uuid)] = (
             p.traits if more_traits is None else more_traits,
             p.aggregates if more_aggs is None else more_aggs)
-    new.tree_traits = indexes.updated(old.tree_traits, tree_traits, mine)
-    new.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs, mine)
+    new.tree_traits = indexes.updated(old.tree_traits, tree_traits, in_place=mine)
+    new.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs, in_place=mine)
     new.root_traits = indexes.edit_at(new.root_traits, {
-        i: labels[0] for i, labels in at.items()}, old.root_traits, mine)
+        i: labels[0] for i, labels in at.items()}, old.root_traits, in_place=mine)
     new.root_aggs = indexes.edit_at(new.root_aggs, {
-        i: labels[1] for i, labels in at.items()}, old.root_aggs, mine)
+        i: labels[1] for i, labels in at.items()}, old.root_aggs, in_place=mine)

@@ -135,9 +135,10 @@ async def open_server(conf: cfg.ConfigOpts, db: Database,
     """Serve the watch on ``sock`` from this event loop, reading ``db``
     (:func:`close_server` stops it)."""
     pool = ThreadPoolExecutor(8, thread_name_prefix="berth-watch")
-    feed = Feed(db, pool, Metrics())
+    metrics = Metrics()
+    feed = Feed(db, pool, metrics)
     await feed.start()
-    server = Server(feed, Gate(conf, db, Policy(conf)), pool,
+    server = Server(feed, Gate(conf, db, Policy(conf), metrics), pool,
                     conf.berth.watch_drain_timeout)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", server.anything)

@@ -16,17 +16,20 @@ from typing import Any, NamedTuple
 import orjson
 from sqlalchemy.engine import Connection
 
+from berth.api import routes
 from berth.api.schemas import change as schema
 from berth.api.views import change as feed_view
 from berth.db import events
 from berth.db.engine import Database
 from berth.domain import change
 from berth.metrics import Metrics
+from berth.position import Position
 from berth.serve.watch.notify import Listener
 
 LOG = logging.getLogger("berth.server")
 
-PATH = "/berth/changes/watch"
+#: Where the watch is, as the API's routes declare it.
+PATH = routes.WATCH
 #: Seconds between two looks at the change sequence, with up to
 #: ``POLL_WATCHERS`` watchers open; with more, the interval grows with
 #: them up to ``MAX_POLL``: fewer, larger batches, so fewer socket writes
@@ -52,23 +55,6 @@ SSE, JSONL = "text/event-stream", "application/x-ndjson"
 #: The event name of a bookmark frame.
 BOOKMARK = b"bookmark"
 
-Vector = dict[int, int]
-
-
-def covers(a: Vector, b: Vector) -> bool:
-    """Whether position ``a`` is at or after ``b`` in every slot."""
-    return all(a.get(slot, 0) >= seq for slot, seq in b.items())
-
-
-def merged(a: Vector, b: Vector) -> Vector:
-    """The position at or after both ``a`` and ``b``."""
-    out = dict(a)
-    for slot, seq in b.items():
-        if seq > out.get(slot, 0):
-            out[slot] = seq
-    return out
-
-
 class Entry(NamedTuple):
     """An event in stream order, with the position to resume from when
     it is the last of its write a watcher gets (``after``) and when more
@@ -79,13 +65,15 @@ class Entry(NamedTuple):
     after: str
 
 
-def entries(start: Vector, found: Iterable[events.Stored]) -> list[Entry]:
+def entries(start: Position, found: Iterable[events.Stored]
+            ) -> list[Entry]:
     """``found`` (events in stream order, after ``start``) as entries."""
-    vec, out = dict(start), []
+    at, before, out = start, str(start), []
     for e in found:
-        before = change.format_position(vec)
-        vec[e.slot] = max(vec.get(e.slot, 0), e.seq)
-        out.append(Entry(e, before, change.format_position(vec)))
+        at = at.past(e.slot, e.seq)
+        after = str(at)
+        out.append(Entry(e, before, after))
+        before = after
     return out
 
 
@@ -122,7 +110,7 @@ def woken_interval(watchers: int) -> float:
                               POLL * watchers / POLL_WATCHERS))
 
 
-def wire(data: bytes, chunked: bool) -> bytes:
+def wire(data: bytes, *, chunked: bool) -> bytes:
     """``data`` as it goes on the connection: one HTTP/1.1 chunk, or as
     it is for HTTP/1.0 (whose stream ends with the connection)."""
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
@@ -196,7 +184,7 @@ class Watcher:
 
 class Batch(NamedTuple):
     found: list[events.Stored]
-    upto: Vector
+    upto: Position
     #: Per tree watched: the (slot, seq, idx) of the events about it.
     trees: dict[tuple[str, ...], frozenset[tuple[int, int, int]]]
 
@@ -211,10 +199,10 @@ class Feed:
     def __init__(self, db: Database, pool: ThreadPoolExecutor,
                  metrics: Metrics) -> None:
         self.db, self.pool, self.metrics = db, pool, metrics
-        self.position: Vector = {}
+        self.position = Position()
         self.text = "0"
-        self.ring: deque[tuple[float, Entry, Vector]] = deque()
-        self.ring_start: Vector = {}
+        self.ring: deque[tuple[float, Entry, Position]] = deque()
+        self.ring_start = Position()
         self.groups: dict[tuple[events.Filters, tuple[str, ...] | None],
                       set[Watcher]] = {}
         self.reading = False
@@ -232,13 +220,12 @@ class Feed:
 
     async def start(self) -> None:
         current, _ = await self._db(events.marks)
-        self._reset(current)
+        self._reset(Position.of(current))
 
-    def _reset(self, current: Vector) -> None:
-        self.position, self.text = dict(current), change.format_position(
-            current)
+    def _reset(self, current: Position) -> None:
+        self.position, self.text = current, str(current)
         self.ring.clear()
-        self.ring_start = dict(current)
+        self.ring_start = current
 
     async def run(self) -> None:
         """Poll, deliver and send bookmarks until cancelled (with the
@@ -284,14 +271,14 @@ class Feed:
         self.reading = True
         try:
             batch = await self._db(functools.partial(
-                _read_batch, after=dict(self.position), trees=trees))
+                _read_batch, after=self.position, trees=trees))
         except events.Gone as gone:
             LOG.warning("change feed: %s; ending every watch", (
                 "the database's change sequence went back (a restored "
                 "backup?)" if gone.ahead else "the watched history is "
                 "gone (pruned, or berth db mark-restored)"))
             self.end_all()
-            self._reset((await self._db(events.marks))[0])
+            self._reset(Position.of((await self._db(events.marks))[0]))
             batch = None
         except Exception as exc:  # noqa: BLE001 - keep serving; retry
             LOG.warning("change feed: reading the change table failed: %s",
@@ -321,16 +308,16 @@ class Feed:
                 # as the writes); wall clock, as the events' stored time.
                 self.metrics.feed_delivery.observe(time.time() - min(
                     x.event.created_at for x in mine))
-        self.position = merged(self.position, batch.upto)
-        self.text = change.format_position(self.position)
+        self.position = self.position.merged(batch.upto)
+        self.text = str(self.position)
         now = time.monotonic()
-        vec = dict(start)
+        at = start
         for x in got:
-            vec = merged(vec, {x.event.slot: x.event.seq})
-            self.ring.append((now, x, vec))
+            at = at.past(x.event.slot, x.event.seq)
+            self.ring.append((now, x, at))
         while self.ring and (len(self.ring) > RING_EVENTS
                              or now - self.ring[0][0] > RING_SECONDS):
-            self.ring_start = merged(self.ring_start, self.ring.popleft()[2])
+            self.ring_start = self.ring_start.merged(self.ring.popleft()[2])
 
     def _send(self, group: set[Watcher], mine: list[Entry],
               cache: dict[Any, bytes]) -> bool:
@@ -342,7 +329,7 @@ class Feed:
             data = by_framing.get(w.framing)
             if data is None:
                 data = by_framing[w.framing] = wire(
-                    frames(w.fmt, mine, cache), w.chunked)
+                    frames(w.fmt, mine, cache), chunked=w.chunked)
             if w.push(data, now):
                 sent = True
             else:
@@ -357,7 +344,7 @@ class Feed:
                     data = marks.get(w.framing)
                     if data is None:
                         data = marks[w.framing] = wire(
-                            bookmark(w.fmt, self.text), w.chunked)
+                            bookmark(w.fmt, self.text), chunked=w.chunked)
                     if not w.push(data, now):
                         self.leave(w)
 
@@ -378,7 +365,7 @@ class Feed:
         self.watchers = 0
         self.metrics.feed_watchers.set(0)
 
-    async def follow(self, w: Watcher, at: Vector,
+    async def follow(self, w: Watcher, at: Position,
                      write: Callable[[bytes], Any]) -> None:
         """Bring ``w`` from position ``at`` up to the live stream (the
         database, then the ring), writing what it gets with ``write``
@@ -386,48 +373,49 @@ class Feed:
         then on the feed writes to ``w.transport``, until ``w.ended``.
         Raises ``events.Gone`` when the history after ``at`` is pruned."""
         while True:
-            if not covers(at, self.ring_start):  # older than the ring
+            if not at >= self.ring_start:  # older than the ring
                 page = await self._db(functools.partial(
                     change.read, after=at, filters=w.filters, trees=w.tree,
                     limit=schema.DEFAULT_LIMIT))
                 await write(frames(w.fmt, entries(at, page.events)))
-                at = merged(at, page.upto)
+                at = at.merged(Position.of(page.upto))
                 continue
-            if self.reading or not covers(self.position, at):
+            if self.reading or not self.position >= at:
                 await self._tick.wait()  # the reader is not there yet
                 continue
             fresh = [x.event for _, x, _ in self.ring
-                     if x.event.seq > at.get(x.event.slot, 0)]
+                     if x.event.seq > at.get(x.event.slot)]
             if not fresh:  # nothing between: join (one step of the loop)
                 self.groups.setdefault(w.group, set()).add(w)
                 self.watchers += 1
                 self.metrics.feed_watchers.inc()
-                if not w.push(wire(bookmark(w.fmt, self.text), w.chunked),
+                if not w.push(wire(bookmark(w.fmt, self.text), chunked=w.chunked),
                               time.monotonic()):
                     self.leave(w)
                 return
-            reached = dict(self.position)
+            reached = self.position
             mine = [e for e in fresh if change.passes(w.filters, e)]
             if w.tree is not None and mine:
                 mine = await self._db(functools.partial(
                     change.of_tree, found=mine, trees=w.tree))
             await write(frames(w.fmt, entries(at, mine)))
-            at = merged(at, reached)
+            at = at.merged(reached)
 
 
-def _read_batch(conn: Connection, after: Vector,
+def _read_batch(conn: Connection, after: Position,
                 trees: set[tuple[str, ...]]) -> Batch | None:
     """Every event after ``after`` (None when the sequence has not
     moved), and which are about each of ``trees``."""
     current, _ = events.marks(conn)
-    if covers(after, current):
+    if after >= Position.of(current):
         return None
     found: list[events.Stored] = []
-    pos: Vector = dict(after)
+    pos = after
     while True:
-        page = events.read(conn, pos, events.Filters(), schema.MAX_LIMIT)
+        page = events.read(conn, pos.as_dict(), events.Filters(),
+                           schema.MAX_LIMIT)
         found += page.events
-        pos = merged(pos, page.upto)
+        pos = pos.merged(Position.of(page.upto))
         if not page.more:
             break
     about = {tree: frozenset(_key(e) for e in change.of_tree(conn, found, tree))

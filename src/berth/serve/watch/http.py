@@ -23,20 +23,19 @@ from berth.api import auth, errors
 from berth.api import util as api_util
 from berth.api.schemas import change as schema
 from berth.db import events
-from berth.db.engine import Database, is_unavailable
+from berth.db.engine import Database
 from berth.domain import change
-from berth.domain import errors as de
+from berth.metrics import Metrics
 from berth.policy import Policy
+from berth.position import Position
 from berth.serve.watch.feed import (
     JSONL,
     PATH,
     SSE,
     Feed,
-    Vector,
     Watcher,
     entries,
     frames,
-    merged,
 )
 
 LOG = logging.getLogger("berth.server")
@@ -55,8 +54,8 @@ class Ask(NamedTuple):
 
     filters: events.Filters
     tree: tuple[str, ...] | None
-    page: events.Page
-    after: Vector
+    page: events.EventPage
+    after: Position
 
 
 class Gate:
@@ -65,8 +64,8 @@ class Gate:
     /berth/changes`` answers them. Blocking: run in a thread."""
 
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
-                 policy: Policy) -> None:
-        self.db, self.policy = db, policy
+                 policy: Policy, metrics: Metrics) -> None:
+        self.db, self.policy, self.metrics = db, policy, metrics
         self.app = auth.wrap(self._inner, conf)
 
     def __call__(self, environ: dict[str, Any]) -> Refusal | Ask:
@@ -91,9 +90,16 @@ class Gate:
             start_response("200 OK", [])
             return [b""]
         except Exception as exc:  # noqa: BLE001 - every refusal in format
-            problem = _as_problem(exc, environ["berth.request_id"])
-            body = orjson.dumps(problem.to_dict(
-                environ["berth.request_id"], True, "GET"))
+            rid = environ["berth.request_id"]
+            # The app's one mapping, and its conflict count, into the
+            # metrics every process of ``berth serve`` adds up. (Not the
+            # app's request count and latency: a watch lasts as long as
+            # its stream; the feed's own metrics describe watches.)
+            problem = errors.from_exception(
+                exc, "starting a watch (%s)" % rid, LOG, self.metrics)
+            # ``code`` always: the watch has no microversions, and answers
+            # as the API does from 1.23.
+            body = orjson.dumps(problem.to_dict(rid, with_code=True, method="GET"))
             start_response("%d %s" % (problem.status, errors.STATUS_TEXT.get(
                 problem.status, ("Error",))[0]), [
                 ("Content-Type", "application/json"),
@@ -112,31 +118,14 @@ class Gate:
         params = api_util.query_dict(api_util.validate_pairs(
             pairs, schema.QUERY))
         if params["after"] == "now":  # the watch's own: from here on
-            params["after"] = change.format_position(
-                self.db.read(events.marks)[0])
+            params["after"] = str(Position.of(self.db.read(events.marks)[0]))
         filters, tree, limit = schema.feed_query(
             params, lambda project: self.policy.authorize(
-                ctx, schema.RULE, {"project_id": project, "user_id": None}))
+                ctx, schema.POLICY, {"project_id": project, "user_id": None}))
         page = self.db.read(functools.partial(
             change.read_feed, after=params["after"], filters=filters,
             trees=tree, limit=limit))
         return Ask(filters, tree, page, change.parse_position(params["after"]))
-
-
-def _as_problem(exc: Exception, request_id: str) -> errors.HTTPProblem:
-    """The answer to a watch refused before its stream starts, as the
-    API's error handler would give it."""
-    if isinstance(exc, errors.HTTPProblem):
-        return exc
-    if isinstance(exc, de.DomainError):
-        return errors.from_domain(exc)
-    if is_unavailable(exc):
-        LOG.warning("database unavailable starting a watch: %s",
-                    getattr(exc, "orig", exc))
-        return errors.HTTPProblem(503, "The database is not reachable.")
-    LOG.exception("unexpected error starting a watch (%s)", request_id)
-    return errors.HTTPProblem(500, "An unexpected error occurred; the "
-                              "request id identifies it in the server log.")
 
 
 def _format(request: web.Request) -> str | None:
@@ -171,7 +160,7 @@ def _environ(request: web.Request, request_id: str) -> dict[str, Any]:
 
 def _problem(status: int, detail: str, request_id: str) -> web.Response:
     body = orjson.dumps(errors.HTTPProblem(status, detail).to_dict(
-        request_id, True, "GET"))
+        request_id, with_code=True, method="GET"))
     return web.Response(status=status, body=body,
                         content_type="application/json",
                         headers={"x-openstack-request-id": request_id})
@@ -241,7 +230,8 @@ class Server:
         self.streaming.add(transport)
         try:
             await write(frames(fmt, entries(ask.after, ask.page.events)))
-            await self.feed.follow(w, merged(ask.after, ask.page.upto), write)
+            await self.feed.follow(w, ask.after.merged(
+                Position.of(ask.page.upto)), write)
             await w.ended  # the feed writes; cancelled when the peer goes
         except Stalled:
             self._abort(w.transport)

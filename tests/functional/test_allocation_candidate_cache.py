@@ -22,8 +22,8 @@ from berth.db import tables as t
 from berth.db.engine import Database
 from berth.domain import claim
 from berth.domain.allocation_candidate import load, world_patch
+from berth.domain.allocation_candidate.cache import Refresh
 from berth.domain.allocation_candidate.world import World
-from berth.domain.allocation_candidate.world_cache import Refresh
 from support.candidate_worlds import assert_same
 from tests.conftest import Client, make_conf
 
@@ -199,13 +199,13 @@ def test_three_workers_agree_after_every_write(db: Database, seed: int,
                                                exclusive: bool) -> None:
     """Two cached apps and one without the cache give the same answers
     after every kind of write; also when the cached ones update their
-    worlds in place (``WorldCache.exclusive``, as ``berth serve``'s
+    worlds in place (``CandidateCache.exclusive``, as ``berth serve``'s
     workers do)."""
     conf = make_conf()
     reader_db, reference_db = Database(db.engine), Database(db.engine)
     off = make_conf(berth__candidate_cache=False)
     writer_app, reader_app = create_app(conf, db), create_app(conf, reader_db)
-    writer_app.state.cache.exclusive = reader_app.state.cache.exclusive = (
+    writer_app.state.candidate_cache.exclusive = reader_app.state.candidate_cache.exclusive = (
         exclusive)
     with Client(writer_app) as writer, Client(reader_app) as reader, \
             Client(create_app(off, reference_db)) as reference:
@@ -234,10 +234,10 @@ def test_refreshed_worlds_equal_loaded_ones(db: Database, monkeypatch: Any,
     modes: set[bool] = set()
     real = world_patch.with_changes
 
-    def recorded(world: World, fresh: Any, gone: Any = (),
+    def recorded(world: World, fresh: Any, gone: Any = (), *,
                  in_place: bool = False) -> World | None:
         modes.add(in_place)
-        patches.append(real(world, fresh, gone, in_place))
+        patches.append(real(world, fresh, gone, in_place=in_place))
         return patches[-1]
 
     monkeypatch.setattr(world_patch, "with_changes", recorded)
@@ -245,7 +245,7 @@ def test_refreshed_worlds_equal_loaded_ones(db: Database, monkeypatch: Any,
     seen: list[Refresh] = []
     reader_app = create_app(conf, Database(db.engine),
                             world_observers=[seen.append])
-    reader_app.state.cache.exclusive = exclusive
+    reader_app.state.candidate_cache.exclusive = exclusive
     with Client(create_app(conf, db)) as writer, Client(reader_app) as reader:
         _names(writer)
         # Enough providers that a write re-reads a few, not the world.
@@ -257,7 +257,7 @@ def test_refreshed_worlds_equal_loaded_ones(db: Database, monkeypatch: Any,
             assert reader.get(QUERIES[1]).status_code == 200
             with db.engine.connect() as conn:
                 built = load.load_world(conn)[0]
-            assert_same(seen[-1].snapshot.world, built, memos=False)
+            assert_same(seen[-1].cached.world, built, memos=False)
     assert any(p is not None for p in patches)
     assert exclusive in modes
 
@@ -266,12 +266,12 @@ def test_each_change_reads_only_what_it_must(db: Database,
                                              monkeypatch: Any) -> None:
     """A claim or a delete re-reads the usage of the providers it touched;
     an inventory change re-reads that provider; deleting a trait (which
-    no snapshot can tie to providers) reloads the world."""
+    no cached world can tie to providers) reloads the world."""
     calls: list[str] = []
     for name in ("load_world", "refresh_providers", "refresh_usage"):
         real = getattr(load, name)
-        monkeypatch.setattr(load, name, lambda *a, _n=name, _f=real:
-                            calls.append(_n) or _f(*a))
+        monkeypatch.setattr(load, name, lambda *a, _n=name, _f=real, **k:
+                            calls.append(_n) or _f(*a, **k))
     with Client(create_app(make_conf(), db)) as client:
         _hosts(client, 8, 2)
         query = "/allocation_candidates?resources=VCPU:2"
@@ -553,16 +553,16 @@ def test_missing_counter_row_is_recreated(db: Database) -> None:
 def test_a_usage_refresh_copies_the_provider_map_unless_exclusive(
         db: Database, exclusive: bool) -> None:
     """A claim makes the next request refresh usage. A cache that others
-    may read copies the provider map and leaves the old snapshot as it
+    may read copies the provider map and leaves the old cached world as it
     was; an exclusive one updates the map in place (no copy: in a forked
     worker, a copy writes to every provider object's page)."""
     app = create_app(make_conf(), db)
-    app.state.cache.exclusive = exclusive
+    app.state.candidate_cache.exclusive = exclusive
     with Client(app) as client:
         _hosts(client, 4, 2)
         query = "/allocation_candidates?resources=VCPU:2"
         assert len(client.get(query).json()["allocation_requests"]) == 4
-        before = app.state.cache.snapshot
+        before = app.state.candidate_cache.latest
         old = before.world.providers
         claimed = before.world.by_uuid[_uuid(1)]
         was = old[claimed]
@@ -571,10 +571,10 @@ def test_a_usage_refresh_copies_the_provider_map_unless_exclusive(
             "project_id": "p", "user_id": "u", "consumer_generation": None,
             "consumer_type": "INSTANCE"}).status_code == 204
         assert len(client.get(query).json()["allocation_requests"]) == 3
-        after = app.state.cache.snapshot
+        after = app.state.candidate_cache.latest
         assert after is not before
         assert after.world.providers[claimed].used == {"VCPU": 2}
         assert (after.world.providers is old) == exclusive
-        # The old snapshot kept its own provider object, or shares the
+        # The old cached world kept its own provider object, or shares the
         # updated map.
         assert (before.world.providers[claimed] is was) != exclusive

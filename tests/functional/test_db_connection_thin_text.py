@@ -15,35 +15,17 @@ import sqlalchemy as sa
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.test_db_thin import (
+from tests.functional.conftest import (
     NEEDS_THIN,
     PROBE,
-    _outcome,
+    driver_texts,
     losing_the_first,
-    probe,
-    spy_contexts,
+    outcome,
 )
 
-__all__ = ["probe"]  # the fixture: test_db_thin's table and rows
-pytestmark = NEEDS_THIN
+pytestmark = [NEEDS_THIN, pytest.mark.usefixtures("no_texts")]
 
 ALL = "SELECT id, name, note FROM %s ORDER BY id" % PROBE.name
-
-
-@pytest.fixture(autouse=True)
-def fresh(db: Database) -> None:
-    """No string kept from an earlier test (the dialect outlives one)."""
-    _texts(db).clear()
-
-
-@pytest.fixture
-def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The driver SQL SQLAlchemy builds an execution context for."""
-    return spy_contexts(db, monkeypatch, "_init_statement", 4)  # the SQL
-
-
-def _texts(db: Database) -> dict[str, Any]:
-    return getattr(db.engine.dialect, db_connection._TEXTS, {})
 
 
 def _by_id(db: Database, low: int) -> tuple[str, tuple[int, ...]]:
@@ -67,10 +49,10 @@ FORMS: dict[str, Callable[[Any], Any]] = {
 
 
 def test_driver_sql_runs_thin_from_its_second_run(
-        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
     results = [db.read(lambda conn: (lambda r: (type(r), r.all()))(
         conn.exec_driver_sql(ALL))) for _ in range(4)]
-    assert contexts == [ALL]  # SQLAlchemy's context for the first run only
+    assert text_contexts == [ALL]  # SQLAlchemy's context for the first run only
     assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [
         True, False, False, False]
     assert [rows for _, rows in results] == [results[0][1]] * 4
@@ -81,40 +63,40 @@ def test_driver_sql_runs_thin_from_its_second_run(
 @pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
 @pytest.mark.parametrize("form", sorted(FORMS))
 def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
-                                      contexts: list[str], form: str,
+                                      text_contexts: list[str], form: str,
                                       low: int) -> None:
     sql, params = _by_id(db, low)
     db.read(lambda conn: conn.exec_driver_sql(sql, params).all())
-    del contexts[:]
-    thin = _outcome(lambda: db.read(
+    del text_contexts[:]
+    thin = outcome(lambda: db.read(
         lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
-    assert contexts == []
+    assert text_contexts == []
     # The same string run SQLAlchemy's way (forgotten, as a new one is).
-    del _texts(db)[sql]
-    normal = _outcome(lambda: db.read(
+    del driver_texts(db)[sql]
+    normal = outcome(lambda: db.read(
         lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
-    assert contexts == [sql]
+    assert text_contexts == [sql]
     assert thin == normal
 
 
 def test_a_dict_of_parameters_runs_thin(db: Database, probe: sa.Table,
-                                        contexts: list[str]) -> None:
+                                        text_contexts: list[str]) -> None:
     mark = ":low" if db.engine.dialect.paramstyle == "qmark" else "%(low)s"
     sql = "SELECT name FROM %s WHERE id = %s" % (PROBE.name, mark)
     got = [db.read(lambda conn: conn.exec_driver_sql(sql, {"low": 2}).scalar())
            for _ in range(3)]
     assert got == ["two"] * 3
-    assert contexts == [sql]
+    assert text_contexts == [sql]
 
 
 def test_cursor_listeners_see_every_thin_statement(
-        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
     sql, params = _by_id(db, 2)
     seen: list[tuple[str, str, Any, bool]] = []
 
     def before(conn: Any, cursor: Any, statement: str, sent: Any,
                context: Any, executemany: bool) -> None:
-        assert isinstance(conn, db_connection.Connection)
+        assert isinstance(conn, db_connection.ThinConnection)
         seen.append(("before", statement, sent, executemany))
 
     def after(conn: Any, cursor: Any, statement: str, sent: Any,
@@ -129,7 +111,7 @@ def test_cursor_listeners_see_every_thin_statement(
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", before)
         sa.event.remove(db.engine, "after_cursor_execute", after)
-    assert contexts == [sql]  # three of the four ran thin
+    assert text_contexts == [sql]  # three of the four ran thin
     assert rows == [rows[0]] * 4 and len(rows[0]) == 2
     assert [s[0] for s in seen] == ["before", "after"] * 4
     assert {s[1] for s in seen} == {sql}
@@ -157,62 +139,62 @@ def test_no_parameters_reach_the_driver_as_sqlalchemy_sends_them(
 
 
 def test_an_error_is_wrapped_as_on_the_normal_path(
-        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
     db.read(lambda conn: conn.exec_driver_sql(ALL).all())
     PROBE.drop(db.engine)
-    del contexts[:]
-    thin = _outcome(lambda: db.read(
+    del text_contexts[:]
+    thin = outcome(lambda: db.read(
         lambda conn: conn.exec_driver_sql(ALL).all()))
-    assert contexts == []
-    del _texts(db)[ALL]
-    normal = _outcome(lambda: db.read(
+    assert text_contexts == []
+    del driver_texts(db)[ALL]
+    normal = outcome(lambda: db.read(
         lambda conn: conn.exec_driver_sql(ALL).all()))
     assert thin == normal
     assert thin[0] == "raised" and issubclass(thin[1], sa.exc.DBAPIError)
 
 
 def test_database_run_runs_again_after_a_lost_connection(
-        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
     db.read(lambda conn: conn.exec_driver_sql(ALL).all())
-    del contexts[:]
+    del text_contexts[:]
     rows, attempts = losing_the_first(
         db, lambda conn: conn.exec_driver_sql(ALL).all())
     assert [row.name for row in rows] == ["one", "two", "three"]
     assert attempts == 2
-    assert contexts == []  # both attempts ran thin
+    assert text_contexts == []  # both attempts ran thin
 
 
 def test_writes_parameter_sets_and_options_keep_sqlalchemys_path(
-        db: Database, probe: sa.Table, contexts: list[str]) -> None:
+        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
     mark = db.read(changes.placeholder)
     update = ("UPDATE %s SET note = %s WHERE id = %s"
               % (PROBE.name, mark, mark))
     counts = [db.run(lambda conn: conn.exec_driver_sql(
         update, ("x", 2)).rowcount) for _ in range(3)]
     assert counts == [1, 1, 1]
-    assert contexts == [update] * 3
-    assert _texts(db)[update] is None
-    del contexts[:]
+    assert text_contexts == [update] * 3
+    assert driver_texts(db)[update] is None
+    del text_contexts[:]
     for _ in range(3):
         db.run(lambda conn: conn.exec_driver_sql(
             update, [("y", 1), ("y", 3)]))
-    assert contexts == [update] * 3
+    assert text_contexts == [update] * 3
     assert db.read(lambda conn: conn.exec_driver_sql(
         "SELECT note FROM %s ORDER BY id" % PROBE.name).scalars().all()
     ) == ["y", "x", "y"]
-    del contexts[:]
+    del text_contexts[:]
     for _ in range(3):
         db.read(lambda conn: conn.exec_driver_sql(
             ALL, execution_options={"berth_probe": 1}).all())
-    assert contexts == [ALL] * 3
+    assert text_contexts == [ALL] * 3
 
 
 def test_strings_kept_are_bounded(db: Database, probe: sa.Table,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(db_connection, "TEXTS_MAX", len(_texts(db)) + 2)
+    monkeypatch.setattr(db_connection, "TEXTS_MAX", len(driver_texts(db)) + 2)
     for n in range(5):
         sql = "SELECT id FROM %s WHERE id > %d" % (PROBE.name, n)
         for _ in range(2):
             db.read(lambda conn, s=sql: conn.exec_driver_sql(s).all())
-    kept = [s for s in _texts(db) if "WHERE id >" in s]
+    kept = [s for s in driver_texts(db) if "WHERE id >" in s]
     assert len(kept) == 2

@@ -1,23 +1,30 @@
-"""Each application's copy of the world, kept fresh by the change
-sequence (the candidate cache).
+"""The candidate cache: each application's copy of the world, kept fresh
+by the change sequence.
 
-``WorldCache.current(conn)`` costs one small query when nothing changed
+The words, used alike in code, configuration and docs: the *candidate
+cache* (:class:`CandidateCache`, one per application:
+``State.candidate_cache``, ``[berth] candidate_cache``) keeps a *cached
+world* (:class:`CachedWorld`): the *world* (``world.World``: providers
+and their indexes) as of one change-sequence position, with the class
+and trait ids it was read with. A *refresh* (:class:`Refresh`) makes the
+next cached world from the last.
+
+``CandidateCache.current(conn)`` costs one small query when nothing changed
 since the last request: it compares the database's change-sequence
 position (one counter per slot) with the one the cached world was built
 at. When only usage changed (the common case: claims and deletes), it
-re-reads the usage of just the
-providers that changed. When providers themselves changed (created,
+re-reads the usage of just the providers that changed. When providers themselves changed (created,
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and patches the indexes in memory where they
 sit (or keeps them, when only inventory amounts changed; or rebuilds
 them, when a sharing provider or many providers changed). A class or
 trait deleted, a gap in the change rows, or changes to a quarter of the
-providers or more reload the world whole. A snapshot is never modified
-once published, so requests in other threads keep using the one they
+providers or more reload the world whole. A cached world is never
+modified once published, so requests in other threads keep using the one they
 started with; except where the cache is ``exclusive`` (a process that
 serves one request at a time: ``berth serve``'s workers), where a refresh
 edits the provider map and the patched indexes in place, since nobody
-else reads the old snapshot (copying them would copy, in a forked
+else reads the old cached world (copying them would copy, in a forked
 worker, every page of their entries that it shares with the master).
 
 The cache is only as fresh as the change sequence: a process that writes
@@ -48,7 +55,7 @@ LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class CachedWorld:
     """The world as of change-sequence position ``seq`` (or later)."""
 
     seq: changes.Position
@@ -90,98 +97,98 @@ class Refresh:
     #: or "usage" (only usage re-read)
     kind: str
     seconds: float
-    snapshot: Snapshot
-    #: False when the cache is off and the snapshot serves one request
+    cached: CachedWorld
+    #: False when the cache is off and the cached world serves one request
     kept: bool
-    #: changes in the sequence since the snapshot refreshed (0 when there
-    #: was none): how far behind the cache was
+    #: changes in the sequence since the cached world refreshed (0 when
+    #: there was none): how far behind the cache was
     behind: int = 0
 
 
 #: Called after every refresh, in the thread that made it.
-Observer = Callable[[Refresh], None]
+RefreshObserver = Callable[[Refresh], None]
 
 
-class WorldCache:
-    """The newest snapshot this application has seen of its database.
+class CandidateCache:
+    """The newest cached world this application has seen of its database.
 
-    One lives in each application's state (``State.cache``). With ``keep``
-    False (``[berth] candidate_cache = false``) nothing is kept: every
-    ``current`` builds a fresh world for its caller. ``observers`` hear of
-    every refresh (metrics, and the serving layer's garbage-collector
-    tuning).
+    One lives in each application's state (``State.candidate_cache``).
+    With ``keep`` False (``[berth] candidate_cache = false``) nothing is
+    kept: every ``current`` builds a fresh world for its caller.
+    ``observers`` hear of every refresh (metrics, and the serving layer's
+    garbage-collector tuning).
     """
 
-    def __init__(self, keep: bool = True,
-                 observers: Sequence[Observer] = ()) -> None:
+    def __init__(self, *, keep: bool = True,
+                 observers: Sequence[RefreshObserver] = ()) -> None:
         self.keep = keep
         #: True where one request at a time reads the cache (set by the
-        #: server after it forks a single-threaded worker): a snapshot is
-        #: then replaced by one whose provider map and indexes are the old
-        #: one's, edited in place
+        #: server after it forks a single-threaded worker): a cached world
+        #: is then replaced by one whose provider map and indexes are the
+        #: old one's, edited in place
         self.exclusive = False
         self.observers = list(observers)
-        self._snapshot: Snapshot | None = None
+        self._latest: CachedWorld | None = None
         self._lock = threading.Lock()
 
-    def current(self, conn: Connection) -> Snapshot:
-        """A snapshot at least as new as what ``conn``'s transaction can
-        see of the change sequence."""
+    def current(self, conn: Connection) -> CachedWorld:
+        """A cached world at least as new as what ``conn``'s transaction
+        can see of the change sequence."""
         seq = changes.current(conn)
         if not self.keep:
             # Nothing is shared, so nothing to lock.
             return self._refresh(conn, None, seq)
-        snap = self._snapshot
-        if snap is not None and snap.seq >= seq:
-            return snap
+        last = self._latest
+        if last is not None and last.seq >= seq:
+            return last
         with self._lock:
-            snap = self._snapshot
-            if snap is not None and snap.seq >= seq:
-                return snap
-            fresh = self._refresh(conn, snap, seq)
-            self._snapshot = fresh
+            last = self._latest
+            if last is not None and last.seq >= seq:
+                return last
+            fresh = self._refresh(conn, last, seq)
+            self._latest = fresh
             return fresh
 
     @property
-    def snapshot(self) -> Snapshot | None:
-        """The snapshot kept now (None before the first load, or when
+    def latest(self) -> CachedWorld | None:
+        """The cached world kept now (None before the first load, or when
         the cache is off)."""
-        return self._snapshot
+        return self._latest
 
-    def _refresh(self, conn: Connection, snap: Snapshot | None,
-                 seq: changes.Position) -> Snapshot:
+    def _refresh(self, conn: Connection, last: CachedWorld | None,
+                 seq: changes.Position) -> CachedWorld:
         start = time.perf_counter()
-        kind, fresh = self._build(conn, snap, seq)
+        kind, fresh = self._build(conn, last, seq)
         seconds = time.perf_counter() - start
         # One line per refresh: tests and operators count whole loads.
         LOG.debug("candidate cache: %s refresh, %d providers, %.1f ms",
                   kind, len(fresh.world.providers), seconds * 1000)
         if self.observers:
             done = Refresh(kind, seconds, fresh, self.keep,
-                           0 if snap is None else seq.total - snap.seq.total)
+                           0 if last is None else seq.total - last.seq.total)
             for observer in self.observers:
                 observer(done)
         return fresh
 
-    def _build(self, conn: Connection, snap: Snapshot | None,
-               seq: changes.Position) -> tuple[str, Snapshot]:
-        """How the snapshot at ``seq`` was made, and the snapshot."""
-        if snap is not None:
-            found = changes.since(conn, snap.seq, seq)
-            # Only where no other request can be reading the old snapshot
-            # may it be edited in place (a cache that keeps nothing has no
-            # old snapshot: ``snap`` is None).
+    def _build(self, conn: Connection, last: CachedWorld | None,
+               seq: changes.Position) -> tuple[str, CachedWorld]:
+        """How the cached world at ``seq`` was made, and that world."""
+        if last is not None:
+            found = changes.since(conn, last.seq, seq)
+            # Only where no other request can be reading the old cached
+            # world may it be edited in place (a cache that keeps nothing
+            # has no old one: ``last`` is None).
             in_place = self.exclusive
             if not (found.everything or found.structure):
-                world = load.refresh_usage(conn, snap.world, found.usage,
-                                           in_place)
-                return "usage", Snapshot(seq, world, snap.classes,
-                                         snap.traits)
+                world = load.refresh_usage(conn, last.world, found.usage,
+                                           in_place=in_place)
+                return "usage", CachedWorld(seq, world, last.classes,
+                                            last.traits)
             touched = found.structure | found.usage
             if (not found.everything
-                    and len(touched) * 4 < len(snap.world.providers)):
+                    and len(touched) * 4 < len(last.world.providers)):
                 world, classes, traits = load.refresh_providers(
-                    conn, snap.world, touched, in_place)
-                return "providers", Snapshot(seq, world, classes, traits)
+                    conn, last.world, touched, in_place=in_place)
+                return "providers", CachedWorld(seq, world, classes, traits)
         world, classes, traits = load.load_world(conn)
-        return "whole", Snapshot(seq, world, classes, traits)
+        return "whole", CachedWorld(seq, world, classes, traits)

@@ -8,26 +8,18 @@ meanwhile, the answer must show exactly the usage and capacity the thread
 itself just committed: a cache that missed a change shows up as a
 mismatch.
 
-Covers ``berth.domain.allocation_candidate.world_cache`` and
+Covers ``berth.domain.allocation_candidate.cache`` and
 ``berth.db.changes`` across worker processes.
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import threading
 import uuid as uuidlib
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-
-from berth.db.engine import create_engine
-from support.processes import free_port, stop_group, wait_ready
-from tests.conftest import reset
 
 pytestmark = pytest.mark.stress
 
@@ -35,36 +27,6 @@ THREADS = 6
 STEPS = 25
 HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "openstack-api-version": "placement 1.39"}
-
-
-@pytest.fixture(params=[2, 8], ids=["2-workers", "8-workers"])
-def servers(db_url: str, tmp_path: Path, request: pytest.FixtureRequest
-            ) -> Iterator[list[str]]:
-    engine = create_engine(db_url)
-    reset(engine)
-    engine.dispose()
-    conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    "[berth]\nrequest_log = false\n" % db_url)
-    berth = Path(sys.executable).with_name("berth")
-    procs, urls = [], []
-    try:
-        for n in range(2):
-            port = free_port()
-            with open(tmp_path / ("server%d.log" % n), "wb") as log:
-                procs.append(subprocess.Popen(
-                    [str(berth), "serve", "--config-file", str(conf),
-                     "--host", "127.0.0.1", "--port", str(port),
-                     "--workers", str(request.param)],
-                    stdout=subprocess.DEVNULL, stderr=log,
-                    start_new_session=True))
-            urls.append("http://127.0.0.1:%d" % port)
-            wait_ready(urls[-1], procs[-1])
-        yield urls
-    finally:
-        for proc in procs:
-            stop_group(proc)
 
 
 def _owner(urls: list[str], n: int, failures: list[str]) -> None:
@@ -134,13 +96,13 @@ def _owner(urls: list[str], n: int, failures: list[str]) -> None:
                             % (n, step, total - used))
 
 
-def test_other_workers_see_each_committed_write(servers: list[str]) -> None:
+def test_other_workers_see_each_committed_write(cache_servers: list[str]) -> None:
     failures: list[str] = []
     errors: list[BaseException] = []
 
     def run(n: int) -> None:
         try:
-            _owner(servers, n, failures)
+            _owner(cache_servers, n, failures)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 

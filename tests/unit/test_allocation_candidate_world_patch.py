@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
 from berth.domain.allocation_candidate import order, world_patch
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import Order
-from berth.domain.allocation_candidate.world import SHARING_TRAIT, World
+from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory
 from support.candidate_worlds import assert_same
 
@@ -369,7 +370,7 @@ def patched_chain(data: st.DataObject, in_place: bool) -> None:
         fresh = [walk.providers[pid] for pid in sorted(touched)
                  if pid in walk.providers]
         gone = tuple(pid for pid in touched if pid not in walk.providers)
-        patched = world_patch.with_changes(world, fresh, gone, in_place)
+        patched = world_patch.with_changes(world, fresh, gone, in_place=in_place)
         built = World(walk.providers.values())
         sharing = any(SHARING_TRAIT in p.traits for p in
                       [before[pid] for pid in touched if pid in before]

@@ -8,7 +8,7 @@ import datetime as dt
 import decimal
 import gc
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,83 +16,16 @@ import sqlalchemy as sa
 
 from berth.db import connection as db_connection
 from berth.db.engine import Database
+from tests.functional.conftest import (
+    FORMS,
+    NEEDS_THIN,
+    PROBE,
+    losing_the_first,
+    outcome,
+    probe_select,
+)
 
-#: These tests pin the shortcuts, which run only on a SQLAlchemy release
-#: they were checked against; on another, test_db_connection_fallback.py
-#: pins the public way every statement takes instead.
-NEEDS_THIN = pytest.mark.skipif(
-    not db_connection.THIN,
-    reason="SQLAlchemy %s is not a release berth.db.connection's shortcuts "
-    "were checked against (VERIFIED): they are off, and every statement "
-    "runs SQLAlchemy's public way (test_db_connection_fallback.py)"
-    % sa.__version__)
 pytestmark = NEEDS_THIN
-
-META = sa.MetaData()
-# A table of this test's own, with the types whose values the database
-# and SQLAlchemy's result processors shape (and NULLs of each).
-PROBE = sa.Table(
-    "berth_thin_probe", META,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("name", sa.String(50), nullable=False),
-    sa.Column("flag", sa.Boolean, nullable=True),
-    sa.Column("amount", sa.Numeric(10, 2), nullable=True),
-    sa.Column("ratio", sa.Float, nullable=True),
-    sa.Column("at", sa.DateTime, nullable=True),
-    sa.Column("note", sa.String(50), nullable=True))
-ROWS = [
-    {"id": 1, "name": "one", "flag": True, "amount": decimal.Decimal("1.50"),
-     "ratio": 1.5, "at": dt.datetime(2026, 12, 4, 1, 2, 3), "note": None},
-    {"id": 2, "name": "two", "flag": False, "amount": decimal.Decimal("0.00"),
-     "ratio": 16.0, "at": dt.datetime(2000, 1, 1), "note": "n"},
-    {"id": 3, "name": "three", "flag": None, "amount": None, "ratio": None,
-     "at": None, "note": None},
-]
-
-
-def _select() -> sa.Select[Any]:
-    """The statement the tests run; built once per test and reused, as a
-    module's prebuilt statement is (or per call, for the normal path: a
-    statement's first run is always SQLAlchemy's)."""
-    return (sa.select(PROBE.c.id, PROBE.c.name, PROBE.c.flag,
-                      PROBE.c.amount, PROBE.c.ratio, PROBE.c.at,
-                      PROBE.c.note, (PROBE.c.id * 2).label("twice"))
-            .where(PROBE.c.id >= sa.bindparam("low")).order_by(PROBE.c.id))
-
-
-@pytest.fixture
-def probe(db: Database) -> Iterator[sa.Table]:
-    PROBE.create(db.engine, checkfirst=True)
-    try:
-        with db.engine.begin() as conn:
-            conn.execute(PROBE.delete())
-            conn.execute(PROBE.insert(), ROWS)
-        yield PROBE
-    finally:
-        PROBE.drop(db.engine, checkfirst=True)
-
-
-def spy_contexts(db: Database, monkeypatch: pytest.MonkeyPatch,
-                 hook: str, position: int) -> list[Any]:
-    """What SQLAlchemy builds an execution context for, from now on
-    (what a thin run does without): argument ``position`` of each call
-    of the context class's constructor ``hook``."""
-    seen: list[Any] = []
-    base: Any = db.engine.dialect.execution_ctx_cls
-
-    def spied(cls: Any, *args: Any, **kw: Any) -> Any:
-        seen.append(args[position])
-        return getattr(super(Spy, cls), hook)(*args, **kw)
-
-    Spy = type("Spy", (base,), {hook: classmethod(spied)})
-    monkeypatch.setattr(db.engine.dialect, "execution_ctx_cls", Spy)
-    return seen
-
-
-@pytest.fixture
-def contexts(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The statements SQLAlchemy builds an execution context for."""
-    return spy_contexts(db, monkeypatch, "_init_compiled", 6)  # invoked
 
 
 def _read(db: Database, stmt: Any, params: Any,
@@ -107,17 +40,9 @@ def _planned(db: Database, stmt: Any, params: dict[str, Any]) -> Any:
     return stmt
 
 
-def _outcome(fn: Callable[[], Any]) -> tuple[Any, ...]:
-    """What ``fn`` returned, or the classes of what it raised."""
-    try:
-        return ("returned", fn())
-    except Exception as exc:  # compared, not swallowed
-        return ("raised", type(exc), type(getattr(exc, "orig", None)))
-
-
 def test_a_statement_runs_thin_from_its_third_run(
         db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    stmt = _select()
+    stmt = probe_select()
     results = [db.read(lambda conn: (lambda r: (type(r), r.all()))(
         conn.execute(stmt, {"low": 2}))) for _ in range(5)]
     # SQLAlchemy built a context for the first two runs only.
@@ -128,35 +53,17 @@ def test_a_statement_runs_thin_from_its_third_run(
     assert [row.id for row in results[0][1]] == [2, 3]
 
 
-FORMS: dict[str, Callable[[Any], Any]] = {
-    "all": lambda r: r.all(),
-    "first": lambda r: r.first(),
-    "one": lambda r: r.one(),
-    "one_or_none": lambda r: r.one_or_none(),
-    "scalar": lambda r: r.scalar(),
-    "scalar_one": lambda r: r.scalar_one(),
-    "scalars": lambda r: r.scalars().all(),
-    "scalars_of_a_column": lambda r: r.scalars(5).all(),
-    "mappings": lambda r: [dict(m) for m in r.mappings()],
-    "iteration": lambda r: [tuple(row) for row in r],
-    "by_name": lambda r: [(row.name, row.twice, row.at, row._mapping["flag"],
-                           row._mapping[PROBE.c.amount]) for row in r],
-    "keys": lambda r: list(r.keys()),
-    "types": lambda r: [[type(value) for value in row] for row in r],
-}
-
-
 @pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
 @pytest.mark.parametrize("form", sorted(FORMS))
 def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
                                       contexts: list[Any], form: str,
                                       low: int) -> None:
     params = {"low": low}
-    stmt = _planned(db, _select(), params)
+    stmt = _planned(db, probe_select(), params)
     del contexts[:]
-    thin = _outcome(lambda: _read(db, stmt, params, FORMS[form]))
+    thin = outcome(lambda: _read(db, stmt, params, FORMS[form]))
     assert contexts == []
-    normal = _outcome(lambda: _read(db, _select(), params, FORMS[form]))
+    normal = outcome(lambda: _read(db, probe_select(), params, FORMS[form]))
     assert contexts != []
     assert thin == normal
     if low == 1 and form == "types":
@@ -178,12 +85,12 @@ def test_scalar_and_scalars_run_thin(db: Database, probe: sa.Table,
 
 def test_cursor_listeners_and_the_observer_see_every_thin_statement(
         db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    stmt = _select()
+    stmt = probe_select()
     seen: list[tuple[str, str, Any, bool]] = []
 
     def before(conn: Any, cursor: Any, statement: str, params: Any,
                context: Any, executemany: bool) -> None:
-        assert isinstance(conn, db_connection.Connection)
+        assert isinstance(conn, db_connection.ThinConnection)
         seen.append(("before", statement, context.compiled.string,
                      executemany))
 
@@ -231,26 +138,26 @@ def test_cursor_listeners_and_the_observer_see_every_thin_statement(
 
 def test_an_error_is_wrapped_as_on_the_normal_path(
         db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    stmt = _planned(db, _select(), {"low": 1})
+    stmt = _planned(db, probe_select(), {"low": 1})
 
     # A value the DateTime type's bind processor or the database refuses.
     def since() -> Any:
-        return _select().where(PROBE.c.at >= sa.bindparam(
+        return probe_select().where(PROBE.c.at >= sa.bindparam(
             "since", type_=sa.DateTime))
 
     planned = _planned(db, since(), {"low": 1,
                                      "since": dt.datetime(1999, 1, 1)})
     del contexts[:]
     bad = {"low": 1, "since": "not a date"}
-    thin = _outcome(lambda: _read(db, planned, bad))
+    thin = outcome(lambda: _read(db, planned, bad))
     assert contexts == []
-    assert thin == _outcome(lambda: _read(db, since(), bad))
+    assert thin == outcome(lambda: _read(db, since(), bad))
     # A table gone: the database's own error, on every backend.
     PROBE.drop(db.engine)
     del contexts[:]
-    thin = _outcome(lambda: _read(db, stmt, {"low": 1}))
+    thin = outcome(lambda: _read(db, stmt, {"low": 1}))
     assert contexts == []
-    normal = _outcome(lambda: _read(db, _select(), {"low": 1}))
+    normal = outcome(lambda: _read(db, probe_select(), {"low": 1}))
     assert thin == normal
     assert thin[0] == "raised" and issubclass(thin[1], sa.exc.DBAPIError)
 
@@ -258,9 +165,9 @@ def test_an_error_is_wrapped_as_on_the_normal_path(
 @pytest.mark.parametrize("path", ["thin", "normal"])
 def test_a_lost_connection_is_invalidated(db: Database, probe: sa.Table,
                                           path: str) -> None:
-    stmt = _planned(db, _select(), {"low": 1})
-    run = stmt if path == "thin" else _select()
-    with db_connection.Connection(db.engine) as conn:
+    stmt = _planned(db, probe_select(), {"low": 1})
+    run = stmt if path == "thin" else probe_select()
+    with db_connection.ThinConnection(db.engine) as conn:
         conn.begin()  # left to close(): committing a lost one would raise
         driver = conn.connection.driver_connection
         assert driver is not None
@@ -271,24 +178,9 @@ def test_a_lost_connection_is_invalidated(db: Database, probe: sa.Table,
         assert conn.invalidated
 
 
-def losing_the_first(db: Database, run: Callable[[Any], Any]
-                     ) -> tuple[Any, int]:
-    """What ``run(conn)`` in ``db.read`` returned, its first attempt's
-    connection closed under it, and how many attempts it took."""
-    attempts: list[int] = []
-
-    def lose_the_first(conn: Any) -> Any:
-        attempts.append(len(attempts))
-        if len(attempts) == 1:
-            conn.connection.driver_connection.close()
-        return run(conn)
-
-    return db.read(lose_the_first), len(attempts)
-
-
 def test_database_run_runs_again_after_a_lost_connection(
         db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    stmt = _planned(db, _select(), {"low": 3})
+    stmt = _planned(db, probe_select(), {"low": 3})
     del contexts[:]
     rows, attempts = losing_the_first(
         db, lambda conn: conn.execute(stmt, {"low": 3}).all())
@@ -316,10 +208,10 @@ def test_writes_lists_and_options_stay_on_sqlalchemys_path(
     for ids in ([], list(range(db_connection.SIZED_LIST_MAX + 1))):
         _not_thin(db, contexts, lambda conn, ids=ids: conn.execute(
             in_list, {"ids": ids}).all())
-    stmt = _select()
+    stmt = probe_select()
     _not_thin(db, contexts, lambda conn: conn.execute(
         stmt, {"low": 1}, execution_options={"berth_probe": 1}).all())
-    optioned = _select().execution_options(berth_probe=1)
+    optioned = probe_select().execution_options(berth_probe=1)
     _not_thin(db, contexts, lambda conn: conn.execute(
         optioned, {"low": 1}).all())
     # Another listener of the statement than the cursor's.
@@ -352,7 +244,7 @@ def test_statements_built_per_call_are_not_kept(
         db: Database, probe: sa.Table, contexts: list[Any]) -> None:
     kept: list[weakref.ref[Any]] = []
     for _ in range(20):
-        stmt = _select()
+        stmt = probe_select()
         kept.append(weakref.ref(stmt))
         for _ in range(3):  # the third thin: a plan was made for it
             _read(db, stmt, {"low": 2})
