@@ -64,8 +64,7 @@ def cycles(server: Server, count: int) -> dict[str, float]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port)
 
     def cycle() -> None:
-        status = run.claim_attempt(conn, QUERY, str(uuid.uuid4()),
-                                   (PROJECT, USER))
+        status = run.claim_attempt(conn, QUERY, str(uuid.uuid4()), (PROJECT, USER))
         if status != 204:
             raise RuntimeError("claim cycle ended with %d" % status)
 
@@ -74,8 +73,10 @@ def cycles(server: Server, count: int) -> dict[str, float]:
     cpu, wall = server.cpu_seconds(), time.perf_counter()
     for _ in range(count):
         cycle()
-    return {"server_cpu_ms_per_cycle": (server.cpu_seconds() - cpu) * 1e3 / count,
-            "wall_ms_per_cycle": (time.perf_counter() - wall) * 1e3 / count}
+    return {
+        "server_cpu_ms_per_cycle": (server.cpu_seconds() - cpu) * 1e3 / count,
+        "wall_ms_per_cycle": (time.perf_counter() - wall) * 1e3 / count,
+    }
 
 
 def _cpu(pid: int) -> float | None:
@@ -85,7 +86,7 @@ def _cpu(pid: int) -> float | None:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
@@ -116,24 +117,30 @@ class Split:
             parsed = sa.engine.make_url(url)
             self.database = parsed.database
             self.engine = sa.create_engine(
-                parsed.set(database="postgres"), poolclass=sa.pool.NullPool,
-                isolation_level="AUTOCOMMIT")
+                parsed.set(database="postgres"),
+                poolclass=sa.pool.NullPool,
+                isolation_level="AUTOCOMMIT",
+            )
 
     def _pids(self) -> tuple[set[int], set[int]]:
         """The run database's backends, and PostgreSQL's own processes."""
         if self.engine is None:
             return set(), set()
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.text(
-                "SELECT pid, datname, backend_type FROM pg_stat_activity "
-                "WHERE pid <> pg_backend_pid()")).all()
-        backends = {pid for pid, db, kind in rows
-                    if db == self.database and kind == "client backend"}
+            rows = conn.execute(
+                sa.text(
+                    "SELECT pid, datname, backend_type FROM pg_stat_activity "
+                    "WHERE pid <> pg_backend_pid()"
+                )
+            ).all()
+        backends = {
+            pid for pid, db, kind in rows if db == self.database and kind == "client backend"
+        }
         own = {pid for pid, db, kind in rows if kind != "client backend"}
         for pid in list(own)[:1]:  # their parent: the postmaster
             with open("/proc/%d/stat" % pid) as f:
                 stat = f.read()
-            own.add(int(stat[stat.rindex(")") + 2:].split()[1]))
+            own.add(int(stat[stat.rindex(")") + 2 :].split()[1]))
         return backends, own
 
     def __call__(self) -> Callable[[], dict[str, float]]:
@@ -146,15 +153,17 @@ class Split:
             backends_now, own_now = self._pids()
 
             def spent(pids: set[int]) -> float:
-                return sum((_cpu(pid) or before.get(pid, 0.0))
-                           - before.get(pid, 0.0) for pid in pids)
+                return sum(
+                    (_cpu(pid) or before.get(pid, 0.0)) - before.get(pid, 0.0) for pid in pids
+                )
 
-            found = {"machine_busy_cpu": busy_now - busy,
-                     "machine_capacity_cpu": total_now - total}
+            found = {"machine_busy_cpu": busy_now - busy, "machine_capacity_cpu": total_now - total}
             if self.engine is not None:
-                found.update(pg_backends_cpu=spent(backends | backends_now),
-                             pg_own_cpu=spent(own | own_now))
+                found.update(
+                    pg_backends_cpu=spent(backends | backends_now), pg_own_cpu=spent(own | own_now)
+                )
             return found
+
         return finish
 
     def dispose(self) -> None:
@@ -165,15 +174,23 @@ class Split:
 def split_summary(found: dict[str, float | int | str]) -> dict[str, float]:
     """The race's split of the cores per claim, with what the machine
     spent on other work meanwhile and the share of its capacity used."""
+
     def ms(key: str) -> float:
         return float(found.get(key, 0.0))
-    ours = (ms("server_cpu_ms_per_claim") + ms("client_cpu_ms_per_claim")
-            + ms("pg_backends_cpu_ms_per_claim") + ms("pg_own_cpu_ms_per_claim"))
+
+    ours = (
+        ms("server_cpu_ms_per_claim")
+        + ms("client_cpu_ms_per_claim")
+        + ms("pg_backends_cpu_ms_per_claim")
+        + ms("pg_own_cpu_ms_per_claim")
+    )
     busy = ms("machine_busy_cpu_ms_per_claim")
     capacity = ms("machine_capacity_cpu_ms_per_claim")
-    return {"run_cpu_ms_per_claim": ours,
-            "other_cpu_ms_per_claim": busy - ours,
-            "machine_busy_share": busy / capacity if capacity else 0.0}
+    return {
+        "run_cpu_ms_per_claim": ours,
+        "other_cpu_ms_per_claim": busy - ours,
+        "machine_busy_share": busy / capacity if capacity else 0.0,
+    }
 
 
 #: (provider, class) pairs whose allocations pass their capacity.
@@ -203,7 +220,7 @@ def world_copy(url: str, tmp: Path) -> Iterator[str]:
     dropped after); a MySQL world as it is."""
     if url.startswith("sqlite:///"):
         copy = tmp / "world.sqlite"
-        shutil.copy(url[len("sqlite:///"):], copy)
+        shutil.copy(url[len("sqlite:///") :], copy)
         yield "sqlite:///%s" % copy
         return
     if not url.startswith("postgresql"):
@@ -211,18 +228,16 @@ def world_copy(url: str, tmp: Path) -> Iterator[str]:
         return
     parsed = sa.engine.make_url(url)
     name = "%s_run%d" % (parsed.database, os.getpid())
-    admin = sa.create_engine(parsed.set(database="postgres"),
-                             poolclass=sa.pool.NullPool,
-                             isolation_level="AUTOCOMMIT")
+    admin = sa.create_engine(
+        parsed.set(database="postgres"), poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT"
+    )
     with admin.connect() as conn:
-        conn.exec_driver_sql('CREATE DATABASE "%s" TEMPLATE "%s"'
-                             % (name, parsed.database))
+        conn.exec_driver_sql('CREATE DATABASE "%s" TEMPLATE "%s"' % (name, parsed.database))
     try:
         yield parsed.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
-            conn.exec_driver_sql('DROP DATABASE IF EXISTS "%s" WITH (FORCE)'
-                                 % name)
+            conn.exec_driver_sql('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
         admin.dispose()
 
 
@@ -237,34 +252,43 @@ def main() -> int:
     ap.add_argument("--only", choices=["cycle", "race"])
     args = ap.parse_args()
     sections: dict[str, dict[str, object]] = (
-        {"placement_database": {"sqlite_synchronous": False}}
-        if args.no_sync else {})
+        {"placement_database": {"sqlite_synchronous": False}} if args.no_sync else {}
+    )
     for part in ("cycle", "race"):
         if args.only not in (None, part):
             continue
         workers = 1 if part == "cycle" else args.workers
-        with tempfile.TemporaryDirectory() as tmp, \
-                world_copy(args.world, Path(tmp)) as url, \
-                Server("berth", Path(tmp), workers=workers, db_url=url,
-                       sections=sections) as server:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            world_copy(args.world, Path(tmp)) as url,
+            Server("berth", Path(tmp), workers=workers, db_url=url, sections=sections) as server,
+        ):
             if part == "cycle":
                 found = cycles(server, args.cycles)
             else:
-                run.claims(server, argparse.Namespace(
-                    claims=200, clients=args.schedulers))
+                run.claims(server, argparse.Namespace(claims=200, clients=args.schedulers))
                 split = Split(url)
                 try:
-                    found = run.claims(server, argparse.Namespace(
-                        claims=args.claims, clients=args.schedulers,
-                        probe=split))
+                    found = run.claims(
+                        server,
+                        argparse.Namespace(
+                            claims=args.claims, clients=args.schedulers, probe=split
+                        ),
+                    )
                 finally:
                     split.dispose()
                 found.update(split_summary(found))
                 found["over_allocated"] = over_allocated(url)
-            print(json.dumps({"part": part, "workers": workers,
-                              "no_sync": args.no_sync, **{
-                                  k: round(v, 2) if isinstance(v, float) else v
-                                  for k, v in found.items()}}))
+            print(
+                json.dumps(
+                    {
+                        "part": part,
+                        "workers": workers,
+                        "no_sync": args.no_sync,
+                        **{k: round(v, 2) if isinstance(v, float) else v for k, v in found.items()},
+                    }
+                )
+            )
     return 0
 
 

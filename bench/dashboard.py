@@ -49,12 +49,15 @@ PAGES = [
     ("by consumer type", "/dashboard/consumers?view=type"),
     ("explain form", "/dashboard/explain?q=" + QUERY.replace("&", "%26")),
     ("fit form", "/dashboard/fit?q=" + QUERY.replace("&", "%26")),
-    ("first hosts, spread", "/dashboard/first?order=spread&q="
-     + QUERY.replace("&", "%26")),
-    ("first hosts, spread, limit 1000", "/dashboard/first?order=spread&q="
-     + QUERY.replace("&", "%26") + "%26limit%3D1000"),
-    ("first hosts, uuid, limit 1000", "/dashboard/first?order=uuid&q="
-     + QUERY.replace("&", "%26") + "%26limit%3D1000"),
+    ("first hosts, spread", "/dashboard/first?order=spread&q=" + QUERY.replace("&", "%26")),
+    (
+        "first hosts, spread, limit 1000",
+        "/dashboard/first?order=spread&q=" + QUERY.replace("&", "%26") + "%26limit%3D1000",
+    ),
+    (
+        "first hosts, uuid, limit 1000",
+        "/dashboard/first?order=uuid&q=" + QUERY.replace("&", "%26") + "%26limit%3D1000",
+    ),
 ]
 
 
@@ -70,18 +73,20 @@ def main() -> int:
         plan = world_mod.plan(args.hosts, 7, args.allocations)
         start = time.perf_counter()
         Database(engine).run(lambda conn: bulk.write(conn, plan))
-        print("built %d hosts, %d allocations in %.1fs" % (
-            args.hosts, args.allocations, time.perf_counter() - start))
+        print(
+            "built %d hosts, %d allocations in %.1fs"
+            % (args.hosts, args.allocations, time.perf_counter() - start)
+        )
         conf = berth_conf.load([])
         conf.set_override("auth_strategy", "noauth2", group="api")
         conf.set_override("request_log", False, group="berth")
         app = create_app(conf, Database(engine))
-        client = httpx.Client(transport=httpx.WSGITransport(app=app),
-                              base_url="http://berth.bench")
+        client = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://berth.bench")
         print("%-30s %10s %10s" % ("page", "median ms", "max ms"))
 
-        def timed(path: str, headers: dict[str, str] | None = None
-                  ) -> tuple[float, float, httpx.Response]:
+        def timed(
+            path: str, headers: dict[str, str] | None = None
+        ) -> tuple[float, float, httpx.Response]:
             times = []
             resp = client.get(path, headers=headers)  # unmeasured
             for _ in range(args.repeat):
@@ -100,15 +105,14 @@ def main() -> int:
         print("%-30s %10.1f %10.1f" % ("unchanged page (304)", median, worst))
         page = client.get("/dashboard").text
         position = page.split('data-position="')[1].split('"')[0]
-        kinds = {k for part in page.split('data-live="')[1:]
-                 for k in part.split('"')[0].split(",")}
+        kinds = {k for part in page.split('data-live="')[1:] for k in part.split('"')[0].split(",")}
         median, worst, resp = timed(
-            "/dashboard/changes?after=%s&limit=50&kind=%s" % (
-                position, ",".join(sorted(kinds | {"resync"}))),
-            {"accept": "application/json"})
+            "/dashboard/changes?after=%s&limit=50&kind=%s"
+            % (position, ",".join(sorted(kinds | {"resync"}))),
+            {"accept": "application/json"},
+        )
         assert resp.status_code == 200 and resp.json()["events"] == []
-        print("%-30s %10.1f %10.1f" % ("feed poll, no event", median,
-                                       worst))
+        print("%-30s %10.1f %10.1f" % ("feed poll, no event", median, worst))
         median, worst, resp = timed("/dashboard/seq")
         print("%-30s %10.1f %10.1f" % ("/dashboard/seq poll", median, worst))
         engine.dispose()

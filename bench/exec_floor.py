@@ -30,8 +30,7 @@ from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 
 RP = t.resource_providers
-SELECT = sa.select(RP.c.id, RP.c.uuid, RP.c.generation).where(
-    RP.c.uuid == sa.bindparam("b_uuid"))
+SELECT = sa.select(RP.c.id, RP.c.uuid, RP.c.generation).where(RP.c.uuid == sa.bindparam("b_uuid"))
 
 
 def cases(db: Database, count: int) -> dict[str, Callable[[], Any]]:
@@ -69,8 +68,7 @@ def cases(db: Database, count: int) -> dict[str, Callable[[], Any]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", help="a migrated database (default: SQLite, "
-                    "a throw-away file)")
+    ap.add_argument("--url", help="a migrated database (default: SQLite, a throw-away file)")
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--only", help="run this case once, unmeasured")
     ap.add_argument("--profile", help="cProfile this case")

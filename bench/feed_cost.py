@@ -45,6 +45,7 @@ def _app(path: Path) -> Any:
     from berth.api.app import create_app
     from berth.db import setup
     from berth.db.engine import Database, create_engine
+
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
     conf.set_override("request_log", False, group="berth")
@@ -56,13 +57,21 @@ def _app(path: Path) -> Any:
 def _call(app: Any, method: str, url: str, body: Any = None) -> Any:
     data = b"" if body is None else orjson.dumps(body)
     environ = {
-        "REQUEST_METHOD": method, "PATH_INFO": url, "QUERY_STRING": "",
-        "SERVER_NAME": "berth.test", "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "http",
-        "wsgi.input": io.BytesIO(data), "wsgi.errors": sys.stderr,
-        "CONTENT_LENGTH": str(len(data)), "CONTENT_TYPE": "application/json",
-        "HTTP_X_AUTH_TOKEN": "admin", "HTTP_ACCEPT": "application/json",
-        "HTTP_OPENSTACK_API_VERSION": VERSION}
+        "REQUEST_METHOD": method,
+        "PATH_INFO": url,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "berth.test",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(data),
+        "wsgi.errors": sys.stderr,
+        "CONTENT_LENGTH": str(len(data)),
+        "CONTENT_TYPE": "application/json",
+        "HTTP_X_AUTH_TOKEN": "admin",
+        "HTTP_ACCEPT": "application/json",
+        "HTTP_OPENSTACK_API_VERSION": VERSION,
+    }
     status: list[str] = []
     out = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
     if not status[0][:1] == "2":
@@ -71,9 +80,13 @@ def _call(app: Any, method: str, url: str, body: Any = None) -> Any:
 
 
 def _allocation(rp: str, generation: int | None, vcpu: int) -> dict[str, Any]:
-    return {"allocations": {rp: {"resources": {"VCPU": vcpu}}},
-            "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE",
-            "consumer_generation": generation}
+    return {
+        "allocations": {rp: {"resources": {"VCPU": vcpu}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_type": "INSTANCE",
+        "consumer_generation": generation,
+    }
 
 
 def run(kind: str, count: int) -> None:
@@ -81,29 +94,46 @@ def run(kind: str, count: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         app = _app(Path(tmp) / "feed.sqlite")
         rp = _call(app, "POST", "/resource_providers", {"name": "cn"})
-        _call(app, "PUT", "/resource_providers/%s/inventories" % rp["uuid"], {
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": 100000}}})
+        _call(
+            app,
+            "PUT",
+            "/resource_providers/%s/inventories" % rp["uuid"],
+            {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 100000}}},
+        )
         consumer = str(uuid.uuid4())
-        _call(app, "PUT", "/allocations/%s" % consumer,
-              _allocation(rp["uuid"], None, 1))
+        _call(app, "PUT", "/allocations/%s" % consumer, _allocation(rp["uuid"], None, 1))
         for i in range(count):
             if kind == "claim-new":
-                _call(app, "PUT", "/allocations/%s" % uuid.uuid4(),
-                      _allocation(rp["uuid"], None, 1))
+                _call(
+                    app, "PUT", "/allocations/%s" % uuid.uuid4(), _allocation(rp["uuid"], None, 1)
+                )
             elif kind == "replace":
-                _call(app, "PUT", "/allocations/%s" % consumer,
-                      _allocation(rp["uuid"], i + 1, 1 + i % 2))
+                _call(
+                    app,
+                    "PUT",
+                    "/allocations/%s" % consumer,
+                    _allocation(rp["uuid"], i + 1, 1 + i % 2),
+                )
             elif kind == "inventory":
-                _call(app, "PUT", "/resource_providers/%s/inventories"
-                      % rp["uuid"], {
-                          "resource_provider_generation": 2 + 2 * i,
-                          "inventories": {"VCPU": {"total": 100000 + i}}})
+                _call(
+                    app,
+                    "PUT",
+                    "/resource_providers/%s/inventories" % rp["uuid"],
+                    {
+                        "resource_provider_generation": 2 + 2 * i,
+                        "inventories": {"VCPU": {"total": 100000 + i}},
+                    },
+                )
                 # Keep the generation arithmetic simple: one more bump.
-                _call(app, "PUT", "/resource_providers/%s/inventories"
-                      % rp["uuid"], {
-                          "resource_provider_generation": 3 + 2 * i,
-                          "inventories": {"VCPU": {"total": 100000}}})
+                _call(
+                    app,
+                    "PUT",
+                    "/resource_providers/%s/inventories" % rp["uuid"],
+                    {
+                        "resource_provider_generation": 3 + 2 * i,
+                        "inventories": {"VCPU": {"total": 100000}},
+                    },
+                )
             else:
                 _call(app, "GET", "/resource_providers/%s" % rp["uuid"])
 
@@ -112,15 +142,28 @@ def _warm(kind: str) -> None:
     """One run outside valgrind first: Python compiles the modules it
     imports (a checkout nobody ran yet) only once, and that must not be
     counted in one run and not the other."""
-    subprocess.run([sys.executable, __file__, "--run", kind, "--count", "1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, __file__, "--run", kind, "--count", "1"], check=True, capture_output=True
+    )
 
 
 def _count(kind: str, count: int) -> int:
     out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, __file__, "--run", kind, "--count", str(count)],
-        capture_output=True, text=True, check=True)
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--run",
+            kind,
+            "--count",
+            str(count),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             return int(line.rsplit(":", 1)[1])
@@ -129,8 +172,7 @@ def _count(kind: str, count: int) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kinds", nargs="*", help="default: all of %s"
-                    % ", ".join(KINDS))
+    ap.add_argument("kinds", nargs="*", help="default: all of %s" % ", ".join(KINDS))
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -139,12 +181,12 @@ def main() -> int:
         run(args.run, args.count)
         return 0
     import berth
+
     print("berth from", Path(berth.__file__).parent)
     print("%-14s %s" % ("request", "instructions per request"))
     for kind in args.kinds or KINDS:
         _warm(kind)
-        per = (_count(kind, args.requests + 1) - _count(kind, 1)) \
-            // args.requests
+        per = (_count(kind, args.requests + 1) - _count(kind, 1)) // args.requests
         # "inventory" makes two requests per round.
         per //= 2 if kind == "inventory" else 1
         print("%-14s %.2f M" % (kind, per / 1e6), flush=True)

@@ -35,16 +35,14 @@ from berth.db.engine import Database
 from berth.serve import watch
 from berth.serve.watch import feed as feed_mod
 
-REQUEST = (b"GET /berth/changes/watch?after=now HTTP/1.1\r\nHost: x\r\n"
-           b"x-auth-token: admin\r\n\r\n")
+REQUEST = b"GET /berth/changes/watch?after=now HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n\r\n"
 
 
 def joined(feed: feed_mod.Feed) -> int:
     return sum(len(group) for group in feed.groups.values())
 
 
-async def join(port: int, feed: feed_mod.Feed, count: int
-               ) -> list[socket.socket]:
+async def join(port: int, feed: feed_mod.Feed, count: int) -> list[socket.socket]:
     """``count`` watches that never read, once the feed joined them."""
     socks = []
     for i in range(count):
@@ -59,15 +57,17 @@ async def join(port: int, feed: feed_mod.Feed, count: int
 
 
 def callgrind(switch: str) -> None:
-    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
     conf = berth_conf.load([])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    conf.set_override("connection", "sqlite:///%s/feed.sqlite"
-                      % tempfile.mkdtemp(), group="placement_database")
+    conf.set_override(
+        "connection", "sqlite:///%s/feed.sqlite" % tempfile.mkdtemp(), group="placement_database"
+    )
     engine = setup.engine_from_conf(conf)
     setup.prepare(engine)
     sock = watch.listen_socket("127.0.0.1", 0)
@@ -76,15 +76,27 @@ async def main(args: argparse.Namespace) -> None:
     feed = running.feed
     socks = await join(sock.getsockname()[1], feed, args.watchers)
     now = time.time()
-    made = [events.Stored(1, 10**6 + n, 0, "provider.created", "p%d" % n,
-                          None, None, now, {"name": "x" * 100}, None)
-            for n in range(5 * args.batches)]
+    made = [
+        events.Stored(
+            1,
+            10**6 + n,
+            0,
+            "provider.created",
+            "p%d" % n,
+            None,
+            None,
+            now,
+            {"name": "x" * 100},
+            None,
+        )
+        for n in range(5 * args.batches)
+    ]
     await asyncio.sleep(0.5)  # the joins' bookmarks gone out
     if args.callgrind:
         callgrind("on")
     cpu = time.process_time()
     for n in range(args.batches):
-        found = made[5 * n:5 * n + 5]
+        found = made[5 * n : 5 * n + 5]
         feed._deliver(feed_mod.Batch(found, {1: found[-1].seq}, {}))
         # Until the frames are written (by the loop's other tasks, if
         # the feed hands them any).
@@ -93,9 +105,11 @@ async def main(args: argparse.Namespace) -> None:
     cpu = time.process_time() - cpu
     if args.callgrind:
         callgrind("off")
-    print("%d watchers, %d batches: %.3f s CPU, %.2f us per watcher and "
-          "batch" % (args.watchers, args.batches, cpu,
-                     1e6 * cpu / max(1, args.watchers * args.batches)))
+    print(
+        "%d watchers, %d batches: %.3f s CPU, %.2f us per watcher and "
+        "batch"
+        % (args.watchers, args.batches, cpu, 1e6 * cpu / max(1, args.watchers * args.batches))
+    )
     for each in socks:
         each.close()
     await watch.close_server(running)

@@ -43,42 +43,95 @@ def build(url: str, hosts: int, allocations: int, seed: int = 1) -> None:
     std = list(os_resource_classes.STANDARDS)
     with engine.begin() as conn:
         conn.execute(tb["alembic_version"].insert().values(version_num=upstream.HEAD))
-        conn.execute(tb["resource_classes"].insert(),
-                     [{"id": i, "name": n} for i, n in enumerate(std)])
+        conn.execute(
+            tb["resource_classes"].insert(), [{"id": i, "name": n} for i, n in enumerate(std)]
+        )
         traits = list(os_traits.get_traits())[:200]
-        conn.execute(tb["traits"].insert(),
-                     [{"id": i + 1, "name": n} for i, n in enumerate(traits)])
-        conn.execute(tb["projects"].insert(),
-                     [{"id": i, "external_id": uuid.UUID(int=i).hex} for i in range(1, 51)])
-        conn.execute(tb["users"].insert(),
-                     [{"id": i, "external_id": uuid.UUID(int=1000 + i).hex} for i in range(1, 101)])
-        conn.execute(tb["placement_aggregates"].insert(),
-                     [{"id": i, "uuid": str(uuid.UUID(int=5000 + i))} for i in range(1, 101)])
-        conn.execute(tb["resource_providers"].insert(), [
-            {"id": i, "uuid": str(uuid.UUID(int=10 ** 6 + i)), "name": "host%05d" % i,
-             "generation": 1, "root_provider_id": i, "parent_provider_id": None}
-            for i in range(1, hosts + 1)])
+        conn.execute(
+            tb["traits"].insert(), [{"id": i + 1, "name": n} for i, n in enumerate(traits)]
+        )
+        conn.execute(
+            tb["projects"].insert(),
+            [{"id": i, "external_id": uuid.UUID(int=i).hex} for i in range(1, 51)],
+        )
+        conn.execute(
+            tb["users"].insert(),
+            [{"id": i, "external_id": uuid.UUID(int=1000 + i).hex} for i in range(1, 101)],
+        )
+        conn.execute(
+            tb["placement_aggregates"].insert(),
+            [{"id": i, "uuid": str(uuid.UUID(int=5000 + i))} for i in range(1, 101)],
+        )
+        conn.execute(
+            tb["resource_providers"].insert(),
+            [
+                {
+                    "id": i,
+                    "uuid": str(uuid.UUID(int=10**6 + i)),
+                    "name": "host%05d" % i,
+                    "generation": 1,
+                    "root_provider_id": i,
+                    "parent_provider_id": None,
+                }
+                for i in range(1, hosts + 1)
+            ],
+        )
         totals = {"VCPU": 64, "MEMORY_MB": 262144, "DISK_GB": 4000}
-        conn.execute(tb["inventories"].insert(), [
-            {"resource_provider_id": h, "resource_class_id": std.index(c),
-             "total": totals[c], "reserved": 0, "min_unit": 1,
-             "max_unit": totals[c], "step_size": 1, "allocation_ratio": 1.0}
-            for h in range(1, hosts + 1) for c in CLASSES])
-        conn.execute(tb["resource_provider_traits"].insert(), [
-            {"resource_provider_id": h, "trait_id": rnd.randrange(1, 201)}
-            for h in range(1, hosts + 1)])
-        conn.execute(tb["resource_provider_aggregates"].insert(), [
-            {"resource_provider_id": h, "aggregate_id": 1 + h % 100}
-            for h in range(1, hosts + 1)])
+        conn.execute(
+            tb["inventories"].insert(),
+            [
+                {
+                    "resource_provider_id": h,
+                    "resource_class_id": std.index(c),
+                    "total": totals[c],
+                    "reserved": 0,
+                    "min_unit": 1,
+                    "max_unit": totals[c],
+                    "step_size": 1,
+                    "allocation_ratio": 1.0,
+                }
+                for h in range(1, hosts + 1)
+                for c in CLASSES
+            ],
+        )
+        conn.execute(
+            tb["resource_provider_traits"].insert(),
+            [
+                {"resource_provider_id": h, "trait_id": rnd.randrange(1, 201)}
+                for h in range(1, hosts + 1)
+            ],
+        )
+        conn.execute(
+            tb["resource_provider_aggregates"].insert(),
+            [{"resource_provider_id": h, "aggregate_id": 1 + h % 100} for h in range(1, hosts + 1)],
+        )
         consumers = allocations // len(CLASSES)
-        conn.execute(tb["consumers"].insert(), [
-            {"id": c, "uuid": str(uuid.UUID(int=10 ** 8 + c)),
-             "project_id": rnd.randrange(1, 51), "user_id": rnd.randrange(1, 101),
-             "generation": 1 + c % 3} for c in range(1, consumers + 1)])
-        conn.execute(tb["allocations"].insert(), [
-            {"resource_provider_id": 1 + c % hosts, "consumer_id": str(uuid.UUID(int=10 ** 8 + c)),
-             "resource_class_id": std.index(cls), "used": 1}
-            for c in range(1, consumers + 1) for cls in CLASSES])
+        conn.execute(
+            tb["consumers"].insert(),
+            [
+                {
+                    "id": c,
+                    "uuid": str(uuid.UUID(int=10**8 + c)),
+                    "project_id": rnd.randrange(1, 51),
+                    "user_id": rnd.randrange(1, 101),
+                    "generation": 1 + c % 3,
+                }
+                for c in range(1, consumers + 1)
+            ],
+        )
+        conn.execute(
+            tb["allocations"].insert(),
+            [
+                {
+                    "resource_provider_id": 1 + c % hosts,
+                    "consumer_id": str(uuid.UUID(int=10**8 + c)),
+                    "resource_class_id": std.index(cls),
+                    "used": 1,
+                }
+                for c in range(1, consumers + 1)
+                for cls in CLASSES
+            ],
+        )
     engine.dispose()
 
 
@@ -86,8 +139,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=10000)
     ap.add_argument("--allocations", type=int, default=100000)
-    ap.add_argument("--target", help="an empty database for Berth (default: a "
-                                     "new SQLite file)")
+    ap.add_argument("--target", help="an empty database for Berth (default: a new SQLite file)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="berth-import-bench-") as tmp:
         source = "sqlite:///%s/upstream.sqlite" % tmp
@@ -98,22 +150,42 @@ def main() -> int:
         target = args.target or "sqlite:///%s/berth.sqlite" % tmp
         conf.write_text("[placement_database]\nconnection = %s\n" % target)
         began = time.monotonic()
-        out = subprocess.run([str(BERTH), "db", "import", "--config-file", str(conf),
-                              "--from", source, "--json"],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(BERTH), "db", "import", "--config-file", str(conf), "--from", source, "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         took = time.monotonic() - began
         report = json.loads(out)
-        print("import + verify: %.1fs wall (command), phases %s, verified %s"
-              % (took, report["seconds"], report["ok"]))
-        print("  rows: " + ", ".join("%s %d" % (table, c["target"]) for table, c
-                                      in report["tables"].items()))
+        print(
+            "import + verify: %.1fs wall (command), phases %s, verified %s"
+            % (took, report["seconds"], report["ok"])
+        )
+        print(
+            "  rows: "
+            + ", ".join("%s %d" % (table, c["target"]) for table, c in report["tables"].items())
+        )
         began = time.monotonic()
-        out = subprocess.run([str(BERTH), "db", "export", "--config-file", str(conf),
-                              "--to", "sqlite:///%s/back.sqlite" % tmp, "--json"],
-                             check=True, capture_output=True, text=True).stdout
-        print("export + verify: %.1fs wall, phases %s, verified %s"
-              % (time.monotonic() - began, json.loads(out)["seconds"],
-                 json.loads(out)["ok"]))
+        out = subprocess.run(
+            [
+                str(BERTH),
+                "db",
+                "export",
+                "--config-file",
+                str(conf),
+                "--to",
+                "sqlite:///%s/back.sqlite" % tmp,
+                "--json",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        print(
+            "export + verify: %.1fs wall, phases %s, verified %s"
+            % (time.monotonic() - began, json.loads(out)["seconds"], json.loads(out)["ok"])
+        )
     return 0
 
 

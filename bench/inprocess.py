@@ -96,10 +96,12 @@ def _app(url: str, observers: list[RefreshObserver] | None = None) -> Any:
 def build(path: Path, hosts: int) -> None:
     """The deployment into a new SQLite file, and the explosion tree into
     another beside it (as ``run.py`` does)."""
-    world_mod.build("http://berth.test", hosts=hosts,
-                    transport=httpx.WSGITransport(app=_app(_url(path))))
-    world_mod.build_explosion("http://berth.test", transport=httpx.WSGITransport(
-        app=_app(_url(_wide(path)))))
+    world_mod.build(
+        "http://berth.test", hosts=hosts, transport=httpx.WSGITransport(app=_app(_url(path)))
+    )
+    world_mod.build_explosion(
+        "http://berth.test", transport=httpx.WSGITransport(app=_app(_url(_wide(path))))
+    )
 
 
 def _wide(path: Path) -> Path:
@@ -120,16 +122,21 @@ def _median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1000
 
 
-def _wsgi(app: Any, query: str, path: str = "/allocation_candidates"
-          ) -> bytes:
+def _wsgi(app: Any, query: str, path: str = "/allocation_candidates") -> bytes:
     environ = {
-        "REQUEST_METHOD": "GET", "PATH_INFO": path,
-        "QUERY_STRING": query, "SERVER_NAME": "berth.test",
-        "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
-        "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""),
-        "wsgi.errors": sys.stderr, "HTTP_X_AUTH_TOKEN": "admin",
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "berth.test",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr,
+        "HTTP_X_AUTH_TOKEN": "admin",
         "HTTP_ACCEPT": "application/json",
-        "HTTP_OPENSTACK_API_VERSION": "placement 1.39"}
+        "HTTP_OPENSTACK_API_VERSION": "placement 1.39",
+    }
     status: list[str] = []
     body = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
     if not status[0].startswith("200"):
@@ -139,37 +146,43 @@ def _wsgi(app: Any, query: str, path: str = "/allocation_candidates"
 
 def stages(path: Source, names: list[str], repeat: int) -> None:
     freeze = tune_gc()
-    print("%-26s %9s %9s %9s %9s" % ("query (ms, median)", "search",
-                                      "body", "json", "wsgi"))
+    print("%-26s %9s %9s %9s %9s" % ("query (ms, median)", "search", "body", "json", "wsgi"))
     for name in names:
-        print("%-26s %9.2f %9.2f %9.2f %9.2f"
-              % ((name,) + _stage(path, name, repeat, freeze)))
+        print("%-26s %9.2f %9.2f %9.2f %9.2f" % ((name,) + _stage(path, name, repeat, freeze)))
 
 
-def _subject(path: Source, name: str, freeze: RefreshObserver) -> tuple[
-        Any, Database, CandidateCache, str, list[RequestGroup], RequestWide]:
+def _subject(
+    path: Source, name: str, freeze: RefreshObserver
+) -> tuple[Any, Database, CandidateCache, str, list[RequestGroup], RequestWide]:
     """The app, database, cache, query string and parsed query of
     ``name`` over ``path``."""
     query = _query(name)
     groups, wide = parse.parse_request(parse_qsl(query), wants(VERSION))
     url = _url(path, name)
-    return (_app(url, [freeze]), Database(create_engine(url)),
-            CandidateCache(observers=[freeze]), query, groups, wide)
+    return (
+        _app(url, [freeze]),
+        Database(create_engine(url)),
+        CandidateCache(observers=[freeze]),
+        query,
+        groups,
+        wide,
+    )
 
 
-def _stage(path: Source, name: str, repeat: int, freeze: RefreshObserver
-           ) -> tuple[float, float, float, float]:
+def _stage(
+    path: Source, name: str, repeat: int, freeze: RefreshObserver
+) -> tuple[float, float, float, float]:
     """Median ms of the search, the body, the JSON and the WSGI call."""
     app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
+
         def find() -> engine.Result:
-            return engine.find_candidates(conn, cache, groups, wide,
-                                          Settings(), nested_aware=True)
+            return engine.find_candidates(conn, cache, groups, wide, Settings(), nested_aware=True)
+
         search_ms = _median_ms(find, repeat)
         result = find()
     summaries = EncodedCache()
-    body_ms = _median_ms(lambda: serialize(result, groups, VERSION, summaries),
-                         repeat)
+    body_ms = _median_ms(lambda: serialize(result, groups, VERSION, summaries), repeat)
     body = serialize(result, groups, VERSION, summaries)
     json_ms = _median_ms(lambda: render.dumps(body), repeat)
     wsgi_ms = _median_ms(lambda: _wsgi(app, query), repeat)
@@ -179,31 +192,45 @@ def _stage(path: Source, name: str, repeat: int, freeze: RefreshObserver
 def explain_fit(path: Source, names: list[str], repeat: int) -> None:
     """Median ms of explain and fit, in the domain and through WSGI."""
     freeze = tune_gc()
-    print("%-26s %9s %9s %11s %9s  %s" % (
-        "query (ms, median)", "explain", "fit", "explain wsgi", "fit wsgi",
-        "excluded trees; fit total"))
+    print(
+        "%-26s %9s %9s %11s %9s  %s"
+        % (
+            "query (ms, median)",
+            "explain",
+            "fit",
+            "explain wsgi",
+            "fit wsgi",
+            "excluded trees; fit total",
+        )
+    )
     for name in names:
         _explain_fit_row(path, name, repeat, freeze)
 
 
-def _explain_fit_row(path: Source, name: str, repeat: int,
-                     freeze: RefreshObserver) -> None:
+def _explain_fit_row(path: Source, name: str, repeat: int, freeze: RefreshObserver) -> None:
     app, db, cache, query, groups, wide = _subject(path, name, freeze)
     with db.engine.connect() as conn:
         world, specs = engine.resolve(conn, cache, groups, wide)
     report = explain.explain(world, groups, specs, wide)
     answer = fit.fit(world, specs, wide)
-    ex_ms = _median_ms(lambda: explain.explain(world, groups, specs, wide),
-                       repeat)
+    ex_ms = _median_ms(lambda: explain.explain(world, groups, specs, wide), repeat)
     fit_ms = _median_ms(lambda: fit.fit(world, specs, wide), repeat)
-    ex_wsgi = _median_ms(lambda: _wsgi(
-        app, query, "/berth/explain/allocation_candidates"), repeat)
+    ex_wsgi = _median_ms(lambda: _wsgi(app, query, "/berth/explain/allocation_candidates"), repeat)
     fit_wsgi = _median_ms(lambda: _wsgi(app, query, "/berth/fit"), repeat)
-    print("%-26s %9.1f %9.1f %11.1f %9.1f  %d of %d; %d%s" % (
-        name, ex_ms, fit_ms, ex_wsgi, fit_wsgi, len(report.excluded),
-        len(report.trees), answer.total.placed,
-        " (exact)" if answer.total.exact
-        else " (bound %d)" % answer.total.bound))
+    print(
+        "%-26s %9.1f %9.1f %11.1f %9.1f  %d of %d; %d%s"
+        % (
+            name,
+            ex_ms,
+            fit_ms,
+            ex_wsgi,
+            fit_wsgi,
+            len(report.excluded),
+            len(report.trees),
+            answer.total.placed,
+            " (exact)" if answer.total.exact else " (bound %d)" % answer.total.bound,
+        )
+    )
 
 
 def _count(path: Source, name: str, searches: int, wsgi: bool = False) -> int:
@@ -211,24 +238,33 @@ def _count(path: Source, name: str, searches: int, wsgi: bool = False) -> int:
     searches (or, with ``wsgi``, whole WSGI requests) of ``name``
     (start-up included)."""
     out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, __file__,
-         "--url" if isinstance(path, str) else "--db", str(path), "--searches",
-         str(searches), name] + (["--wsgi"] if wsgi else []),
-        capture_output=True, text=True, check=True)
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--url" if isinstance(path, str) else "--db",
+            str(path),
+            "--searches",
+            str(searches),
+            name,
+        ]
+        + (["--wsgi"] if wsgi else []),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             return int(line.rsplit(":", 1)[1])
     raise RuntimeError(out.stderr[-500:])
 
 
-def callgrind(path: Source, names: list[str], searches: int = 10,
-              wsgi: bool = False) -> None:
-    print("%-26s %s" % ("query", "instructions per "
-                        + ("request (WSGI)" if wsgi else "search")))
+def callgrind(path: Source, names: list[str], searches: int = 10, wsgi: bool = False) -> None:
+    print("%-26s %s" % ("query", "instructions per " + ("request (WSGI)" if wsgi else "search")))
     for name in names:
-        per = (_count(path, name, searches + 1, wsgi)
-               - _count(path, name, 1, wsgi)) // searches
+        per = (_count(path, name, searches + 1, wsgi) - _count(path, name, 1, wsgi)) // searches
         print("%-26s %.1f M" % (name, per / 1e6))
 
 
@@ -245,17 +281,14 @@ def _searches(path: Source, name: str, count: int, wsgi: bool) -> None:
     groups, wide = parse.parse_request(parse_qsl(_query(name)), wants(VERSION))
     with db.engine.connect() as conn:
         for _ in range(count):
-            engine.find_candidates(conn, cache, groups, wide, Settings(),
-                                   nested_aware=True)
+            engine.find_candidates(conn, cache, groups, wide, Settings(), nested_aware=True)
 
 
-def _measure(path: Source, names: list[str], args: argparse.Namespace
-             ) -> None:
+def _measure(path: Source, names: list[str], args: argparse.Namespace) -> None:
     if args.callgrind:
         callgrind(path, names, wsgi=args.wsgi)
     elif args.explain_fit:
-        explain_fit(path, [n for n in names if "+limit" not in n],
-                    min(args.repeat, 5))
+        explain_fit(path, [n for n in names if "+limit" not in n], min(args.repeat, 5))
     else:
         stages(path, names, args.repeat)
 
@@ -265,20 +298,22 @@ def main() -> int:
     ap.add_argument("queries", nargs="*", help="default: every query")
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=30)
-    ap.add_argument("--db", type=Path,
-                    help="SQLite file to reuse (built there if missing)")
-    ap.add_argument("--url", help="a database URL holding a world already "
-                    "(bulk.py), instead of --db")
+    ap.add_argument("--db", type=Path, help="SQLite file to reuse (built there if missing)")
+    ap.add_argument(
+        "--url", help="a database URL holding a world already (bulk.py), instead of --db"
+    )
     ap.add_argument("--callgrind", action="store_true")
-    ap.add_argument("--wsgi", action="store_true",
-                    help="with --callgrind: count whole WSGI requests")
-    ap.add_argument("--explain-fit", action="store_true",
-                    help="time explain and fit instead of the search")
+    ap.add_argument(
+        "--wsgi", action="store_true", help="with --callgrind: count whole WSGI requests"
+    )
+    ap.add_argument(
+        "--explain-fit", action="store_true", help="time explain and fit instead of the search"
+    )
     ap.add_argument("--searches", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = args.queries or (
-        [n + s for n in QUERIES for s in ("", "+limit50")]
-        + ([] if args.url else list(EXPLOSION)))
+        [n + s for n in QUERIES for s in ("", "+limit50")] + ([] if args.url else list(EXPLOSION))
+    )
     if args.searches is not None:
         _searches(args.url or args.db, names[0], args.searches, args.wsgi)
         return 0

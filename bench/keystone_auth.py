@@ -39,7 +39,8 @@ from support.servers import Server, process_cpu  # noqa: E402
 def tree_cpu(pid: int) -> float:
     """User+system CPU seconds of ``pid`` and its children."""
     return process_cpu(  # field 4: ppid
-        lambda entry, fields: entry == pid or int(fields[1]) == pid)
+        lambda entry, fields: entry == pid or int(fields[1]) == pid
+    )
 
 
 def auth_conf(ks: harness.Keystone, extra: str) -> str:
@@ -48,11 +49,11 @@ def auth_conf(ks: harness.Keystone, extra: str) -> str:
     return "\n".join(lines) + "\n" + extra
 
 
-def measure(server: Server, ks: harness.Keystone, token: str, rp: str,
-            n: int) -> tuple[float, float, float]:
+def measure(
+    server: Server, ks: harness.Keystone, token: str, rp: str, n: int
+) -> tuple[float, float, float]:
     """(Berth CPU ms, Keystone CPU ms, wall ms) per request."""
-    headers = {"x-auth-token": token,
-               "openstack-api-version": "placement 1.39"}
+    headers = {"x-auth-token": token, "openstack-api-version": "placement 1.39"}
     with httpx.Client(base_url=server.url, headers=headers) as http:
         for _ in range(50):  # warm up: imports, pools, the service token
             http.get("/resource_providers/" + rp).raise_for_status()
@@ -73,8 +74,18 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="berth-bench-ks-"))
     memcached_port = free_port()
     memcached = subprocess.Popen(
-        [shutil.which("memcached") or "/usr/bin/memcached", "-l",
-         "127.0.0.1", "-p", str(memcached_port), "-U", "0", "-u", "root"])
+        [
+            shutil.which("memcached") or "/usr/bin/memcached",
+            "-l",
+            "127.0.0.1",
+            "-p",
+            str(memcached_port),
+            "-U",
+            "0",
+            "-u",
+            "root",
+        ]
+    )
     ks = harness.Keystone.create(work / "keystone")
     try:
         harness.populate(ks, "http://127.0.0.1:1")
@@ -83,7 +94,8 @@ def main() -> int:
         variants = {
             "noauth2": "[api]\nauth_strategy = noauth2\n",
             "keystone, memcached": auth_conf(
-                ks, "memcached_servers = 127.0.0.1:%d\n" % memcached_port),
+                ks, "memcached_servers = 127.0.0.1:%d\n" % memcached_port
+            ),
             "keystone, in-process cache": auth_conf(ks, ""),
             "keystone, no cache": auth_conf(ks, "token_cache_time = -1\n"),
         }
@@ -91,15 +103,24 @@ def main() -> int:
         print("| auth | Berth CPU ms/req | Keystone CPU ms/req | wall ms/req |")
         print("| --- | --- | --- | --- |")
         for name, conf in variants.items():
-            with Server("berth", work / name.replace(" ", "_").replace(",", ""),
-                        db_url=db_url, auth_conf=conf) as server:
+            with Server(
+                "berth",
+                work / name.replace(" ", "_").replace(",", ""),
+                db_url=db_url,
+                auth_conf=conf,
+            ) as server:
                 if not rp:
-                    with httpx.Client(base_url=server.url, headers={
-                            "x-auth-token": "admin"}) as http:
-                        rp = http.post("/resource_providers", json={
-                            "name": "cn1"}).headers["location"].rsplit("/", 1)[1]
-                berth, keystone, wall = measure(server, ks, token if name != "noauth2"
-                                                else "admin", rp, args.requests)
+                    with httpx.Client(
+                        base_url=server.url, headers={"x-auth-token": "admin"}
+                    ) as http:
+                        rp = (
+                            http.post("/resource_providers", json={"name": "cn1"})
+                            .headers["location"]
+                            .rsplit("/", 1)[1]
+                        )
+                berth, keystone, wall = measure(
+                    server, ks, token if name != "noauth2" else "admin", rp, args.requests
+                )
             print("| %s | %.2f | %.2f | %.2f |" % (name, berth, keystone, wall))
     finally:
         ks.stop()

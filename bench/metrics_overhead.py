@@ -37,9 +37,11 @@ from berth.db.engine import Database, create_engine
 def _prepare(engine: Any) -> None:
     try:
         from berth.db import setup
+
         setup.prepare(engine)
     except (ImportError, AttributeError):  # a tree from before setup.prepare
         from berth.db import migrate
+
         migrate.upgrade(engine)
 
 
@@ -51,21 +53,24 @@ def _client(path: Path) -> httpx.Client:
     _prepare(engine)
     app = create_app(conf, Database(engine))
     return httpx.Client(
-        transport=httpx.WSGITransport(app=app), base_url="http://b.test",
-        headers={"x-auth-token": "admin",
-                 "openstack-api-version": "placement 1.39"})
+        transport=httpx.WSGITransport(app=app),
+        base_url="http://b.test",
+        headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.39"},
+    )
 
 
 def _hosts(client: httpx.Client, count: int) -> list[str]:
     uuids = []
     for n in range(count):
         rp = str(uuid.UUID(int=n + 1))
-        client.post("/resource_providers", json={"name": "h%d" % n,
-                                                 "uuid": rp})
-        client.put("/resource_providers/%s/inventories" % rp, json={
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": 64},
-                            "MEMORY_MB": {"total": 65536}}})
+        client.post("/resource_providers", json={"name": "h%d" % n, "uuid": rp})
+        client.put(
+            "/resource_providers/%s/inventories" % rp,
+            json={
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 65536}},
+            },
+        )
         uuids.append(rp)
     return uuids
 
@@ -73,12 +78,23 @@ def _hosts(client: httpx.Client, count: int) -> list[str]:
 def _round(client: httpx.Client, rp: str) -> int:
     consumer = str(uuid.uuid4())
     assert client.get("/resource_providers/%s" % rp).status_code == 200
-    assert client.get("/allocation_candidates?resources=VCPU:1,"
-                      "MEMORY_MB:512&limit=5").status_code == 200
-    assert client.put("/allocations/%s" % consumer, json={
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"}).status_code == 204
+    assert (
+        client.get("/allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=5").status_code
+        == 200
+    )
+    assert (
+        client.put(
+            "/allocations/%s" % consumer,
+            json={
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        ).status_code
+        == 204
+    )
     assert client.delete("/allocations/%s" % consumer).status_code == 204
     return 4
 
@@ -98,14 +114,16 @@ def main() -> int:
         per_request = []
         for _ in range(args.samples):
             start = time.process_time()
-            done = sum(_round(client, uuids[n % len(uuids)])
-                       for n in range(args.rounds))
-            per_request.append((time.process_time() - start)
-                               / max(done, 1) * 1e6)
-    print("%s: median %.1f us CPU per request (samples: %s)" % (
-        Path(berth.__file__).parent.parent,
-        statistics.median(per_request),
-        " ".join("%.0f" % v for v in per_request)))
+            done = sum(_round(client, uuids[n % len(uuids)]) for n in range(args.rounds))
+            per_request.append((time.process_time() - start) / max(done, 1) * 1e6)
+    print(
+        "%s: median %.1f us CPU per request (samples: %s)"
+        % (
+            Path(berth.__file__).parent.parent,
+            statistics.median(per_request),
+            " ".join("%.0f" % v for v in per_request),
+        )
+    )
     return 0
 
 

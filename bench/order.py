@@ -79,21 +79,36 @@ def build(hosts: int, seed: int = 1) -> World:
     rng = random.Random(seed)
     providers = []
     for i in range(1, hosts + 1):
-        totals = {"VCPU": rng.choice([32, 48, 64]),
-                  "MEMORY_MB": rng.choice([131072, 262144]),
-                  "DISK_GB": rng.choice([1000, 2000])}
+        totals = {
+            "VCPU": rng.choice([32, 48, 64]),
+            "MEMORY_MB": rng.choice([131072, 262144]),
+            "DISK_GB": rng.choice([1000, 2000]),
+        }
         share = 0.0 if rng.random() < 0.1 else rng.random() * 0.9
-        providers.append(Provider(
-            i, "%08x-0000-4000-8000-%012x" % (rng.getrandbits(32), i), i,
-            None, {rc: Inventory(n) for rc, n in totals.items()},
-            {rc: int(n * share) for rc, n in totals.items()},
-            frozenset(), frozenset()))
+        providers.append(
+            Provider(
+                i,
+                "%08x-0000-4000-8000-%012x" % (rng.getrandbits(32), i),
+                i,
+                None,
+                {rc: Inventory(n) for rc, n in totals.items()},
+                {rc: int(n * share) for rc, n in totals.items()},
+                frozenset(),
+                frozenset(),
+            )
+        )
     return World(providers)
 
 
-def steps(world: World, order: str, limit: int, count: int,
-          copy: bool = False, memo: int = 20_000,
-          rng: random.Random | None = None) -> World:
+def steps(
+    world: World,
+    order: str,
+    limit: int,
+    count: int,
+    copy: bool = False,
+    memo: int = 20_000,
+    rng: random.Random | None = None,
+) -> World:
     """``count`` steps (a claim's refresh, then a search); the world
     after them (``rng`` chooses the hosts claimed on)."""
     settings = Settings(order=make_order(order), memo=memo)
@@ -104,53 +119,82 @@ def steps(world: World, order: str, limit: int, count: int,
     roots = world.roots
     for _ in range(count):
         host = world.providers[rng.choice(roots)]
-        world = world_patch.with_usage(world, {host.id: {
-            rc: min(inv.total, host.used.get(rc, 0) + 1)
-            for rc, inv in host.inventories.items()}}, in_place=not copy)
-        found = engine.search(world, specs, wide, settings,
-                              anchors=engine.plan(world, GROUPS,
-                                                  settings.order))
+        world = world_patch.with_usage(
+            world,
+            {
+                host.id: {
+                    rc: min(inv.total, host.used.get(rc, 0) + 1)
+                    for rc, inv in host.inventories.items()
+                }
+            },
+            in_place=not copy,
+        )
+        found = engine.search(
+            world, specs, wide, settings, anchors=engine.plan(world, GROUPS, settings.order)
+        )
         assert len(found) == limit
     return world
 
 
-def instructions(hosts: int, order: str, limit: int, count: int,
-                 copy: bool, memo: int, warm: int = 1) -> float:
+def instructions(
+    hosts: int, order: str, limit: int, count: int, copy: bool, memo: int, warm: int = 1
+) -> float:
     """Instructions per step (valgrind), after ``warm`` steps: counted
     only inside the ``functools.reduce`` that runs the steps measured
     (``measured``), so that building the world and the warm-up cost
     nothing; they run uninstrumented, the instrumentation turned on
     just before the steps (``callgrind_control``)."""
     out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         "--toggle-collect=*functools_reduce*", "--instr-atstart=no",
-         sys.executable, __file__, "--one", str(hosts), order, str(limit),
-         str(count), "--memo", str(memo), "--warm", str(warm)]
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            "--toggle-collect=*functools_reduce*",
+            "--instr-atstart=no",
+            sys.executable,
+            __file__,
+            "--one",
+            str(hosts),
+            order,
+            str(limit),
+            str(count),
+            "--memo",
+            str(memo),
+            "--warm",
+            str(warm),
+        ]
         + (["--copy"] if copy else []),
-        capture_output=True, text=True, check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"})
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             return int(line.rsplit(":", 1)[1]) / count
     raise RuntimeError(out.stderr[-500:])
 
 
-def measured(hosts: int, order: str, limit: int, count: int, copy: bool,
-             memo: int, warm: int) -> None:
+def measured(
+    hosts: int, order: str, limit: int, count: int, copy: bool, memo: int, warm: int
+) -> None:
     """``warm`` steps, then ``count`` more inside one
     ``functools.reduce`` (what ``instructions`` counts)."""
     claims = random.Random(2)
     world = steps(build(hosts), order, limit, warm, copy, memo, claims)
     # Run without instrumentation until now (``--instr-atstart=no``: the
     # world and the warm-up run several times faster), then count.
-    subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())],
-                   capture_output=True, check=True)
-    functools.reduce(lambda w, _: steps(w, order, limit, 1, copy, memo,
-                                        claims), range(count), world)
+    subprocess.run(
+        ["callgrind_control", "--instr=on", str(os.getpid())], capture_output=True, check=True
+    )
+    functools.reduce(
+        lambda w, _: steps(w, order, limit, 1, copy, memo, claims), range(count), world
+    )
 
 
-def cpu(hosts: int, order: str, limit: int, count: int, copy: bool,
-        memo: int, warm: int = 1) -> float:
+def cpu(
+    hosts: int, order: str, limit: int, count: int, copy: bool, memo: int, warm: int = 1
+) -> float:
     """Median CPU seconds per step, in this process, after ``warm``
     steps."""
     claims = random.Random(2)
@@ -170,15 +214,20 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--orders", nargs="+", default=list(ORDERS))
-    ap.add_argument("--copy", action="store_true",
-                    help="refresh by copying (a threaded server's way)")
-    ap.add_argument("--memo", type=int, default=20_000,
-                    help="[berth] candidate_memo (0: every tree searched)")
-    ap.add_argument("--warm", type=int, default=1,
-                    help="steps before those measured (to fill the memo)")
-    ap.add_argument("--steady", action="store_true",
-                    help="warm up for max(%d, %d x hosts) tree visits"
-                         % (STEADY, PER_HOST))
+    ap.add_argument(
+        "--copy", action="store_true", help="refresh by copying (a threaded server's way)"
+    )
+    ap.add_argument(
+        "--memo", type=int, default=20_000, help="[berth] candidate_memo (0: every tree searched)"
+    )
+    ap.add_argument(
+        "--warm", type=int, default=1, help="steps before those measured (to fill the memo)"
+    )
+    ap.add_argument(
+        "--steady",
+        action="store_true",
+        help="warm up for max(%d, %d x hosts) tree visits" % (STEADY, PER_HOST),
+    )
     ap.add_argument("--limits", type=int, nargs="+", default=list(LIMITS))
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -186,29 +235,28 @@ def main() -> None:
         hosts, order, limit, count = args.one
         # Ties drawn alike in every run.
         SOURCE.seed(3)
-        warm = (steady_steps(int(hosts), int(limit)) if args.steady
-                else args.warm)
-        measured(int(hosts), order, int(limit), int(count), args.copy,
-                 args.memo, warm)
+        warm = steady_steps(int(hosts), int(limit)) if args.steady else args.warm
+        measured(int(hosts), order, int(limit), int(count), args.copy, args.memo, warm)
         return
     unit = "ms CPU" if args.cpu else "M instructions"
-    print("%-7s %-6s %-6s %-7s %14s %8s" % ("hosts", "limit", "warm",
-                                             "order", unit, "x uuid"))
+    print("%-7s %-6s %-6s %-7s %14s %8s" % ("hosts", "limit", "warm", "order", unit, "x uuid"))
     for hosts in args.hosts:
         for limit in args.limits:
             base = None
-            warm = (steady_steps(hosts, limit) if args.steady
-                    else args.warm)
+            warm = steady_steps(hosts, limit) if args.steady else args.warm
             for order in args.orders:
-                cost = (cpu(hosts, order, limit, args.steps, args.copy,
-                            args.memo, warm) * 1e3
-                        if args.cpu else
-                        instructions(hosts, order, limit, args.steps,
-                                     args.copy, args.memo, warm) / 1e6)
+                cost = (
+                    cpu(hosts, order, limit, args.steps, args.copy, args.memo, warm) * 1e3
+                    if args.cpu
+                    else instructions(hosts, order, limit, args.steps, args.copy, args.memo, warm)
+                    / 1e6
+                )
                 base = cost if base is None else base
-                print("%-7d %-6d %-6d %-7s %14.3f %8.3f" % (
-                    hosts, limit, warm, order, cost, cost / base),
-                    flush=True)
+                print(
+                    "%-7d %-6d %-6d %-7s %14.3f %8.3f"
+                    % (hosts, limit, warm, order, cost, cost / base),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,7 @@ CASES: dict[str, tuple[str, dict[str, dict[str, object]]]] = {
     "berth spread": ("berth", {"berth": {"candidate_order": "spread"}}),
     "berth pack": ("berth", {"berth": {"candidate_order": "pack"}}),
     "upstream": ("upstream", {}),
-    "upstream randomized": (
-        "upstream", {"placement": {"randomize_allocation_candidates": True}}),
+    "upstream randomized": ("upstream", {"placement": {"randomize_allocation_candidates": True}}),
 }
 #: Upstream keeps standard classes out of its resource_classes table, with
 #: these ids (their place in os-resource-classes' list).
@@ -71,9 +70,9 @@ UPSTREAM_CLASS_IDS = {"VCPU": 0, "MEMORY_MB": 1}
 def _class_ids(conn: sa.Connection, kind: str) -> dict[str, int]:
     if kind == "upstream":
         return UPSTREAM_CLASS_IDS
-    rows = conn.execute(sa.text(
-        "SELECT name, id FROM resource_classes WHERE name IN "
-        "('VCPU', 'MEMORY_MB')")).all()
+    rows = conn.execute(
+        sa.text("SELECT name, id FROM resource_classes WHERE name IN ('VCPU', 'MEMORY_MB')")
+    ).all()
     return {name: rid for name, rid in rows}
 
 
@@ -83,15 +82,24 @@ def imbalance(url: str, kind: str) -> dict[str, float | int]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         ids = _class_ids(conn, kind)
-        roots = [r[0] for r in conn.execute(sa.text(
-            "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL"
-            " AND name LIKE 'cn-%'"))]
+        roots = [
+            r[0]
+            for r in conn.execute(
+                sa.text(
+                    "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL"
+                    " AND name LIKE 'cn-%'"
+                )
+            )
+        ]
         used: dict[int, dict[int, int]] = {r: {} for r in roots}
-        for root, rc, amount in conn.execute(sa.text(
+        for root, rc, amount in conn.execute(
+            sa.text(
                 "SELECT rp.root_provider_id, a.resource_class_id, SUM(a.used)"
                 " FROM allocations a JOIN resource_providers rp"
                 " ON rp.id = a.resource_provider_id"
-                " GROUP BY rp.root_provider_id, a.resource_class_id")):
+                " GROUP BY rp.root_provider_id, a.resource_class_id"
+            )
+        ):
             if root in used:
                 used[root][rc] = int(amount)
     engine.dispose()
@@ -104,14 +112,12 @@ def imbalance(url: str, kind: str) -> dict[str, float | int]:
     return out
 
 
-def one(label: str, source: Path, workdir: Path, args: argparse.Namespace
-        ) -> dict[str, Any]:
+def one(label: str, source: Path, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     kind, sections = CASES[label]
     db = workdir / ("%s.sqlite" % label.replace(" ", "-"))
     shutil.copy(source, db)
     url = "sqlite:///%s" % db
-    server = Server(kind, workdir / label.replace(" ", "-"), args.workers, url,
-                    sections=sections)
+    server = Server(kind, workdir / label.replace(" ", "-"), args.workers, url, sections=sections)
     out: dict[str, Any] = {}
     with server:
         # The first answer loads the world (Berth) and warms both; not timed.
@@ -119,9 +125,13 @@ def one(label: str, source: Path, workdir: Path, args: argparse.Namespace
         run.measure(server, QUERY, 1, args.timeout)
         out["first_answer_s"] = time.perf_counter() - start
         load0 = os.getloadavg()[0]
-        race = argparse.Namespace(claims=args.claims, clients=args.clients,
-                                  claims_seconds=args.seconds, query=QUERY,
-                                  first=True)
+        race = argparse.Namespace(
+            claims=args.claims,
+            clients=args.clients,
+            claims_seconds=args.seconds,
+            query=QUERY,
+            first=True,
+        )
         out.update(run.claims(server, race))
         out["load_before"] = load0
         out["load_after"] = os.getloadavg()[0]
@@ -132,21 +142,36 @@ def one(label: str, source: Path, workdir: Path, args: argparse.Namespace
 
 
 def table(results: dict[str, dict[str, Any]], initial: dict[str, Any]) -> str:
-    lines = ["| order | claims | claims/s | 409s per claim | CV VCPU | CV MEM "
-             "| empty hosts | server CPU ms/claim | failed (5xx) "
-             "| load avg (1 min, before/after) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    lines.append("| (the world before the race) | - | - | - | %.3f | %.3f | %d | - | - | - |"
-                 % (initial["cv_VCPU"], initial["cv_MEMORY_MB"],
-                    initial["empty_hosts"]))
+    lines = [
+        "| order | claims | claims/s | 409s per claim | CV VCPU | CV MEM "
+        "| empty hosts | server CPU ms/claim | failed (5xx) "
+        "| load avg (1 min, before/after) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines.append(
+        "| (the world before the race) | - | - | - | %.3f | %.3f | %d | - | - | - |"
+        % (initial["cv_VCPU"], initial["cv_MEMORY_MB"], initial["empty_hosts"])
+    )
     for label, r in results.items():
         if "error" in r:
             lines.append("| %s | %s |" % (label, r["error"]))
             continue
-        lines.append("| %s | %d | %.1f | %.2f | %.3f | %.3f | %d | %.1f | %d | %.1f/%.1f |" % (
-            label, r["claims"], r["claims_per_s"], r["conflicts_per_claim"],
-            r["cv_VCPU"], r["cv_MEMORY_MB"], r["empty_hosts"],
-            r["server_cpu_ms_per_claim"], r["errors"], r["load_before"], r["load_after"]))
+        lines.append(
+            "| %s | %d | %.1f | %.2f | %.3f | %.3f | %d | %.1f | %d | %.1f/%.1f |"
+            % (
+                label,
+                r["claims"],
+                r["claims_per_s"],
+                r["conflicts_per_claim"],
+                r["cv_VCPU"],
+                r["cv_MEMORY_MB"],
+                r["empty_hosts"],
+                r["server_cpu_ms_per_claim"],
+                r["errors"],
+                r["load_before"],
+                r["load_after"],
+            )
+        )
     return "\n".join(lines)
 
 
@@ -154,14 +179,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10000)
     p.add_argument("--claims", type=int, default=800)
-    p.add_argument("--seconds", type=float, default=90.0,
-                   help="no new claim after this many seconds")
+    p.add_argument(
+        "--seconds", type=float, default=90.0, help="no new claim after this many seconds"
+    )
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--only", nargs="*", choices=list(CASES))
-    p.add_argument("--keep", action="store_true",
-                   help="keep the work directory (servers' logs)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (servers' logs)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="berth-order-race-"))
     berth_db = workdir / "world.sqlite"
@@ -176,14 +201,16 @@ def main() -> int:
     labels = args.only or list(CASES)
     exported = None
     if any(CASES[lb][0] == "upstream" for lb in labels):
-        failed = scale.export("sqlite:///%s" % berth_db,
-                              "sqlite:///%s" % upstream_db, workdir)
+        failed = scale.export("sqlite:///%s" % berth_db, "sqlite:///%s" % upstream_db, workdir)
         if failed:
             print("export failed: %s" % failed, flush=True)
             labels = [lb for lb in labels if CASES[lb][0] == "berth"]
         exported = time.perf_counter() - start - built
-    print("%d hosts: built in %.1f s, exported in %s s" % (
-        args.hosts, built, "%.1f" % exported if exported else "-"), flush=True)
+    print(
+        "%d hosts: built in %.1f s, exported in %s s"
+        % (args.hosts, built, "%.1f" % exported if exported else "-"),
+        flush=True,
+    )
     initial = imbalance("sqlite:///%s" % berth_db, "berth")
     results: dict[str, dict[str, Any]] = {}
     for label in labels:
@@ -198,9 +225,18 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    (out / ("order-race-%s.json" % stamp)).write_text(json.dumps(
-        {"args": vars(args), "built_s": built, "exported_s": exported,
-         "initial": initial, "results": results}, indent=1))
+    (out / ("order-race-%s.json" % stamp)).write_text(
+        json.dumps(
+            {
+                "args": vars(args),
+                "built_s": built,
+                "exported_s": exported,
+                "initial": initial,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
     (out / ("order-race-%s.md" % stamp)).write_text(text + "\n")
     if args.keep:
         print("kept", workdir)

@@ -37,10 +37,9 @@ END = "<!-- results:end -->"
 #: Where ``record`` looks for database servers (the test suite's URLs).
 SERVERS = {
     "PostgreSQL": os.environ.get(
-        "BERTH_TEST_PG_URL",
-        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
-    "MariaDB": os.environ.get(
-        "BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/"),
+        "BERTH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    ),
+    "MariaDB": os.environ.get("BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/"),
 }
 
 
@@ -82,41 +81,62 @@ def _server_version(url: str) -> str | None:
 def machine() -> dict[str, Any]:
     """What this machine is, as the table's heading shows it."""
     found: dict[str, Any] = {
-        "cpu": _cpu_model(), "cores": os.cpu_count(),
-        "memory_gib": _memory_gib(), "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version}
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+    }
     for name, url in SERVERS.items():
         version = _server_version(url)
         if version is not None:
             # "PostgreSQL 15.20 (Debian ...) on x86_64..., compiled by ..."
-            found[name.lower()] = version.split(" on ")[0].split(",")[0
-                                                             ].removeprefix(
-                "PostgreSQL ")
+            found[name.lower()] = version.split(" on ")[0].split(",")[0].removeprefix("PostgreSQL ")
     return found
 
 
 def table(store: dict[str, Any]) -> str:
     """The section between the markers, from ``store``."""
     m = store["machine"]
-    servers = ", ".join("%s %s" % (name, m[name.lower()])
-                        for name in SERVERS if m.get(name.lower()))
+    servers = ", ".join(
+        "%s %s" % (name, m[name.lower()]) for name in SERVERS if m.get(name.lower())
+    )
     lines = [
-        BEGIN, "",
+        BEGIN,
+        "",
         "Newest figure of each measure, as `bench/latest.json` holds it "
         "(written %s). Machine: %s, %s cores, %s GiB, Python %s, SQLite "
         "%s%s (recorded %s). %s"
-        % (store["written"], m["cpu"], m["cores"], m["memory_gib"],
-           m["python"], m["sqlite"], ", " + servers if servers else "",
-           m["recorded"], store.get("note", "")),
+        % (
+            store["written"],
+            m["cpu"],
+            m["cores"],
+            m["memory_gib"],
+            m["python"],
+            m["sqlite"],
+            ", " + servers if servers else "",
+            m["recorded"],
+            store.get("note", ""),
+        ),
         "",
         "| benchmark | measure | Berth | upstream or baseline | ratio | run |"
         " method and full output |",
-        "| --- | --- | --- | --- | --- | --- | --- |"]
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for row in store["rows"]:
-        lines.append("| `%s` | %s | %s | %s | %s | %s | [%s](%s) |" % (
-            row["benchmark"], row["measure"], row["berth"],
-            row.get("upstream", "—"), _ratio(row), row["date"],
-            row["source"].split("#")[0].split("/")[-1], row["source"]))
+        lines.append(
+            "| `%s` | %s | %s | %s | %s | %s | [%s](%s) |"
+            % (
+                row["benchmark"],
+                row["measure"],
+                row["berth"],
+                row.get("upstream", "—"),
+                _ratio(row),
+                row["date"],
+                row["source"].split("#")[0].split("/")[-1],
+                row["source"],
+            )
+        )
     lines += ["", END]
     return "\n".join(lines)
 
@@ -130,8 +150,7 @@ def _ratio(row: dict[str, Any]) -> str:
         berth, upstream = float(row["berth"]), float(row["upstream"])
     except (KeyError, ValueError):
         return "—"
-    value = berth / upstream if row.get("higher_is_better") else (
-        upstream / berth)
+    value = berth / upstream if row.get("higher_is_better") else (upstream / berth)
     return "%.1fx" % value
 
 
@@ -146,8 +165,12 @@ def record(store: dict[str, Any], args: argparse.Namespace) -> None:
     this machine."""
     today = dt.date.today().isoformat()
     row: dict[str, Any] = {
-        "benchmark": args.benchmark, "measure": args.measure,
-        "berth": args.berth, "date": today, "source": args.source}
+        "benchmark": args.benchmark,
+        "measure": args.measure,
+        "berth": args.berth,
+        "date": today,
+        "source": args.source,
+    }
     if args.upstream is not None:
         row["upstream"] = args.upstream
     if args.higher_is_better:
@@ -163,30 +186,31 @@ def record(store: dict[str, Any], args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 when README.md's table is not the store's")
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 when README.md's table is not the store's"
+    )
     sub = ap.add_subparsers(dest="command")
     rec = sub.add_parser("record", help="store one measure's newest figure")
     rec.add_argument("--benchmark", required=True)
     rec.add_argument("--measure", required=True)
     rec.add_argument("--berth", required=True)
     rec.add_argument("--upstream")
-    rec.add_argument("--higher-is-better", action="store_true",
-                     help="a rate (claims/s): the ratio is Berth/upstream")
-    rec.add_argument("--source", required=True,
-                     help="where the run is written up, from bench/")
+    rec.add_argument(
+        "--higher-is-better",
+        action="store_true",
+        help="a rate (claims/s): the ratio is Berth/upstream",
+    )
+    rec.add_argument("--source", required=True, help="where the run is written up, from bench/")
     args = ap.parse_args(argv)
     store = json.loads(STORE.read_text())
     if args.command == "record":
         record(store, args)
-        STORE.write_text(json.dumps(store, indent=2, ensure_ascii=False)
-                         + "\n")
+        STORE.write_text(json.dumps(store, indent=2, ensure_ascii=False) + "\n")
     readme = README.read_text()
     fresh = rewrite(readme, store)
     if args.check:
         if fresh != readme:
-            print("bench/README.md's results are stale: run "
-                  "bench/results.py", file=sys.stderr)
+            print("bench/README.md's results are stale: run bench/results.py", file=sys.stderr)
             return 1
         return 0
     README.write_text(fresh)

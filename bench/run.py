@@ -48,20 +48,22 @@ QUERIES: dict[str, str] = {
         "resources=DISK_GB:10"
         "&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
         "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
-        "&same_subtree=_CPU,_NIC&group_policy=isolate"),
+        "&same_subtree=_CPU,_NIC&group_policy=isolate"
+    ),
     "sharing": "resources=VCPU:1,DISK_GB:500&member_of=" + SHARE,
 }
 EXPLOSION = {
-    "explosion_8": "&".join("resources%d=SRIOV_NET_VF:1" % i
-                            for i in range(1, 9)),
-    "explosion_16": "&".join("resources%d=SRIOV_NET_VF:1" % i
-                             for i in range(1, 17)),
+    "explosion_8": "&".join("resources%d=SRIOV_NET_VF:1" % i for i in range(1, 9)),
+    "explosion_16": "&".join("resources%d=SRIOV_NET_VF:1" % i for i in range(1, 17)),
 }
 #: Cheap queries repeat until this much time has passed (or MAX_REPEAT).
 MIN_SECONDS = 3.0
 MAX_REPEAT = 2000
-HEADERS = {"x-auth-token": "admin", "accept": "application/json",
-           "openstack-api-version": "placement 1.39"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
 
 
 def _count(body: object) -> int:
@@ -76,9 +78,14 @@ def _count(body: object) -> int:
     return 1
 
 
-def measure(server: Server, query: str, repeat: int, timeout: float,
-            path: str = "/allocation_candidates", max_seconds: float = 60.0
-            ) -> dict[str, float | int | str]:
+def measure(
+    server: Server,
+    query: str,
+    repeat: int,
+    timeout: float,
+    path: str = "/allocation_candidates",
+    max_seconds: float = 60.0,
+) -> dict[str, float | int | str]:
     """GET ``path?query`` at least ``repeat`` times and for at least
     MIN_SECONDS (the kernel counts CPU in 10 ms ticks: cheap queries need
     many requests for a precise figure), but no more once ``max_seconds``
@@ -97,9 +104,9 @@ def measure(server: Server, query: str, repeat: int, timeout: float,
     count = _count(r.json())
     cpu0 = server.cpu_seconds()
     began = time.perf_counter()
-    while (len(latencies) < repeat
-           or (time.perf_counter() - began < MIN_SECONDS
-               and len(latencies) < MAX_REPEAT)):
+    while len(latencies) < repeat or (
+        time.perf_counter() - began < MIN_SECONDS and len(latencies) < MAX_REPEAT
+    ):
         if latencies and time.perf_counter() - began > max_seconds:
             break
         start = time.perf_counter()
@@ -113,13 +120,18 @@ def measure(server: Server, query: str, repeat: int, timeout: float,
     cpu = (server.cpu_seconds() - cpu0) / len(latencies)
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {"cpu_ms": cpu * 1000, "p50_ms": statistics.median(latencies) * 1000,
-            "p99_ms": p99 * 1000, "candidates": count,
-            "requests": len(latencies)}
+    return {
+        "cpu_ms": cpu * 1000,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": p99 * 1000,
+        "candidates": count,
+        "requests": len(latencies),
+    }
 
 
-def measure_after_write(server: Server, path: str, query: str, project: str,
-                        rounds: int, timeout: float) -> dict[str, float | int | str]:
+def measure_after_write(
+    server: Server, path: str, query: str, project: str, rounds: int, timeout: float
+) -> dict[str, float | int | str]:
     """The first ``GET path?query`` after a write, ``rounds`` times: each
     round claims one VCPU for a new consumer of ``project`` (on the
     provider a ``limit=1`` candidate query offers), then times the GET.
@@ -136,9 +148,13 @@ def measure_after_write(server: Server, path: str, query: str, project: str,
         offer = http.get("/allocation_candidates?resources=VCPU:1&limit=1")
         if offer.status_code != 200 or not offer.json()["allocation_requests"]:
             return {"error": "no candidate to claim: %s" % offer.text[:200]}
-        claim = {"allocations": offer.json()["allocation_requests"][0]["allocations"],
-                 "project_id": project, "user_id": world_mod.uid("user"),
-                 "consumer_generation": None, "consumer_type": "INSTANCE"}
+        claim = {
+            "allocations": offer.json()["allocation_requests"][0]["allocations"],
+            "project_id": project,
+            "user_id": world_mod.uid("user"),
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        }
         put = http.put("/allocations/%s" % uuid.uuid4(), json=claim)
         if put.status_code != 204:
             return {"error": "claim: %s %s" % (put.status_code, put.text[:200])}
@@ -152,51 +168,59 @@ def measure_after_write(server: Server, path: str, query: str, project: str,
             return {"error": "%s %s" % (r.status_code, r.text[:200])}
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {"cpu_ms": cpu / rounds * 1000,
-            "p50_ms": statistics.median(latencies) * 1000,
-            "p99_ms": p99 * 1000, "requests": rounds}
+    return {
+        "cpu_ms": cpu / rounds * 1000,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": p99 * 1000,
+        "requests": rounds,
+    }
 
 
-def run_queries(kind: str, workdir: Path, args: argparse.Namespace
-                ) -> dict[str, dict[str, float | int | str]]:
+def run_queries(
+    kind: str, workdir: Path, args: argparse.Namespace
+) -> dict[str, dict[str, float | int | str]]:
     results: dict[str, dict[str, float | int | str]] = {}
     with Server(kind, workdir / "main") as server:
         t0 = time.time()
         world_mod.build(server.url, hosts=args.hosts)
-        print("  %s: built %d hosts in %.0fs" % (kind, args.hosts,
-                                                 time.time() - t0), flush=True)
+        print("  %s: built %d hosts in %.0fs" % (kind, args.hosts, time.time() - t0), flush=True)
         for name, query in QUERIES.items():
-            for label, q in ((name, query), (name + "+limit50",
-                                             query + "&limit=50")):
+            for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
                 results[label] = measure(server, q, args.repeat, args.timeout)
-                print("  %s %-26s %s" % (kind, label, results[label]),
-                      flush=True)
+                print("  %s %-26s %s" % (kind, label, results[label]), flush=True)
         # Claims race through several workers, as in production.
         server.restart(args.claims_workers)
         results["claims"] = claims(server, args)
-        print("  %s claims (%d workers) %s" % (kind, args.claims_workers,
-                                              results["claims"]), flush=True)
+        print(
+            "  %s claims (%d workers) %s" % (kind, args.claims_workers, results["claims"]),
+            flush=True,
+        )
     with Server(kind, workdir / "wide") as server:
         world_mod.build_explosion(server.url)
         for name, query in EXPLOSION.items():
             q = query + "&group_policy=none&limit=1000"
-            results[name] = measure(server, q, max(1, args.repeat // 5),
-                                    args.timeout)
+            results[name] = measure(server, q, max(1, args.repeat // 5), args.timeout)
             print("  %s %-26s %s" % (kind, name, results[name]), flush=True)
     return results
 
 
-def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
-               results: Any, query: str = BASE + "&limit=5",
-               first: bool = False) -> None:
+def _scheduler(
+    url: str,
+    n: int,
+    count: int,
+    seconds: float,
+    ready: Any,
+    results: Any,
+    query: str = BASE + "&limit=5",
+    first: bool = False,
+) -> None:
     """One scheduler process: ``count`` claims (no new one after
     ``seconds``), each a candidates request (``query``, by default with
     ``limit=5``) and a PUT of one of them (the first with ``first``, as
     Nova does when its weighers tie), again on a 409. Puts its (claims,
     conflicts, errors, CPU seconds) on ``results``."""
     parsed = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1",
-                                      parsed.port, timeout=60)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=60)
     done = conflicts = errors = 0
     ready.wait()
     cpu0 = time.process_time()
@@ -207,8 +231,7 @@ def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
         consumer = str(uuid.uuid4())
         owner = (world_mod.uid("p"), world_mod.uid("u"))
         for _attempt in range(10):
-            status = claim_attempt(conn, query, consumer, owner,
-                                   None if first else n + i)
+            status = claim_attempt(conn, query, consumer, owner, None if first else n + i)
             if status == 204:
                 done += 1
                 break
@@ -220,32 +243,51 @@ def _scheduler(url: str, n: int, count: int, seconds: float, ready: Any,
     results.put((done, conflicts, errors, time.process_time() - cpu0))
 
 
-def claim_attempt(conn: http.client.HTTPConnection, query: str,
-                  consumer: str, owner: tuple[str, str],
-                  pick: int | None = None) -> int:
+def claim_attempt(
+    conn: http.client.HTTPConnection,
+    query: str,
+    consumer: str,
+    owner: tuple[str, str],
+    pick: int | None = None,
+) -> int:
     """One attempt at a scheduler's claim for ``consumer`` (a project and
     user ``owner``): ``GET /allocation_candidates?<query>``, then a PUT of
     the first candidate (as Nova does when its weighers tie), or of the
     one at ``pick`` modulo their number. The PUT's status (204, 409...),
     the GET's when it failed, 0 when there was no candidate."""
     headers = {**HEADERS, "content-type": "application/json"}
-    status, body = _call(conn, "GET", "/allocation_candidates?" + query,
-                         None, headers)
+    status, body = _call(conn, "GET", "/allocation_candidates?" + query, None, headers)
     if status != 200:
         return status
     reqs = json.loads(body)["allocation_requests"]
     if not reqs:
         return 0
     chosen = reqs[0 if pick is None else pick % len(reqs)]
-    status, _ = _call(conn, "PUT", "/allocations/" + consumer, json.dumps({
-        "allocations": chosen["allocations"], "project_id": owner[0],
-        "user_id": owner[1], "consumer_generation": None,
-        "consumer_type": "INSTANCE"}), headers)
+    status, _ = _call(
+        conn,
+        "PUT",
+        "/allocations/" + consumer,
+        json.dumps(
+            {
+                "allocations": chosen["allocations"],
+                "project_id": owner[0],
+                "user_id": owner[1],
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            }
+        ),
+        headers,
+    )
     return status
 
 
-def _call(conn: http.client.HTTPConnection, method: str, path: str,
-          body: str | None, headers: dict[str, str]) -> tuple[int, bytes]:
+def _call(
+    conn: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: str | None,
+    headers: dict[str, str],
+) -> tuple[int, bytes]:
     """One request on ``conn`` (which reconnects by itself when the server
     closed the last one): status and body, 599 when the connection
     failed."""
@@ -282,10 +324,22 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     ready = ctx.Barrier(args.clients + 1)
     results = ctx.Queue()
     seconds = getattr(args, "claims_seconds", None) or float("inf")
-    procs = [ctx.Process(target=_scheduler, args=(
-        server.url, n, args.claims // args.clients, seconds, ready, results,
-        getattr(args, "query", BASE + "&limit=5"), getattr(args, "first", False)))
-        for n in range(args.clients)]
+    procs = [
+        ctx.Process(
+            target=_scheduler,
+            args=(
+                server.url,
+                n,
+                args.claims // args.clients,
+                seconds,
+                ready,
+                results,
+                getattr(args, "query", BASE + "&limit=5"),
+                getattr(args, "first", False),
+            ),
+        )
+        for n in range(args.clients)
+    ]
     for proc in procs:
         proc.start()
     ready.wait()
@@ -299,19 +353,22 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     for proc in procs:
         proc.join()
     done = sum(r[0] for r in totals)
-    return {"claims_per_s": done / elapsed, "claims": done,
-            "conflicts": sum(r[1] for r in totals),
-            "errors": sum(r[2] for r in totals),
-            "server_cpu_ms_per_claim": cpu * 1000 / max(done, 1),
-            "client_cpu_ms_per_claim": (sum(r[3] for r in totals) * 1000
-                                        / max(done, 1)),
-            "seconds": elapsed,
-            **{"%s_ms_per_claim" % name: seconds * 1000 / max(done, 1)
-               for name, seconds in spent.items()}}
+    return {
+        "claims_per_s": done / elapsed,
+        "claims": done,
+        "conflicts": sum(r[1] for r in totals),
+        "errors": sum(r[2] for r in totals),
+        "server_cpu_ms_per_claim": cpu * 1000 / max(done, 1),
+        "client_cpu_ms_per_claim": (sum(r[3] for r in totals) * 1000 / max(done, 1)),
+        "seconds": elapsed,
+        **{
+            "%s_ms_per_claim" % name: seconds * 1000 / max(done, 1)
+            for name, seconds in spent.items()
+        },
+    }
 
 
-def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str],
-          key: str) -> str:
+def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str], key: str) -> str:
     if key not in b or key not in u:
         return "-"
     return "%.1fx" % (float(u[key]) / max(float(b[key]), 1e-9))
@@ -319,22 +376,45 @@ def ratio(b: dict[str, float | int | str], u: dict[str, float | int | str],
 
 def report(results: dict[str, dict[str, dict[str, float | int | str]]]) -> str:
     b, u = results.get("berth", {}), results.get("upstream", {})
-    lines = ["%-26s %12s %12s %10s %12s %12s %10s" % (
-        "query", "berth cpu ms", "upstr cpu ms", "cpu ratio", "berth p50",
-        "upstr p50", "candidates")]
+    lines = [
+        "%-26s %12s %12s %10s %12s %12s %10s"
+        % (
+            "query",
+            "berth cpu ms",
+            "upstr cpu ms",
+            "cpu ratio",
+            "berth p50",
+            "upstr p50",
+            "candidates",
+        )
+    ]
     for name in [k for k in b if k != "claims"] or [k for k in u if k != "claims"]:
         bb, uu = b.get(name, {}), u.get(name, {})
-        lines.append("%-26s %12s %12s %10s %12s %12s %10s" % (
-            name, _fmt(bb, "cpu_ms"), _fmt(uu, "cpu_ms"),
-            ratio(bb, uu, "cpu_ms"), _fmt(bb, "p50_ms"), _fmt(uu, "p50_ms"),
-            "%s/%s" % (bb.get("candidates", "-"), uu.get("candidates", "-"))))
+        lines.append(
+            "%-26s %12s %12s %10s %12s %12s %10s"
+            % (
+                name,
+                _fmt(bb, "cpu_ms"),
+                _fmt(uu, "cpu_ms"),
+                ratio(bb, uu, "cpu_ms"),
+                _fmt(bb, "p50_ms"),
+                _fmt(uu, "p50_ms"),
+                "%s/%s" % (bb.get("candidates", "-"), uu.get("candidates", "-")),
+            )
+        )
     if "claims" in b or "claims" in u:
         bc, uc = b.get("claims", {}), u.get("claims", {})
-        lines.append("claims/s: berth %s, upstream %s (berth/upstream %s); "
-                     "5xx: berth %s, upstream %s" % (
-                         _fmt(bc, "claims_per_s"), _fmt(uc, "claims_per_s"),
-                         ratio(uc, bc, "claims_per_s"), bc.get("errors", "-"),
-                         uc.get("errors", "-")))
+        lines.append(
+            "claims/s: berth %s, upstream %s (berth/upstream %s); "
+            "5xx: berth %s, upstream %s"
+            % (
+                _fmt(bc, "claims_per_s"),
+                _fmt(uc, "claims_per_s"),
+                ratio(uc, bc, "claims_per_s"),
+                bc.get("errors", "-"),
+                uc.get("errors", "-"),
+            )
+        )
     return "\n".join(lines)
 
 
@@ -352,11 +432,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--claims", type=int, default=200)
     ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--claims-workers", type=int, default=2,
-                    help="server workers during the claims race")
+    ap.add_argument(
+        "--claims-workers", type=int, default=2, help="server workers during the claims race"
+    )
     ap.add_argument("--only", choices=["berth", "upstream"])
-    ap.add_argument("--setup-upstream", action="store_true",
-                    help="create .upstream-venv with openstack-placement 16.0.0")
+    ap.add_argument(
+        "--setup-upstream",
+        action="store_true",
+        help="create .upstream-venv with openstack-placement 16.0.0",
+    )
     args = ap.parse_args()
     if args.setup_upstream or args.only != "berth":
         ensure_upstream_venv(force=args.setup_upstream)
@@ -371,8 +455,9 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    (out / ("%s.json" % stamp)).write_text(json.dumps(
-        {"args": vars(args), "results": results}, indent=2))
+    (out / ("%s.json" % stamp)).write_text(
+        json.dumps({"args": vars(args), "results": results}, indent=2)
+    )
     (out / ("%s.txt" % stamp)).write_text(text + "\n")
     return 0
 

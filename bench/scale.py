@@ -70,8 +70,9 @@ from berth.domain.allocation_candidate import engine, load, parse, world_patch  
 from berth.domain.allocation_candidate.world import World  # noqa: E402
 from support.servers import BERTH_VENV, ROOT, Server, ensure_upstream_venv  # noqa: E402
 
-PG_ADMIN = os.environ.get("BERTH_BENCH_PG_URL",
-                          "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN = os.environ.get(
+    "BERTH_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 Result = dict[str, Any]
 
 LISTINGS = {
@@ -112,8 +113,7 @@ class Databases:
             conn.execute(sa.text('CREATE DATABASE "%s"' % full))
         admin.dispose()
         self.made.append(full)
-        return sa.engine.make_url(PG_ADMIN).set(database=full).render_as_string(
-            hide_password=False)
+        return sa.engine.make_url(PG_ADMIN).set(database=full).render_as_string(hide_password=False)
 
     def drop(self) -> None:
         if not self.made:
@@ -121,8 +121,7 @@ class Databases:
         admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
             for name in self.made:
-                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s" WITH (FORCE)'
-                                     % name))
+                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name))
         admin.dispose()
 
 
@@ -140,12 +139,25 @@ def export(berth_url: str, upstream_url: str, workdir: Path) -> str | None:
     """Copy the world into upstream's schema; None, or why it failed."""
     conf = workdir / "export.conf"
     conf.write_text("[placement_database]\nconnection = %s\n" % berth_url)
-    done = subprocess.run([str(BERTH_VENV / "bin/berth"), "db", "export",
-                           "--config-file", str(conf), "--to", upstream_url],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            str(BERTH_VENV / "bin/berth"),
+            "db",
+            "export",
+            "--config-file",
+            str(conf),
+            "--to",
+            upstream_url,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
-        return (done.stderr or done.stdout).strip().splitlines()[-1:][0] \
-            if (done.stderr or done.stdout).strip() else "exit %d" % done.returncode
+        return (
+            (done.stderr or done.stdout).strip().splitlines()[-1:][0]
+            if (done.stderr or done.stdout).strip()
+            else "exit %d" % done.returncode
+        )
     return None
 
 
@@ -158,9 +170,11 @@ def inprocess(url: str) -> Result:
         start = time.perf_counter()
         world, _, _ = db.read(load.load_world)
         loads.append(time.perf_counter() - start)
-    host = db.read(lambda conn: conn.scalar(
-        sa.select(t.resource_providers.c.id).where(
-            t.resource_providers.c.name == "cn-0001")))
+    host = db.read(
+        lambda conn: conn.scalar(
+            sa.select(t.resource_providers.c.id).where(t.resource_providers.c.name == "cn-0001")
+        )
+    )
 
     def timed(fn: Any) -> float:
         times = []
@@ -173,11 +187,13 @@ def inprocess(url: str) -> Result:
     usage_ms = timed(lambda conn: load.refresh_usage(conn, world, {host}))
     provider_ms = timed(lambda conn: load.refresh_providers(conn, world, {host}))
     db.dispose()
-    return {"providers": len(world.providers),
-            "load_s": statistics.median(loads),
-            "refresh_after_claim_ms": usage_ms,
-            "refresh_after_inventory_ms": provider_ms,
-            **memo_effect(world, host)}
+    return {
+        "providers": len(world.providers),
+        "load_s": statistics.median(loads),
+        "refresh_after_claim_ms": usage_ms,
+        "refresh_after_inventory_ms": provider_ms,
+        **memo_effect(world, host),
+    }
 
 
 def memo_effect(world: World, host: int) -> Result:
@@ -187,13 +203,11 @@ def memo_effect(world: World, host: int) -> Result:
     out: Result = {}
     claimed = {host: {rc: n + 1 for rc, n in world.providers[host].used.items()}}
     for name in ("simple", "nested"):
-        groups, wide = parse.parse_request(parse_qsl(run.QUERIES[name]),
-                                           wants((1, 39)))
+        groups, wide = parse.parse_request(parse_qsl(run.QUERIES[name]), wants((1, 39)))
         specs = engine.group_specs(world, groups)
         assert specs is not None
 
-        def cpu_ms(prepare: Any, w: World = world, s: Any = specs,
-                   wd: Any = wide) -> float:
+        def cpu_ms(prepare: Any, w: World = world, s: Any = specs, wd: Any = wide) -> float:
             times = []
             for _ in range(5):
                 target = prepare()
@@ -210,7 +224,8 @@ def memo_effect(world: World, host: int) -> Result:
         out[name + "_search_warm_ms"] = cpu_ms(lambda: world)
         # Each round claims on the world the last round left warm.
         out[name + "_search_after_claim_ms"] = cpu_ms(
-            lambda: world_patch.with_usage(world, claimed))
+            lambda: world_patch.with_usage(world, claimed)
+        )
     world.memo.clear()
     return out
 
@@ -227,7 +242,7 @@ def _worker_pids(server: Server) -> list[int]:
             stat = Path("/proc/%s/stat" % entry).read_text()
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[2]) == server.proc.pid:
+        if int(stat[stat.rindex(")") + 2 :].split()[2]) == server.proc.pid:
             pids.append(int(entry))
     return pids
 
@@ -238,8 +253,11 @@ def memory(pid: int) -> dict[str, float]:
     for line in Path("/proc/%d/smaps_rollup" % pid).read_text().splitlines()[1:]:
         key, _, rest = line.partition(":")
         fields[key] = int(rest.split()[0]) / 1024
-    return {"rss_mb": fields["Rss"], "pss_mb": fields["Pss"],
-            "shared_mb": fields["Shared_Clean"] + fields["Shared_Dirty"]}
+    return {
+        "rss_mb": fields["Rss"],
+        "pss_mb": fields["Pss"],
+        "shared_mb": fields["Shared_Clean"] + fields["Shared_Dirty"],
+    }
 
 
 def start(server: Server, timeout: float) -> Result:
@@ -257,9 +275,12 @@ def start(server: Server, timeout: float) -> Result:
     # Every worker answers at least once: each has its world loaded.
     workers = server.workers
     with ThreadPoolExecutor(workers * 2) as pool:
-        list(pool.map(lambda _: httpx.get(server.url + query,
-                                          headers=run.HEADERS, timeout=timeout),
-                      range(workers * 8)))
+        list(
+            pool.map(
+                lambda _: httpx.get(server.url + query, headers=run.HEADERS, timeout=timeout),
+                range(workers * 8),
+            )
+        )
     return {"first_answer_s": first, **workers_memory(server)}
 
 
@@ -278,14 +299,17 @@ def workers_memory(server: Server) -> Result:
         if len(mems) >= server.workers:
             break
         time.sleep(0.1)
-    return {"workers": len(mems),
-            "rss_mb": max(m["rss_mb"] for m in mems),
-            "shared_mb": min(m["shared_mb"] for m in mems),
-            "pss_total_mb": sum(m["pss_mb"] for m in mems)}
+    return {
+        "workers": len(mems),
+        "rss_mb": max(m["rss_mb"] for m in mems),
+        "shared_mb": min(m["shared_mb"] for m in mems),
+        "pss_total_mb": sum(m["pss_mb"] for m in mems),
+    }
 
 
-def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
-          args: argparse.Namespace) -> Result:
+def serve(
+    kind: str, url: str, workdir: Path, workers: int, with_queries: bool, args: argparse.Namespace
+) -> Result:
     out: Result = {}
     server = Server(kind, workdir / ("%s-%d" % (kind, workers)), workers, url)
     try:
@@ -296,23 +320,32 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
         if with_queries and not (args.claims_only or args.listings_only):
             for name, query in run.QUERIES.items():
                 for label, q in ((name, query), (name + "+limit50", query + "&limit=50")):
-                    out[label] = run.measure(server, q, args.repeat, args.timeout,
-                                             max_seconds=args.max_seconds)
+                    out[label] = run.measure(
+                        server, q, args.repeat, args.timeout, max_seconds=args.max_seconds
+                    )
                     print("    %s %-22s %s" % (kind, label, out[label]), flush=True)
         if with_queries and not args.claims_only:
             for name, (path, query) in LISTINGS.items():
-                out[name] = run.measure(server, query, args.repeat, args.timeout,
-                                        path=path, max_seconds=args.max_seconds)
+                out[name] = run.measure(
+                    server,
+                    query,
+                    args.repeat,
+                    args.timeout,
+                    path=path,
+                    max_seconds=args.max_seconds,
+                )
                 print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
             path, query = LISTINGS["usages"]
             for name, project in AFTER_WRITE.items():
                 out[name] = run.measure_after_write(
-                    server, path, query, project, args.write_rounds, args.timeout)
+                    server, path, query, project, args.write_rounds, args.timeout
+                )
                 print("    %s %-22s %s" % (kind, name, out[name]), flush=True)
         if args.listings_only:
             return out
-        claims = argparse.Namespace(claims=args.claims, clients=16,
-                                    claims_seconds=args.claims_seconds)
+        claims = argparse.Namespace(
+            claims=args.claims, clients=16, claims_seconds=args.claims_seconds
+        )
         out["claims"] = run.claims(server, claims)
         print("    %s claims %s" % (kind, out["claims"]), flush=True)
         # After every query and claim: what the workers hold once they have
@@ -323,8 +356,7 @@ def serve(kind: str, url: str, workdir: Path, workers: int, with_queries: bool,
     return out
 
 
-def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
-             ) -> Result:
+def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace) -> Result:
     dbs = Databases(db_kind, workdir)
     out: Result = {}
     try:
@@ -350,17 +382,16 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace
             else:
                 # Upstream's venv has psycopg2, not psycopg 3.
                 urls["upstream"] = upstream_url.replace(
-                    "postgresql+psycopg://", "postgresql+psycopg2://", 1)
+                    "postgresql+psycopg://", "postgresql+psycopg2://", 1
+                )
         for kind, url in urls.items():
             if args.only and kind != args.only:
                 continue
             for n, workers in enumerate(args.workers):
-                queries = (workers in args.query_workers if args.query_workers
-                           else n == 0)
+                queries = workers in args.query_workers if args.query_workers else n == 0
                 if kind == "upstream" and hosts > args.upstream_query_max_hosts:
                     queries = queries and n == 0
-                out["%s/%d" % (kind, workers)] = serve(
-                    kind, url, workdir, workers, queries, args)
+                out["%s/%d" % (kind, workers)] = serve(kind, url, workdir, workers, queries, args)
     finally:
         dbs.drop()
     return out
@@ -388,9 +419,11 @@ def _ratio(top: float | None, bottom: float | None) -> str:
 def table(results: Result) -> str:
     """Markdown: per database, hosts and worker count, each query's server
     CPU per request and latency, then claims, start-up and memory."""
-    lines = ["| db | hosts | workers | measure | Berth | upstream | ratio "
-             "| Berth p50/p99 ms | upstream p50/p99 ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| db | hosts | workers | measure | Berth | upstream | ratio "
+        "| Berth p50/p99 ms | upstream p50/p99 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for db_kind, sizes in results.items():
         for hosts, res in sizes.items():
             for key in [k for k in res if k.startswith("berth/")]:
@@ -398,66 +431,109 @@ def table(results: Result) -> str:
                 b = res[key]
                 u = res.get(key.replace("berth", "upstream"), {})
 
-                def row(label: str, bd: Result | None, ud: Result | None,
-                        field: str, ratio: str, lat: bool = False,
-                        where: str = "| %s | %s | %s " % (db_kind, hosts, w)
-                        ) -> None:
+                def row(
+                    label: str,
+                    bd: Result | None,
+                    ud: Result | None,
+                    field: str,
+                    ratio: str,
+                    lat: bool = False,
+                    where: str = "| %s | %s | %s " % (db_kind, hosts, w),
+                ) -> None:
                     bl = ul = ""
                     if lat:
                         bl = "%s/%s" % (_cell(bd, "p50_ms"), _cell(bd, "p99_ms"))
                         ul = "%s/%s" % (_cell(ud, "p50_ms"), _cell(ud, "p99_ms"))
-                    lines.append(where + "| %s | %s | %s | %s | %s | %s |" % (
-                        label, _cell(bd, field), _cell(ud, field), ratio, bl, ul))
+                    lines.append(
+                        where
+                        + "| %s | %s | %s | %s | %s | %s |"
+                        % (label, _cell(bd, field), _cell(ud, field), ratio, bl, ul)
+                    )
 
                 for q in [k for k in b if k not in ("start", "claims", "end")]:
-                    row("%s CPU ms" % q, b.get(q), u.get(q), "cpu_ms",
+                    row(
+                        "%s CPU ms" % q,
+                        b.get(q),
+                        u.get(q),
+                        "cpu_ms",
                         _ratio(_num(u.get(q), "cpu_ms"), _num(b.get(q), "cpu_ms")),
-                        lat=True)
+                        lat=True,
+                    )
                 bc, uc = b.get("claims"), u.get("claims")
-                row("claims/s", bc, uc, "claims_per_s",
-                    _ratio(_num(bc, "claims_per_s"), _num(uc, "claims_per_s")))
+                row(
+                    "claims/s",
+                    bc,
+                    uc,
+                    "claims_per_s",
+                    _ratio(_num(bc, "claims_per_s"), _num(uc, "claims_per_s")),
+                )
                 if _num(bc, "server_cpu_ms_per_claim") is not None:
-                    row("server CPU ms per claim", bc, uc, "server_cpu_ms_per_claim",
-                        _ratio(_num(uc, "server_cpu_ms_per_claim"),
-                               _num(bc, "server_cpu_ms_per_claim")))
-                for label, field in (("first answer s", "first_answer_s"),
-                                     ("worker RSS MB", "rss_mb"),
-                                     ("all workers PSS MB", "pss_total_mb")):
+                    row(
+                        "server CPU ms per claim",
+                        bc,
+                        uc,
+                        "server_cpu_ms_per_claim",
+                        _ratio(
+                            _num(uc, "server_cpu_ms_per_claim"), _num(bc, "server_cpu_ms_per_claim")
+                        ),
+                    )
+                for label, field in (
+                    ("first answer s", "first_answer_s"),
+                    ("worker RSS MB", "rss_mb"),
+                    ("all workers PSS MB", "pss_total_mb"),
+                ):
                     row(label, b.get("start"), u.get("start"), field, "-")
-                for label, field in (("worker RSS MB at the end", "rss_mb"),
-                                     ("all workers PSS MB at the end",
-                                      "pss_total_mb")):
+                for label, field in (
+                    ("worker RSS MB at the end", "rss_mb"),
+                    ("all workers PSS MB at the end", "pss_total_mb"),
+                ):
                     row(label, b.get("end"), u.get("end"), field, "-")
     return "\n".join(lines)
 
 
 def inprocess_table(results: Result) -> str:
     """Markdown: Berth's in-process load, refresh and memo figures."""
-    lines = ["| db | hosts | providers | load whole s | refresh after a claim ms "
-             "| after an inventory change ms | simple search cold / warm / "
-             "after a claim ms | nested search cold / warm / after a claim ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| db | hosts | providers | load whole s | refresh after a claim ms "
+        "| after an inventory change ms | simple search cold / warm / "
+        "after a claim ms | nested search cold / warm / after a claim ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for db_kind, sizes in results.items():
         for hosts, res in sizes.items():
             d = res.get("inprocess")
             if not d:
                 continue
-            memo = ["%.2f / %.2f / %.2f" % tuple(
-                d.get("%s_search_%s_ms" % (q, k), float("nan"))
-                for k in ("cold", "warm", "after_claim"))
-                for q in ("simple", "nested")]
-            lines.append("| %s | %s | %d | %.2f | %.2f | %.2f | %s | %s |" % (
-                db_kind, hosts, d["providers"], d["load_s"],
-                d["refresh_after_claim_ms"], d["refresh_after_inventory_ms"],
-                *memo))
+            memo = [
+                "%.2f / %.2f / %.2f"
+                % tuple(
+                    d.get("%s_search_%s_ms" % (q, k), float("nan"))
+                    for k in ("cold", "warm", "after_claim")
+                )
+                for q in ("simple", "nested")
+            ]
+            lines.append(
+                "| %s | %s | %d | %.2f | %.2f | %.2f | %s | %s |"
+                % (
+                    db_kind,
+                    hosts,
+                    d["providers"],
+                    d["load_s"],
+                    d["refresh_after_claim_ms"],
+                    d["refresh_after_inventory_ms"],
+                    *memo,
+                )
+            )
     return "\n".join(lines)
 
 
 def plot(results: Result, path: Path) -> None:
     """Server CPU and p50 latency per query against world size."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     queries = list(run.QUERIES)
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     for col, suffix in enumerate(("", "+limit50")):
@@ -474,15 +550,20 @@ def plot(results: Result, path: Path) -> None:
                                 xs.append(int(hosts))
                                 ys.append(float(d[key]))
                         if xs:
-                            ax.plot(xs, ys, style, marker="o",
-                                    label="%s %s %s" % (impl, db_kind, q))
+                            ax.plot(
+                                xs, ys, style, marker="o", label="%s %s %s" % (impl, db_kind, q)
+                            )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("hosts")
-            ax.set_ylabel("server CPU ms per request" if key == "cpu_ms"
-                          else "median latency ms")
-            ax.set_title("%s%s" % ("CPU" if key == "cpu_ms" else "latency",
-                                   " with limit=50" if suffix else ", full answers"))
+            ax.set_ylabel("server CPU ms per request" if key == "cpu_ms" else "median latency ms")
+            ax.set_title(
+                "%s%s"
+                % (
+                    "CPU" if key == "cpu_ms" else "latency",
+                    " with limit=50" if suffix else ", full answers",
+                )
+            )
             ax.grid(True, which="both", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
@@ -493,36 +574,62 @@ def plot(results: Result, path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000, 50000])
-    ap.add_argument("--db", nargs="+", default=["sqlite", "postgresql"],
-                    choices=["sqlite", "postgresql"])
+    ap.add_argument(
+        "--db", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"]
+    )
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 8])
     ap.add_argument("--only", choices=["berth", "upstream"])
-    ap.add_argument("--upstream-max-hosts", type=int, default=50000,
-                    help="no upstream beyond this many hosts")
-    ap.add_argument("--query-workers", type=int, nargs="*",
-                    help="measure the queries with these worker counts "
-                         "(default: the first of --workers only)")
-    ap.add_argument("--upstream-query-max-hosts", type=int, default=10000,
-                    help="beyond this many hosts, upstream's queries only "
-                         "with the first worker count (each takes seconds)")
+    ap.add_argument(
+        "--upstream-max-hosts", type=int, default=50000, help="no upstream beyond this many hosts"
+    )
+    ap.add_argument(
+        "--query-workers",
+        type=int,
+        nargs="*",
+        help="measure the queries with these worker counts (default: the first of --workers only)",
+    )
+    ap.add_argument(
+        "--upstream-query-max-hosts",
+        type=int,
+        default=10000,
+        help="beyond this many hosts, upstream's queries only "
+        "with the first worker count (each takes seconds)",
+    )
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--max-seconds", type=float, default=30,
-                    help="stop repeating a query after this long")
+    ap.add_argument(
+        "--max-seconds", type=float, default=30, help="stop repeating a query after this long"
+    )
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--claims", type=int, default=320)
-    ap.add_argument("--claims-seconds", type=float, default=120,
-                    help="no new claim after this long (a slow server)")
-    ap.add_argument("--claims-only", action="store_true",
-                    help="only start-up and claims (no queries, no in-process)")
-    ap.add_argument("--listings-only", action="store_true",
-                    help="only start-up, the listings and /usages (also "
-                    "just after claims); no candidates, claims or in-process")
-    ap.add_argument("--write-rounds", type=int, default=40,
-                    help="claims, each followed by one /usages, per kind "
-                    "of write")
-    ap.add_argument("--worlds", type=Path,
-                    help="a folder of prebuilt SQLite worlds (bulk.py), "
-                    "w<hosts>.sqlite, copied instead of building")
+    ap.add_argument(
+        "--claims-seconds",
+        type=float,
+        default=120,
+        help="no new claim after this long (a slow server)",
+    )
+    ap.add_argument(
+        "--claims-only",
+        action="store_true",
+        help="only start-up and claims (no queries, no in-process)",
+    )
+    ap.add_argument(
+        "--listings-only",
+        action="store_true",
+        help="only start-up, the listings and /usages (also "
+        "just after claims); no candidates, claims or in-process",
+    )
+    ap.add_argument(
+        "--write-rounds",
+        type=int,
+        default=40,
+        help="claims, each followed by one /usages, per kind of write",
+    )
+    ap.add_argument(
+        "--worlds",
+        type=Path,
+        help="a folder of prebuilt SQLite worlds (bulk.py), "
+        "w<hosts>.sqlite, copied instead of building",
+    )
     args = ap.parse_args()
     if args.only != "berth":
         ensure_upstream_venv()
@@ -533,13 +640,14 @@ def main() -> int:
             for hosts in args.hosts:
                 print("%s, %d hosts" % (db_kind, hosts), flush=True)
                 results[db_kind][str(hosts)] = one_size(
-                    db_kind, hosts, Path(tmp) / db_kind / str(hosts), args)
+                    db_kind, hosts, Path(tmp) / db_kind / str(hosts), args
+                )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out / ("scale-%s.json" % stamp)).write_text(
-        json.dumps({"args": vars(args), "results": results}, indent=2,
-                   default=str))
+        json.dumps({"args": vars(args), "results": results}, indent=2, default=str)
+    )
     text = table(results) + "\n\n" + inprocess_table(results)
     (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
     print(text)

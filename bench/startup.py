@@ -93,23 +93,26 @@ def _restart_workers(server: Server, timeout: float) -> float:
 def _write(http: httpx.Client) -> None:
     """One new provider with inventory: a change after the master's load."""
     rp = str(uuid.uuid4())
-    http.post("/resource_providers", json={
-        "name": "startup-" + rp, "uuid": rp}).raise_for_status()
-    http.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": {"total": 8}}}).raise_for_status()
+    http.post("/resource_providers", json={"name": "startup-" + rp, "uuid": rp}).raise_for_status()
+    http.put(
+        "/resource_providers/%s/inventories" % rp,
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    ).raise_for_status()
 
 
 def _gap(http: httpx.Client, count: int) -> None:
     """``count`` writes (trait sets on one provider), each a change row."""
     rp = str(uuid.uuid4())
-    http.post("/resource_providers", json={
-        "name": "gap-" + rp, "uuid": rp}).raise_for_status()
+    http.post("/resource_providers", json={"name": "gap-" + rp, "uuid": rp}).raise_for_status()
     generation = 0
     for i in range(count):
-        resp = http.put("/resource_providers/%s/traits" % rp, json={
-            "resource_provider_generation": generation,
-            "traits": ["HW_CPU_X86_AVX2"] if i % 2 else []})
+        resp = http.put(
+            "/resource_providers/%s/traits" % rp,
+            json={
+                "resource_provider_generation": generation,
+                "traits": ["HW_CPU_X86_AVX2"] if i % 2 else [],
+            },
+        )
         resp.raise_for_status()
         generation = resp.json()["resource_provider_generation"]
 
@@ -117,17 +120,14 @@ def _gap(http: httpx.Client, count: int) -> None:
 def _workload(server: Server, count: int, timeout: float) -> None:
     """``count`` scheduler queries of each shape (``limit=1000``) from
     eight threads, then the claims race."""
-    queries = ["/allocation_candidates?%s&limit=1000" % q
-               for q in run.QUERIES.values()] * count
+    queries = ["/allocation_candidates?%s&limit=1000" % q for q in run.QUERIES.values()] * count
 
     def get(path: str) -> None:
-        httpx.get(server.url + path, headers=run.HEADERS,
-                  timeout=timeout).raise_for_status()
+        httpx.get(server.url + path, headers=run.HEADERS, timeout=timeout).raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(get, queries))
-    run.claims(server, argparse.Namespace(claims=320, clients=16,
-                                          claims_seconds=120))
+    run.claims(server, argparse.Namespace(claims=320, clients=16, claims_seconds=120))
 
 
 def _after_workload(server: Server, out: dict[str, Any], prefix: str) -> None:
@@ -138,20 +138,23 @@ def _after_workload(server: Server, out: dict[str, Any], prefix: str) -> None:
     after = scale.workers_memory(server)
     out[prefix + "rss_mb"] = after["rss_mb"]
     out[prefix + "pss_total_mb"] = after["pss_total_mb"]
-    out[prefix + "server_mb"] = (after["pss_total_mb"]
-                                 + scale.memory(server.proc.pid)["pss_mb"])
+    out[prefix + "server_mb"] = after["pss_total_mb"] + scale.memory(server.proc.pid)["pss_mb"]
     log = (server.dir / "server.log").read_text(errors="replace")
     out[prefix + "recycled"] = log.count("private memory is over the limit")
 
 
-def measure(url: str, workers: int, workdir: Path, timeout: float,
-            gap: int, workload: int = 0,
-            private_memory: int | None = None,
-            rounds: int = 1) -> dict[str, Any]:
-    options = ({} if private_memory is None
-               else {"worker_private_memory": private_memory})
-    server = Server("berth", workdir / ("w%d" % workers), workers, url,
-                    berth_options=options)
+def measure(
+    url: str,
+    workers: int,
+    workdir: Path,
+    timeout: float,
+    gap: int,
+    workload: int = 0,
+    private_memory: int | None = None,
+    rounds: int = 1,
+) -> dict[str, Any]:
+    options = {} if private_memory is None else {"worker_private_memory": private_memory}
+    server = Server("berth", workdir / ("w%d" % workers), workers, url, berth_options=options)
     out: dict[str, Any] = {"workers": workers}
     try:
         out.update(scale.start(server, timeout))
@@ -162,11 +165,17 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
             _workload(server, workload, timeout)
             _after_workload(server, out, "after_workload_")
             if rounds > 1:
-                print(json.dumps({"workers": workers, "round": done, **{
-                    k: v for k, v in out.items()
-                    if k.startswith("after_workload_")}}), flush=True)
-        http = httpx.Client(base_url=server.url, headers=run.HEADERS,
-                            timeout=timeout)
+                print(
+                    json.dumps(
+                        {
+                            "workers": workers,
+                            "round": done,
+                            **{k: v for k, v in out.items() if k.startswith("after_workload_")},
+                        }
+                    ),
+                    flush=True,
+                )
+        http = httpx.Client(base_url=server.url, headers=run.HEADERS, timeout=timeout)
         if workload:
             # A structural change the running workers see: each patches
             # its world's indexes (its own copy of the entries patched),
@@ -177,8 +186,7 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
         out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
         out["worker_start_s"] = _restart_workers(server, timeout)
         _write(http)
-        out["worker_start_after_new_provider_s"] = _restart_workers(
-            server, timeout)
+        out["worker_start_after_new_provider_s"] = _restart_workers(server, timeout)
         if gap:
             _gap(http, gap)
             out["worker_start_after_gap_s"] = _restart_workers(server, timeout)
@@ -188,22 +196,31 @@ def measure(url: str, workers: int, workdir: Path, timeout: float,
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    keys = ["workers", "first_answer_s", "worker_start_s",
-            "worker_start_after_new_provider_s", "worker_start_after_gap_s", "rss_mb", "shared_mb",
-            "pss_total_mb", "master_pss_mb", "after_workload_rss_mb",
-            "after_workload_pss_total_mb", "after_workload_server_mb",
-            "after_workload_recycled", "after_change_workload_rss_mb",
-            "after_change_workload_pss_total_mb",
-            "after_change_workload_server_mb",
-            "after_change_workload_recycled"]
-    lines = ["| " + " | ".join(keys) + " |",
-             "|" + "---|" * len(keys)]
+    keys = [
+        "workers",
+        "first_answer_s",
+        "worker_start_s",
+        "worker_start_after_new_provider_s",
+        "worker_start_after_gap_s",
+        "rss_mb",
+        "shared_mb",
+        "pss_total_mb",
+        "master_pss_mb",
+        "after_workload_rss_mb",
+        "after_workload_pss_total_mb",
+        "after_workload_server_mb",
+        "after_workload_recycled",
+        "after_change_workload_rss_mb",
+        "after_change_workload_pss_total_mb",
+        "after_change_workload_server_mb",
+        "after_change_workload_recycled",
+    ]
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for row in rows:
         cells = []
         for key in keys:
             value = row.get(key, "")
-            cells.append("%.2f" % value if isinstance(value, float) else
-                         str(value))
+            cells.append("%.2f" % value if isinstance(value, float) else str(value))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -213,24 +230,40 @@ def main() -> int:
     ap.add_argument("--url", required=True, help="a world built by bulk.py")
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 8])
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("--gap", type=int, default=0,
-                    help="writes before a second restart (0: none)")
-    ap.add_argument("--workload", type=int, default=0,
-                    help="scheduler queries of each shape, then claims, "
-                         "before measuring memory again (0: none)")
-    ap.add_argument("--private-memory", type=int,
-                    help="[berth] worker_private_memory in MiB (0: workers "
-                         "are never replaced; default: Berth's own)")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="run the first workload this many times, "
-                         "printing the memory after each")
+    ap.add_argument("--gap", type=int, default=0, help="writes before a second restart (0: none)")
+    ap.add_argument(
+        "--workload",
+        type=int,
+        default=0,
+        help="scheduler queries of each shape, then claims, "
+        "before measuring memory again (0: none)",
+    )
+    ap.add_argument(
+        "--private-memory",
+        type=int,
+        help="[berth] worker_private_memory in MiB (0: workers "
+        "are never replaced; default: Berth's own)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the first workload this many times, printing the memory after each",
+    )
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="berth-startup-") as tmp:
         for workers in args.workers:
-            row = measure(args.url, workers, Path(tmp), args.timeout,
-                          args.gap, args.workload, args.private_memory,
-                          args.rounds)
+            row = measure(
+                args.url,
+                workers,
+                Path(tmp),
+                args.timeout,
+                args.gap,
+                args.workload,
+                args.private_memory,
+                args.rounds,
+            )
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(table(rows))

@@ -45,34 +45,59 @@ OTHER = "0f0a4c4e-8f5e-4f7e-a6b1-6a2a4f0c9d33"
 
 
 def _claim(host: str) -> dict[str, Any]:
-    return {"allocations": {host: {"resources": {
-                "VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}}},
-            "mappings": {"": [host]},
-            "project_id": "p-bench", "user_id": "u-bench",
-            "consumer_generation": None, "consumer_type": "INSTANCE"}
+    return {
+        "allocations": {host: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}}},
+        "mappings": {"": [host]},
+        "project_id": "p-bench",
+        "user_id": "u-bench",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
 
 
 def _record(total: int) -> dict[str, Any]:
-    return {"total": total, "reserved": 0, "min_unit": 1, "max_unit": total,
-            "step_size": 1, "allocation_ratio": 1.0}
+    return {
+        "total": total,
+        "reserved": 0,
+        "min_unit": 1,
+        "max_unit": total,
+        "step_size": 1,
+        "allocation_ratio": 1.0,
+    }
 
 
 #: name -> (validator, body)
 CASES: dict[str, tuple[FastValidator, Any]] = {
     "claim": (pick(allocation.PUT_SCHEMAS, (1, 38)), _claim(HOST)),
-    "post_allocations": (pick(allocation.POST_SCHEMAS, (1, 38)), {
-        "3e4b4f6c-1b7a-4c1e-9a8e-2c1d3b4a5f60": _claim(HOST),
-        "4f5c5a7d-2c8b-4d2f-8b9f-3d2e4c5b6a71": _claim(OTHER)}),
-    "put_inventories": (inventory.PUT_ALL_V, {
-        "resource_provider_generation": 3,
-        "inventories": {"VCPU": _record(32), "MEMORY_MB": _record(131072),
-                        "DISK_GB": _record(2048)}}),
-    "put_traits": (trait.SET_PROVIDER_TRAITS_V, {
-        "resource_provider_generation": 3,
-        "traits": ["HW_CPU_X86_AVX2", "COMPUTE_STATUS_DISABLED",
-                   "CUSTOM_GOLD"]}),
-    "candidates_query": (pick(allocation_candidate.SCHEMAS, (1, 39)), {
-        "resources": "VCPU:1,MEMORY_MB:512,DISK_GB:10", "limit": "5"}),
+    "post_allocations": (
+        pick(allocation.POST_SCHEMAS, (1, 38)),
+        {
+            "3e4b4f6c-1b7a-4c1e-9a8e-2c1d3b4a5f60": _claim(HOST),
+            "4f5c5a7d-2c8b-4d2f-8b9f-3d2e4c5b6a71": _claim(OTHER),
+        },
+    ),
+    "put_inventories": (
+        inventory.PUT_ALL_V,
+        {
+            "resource_provider_generation": 3,
+            "inventories": {
+                "VCPU": _record(32),
+                "MEMORY_MB": _record(131072),
+                "DISK_GB": _record(2048),
+            },
+        },
+    ),
+    "put_traits": (
+        trait.SET_PROVIDER_TRAITS_V,
+        {
+            "resource_provider_generation": 3,
+            "traits": ["HW_CPU_X86_AVX2", "COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD"],
+        },
+    ),
+    "candidates_query": (
+        pick(allocation_candidate.SCHEMAS, (1, 39)),
+        {"resources": "VCPU:1,MEMORY_MB:512,DISK_GB:10", "limit": "5"},
+    ),
 }
 
 
@@ -82,8 +107,7 @@ def _checks(name: str) -> dict[str, Callable[[], None]]:
     judge = fast._judge
     # The fast check compiles on first use: not part of what is measured.
     fast.validate(body)
-    return {"jsonschema": lambda: judge.validate(body),
-            "fast": lambda: fast.validate(body)}
+    return {"jsonschema": lambda: judge.validate(body), "fast": lambda: fast.validate(body)}
 
 
 def times(rounds: int) -> None:
@@ -98,9 +122,10 @@ def times(rounds: int) -> None:
                     check()
                 spent.append((time.perf_counter() - start) / rounds)
             best[way] = min(spent) * 1e6
-        print("%-18s %9.1f us %7.1f us %6.1fx" % (
-            name, best["jsonschema"], best["fast"],
-            best["jsonschema"] / best["fast"]))
+        print(
+            "%-18s %9.1f us %7.1f us %6.1fx"
+            % (name, best["jsonschema"], best["fast"], best["jsonschema"] / best["fast"])
+        )
 
 
 def _measured(rounds: int) -> None:
@@ -123,37 +148,49 @@ def callgrind(rounds: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="berth-cg-validation-"))
     try:
         subprocess.run(
-            ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-             "--callgrind-out-file=%s/cg.%%p" % folder, sys.executable,
-             __file__, "--rounds", str(rounds), "--inner"],
-            env={**os.environ, "PYTHONHASHSEED": "0"}, check=True,
-            stderr=subprocess.DEVNULL)
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--collect-atstart=no",
+                "--callgrind-out-file=%s/cg.%%p" % folder,
+                sys.executable,
+                __file__,
+                "--rounds",
+                str(rounds),
+                "--inner",
+            ],
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+            stderr=subprocess.DEVNULL,
+        )
         counts = {}
         for part in folder.iterdir():
             lines = part.read_text(errors="replace").splitlines()
-            trigger = [line for line in lines[:20]
-                       if "Trigger: Client Request:" in line]
-            total = [line for line in lines
-                     if line.startswith(("totals:", "summary:"))]
+            trigger = [line for line in lines[:20] if "Trigger: Client Request:" in line]
+            total = [line for line in lines if line.startswith(("totals:", "summary:"))]
             if trigger and total:
                 counts[trigger[0].split("Client Request:", 1)[1].strip()] = (
-                    int(total[-1].split()[1]) / rounds)
+                    int(total[-1].split()[1]) / rounds
+                )
     finally:
         shutil.rmtree(folder)
     print("%-18s %12s %10s %7s" % ("body", "jsonschema", "fast", "ratio"))
     for name in CASES:
         slow, fast = counts[name + " jsonschema"], counts[name + " fast"]
-        print("%-18s %10.0f k %8.0f k %6.1fx" % (
-            name, slow / 1e3, fast / 1e3, slow / fast))
+        print("%-18s %10.0f k %8.0f k %6.1fx" % (name, slow / 1e3, fast / 1e3, slow / fast))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--callgrind", action="store_true",
-                    help="instructions per validation (valgrind)")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="validations per round (default 500; 200 "
-                    "under valgrind)")
+    ap.add_argument(
+        "--callgrind", action="store_true", help="instructions per validation (valgrind)"
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="validations per round (default 500; 200 under valgrind)",
+    )
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner:

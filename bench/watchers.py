@@ -53,15 +53,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from support.processes import BERTH, free_port, stop_group  # noqa: E402
 from support.servers import TICKS, process_cpu  # noqa: E402
 
-HEADERS = {"x-auth-token": "admin", "content-type": "application/json",
-           "openstack-api-version": "placement 1.39"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "content-type": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
 
 
 def api(port: int, method: str, path: str, body: Any = None) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, None if body is None
-                     else json.dumps(body), HEADERS)
+        conn.request(method, path, None if body is None else json.dumps(body), HEADERS)
         resp = conn.getresponse()
         resp.read()
         return resp.status
@@ -82,22 +84,44 @@ class Serve:
             "[placement_database]\nconnection = %s\n"
             "[berth]\nrequest_log = False\nwatch_listen = 127.0.0.1:%d\n"
             "metrics_listen = 127.0.0.1:%d\n"
-            % (db_url or "sqlite:///%s" % (workdir / "placement.sqlite"),
-               self.watch_port, self.metrics_port))
-        subprocess.run([*BERTH, "db", "sync", "--config-file", str(conf)],
-                       check=True, stdout=subprocess.DEVNULL)
+            % (
+                db_url or "sqlite:///%s" % (workdir / "placement.sqlite"),
+                self.watch_port,
+                self.metrics_port,
+            )
+        )
+        subprocess.run(
+            [*BERTH, "db", "sync", "--config-file", str(conf)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         self.log = workdir / "serve.log"
         with self.log.open("wb") as sink:
             self.proc = subprocess.Popen(
-                [*BERTH, "serve", "--config-file", str(conf), "--port",
-                 str(self.port), "--workers", "2"],
-                stdout=sink, stderr=sink, start_new_session=True)
+                [
+                    *BERTH,
+                    "serve",
+                    "--config-file",
+                    str(conf),
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    "2",
+                ],
+                stdout=sink,
+                stderr=sink,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 60
-        while not (found := re.search(r"change feed's watch on \S+ \(pid "
-                                      r"(\d+)\)", self.log.read_text())):
+        while not (
+            found := re.search(
+                r"change feed's watch on \S+ \(pid "
+                r"(\d+)\)",
+                self.log.read_text(),
+            )
+        ):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit("berth serve did not start:\n"
-                                 + self.log.read_text())
+                raise SystemExit("berth serve did not start:\n" + self.log.read_text())
             time.sleep(0.2)
         self.feed_pid = int(found.group(1))
         while api(self.port, "GET", "/") != 200:
@@ -106,38 +130,38 @@ class Serve:
     def api_cpu(self) -> float:
         """CPU seconds of the API workers (the master's children but
         the feed)."""
-        return process_cpu(lambda pid, f: int(f[1]) == self.proc.pid
-                           and pid != self.feed_pid)
+        return process_cpu(lambda pid, f: int(f[1]) == self.proc.pid and pid != self.feed_pid)
 
     def feed_cpu(self) -> float:
         with open("/proc/%d/stat" % self.feed_pid) as f:
             stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         return sum(int(n) for n in fields[11:13]) / TICKS
 
     def delivery(self) -> dict[float, float]:
         """The feed's ``berth_feed_delivery_seconds`` buckets: how many
         observations were at most each bound (seconds; +Inf last)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port,
-                                          timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=30)
         try:
             conn.request("GET", "/metrics")
             text = conn.getresponse().read().decode()
         finally:
             conn.close()
-        found = re.findall(r'^berth_feed_delivery_seconds_bucket\{le="([^"]+)"'
-                           r'\} (\S+)$', text, re.MULTILINE)
+        found = re.findall(
+            r'^berth_feed_delivery_seconds_bucket\{le="([^"]+)"'
+            r"\} (\S+)$",
+            text,
+            re.MULTILINE,
+        )
         return dict(sorted((float(le), float(n)) for le, n in found))
 
     def feed_rss_mb(self) -> float:
         with open("/proc/%d/status" % self.feed_pid) as f:
-            kb = next(int(line.split()[1]) for line in f
-                      if line.startswith("VmRSS:"))
+            kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
         return kb / 1024
 
 
-def bucket_quantile(q: float, before: dict[float, float],
-                    after: dict[float, float]) -> float:
+def bucket_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
     """The ``q`` quantile (ms) of the observations made between two
     scrapes of a histogram, interpolated linearly within the bucket it
     falls in (the bound below it when it falls in +Inf's); NaN if none."""
@@ -156,18 +180,25 @@ def bucket_quantile(q: float, before: dict[float, float],
     return lower * 1000
 
 
-def write_load(port: int, provider: str, rate: float, seconds: float
-               ) -> int:
+def write_load(port: int, provider: str, rate: float, seconds: float) -> int:
     """Claims at ``rate`` a second for ``seconds``; how many were made."""
     start, done = time.monotonic(), 0
     while (now := time.monotonic()) - start < seconds:
         due = start + done / rate
         if due > now:
             time.sleep(due - now)
-        status = api(port, "PUT", "/allocations/%s" % uuid.uuid4(), {
-            "allocations": {provider: {"resources": {"VCPU": 1}}},
-            "project_id": "p", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"})
+        status = api(
+            port,
+            "PUT",
+            "/allocations/%s" % uuid.uuid4(),
+            {
+                "allocations": {provider: {"resources": {"VCPU": 1}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
         assert status == 204, status
         done += 1
     return done
@@ -197,12 +228,11 @@ class Watch(asyncio.Protocol):
                 return
             if not self.head.startswith(b"HTTP/1.1 200"):
                 self.tally.failed = self.head[:200]
-            data = self.head[self.head.index(b"\r\n\r\n") + 4:]
+            data = self.head[self.head.index(b"\r\n\r\n") + 4 :]
             self.head = None
         before = self.tally.lines
         if not self.probe:
-            self.tally.lines += data.count(b"}\n") + (
-                self.tail == b"}" and data[:1] == b"\n")
+            self.tally.lines += data.count(b"}\n") + (self.tail == b"}" and data[:1] == b"\n")
             self.tail = data[-1:] or self.tail
         else:
             *whole, self.tail = (self.tail + data).split(b"\n")
@@ -210,8 +240,7 @@ class Watch(asyncio.Protocol):
                 if line[:1] == b"{":
                     self.tally.lines += 1
                     if b'"time"' in line:
-                        self.tally.delays.append(
-                            got - json.loads(line)["time"])
+                        self.tally.delays.append(got - json.loads(line)["time"])
         if not self.seen and self.tally.lines > before:
             self.seen = True  # its first frame: the joining bookmark
             self.tally.ready += 1
@@ -226,21 +255,21 @@ class Tally:
         self.failed: bytes | None = None
 
 
-def client(port: int, count: int, probes: int, opened: Any, go: Any,
-           stop: Any, out: Any) -> None:
+def client(port: int, count: int, probes: int, opened: Any, go: Any, stop: Any, out: Any) -> None:
     """One client process: ``count`` watches, ``probes`` of them timed."""
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         tally = Tally()
-        request = (b"GET /berth/changes/watch?after=now HTTP/1.1\r\n"
-                   b"Host: 127.0.0.1:%d\r\nx-auth-token: admin\r\n\r\n"
-                   % port)
+        request = (
+            b"GET /berth/changes/watch?after=now HTTP/1.1\r\n"
+            b"Host: 127.0.0.1:%d\r\nx-auth-token: admin\r\n\r\n" % port
+        )
         transports = []
         for i in range(count):
             transport, _ = await loop.create_connection(
-                lambda i=i: Watch(request, i < probes, tally),
-                "127.0.0.1", port)
+                lambda i=i: Watch(request, i < probes, tally), "127.0.0.1", port
+            )
             transports.append(transport)
             while i + 1 - tally.ready > 200:  # a bounded backlog of joins
                 await asyncio.sleep(0.01)
@@ -267,12 +296,10 @@ def client(port: int, count: int, probes: int, opened: Any, go: Any,
 
 
 def note(text: str) -> None:
-    print("# %s %s" % (time.strftime("%H:%M:%S"), text), file=sys.stderr,
-          flush=True)
+    print("# %s %s" % (time.strftime("%H:%M:%S"), text), file=sys.stderr, flush=True)
 
 
-def run_count(serve: Serve, provider: str, count: int,
-              args: argparse.Namespace) -> dict[str, Any]:
+def run_count(serve: Serve, provider: str, count: int, args: argparse.Namespace) -> dict[str, Any]:
     note("%d watchers: the load alone" % count)
     cpu0 = serve.api_cpu()
     writes = write_load(serve.port, provider, args.rate, args.seconds)
@@ -282,11 +309,13 @@ def run_count(serve: Serve, provider: str, count: int,
     ctx = multiprocessing.get_context("fork")
     go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     opened = [ctx.Event() for _ in range(args.clients)]
-    share = [count // args.clients + (i < count % args.clients)
-             for i in range(args.clients)]
-    procs = [ctx.Process(target=client, args=(
-        serve.watch_port, n, min(args.probes, n), opened[i], go, stop, out))
-        for i, n in enumerate(share)]
+    share = [count // args.clients + (i < count % args.clients) for i in range(args.clients)]
+    procs = [
+        ctx.Process(
+            target=client, args=(serve.watch_port, n, min(args.probes, n), opened[i], go, stop, out)
+        )
+        for i, n in enumerate(share)
+    ]
     note("opening the watches")
     started = time.monotonic()
     for proc in procs:
@@ -303,13 +332,27 @@ def run_count(serve: Serve, provider: str, count: int,
     spy = None
     if args.profile:  # sample the feed's process while it serves the load
         spy = subprocess.Popen(
-            [args.py_spy, "record", "-p", str(serve.feed_pid), "-d",
-             str(int(args.seconds)), "-f", "raw", "--nonblocking", "-o",
-             "%s-%d.txt" % (args.profile, count)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                args.py_spy,
+                "record",
+                "-p",
+                str(serve.feed_pid),
+                "-d",
+                str(int(args.seconds)),
+                "-f",
+                "raw",
+                "--nonblocking",
+                "-o",
+                "%s-%d.txt" % (args.profile, count),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     writes = write_load(serve.port, provider, args.rate, args.seconds)
-    note("%d writes in %.0f s with the watches (%.0f a second asked)"
-         % (writes, args.seconds, args.rate))
+    note(
+        "%d writes in %.0f s with the watches (%.0f a second asked)"
+        % (writes, args.seconds, args.rate)
+    )
     api_with = (serve.api_cpu() - cpu0) / writes
     feed_cpu = (serve.feed_cpu() - feed0) / args.seconds
     stop.set()
@@ -329,18 +372,25 @@ def run_count(serve: Serve, provider: str, count: int,
             return float("nan")
         return delays[min(len(delays) - 1, int(q * len(delays)))] * 1000
 
-    return {"watchers": count, "open_s": open_seconds,
-            "rate_alone": rate_alone, "rate_with": writes / args.seconds,
-            "p50_ms": quantile(0.5), "p99_ms": quantile(0.99),
-            "max_ms": delays[-1] * 1000 if delays else float("nan"),
-            "feed_p50_ms": bucket_quantile(0.5, buckets, after),
-            "feed_p99_ms": bucket_quantile(0.99, buckets, after),
-            "samples": len(delays),
-            # lines counted include bookmarks: at least every event
-            "delivered": min(1.0, lines / (writes * count)),
-            "feed_rss_mb": rss_open, "feed_cpu": feed_cpu,
-            "clients_cpu": clients_cpu,
-            "api_ms_alone": alone * 1000, "api_ms_with": api_with * 1000}
+    return {
+        "watchers": count,
+        "open_s": open_seconds,
+        "rate_alone": rate_alone,
+        "rate_with": writes / args.seconds,
+        "p50_ms": quantile(0.5),
+        "p99_ms": quantile(0.99),
+        "max_ms": delays[-1] * 1000 if delays else float("nan"),
+        "feed_p50_ms": bucket_quantile(0.5, buckets, after),
+        "feed_p99_ms": bucket_quantile(0.99, buckets, after),
+        "samples": len(delays),
+        # lines counted include bookmarks: at least every event
+        "delivered": min(1.0, lines / (writes * count)),
+        "feed_rss_mb": rss_open,
+        "feed_cpu": feed_cpu,
+        "clients_cpu": clients_cpu,
+        "api_ms_alone": alone * 1000,
+        "api_ms_with": api_with * 1000,
+    }
 
 
 def profile_summary(path: str, top: int = 15) -> None:
@@ -374,9 +424,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--db", help="URL of an empty database")
-    parser.add_argument("--profile", metavar="PREFIX",
-                        help="sample the feed's process with py-spy during "
-                             "each load with watchers, into PREFIX-N.txt")
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="sample the feed's process with py-spy during "
+        "each load with watchers, into PREFIX-N.txt",
+    )
     parser.add_argument("--py-spy", default="py-spy")
     args = parser.parse_args()
     # Stopped (timeout, Ctrl-C), still stop the server it started.
@@ -387,28 +440,34 @@ def main() -> None:
         serve = Serve(Path(tmp), args.db)
         try:
             provider = str(uuid.uuid4())
-            api(serve.port, "POST", "/resource_providers",
-                {"name": "host", "uuid": provider})
-            api(serve.port, "PUT", "/resource_providers/%s/inventories"
-                % provider, {"resource_provider_generation": 0,
-                             "inventories": {"VCPU": {"total": 10**9}}})
-            print("| watchers | open (s) | clients p50 (ms) "
-                  "| clients p99 (ms) | max (ms) "
-                  "| feed p50 (ms) | feed p99 (ms) | delivered | feed RSS (MB) | feed CPU (cores) "
-                  "| clients CPU (cores) "
-                  "| API CPU/write alone (ms) | with watchers (ms) "
-                  "| writes/s alone / with |")
+            api(serve.port, "POST", "/resource_providers", {"name": "host", "uuid": provider})
+            api(
+                serve.port,
+                "PUT",
+                "/resource_providers/%s/inventories" % provider,
+                {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 10**9}}},
+            )
+            print(
+                "| watchers | open (s) | clients p50 (ms) "
+                "| clients p99 (ms) | max (ms) "
+                "| feed p50 (ms) | feed p99 (ms) | delivered | feed RSS (MB) | feed CPU (cores) "
+                "| clients CPU (cores) "
+                "| API CPU/write alone (ms) | with watchers (ms) "
+                "| writes/s alone / with |"
+            )
             print("| --- " * 14 + "|")
             for count in args.watchers:
                 r = run_count(serve, provider, count, args)
-                print("| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
-                      "{p99_ms:.0f} | {max_ms:.0f} | {feed_p50_ms:.0f} | "
-                      "{feed_p99_ms:.0f} | {delivered:.1%} | "
-                      "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
-                      "{clients_cpu:.2f} | "
-                      "{api_ms_alone:.2f} | {api_ms_with:.2f} | "
-                      "{rate_alone:.0f} / {rate_with:.0f} |".format(**r),
-                      flush=True)
+                print(
+                    "| {watchers:,} | {open_s:.1f} | {p50_ms:.0f} | "
+                    "{p99_ms:.0f} | {max_ms:.0f} | {feed_p50_ms:.0f} | "
+                    "{feed_p99_ms:.0f} | {delivered:.1%} | "
+                    "{feed_rss_mb:.0f} | {feed_cpu:.2f} | "
+                    "{clients_cpu:.2f} | "
+                    "{api_ms_alone:.2f} | {api_ms_with:.2f} | "
+                    "{rate_alone:.0f} / {rate_with:.0f} |".format(**r),
+                    flush=True,
+                )
         finally:
             stop_group(serve.proc)
 

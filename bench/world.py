@@ -94,8 +94,7 @@ def _host(i: int, world: World) -> list[ProviderPlan]:
     inv: Inventory = {}
     if not nested:
         inv["VCPU"] = {"total": 32, "allocation_ratio": 4.0}
-        inv["MEMORY_MB"] = {"total": 131072, "reserved": 2048,
-                            "allocation_ratio": 1.0}
+        inv["MEMORY_MB"] = {"total": 131072, "reserved": 2048, "allocation_ratio": 1.0}
     if not pool:
         inv["DISK_GB"] = {"total": 2000, "reserved": 20}
     traits = ["HW_CPU_X86_SSE42"]
@@ -110,55 +109,72 @@ def _host(i: int, world: World) -> list[ProviderPlan]:
     out = [host]
     if nested:
         for n in range(2):
-            numa = ProviderPlan("%s-numa%d" % (name, n), host.uuid,
-                                {"VCPU": {"total": 16, "allocation_ratio": 4.0},
-                                 "MEMORY_MB": {"total": 65536}},
-                                ["HW_NUMA_ROOT"])
-            pf = ProviderPlan("%s-pf%d" % (name, n), numa.uuid,
-                              {"SRIOV_NET_VF": {"total": 8}},
-                              ["CUSTOM_PHYSNET_%s" % "AB"[n]])
+            numa = ProviderPlan(
+                "%s-numa%d" % (name, n),
+                host.uuid,
+                {"VCPU": {"total": 16, "allocation_ratio": 4.0}, "MEMORY_MB": {"total": 65536}},
+                ["HW_NUMA_ROOT"],
+            )
+            pf = ProviderPlan(
+                "%s-pf%d" % (name, n),
+                numa.uuid,
+                {"SRIOV_NET_VF": {"total": 8}},
+                ["CUSTOM_PHYSNET_%s" % "AB"[n]],
+            )
             out += [numa, pf]
     return out
 
 
-def plan(hosts: int = 1000, seed: int = 7,
-         allocations: int | None = None) -> World:
+def plan(hosts: int = 1000, seed: int = 7, allocations: int | None = None) -> World:
     """The deployment for ``hosts`` compute hosts with ``allocations``
     existing instances (default: two per host)."""
-    world = World(hosts=hosts,
-                  aggregates=[uid("agg-%d" % a)
-                              for a in range(max(10, hosts // 100))],
-                  sharing_aggregates=[uid("share-%d" % a)
-                                      for a in range(max(4, hosts // 250))])
+    world = World(
+        hosts=hosts,
+        aggregates=[uid("agg-%d" % a) for a in range(max(10, hosts // 100))],
+        sharing_aggregates=[uid("share-%d" % a) for a in range(max(4, hosts // 250))],
+    )
     for n, agg in enumerate(world.sharing_aggregates):
-        world.providers.append(ProviderPlan(
-            "pool-%d" % n, None, {"DISK_GB": {"total": 100000, "reserved": 0}},
-            ["MISC_SHARES_VIA_AGGREGATE"], [agg]))
+        world.providers.append(
+            ProviderPlan(
+                "pool-%d" % n,
+                None,
+                {"DISK_GB": {"total": 100000, "reserved": 0}},
+                ["MISC_SHARES_VIA_AGGREGATE"],
+                [agg],
+            )
+        )
     for i in range(hosts):
         world.providers += _host(i, world)
     rnd = random.Random(seed)
-    plain = [i for i in range(hosts)
-             if not _is_nested(i) and not _is_pool_client(i, hosts)]
+    plain = [i for i in range(hosts) if not _is_nested(i) and not _is_pool_client(i, hosts)]
     for n in range(hosts * 2 if allocations is None else allocations):
-        world.allocations.append(AllocationPlan(
-            uid("consumer-%d" % n), uid("cn-%04d" % rnd.choice(plain)),
-            {"VCPU": 1 + n % 2, "MEMORY_MB": 1024, "DISK_GB": 10},
-            uid("project-%d" % (n % 5)), uid("user")))
+        world.allocations.append(
+            AllocationPlan(
+                uid("consumer-%d" % n),
+                uid("cn-%04d" % rnd.choice(plain)),
+                {"VCPU": 1 + n % 2, "MEMORY_MB": 1024, "DISK_GB": 10},
+                uid("project-%d" % (n % 5)),
+                uid("user"),
+            )
+        )
     return world
 
 
 class Builder:
-    def __init__(self, url: str,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self.http = httpx.Client(base_url=url, timeout=120,
-                                 transport=transport)
+    def __init__(self, url: str, transport: httpx.BaseTransport | None = None) -> None:
+        self.http = httpx.Client(base_url=url, timeout=120, transport=transport)
 
-    def call(self, method: str, path: str, version: str, body: object = None,
-             ok: tuple[int, ...] = (200, 201, 204)) -> httpx.Response:
+    def call(
+        self,
+        method: str,
+        path: str,
+        version: str,
+        body: object = None,
+        ok: tuple[int, ...] = (200, 201, 204),
+    ) -> httpx.Response:
         r = self.http.request(method, path, json=body, headers=_v(version))
         if r.status_code not in ok:
-            raise RuntimeError("%s %s -> %s %s" % (method, path,
-                                                   r.status_code, r.text))
+            raise RuntimeError("%s %s -> %s %s" % (method, path, r.status_code, r.text))
         return r
 
     def provider(self, name: str, parent: str | None = None) -> str:
@@ -169,23 +185,32 @@ class Builder:
         return body["uuid"]
 
     def inventory(self, rp: str, inv: Inventory) -> None:
-        self.call("PUT", "/resource_providers/%s/inventories" % rp, "1.26",
-                  {"resource_provider_generation": self.gen(rp),
-                   "inventories": inv})
+        self.call(
+            "PUT",
+            "/resource_providers/%s/inventories" % rp,
+            "1.26",
+            {"resource_provider_generation": self.gen(rp), "inventories": inv},
+        )
 
     def gen(self, rp: str) -> int:
         r = self.call("GET", "/resource_providers/%s" % rp, "1.14")
         return int(r.json()["generation"])
 
     def traits(self, rp: str, names: list[str]) -> None:
-        self.call("PUT", "/resource_providers/%s/traits" % rp, "1.6",
-                  {"resource_provider_generation": self.gen(rp),
-                   "traits": names})
+        self.call(
+            "PUT",
+            "/resource_providers/%s/traits" % rp,
+            "1.6",
+            {"resource_provider_generation": self.gen(rp), "traits": names},
+        )
 
     def aggregates(self, rp: str, aggs: list[str]) -> None:
-        self.call("PUT", "/resource_providers/%s/aggregates" % rp, "1.19",
-                  {"resource_provider_generation": self.gen(rp),
-                   "aggregates": aggs})
+        self.call(
+            "PUT",
+            "/resource_providers/%s/aggregates" % rp,
+            "1.19",
+            {"resource_provider_generation": self.gen(rp), "aggregates": aggs},
+        )
 
     def apply(self, p: ProviderPlan) -> None:
         """Create one planned provider with what it holds."""
@@ -198,15 +223,23 @@ class Builder:
             self.aggregates(rp, p.aggregates)
 
     def allocate(self, a: AllocationPlan) -> None:
-        body = {"allocations": {a.provider: {"resources": a.resources}},
-                "project_id": a.project, "user_id": a.user,
-                "consumer_generation": None}
+        body = {
+            "allocations": {a.provider: {"resources": a.resources}},
+            "project_id": a.project,
+            "user_id": a.user,
+            "consumer_generation": None,
+        }
         self.call("PUT", "/allocations/%s" % a.consumer, "1.28", body)
 
 
-def build(url: str, hosts: int = 1000, seed: int = 7,
-          threads: int = 4, allocations: int | None = None,
-          transport: httpx.BaseTransport | None = None) -> World:
+def build(
+    url: str,
+    hosts: int = 1000,
+    seed: int = 7,
+    threads: int = 4,
+    allocations: int | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> World:
     """Create the deployment on the server at ``url`` (through
     ``transport`` when given: an in-process app)."""
     world = plan(hosts, seed, allocations)
@@ -235,8 +268,7 @@ def build(url: str, hosts: int = 1000, seed: int = 7,
     return world
 
 
-def build_explosion(url: str, pfs: int = 21,
-                    transport: httpx.BaseTransport | None = None) -> None:
+def build_explosion(url: str, pfs: int = 21, transport: httpx.BaseTransport | None = None) -> None:
     """Upstream's wide-tree case: one compute with ``pfs`` PF children of
     one VF each."""
     b = Builder(url, transport)

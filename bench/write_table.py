@@ -100,9 +100,9 @@ class ProcCPU:
                     cmd = f.read().replace(b"\0", b" ")
             except OSError:
                 return False
-            self.backends[pid] = (cmd.startswith(b"postgres:")
-                                  and self.marker is not None
-                                  and self.marker in cmd)
+            self.backends[pid] = (
+                cmd.startswith(b"postgres:") and self.marker is not None and self.marker in cmd
+            )
         return self.backends[pid]
 
     def read(self) -> tuple[int, int]:
@@ -156,19 +156,23 @@ class HttpClient:
     """The interface of ``writes.Client`` over HTTP to a running server."""
 
     def __init__(self, base: str, meter: Meter) -> None:
-        self.http = httpx.Client(base_url=base, timeout=300, headers={
-            "x-auth-token": "admin", "accept": "application/json",
-            "openstack-api-version": writes.VERSION})
+        self.http = httpx.Client(
+            base_url=base,
+            timeout=300,
+            headers={
+                "x-auth-token": "admin",
+                "accept": "application/json",
+                "openstack-api-version": writes.VERSION,
+            },
+        )
         self.meter = meter
 
-    def __call__(self, method: str, path: str, body: Any = None,
-                 expect: int = 200) -> Any:
+    def __call__(self, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
         self.meter.start()
         r = self.http.request(method, path, json=body)
         self.meter.stop()
         if r.status_code != expect:
-            raise RuntimeError("%s %s: %s %r" % (method, path, r.status_code,
-                                                 r.text[:300]))
+            raise RuntimeError("%s %s: %s %r" % (method, path, r.status_code, r.text[:300]))
         return r.json() if r.content else None
 
 
@@ -179,29 +183,33 @@ class WriteScenarios(writes.Scenarios):
     def __init__(self, call: Any) -> None:
         self.call = call
         found = call("GET", "/resource_providers?resources=VCPU:1")
-        self.hosts = sorted(p["uuid"] for p in found["resource_providers"]
-                            if p["parent_provider_uuid"] is None)
+        self.hosts = sorted(
+            p["uuid"] for p in found["resource_providers"] if p["parent_provider_uuid"] is None
+        )
         self.n = 0
 
     def claim_new(self) -> None:
         """PUT /allocations/{new consumer} on a host (no candidates
         request first: the write alone)."""
-        self.call("PUT", "/allocations/%s" % uuid.uuid4(),
-                  self._claim_body(self._next_host()), 204)
+        self.call("PUT", "/allocations/%s" % uuid.uuid4(), self._claim_body(self._next_host()), 204)
 
     def reparent_resource_provider(self) -> None:
         """PUT /resource_providers/{u}: a child moves to another host."""
         with self._quiet():
-            made = self.call("POST", "/resource_providers", {
-                "name": "move-%s" % uuid.uuid4(),
-                "parent_provider_uuid": self._next_host()})
-        self.call("PUT", "/resource_providers/%s" % made["uuid"], {
-            "name": made["name"], "parent_provider_uuid": self._next_host()})
+            made = self.call(
+                "POST",
+                "/resource_providers",
+                {"name": "move-%s" % uuid.uuid4(), "parent_provider_uuid": self._next_host()},
+            )
+        self.call(
+            "PUT",
+            "/resource_providers/%s" % made["uuid"],
+            {"name": made["name"], "parent_provider_uuid": self._next_host()},
+        )
 
     def put_resource_class(self) -> None:
         """PUT /resource_classes/CUSTOM_X, a new class."""
-        self.call("PUT", "/resource_classes/CUSTOM_W%s" % uuid.uuid4().hex.upper(),
-                  None, 201)
+        self.call("PUT", "/resource_classes/CUSTOM_W%s" % uuid.uuid4().hex.upper(), None, 201)
 
     def version_document(self) -> None:
         """GET /: the cost of any request under this server."""
@@ -209,12 +217,12 @@ class WriteScenarios(writes.Scenarios):
 
     def put_trait(self) -> None:
         """PUT /traits/CUSTOM_X, a new trait."""
-        self.call("PUT", "/traits/CUSTOM_W%s" % uuid.uuid4().hex.upper(),
-                  None, 201)
+        self.call("PUT", "/traits/CUSTOM_W%s" % uuid.uuid4().hex.upper(), None, 201)
 
 
-def measure(server: Server, database: str | None, count: int, warm: int,
-            names: list[str]) -> Result:
+def measure(
+    server: Server, database: str | None, count: int, warm: int, names: list[str]
+) -> Result:
     assert server.proc is not None
     meter = Meter(ProcCPU(server.proc.pid, database))
     scen = WriteScenarios(HttpClient(server.url, meter))
@@ -229,18 +237,24 @@ def measure(server: Server, database: str | None, count: int, warm: int,
         for _ in range(count):
             step()
         meter.on = False
-        out[name] = {"server_cpu_ms": meter.server_ns / count / 1e6,
-                     "db_cpu_ms": meter.db_ns / count / 1e6 if database else None,
-                     "wall_s": time.perf_counter() - started}
-        print("    %-28s server %.2f ms%s" % (
-            name, out[name]["server_cpu_ms"],
-            "  db %.2f ms" % out[name]["db_cpu_ms"] if database else ""),
-            flush=True)
+        out[name] = {
+            "server_cpu_ms": meter.server_ns / count / 1e6,
+            "db_cpu_ms": meter.db_ns / count / 1e6 if database else None,
+            "wall_s": time.perf_counter() - started,
+        }
+        print(
+            "    %-28s server %.2f ms%s"
+            % (
+                name,
+                out[name]["server_cpu_ms"],
+                "  db %.2f ms" % out[name]["db_cpu_ms"] if database else "",
+            ),
+            flush=True,
+        )
     return out
 
 
-def one_db(kind: str, hosts: int, workdir: Path, args: argparse.Namespace
-           ) -> Result:
+def one_db(kind: str, hosts: int, workdir: Path, args: argparse.Namespace) -> Result:
     dbs = scale.Databases(kind, workdir)
     out: Result = {}
     try:
@@ -255,7 +269,8 @@ def one_db(kind: str, hosts: int, workdir: Path, args: argparse.Namespace
                 raise RuntimeError("export failed: %s" % failed)
             # Upstream's venv has psycopg2, not psycopg 3.
             urls["upstream"] = upstream_url.replace(
-                "postgresql+psycopg://", "postgresql+psycopg2://", 1)
+                "postgresql+psycopg://", "postgresql+psycopg2://", 1
+            )
         for impl, url in urls.items():
             if args.only and impl != args.only:
                 continue
@@ -264,8 +279,7 @@ def one_db(kind: str, hosts: int, workdir: Path, args: argparse.Namespace
             server.start()
             try:
                 print("  %s on %s" % (impl, kind), flush=True)
-                out[impl] = measure(server, database, args.count, args.warm,
-                                    args.scenarios)
+                out[impl] = measure(server, database, args.count, args.warm, args.scenarios)
             finally:
                 server.stop()
     finally:
@@ -297,11 +311,13 @@ def table(results: Result) -> str:
             row += " %s | %s | %s |" % (
                 "-" if bs is None else "%.2f" % bs,
                 "-" if us is None else "%.2f" % us,
-                "**%.1fx**" % (us / bs) if bs and us else "-")
+                "**%.1fx**" % (us / bs) if bs and us else "-",
+            )
             if kind != "sqlite":
                 row += " %s | %s |" % (
                     "-" if not b else "%.2f" % b["db_cpu_ms"],
-                    "-" if not u else "%.2f" % u["db_cpu_ms"])
+                    "-" if not u else "%.2f" % u["db_cpu_ms"],
+                )
         lines.append(row)
     return "\n".join(lines) + "\n"
 
@@ -309,23 +325,30 @@ def table(results: Result) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=1000)
-    ap.add_argument("--count", type=int, default=200,
-                    help="measured requests per write")
-    ap.add_argument("--warm", type=int, default=5,
-                    help="unmeasured requests per write first")
-    ap.add_argument("--db", nargs="+", default=["sqlite", "postgresql"],
-                    choices=["sqlite", "postgresql"])
+    ap.add_argument("--count", type=int, default=200, help="measured requests per write")
+    ap.add_argument("--warm", type=int, default=5, help="unmeasured requests per write first")
+    ap.add_argument(
+        "--db", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"]
+    )
     ap.add_argument("--only", choices=["berth", "upstream"])
-    ap.add_argument("--scenarios", nargs="+",
-                    default=[name for _, name in SCENARIOS],
-                    choices=[name for _, name in SCENARIOS + BULK])
+    ap.add_argument(
+        "--scenarios",
+        nargs="+",
+        default=[name for _, name in SCENARIOS],
+        choices=[name for _, name in SCENARIOS + BULK],
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
     results: Result = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "hosts": args.hosts, "count": args.count, "warm": args.warm,
-        "scenarios": args.scenarios, "load_before": os.getloadavg(),
-        "cpus": os.cpu_count(), "dbs": {}}
+        "hosts": args.hosts,
+        "count": args.count,
+        "warm": args.warm,
+        "scenarios": args.scenarios,
+        "load_before": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "dbs": {},
+    }
     workdir = Path(tempfile.mkdtemp(prefix="berth-write-table-"))
     for kind in args.db:
         results["dbs"][kind] = one_db(kind, args.hosts, workdir / kind, args)
@@ -334,8 +357,7 @@ def main() -> int:
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    (args.out / ("write-table-%s.json" % stamp)).write_text(
-        json.dumps(results, indent=1))
+    (args.out / ("write-table-%s.json" % stamp)).write_text(json.dumps(results, indent=1))
     (args.out / ("write-table-%s.md" % stamp)).write_text(text)
     return 0
 

@@ -24,36 +24,60 @@ def make_provider(db: Database, name: str, **inventories: Any) -> str:
 
     def work(conn: sa.Connection) -> None:
         rp = t.resource_providers
-        new_id = conn.execute(rp.insert().values(
-            uuid=uuid, name=name, generation=0,
-            created_at=common.now())).inserted_primary_key[0]
-        conn.execute(rp.update().where(rp.c.id == new_id)
-                     .values(root_provider_id=new_id))
+        new_id = conn.execute(
+            rp.insert().values(uuid=uuid, name=name, generation=0, created_at=common.now())
+        ).inserted_primary_key[0]
+        conn.execute(rp.update().where(rp.c.id == new_id).values(root_provider_id=new_id))
         ids = common.resource_class_ids(conn, inventories)
         for cls, spec in inventories.items():
             fields = {"total": spec} if isinstance(spec, int) else dict(spec)
-            row = {"reserved": 0, "min_unit": 1, "max_unit": fields["total"],
-                   "step_size": 1, "allocation_ratio": 1.0, **fields}
-            conn.execute(t.inventories.insert().values(
-                resource_provider_id=new_id, resource_class_id=ids[cls],
-                created_at=common.now(), **row))
+            row = {
+                "reserved": 0,
+                "min_unit": 1,
+                "max_unit": fields["total"],
+                "step_size": 1,
+                "allocation_ratio": 1.0,
+                **fields,
+            }
+            conn.execute(
+                t.inventories.insert().values(
+                    resource_provider_id=new_id,
+                    resource_class_id=ids[cls],
+                    created_at=common.now(),
+                    **row,
+                )
+            )
+
     db.run(work)
     return uuid
 
 
 def generation(db: Database, uuid: str) -> int:
     rp = t.resource_providers
-    return int(db.read(lambda conn: conn.execute(
-        sa.select(rp.c.generation).where(rp.c.uuid == uuid)).scalar_one()))
+    return int(
+        db.read(
+            lambda conn: conn.execute(
+                sa.select(rp.c.generation).where(rp.c.uuid == uuid)
+            ).scalar_one()
+        )
+    )
 
 
-def body(allocs: dict[str, dict[str, int]], gen: Any = None, *,
-         project: str = PROJECT, user: str = USER,
-         ctype: str | None = None) -> dict[str, Any]:
+def body(
+    allocs: dict[str, dict[str, int]],
+    gen: Any = None,
+    *,
+    project: str = PROJECT,
+    user: str = USER,
+    ctype: str | None = None,
+) -> dict[str, Any]:
     """A 1.28+ PUT body (or one consumer of a POST body)."""
     data: dict[str, Any] = {
         "allocations": {rp: {"resources": res} for rp, res in allocs.items()},
-        "project_id": project, "user_id": user, "consumer_generation": gen}
+        "project_id": project,
+        "user_id": user,
+        "consumer_generation": gen,
+    }
     if ctype is not None:
         data["consumer_type"] = ctype
     return data

@@ -17,35 +17,52 @@ def ok(response: httpx.Response, status: int = 200) -> Any:
     return response.json() if response.content else None
 
 
-def make_provider(http: httpx.Client, name: str,
-                  parent: str | None = None) -> str:
+def make_provider(http: httpx.Client, name: str, parent: str | None = None) -> str:
     body: dict[str, Any] = {"name": name}
     if parent:
         body["parent_provider_uuid"] = parent
-    return str(ok(http.post("/resource_providers", json=body,
-                            headers={"openstack-api-version":
-                                     "placement 1.20"}))["uuid"])
+    return str(
+        ok(
+            http.post(
+                "/resource_providers",
+                json=body,
+                headers={"openstack-api-version": "placement 1.20"},
+            )
+        )["uuid"]
+    )
 
 
-def set_inventory(http: httpx.Client, uuid: str,
-                  inventories: dict[str, Any]) -> int:
+def set_inventory(http: httpx.Client, uuid: str, inventories: dict[str, Any]) -> int:
     gen = ok(http.get("/resource_providers/%s" % uuid))["generation"]
-    body = {"resource_provider_generation": gen,
-            "inventories": {rc: ({"total": v} if isinstance(v, int) else v)
-                            for rc, v in inventories.items()}}
-    return int(ok(http.put("/resource_providers/%s/inventories" % uuid,
-                           json=body))["resource_provider_generation"])
+    body = {
+        "resource_provider_generation": gen,
+        "inventories": {
+            rc: ({"total": v} if isinstance(v, int) else v) for rc, v in inventories.items()
+        },
+    }
+    return int(
+        ok(http.put("/resource_providers/%s/inventories" % uuid, json=body))[
+            "resource_provider_generation"
+        ]
+    )
 
 
-def allocate(http: httpx.Client, consumer: str,
-             allocations: dict[str, dict[str, int]],
-             generation: int | None = None) -> httpx.Response:
-    return http.put("/allocations/%s" % consumer,
-                    headers={"openstack-api-version": "placement 1.28"},
-                    json={"allocations": {rp: {"resources": res}
-                                          for rp, res in allocations.items()},
-                          "project_id": PROJECT, "user_id": USER,
-                          "consumer_generation": generation})
+def allocate(
+    http: httpx.Client,
+    consumer: str,
+    allocations: dict[str, dict[str, int]],
+    generation: int | None = None,
+) -> httpx.Response:
+    return http.put(
+        "/allocations/%s" % consumer,
+        headers={"openstack-api-version": "placement 1.28"},
+        json={
+            "allocations": {rp: {"resources": res} for rp, res in allocations.items()},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": generation,
+        },
+    )
 
 
 def state(http: httpx.Client) -> dict[str, Any]:
@@ -56,10 +73,9 @@ def state(http: httpx.Client) -> dict[str, Any]:
         uuid = rp["uuid"]
         result[uuid] = {
             "generation": rp["generation"],
-            "inventories": ok(http.get("/resource_providers/%s/inventories"
-                                       % uuid))["inventories"],
-            "allocations": ok(http.get("/resource_providers/%s/allocations"
-                                       % uuid))["allocations"]}
+            "inventories": ok(http.get("/resource_providers/%s/inventories" % uuid))["inventories"],
+            "allocations": ok(http.get("/resource_providers/%s/allocations" % uuid))["allocations"],
+        }
     return result
 
 

@@ -96,9 +96,13 @@ class Node:
 
     def connect(self, timeout: int = 5) -> pymysql.connections.Connection:  # type: ignore[type-arg]
         """An admin connection over the node's unix socket."""
-        return pymysql.connect(unix_socket=str(self.socket_path), user="root",
-                               connect_timeout=timeout, read_timeout=30,
-                               autocommit=True)
+        return pymysql.connect(
+            unix_socket=str(self.socket_path),
+            user="root",
+            connect_timeout=timeout,
+            read_timeout=30,
+            autocommit=True,
+        )
 
     def listening(self) -> bool:
         """True when the server's socket accepts a connection (checked
@@ -132,11 +136,12 @@ class Node:
 
     def write_config(self) -> None:
         gcomm = ",".join("127.0.0.1:%d" % p for p in GCOMM_PORTS)
-        options = ("gmcast.listen_addr=tcp://127.0.0.1:%d;"
-                   "ist.recv_addr=127.0.0.1:%d;gcache.size=128M;"
-                   "evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;"
-                   "pc.wait_prim_timeout=PT30S"
-                   % (GCOMM_PORTS[self.index], IST_PORTS[self.index]))
+        options = (
+            "gmcast.listen_addr=tcp://127.0.0.1:%d;"
+            "ist.recv_addr=127.0.0.1:%d;gcache.size=128M;"
+            "evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;"
+            "pc.wait_prim_timeout=PT30S" % (GCOMM_PORTS[self.index], IST_PORTS[self.index])
+        )
         lines = [
             "[mariadbd]",
             "datadir=%s" % (self.dir / "data"),
@@ -183,23 +188,35 @@ class Node:
             shutil.chown(self.dir, "mysql", "mysql")
         if (self.dir / "data" / "mysql").is_dir():
             return
-        cmd = ["mariadb-install-db", "--defaults-file=%s" % self.cnf,
-               "--auth-root-authentication-method=normal", "--skip-test-db",
-               "--wsrep-on=OFF"]
+        cmd = [
+            "mariadb-install-db",
+            "--defaults-file=%s" % self.cnf,
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--wsrep-on=OFF",
+        ]
         if os.geteuid() == 0:
             cmd.append("--user=mysql")
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
-            raise GaleraError("mariadb-install-db for %s failed: %s"
-                              % (self.name, done.stderr[-2000:]))
+            raise GaleraError(
+                "mariadb-install-db for %s failed: %s" % (self.name, done.stderr[-2000:])
+            )
 
     def recovered_position(self) -> str | None:
         """After a crash, the last committed ``uuid:seqno`` recorded in
         InnoDB, so that the node can rejoin by IST instead of a full SST."""
         done = subprocess.run(
-            ["mariadbd", "--defaults-file=%s" % self.cnf, "--wsrep-recover",
-             "--log-error=%s" % (self.dir / "recover.log")],
-            capture_output=True, text=True, timeout=120)
+            [
+                "mariadbd",
+                "--defaults-file=%s" % self.cnf,
+                "--wsrep-recover",
+                "--log-error=%s" % (self.dir / "recover.log"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if done.returncode != 0:
             return None
         for line in (self.dir / "recover.log").read_text().splitlines():
@@ -223,17 +240,23 @@ class Node:
         # Through a shell that exits at once: the server outlives whoever
         # started it (the CLI, or a test session that found no cluster).
         with open(self.dir / "stdout.log", "ab") as out:
-            subprocess.run(["sh", "-c", '"$@" & exit 0', "sh", *cmd],
-                           stdout=out, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, start_new_session=True,
-                           check=True, timeout=30)
+            subprocess.run(
+                ["sh", "-c", '"$@" & exit 0', "sh", *cmd],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                check=True,
+                timeout=30,
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.synced():
                 return
             time.sleep(0.5)
-        raise GaleraError("%s did not reach Synced in %ss; see %s"
-                          % (self.name, START_TIMEOUT, self.log))
+        raise GaleraError(
+            "%s did not reach Synced in %ss; see %s" % (self.name, START_TIMEOUT, self.log)
+        )
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would, and wait for it to go."""
@@ -277,15 +300,17 @@ class Cluster:
 
     def running(self) -> bool:
         """True when every node answers and is Synced in a full cluster."""
-        return all(n.synced() for n in self.nodes) and \
-            self.nodes[0].status("wsrep_cluster_size") == str(len(self.nodes))
+        return all(n.synced() for n in self.nodes) and self.nodes[0].status(
+            "wsrep_cluster_size"
+        ) == str(len(self.nodes))
 
     def start(self) -> None:
         """Start (or complete) the cluster; node 1 bootstraps it when no
         node is up."""
         if shutil.which("mariadbd") is None or not Path(PROVIDER).exists():
-            raise GaleraError("mariadbd or %s missing (apt-get install "
-                              "mariadb-server galera-4 rsync)" % PROVIDER)
+            raise GaleraError(
+                "mariadbd or %s missing (apt-get install mariadb-server galera-4 rsync)" % PROVIDER
+            )
         if self.running():
             return
         anyone_up = any(n.synced() for n in self.nodes)
@@ -306,8 +331,7 @@ class Cluster:
         conn = self.nodes[0].connect()
         try:
             with conn.cursor() as cur:
-                cur.execute("CREATE DATABASE `%s` CHARACTER SET utf8mb4 "
-                            "COLLATE utf8mb4_bin" % name)
+                cur.execute("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name)
         finally:
             conn.close()
 
@@ -332,8 +356,7 @@ def _grant_tcp_root(node: Node) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'")
-            cur.execute("GRANT ALL ON *.* TO 'root'@'127.0.0.1' "
-                        "WITH GRANT OPTION")
+            cur.execute("GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
     finally:
         conn.close()
 
@@ -342,8 +365,7 @@ def _mark_safe_to_bootstrap(node: Node) -> None:
     """After every node went down, let node 1 bootstrap again."""
     grastate = node.dir / "data" / "grastate.dat"
     if grastate.exists():
-        text = grastate.read_text().replace("safe_to_bootstrap: 0",
-                                            "safe_to_bootstrap: 1")
+        text = grastate.read_text().replace("safe_to_bootstrap: 0", "safe_to_bootstrap: 1")
         grastate.write_text(text)
 
 
@@ -361,9 +383,10 @@ def main(argv: list[str]) -> int:
         print("galera: stopped")
     else:
         for node in cluster.nodes:
-            print("%s port %d pid %s state %s" % (
-                node.name, node.port, node.pid(),
-                node.status("wsrep_local_state_comment")))
+            print(
+                "%s port %d pid %s state %s"
+                % (node.name, node.port, node.pid(), node.status("wsrep_local_state_comment"))
+            )
         return 0 if cluster.running() else 1
     return 0
 

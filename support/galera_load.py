@@ -36,9 +36,12 @@ from berth.db.engine import create_engine
 from support.galera import Cluster
 from support.processes import free_port, stop_group, wait_ready
 
-HEADERS = {"x-auth-token": "admin", "x-roles": "admin,service",
-           "accept": "application/json",
-           "openstack-api-version": "placement 1.39"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "x-roles": "admin,service",
+    "accept": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
 PROJECT = "6a0a4d9c-0e8c-4d35-a7b4-5d5f3a0e0a01"
 USER = "0b7a2f4e-3f7e-4a61-9a55-d1d6b0b7a001"
 OWNER = {"project_id": PROJECT, "user_id": USER}
@@ -67,8 +70,9 @@ def fresh_database(cluster: Cluster) -> Iterator[list[str]]:
 
 
 @contextmanager
-def servers(db_urls: list[str], tmp: Path, *, workers: int = 2,
-            cache: bool = True, debug: bool = False) -> Iterator[list[str]]:
+def servers(
+    db_urls: list[str], tmp: Path, *, workers: int = 2, cache: bool = True, debug: bool = False
+) -> Iterator[list[str]]:
     """One ``berth serve`` per URL in ``db_urls``; yields their base URLs."""
     berth = Path(sys.executable).with_name("berth")
     procs: list[subprocess.Popen[bytes]] = []
@@ -79,16 +83,29 @@ def servers(db_urls: list[str], tmp: Path, *, workers: int = 2,
             conf.write_text(
                 "[DEFAULT]\ndebug = %s\n[api]\nauth_strategy = noauth2\n"
                 "[placement_database]\nconnection = %s\n"
-                "[berth]\nrequest_log = false\ncandidate_cache = %s\n"
-                % (debug, db_url, cache))
+                "[berth]\nrequest_log = false\ncandidate_cache = %s\n" % (debug, db_url, cache)
+            )
             port = free_port()
             with open(tmp / ("server%d.log" % n), "wb") as log:
-                procs.append(subprocess.Popen(
-                    [str(berth), "serve", "--config-file", str(conf),
-                     "--host", "127.0.0.1", "--port", str(port),
-                     "--workers", str(workers)],
-                    stdout=subprocess.DEVNULL, stderr=log,
-                    start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(berth),
+                            "serve",
+                            "--config-file",
+                            str(conf),
+                            "--host",
+                            "127.0.0.1",
+                            "--port",
+                            str(port),
+                            "--workers",
+                            str(workers),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=log,
+                        start_new_session=True,
+                    )
+                )
             urls.append("http://127.0.0.1:%d" % port)
         for url, proc in zip(urls, procs, strict=True):
             wait_ready(url, proc)
@@ -104,12 +121,12 @@ def make_providers(url: str, count: int) -> list[str]:
     with httpx.Client(base_url=url, headers=HEADERS, timeout=60) as http:
         for n in range(count):
             rp = str(uuidlib.uuid4())
-            resp = http.post("/resource_providers",
-                             json={"name": "galera-rp-%d" % n, "uuid": rp})
+            resp = http.post("/resource_providers", json={"name": "galera-rp-%d" % n, "uuid": rp})
             assert resp.status_code == 200, resp.text
-            resp = http.put("/resource_providers/%s/inventories" % rp, json={
-                "resource_provider_generation": 0,
-                "inventories": {"VCPU": {"total": TOTAL}}})
+            resp = http.put(
+                "/resource_providers/%s/inventories" % rp,
+                json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": TOTAL}}},
+            )
             assert resp.status_code == 200, resp.text
             uuids.append(rp)
     return uuids
@@ -133,9 +150,14 @@ class Ledger:
     bad: list[str] = field(default_factory=list)
     writes: int = 0
 
-    def record(self, op: str, resp: httpx.Response | None,
-               writes: dict[str, tuple[int | None, Allocs]],
-               *, tolerate_503: bool = False) -> bool:
+    def record(
+        self,
+        op: str,
+        resp: httpx.Response | None,
+        writes: dict[str, tuple[int | None, Allocs]],
+        *,
+        tolerate_503: bool = False,
+    ) -> bool:
         """Note one answer to a write of ``writes`` (consumer ->
         (generation sent, allocations)); True when it was accepted."""
         with self.lock:
@@ -159,8 +181,9 @@ class Ledger:
                 self.unknown.update(writes)
                 return False
             self.unknown.update(writes)
-            self.bad.append("%s %s: %s" % (op, status, "no answer"
-                                           if resp is None else resp.text[:300]))
+            self.bad.append(
+                "%s %s: %s" % (op, status, "no answer" if resp is None else resp.text[:300])
+            )
             return False
 
 
@@ -171,22 +194,32 @@ def _placement_error(resp: httpx.Response | None) -> bool:
         error = resp.json()["errors"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         return False
-    return bool(error.get("code", "").startswith("placement.")
-                and error.get("status") == resp.status_code)
+    return bool(
+        error.get("code", "").startswith("placement.") and error.get("status") == resp.status_code
+    )
 
 
 def _body(allocs: Allocs, gen: int | None) -> dict[str, Any]:
-    return {"allocations": {rp: {"resources": {"VCPU": n}}
-                            for rp, n in allocs.items()},
-            "consumer_generation": gen, "consumer_type": "INSTANCE", **OWNER}
+    return {
+        "allocations": {rp: {"resources": {"VCPU": n}} for rp, n in allocs.items()},
+        "consumer_generation": gen,
+        "consumer_type": "INSTANCE",
+        **OWNER,
+    }
 
 
 class Client:
     """One client thread's state: its consumers and their generations."""
 
-    def __init__(self, http: httpx.Client, providers: list[str],
-                 ledger: Ledger, seed: int, shared: list[str],
-                 tolerate_503: bool) -> None:
+    def __init__(
+        self,
+        http: httpx.Client,
+        providers: list[str],
+        ledger: Ledger,
+        seed: int,
+        shared: list[str],
+        tolerate_503: bool,
+    ) -> None:
         self.http = http
         self.providers = providers
         self.ledger = ledger
@@ -201,8 +234,9 @@ class Client:
         except httpx.HTTPError:
             return None
 
-    def _record(self, op: str, resp: httpx.Response | None,
-                writes: dict[str, tuple[int | None, Allocs]]) -> bool:
+    def _record(
+        self, op: str, resp: httpx.Response | None, writes: dict[str, tuple[int | None, Allocs]]
+    ) -> bool:
         ok = self.ledger.record(op, resp, writes, tolerate_503=self.tolerate_503)
         for consumer, (gen, allocs) in writes.items():
             if consumer in self.shared:
@@ -255,15 +289,13 @@ class Client:
         old, gen, allocs = self._pick()
         fresh = str(uuidlib.uuid4())
         target = {self.rng.choice(self.providers): sum(allocs.values())}
-        resp = self._send("POST", "/allocations", {
-            old: _body({}, gen), fresh: _body(target, None)})
+        resp = self._send("POST", "/allocations", {old: _body({}, gen), fresh: _body(target, None)})
         self._record("move", resp, {old: (gen, {}), fresh: (None, target)})
 
     def claim_two(self) -> None:
         a, b = str(uuidlib.uuid4()), str(uuidlib.uuid4())
         aa, bb = self._some(), self._some()
-        resp = self._send("POST", "/allocations", {
-            a: _body(aa, None), b: _body(bb, None)})
+        resp = self._send("POST", "/allocations", {a: _body(aa, None), b: _body(bb, None)})
         self._record("claim_two", resp, {a: (None, aa), b: (None, bb)})
 
     def free(self) -> None:
@@ -282,22 +314,31 @@ class Client:
         target = self.rng.choice(self.providers)
         moved = {target: sum(allocs.values())}
         for _ in range(3):
-            resp = self._send(
-                "GET", "/resource_providers/%s/inventories" % target, None)
+            resp = self._send("GET", "/resource_providers/%s/inventories" % target, None)
             if resp is None or resp.status_code != 200:
                 self._record("reshape", resp, {})
                 return
             rp_gen = resp.json()["resource_provider_generation"]
             max_unit = resp.json()["inventories"]["VCPU"]["max_unit"]
-            resp = self._send("POST", "/reshaper", {
-                "inventories": {target: {
-                    "resource_provider_generation": rp_gen,
-                    "inventories": {"VCPU": {
-                        "total": TOTAL,
-                        "max_unit": TOTAL if max_unit != TOTAL else TOTAL // 2}}}},
-                "allocations": {consumer: _body(moved, gen)}})
-            if self._record("reshape", resp, {consumer: (gen, moved)}) \
-                    or consumer not in self.mine:
+            resp = self._send(
+                "POST",
+                "/reshaper",
+                {
+                    "inventories": {
+                        target: {
+                            "resource_provider_generation": rp_gen,
+                            "inventories": {
+                                "VCPU": {
+                                    "total": TOTAL,
+                                    "max_unit": TOTAL if max_unit != TOTAL else TOTAL // 2,
+                                }
+                            },
+                        }
+                    },
+                    "allocations": {consumer: _body(moved, gen)},
+                },
+            )
+            if self._record("reshape", resp, {consumer: (gen, moved)}) or consumer not in self.mine:
                 return
 
     def fight(self) -> None:
@@ -322,23 +363,31 @@ def seed_shared(url: str, providers: list[str], ledger: Ledger) -> list[str]:
             consumer = str(uuidlib.uuid4())
             allocs = {providers[n % len(providers)]: 1}
             ledger.shared[consumer] = {}
-            assert ledger.record("seed", http.put(
-                "/allocations/" + consumer, json=_body(allocs, None)),
-                {consumer: (None, allocs)})
+            assert ledger.record(
+                "seed",
+                http.put("/allocations/" + consumer, json=_body(allocs, None)),
+                {consumer: (None, allocs)},
+            )
             shared.append(consumer)
     return shared
 
 
-def run_load(urls: list[str], providers: list[str], ledger: Ledger, *,
-             threads: int, seconds: float, shared: list[str],
-             tolerate_503: bool = False) -> None:
+def run_load(
+    urls: list[str],
+    providers: list[str],
+    ledger: Ledger,
+    *,
+    threads: int,
+    seconds: float,
+    shared: list[str],
+    tolerate_503: bool = False,
+) -> None:
     """``threads`` clients, spread round-robin over ``urls``, writing for
     ``seconds``."""
     stop_at = time.monotonic() + seconds
 
     def work(n: int) -> None:
-        with httpx.Client(base_url=urls[n % len(urls)], headers=HEADERS,
-                          timeout=90) as http:
+        with httpx.Client(base_url=urls[n % len(urls)], headers=HEADERS, timeout=90) as http:
             client = Client(http, providers, ledger, n, shared, tolerate_503)
             while time.monotonic() < stop_at:
                 client.step()
@@ -367,8 +416,12 @@ class Monitor(threading.Thread):
 
     def __init__(self, db_urls: list[str], interval: float = 0.25) -> None:
         super().__init__(daemon=True)
-        self.engines = [sa.create_engine(u, pool_size=1, connect_args={
-            "connect_timeout": 3, "read_timeout": 10}) for u in db_urls]
+        self.engines = [
+            sa.create_engine(
+                u, pool_size=1, connect_args={"connect_timeout": 3, "read_timeout": 10}
+            )
+            for u in db_urls
+        ]
         self.interval = interval
         self.samples = 0
         self.over: list[str] = []
@@ -383,8 +436,7 @@ class Monitor(threading.Thread):
                 except sa.exc.DBAPIError:
                     continue  # a node down (the node-kill test)
                 self.samples += 1
-                self.over.extend("node %d: %s" % (n + 1, tuple(row))
-                                 for row in rows)
+                self.over.extend("node %d: %s" % (n + 1, tuple(row)) for row in rows)
             self._halt.wait(self.interval)
 
     def stop(self) -> None:
@@ -401,10 +453,12 @@ def node_state(db_url: str) -> dict[str, Allocs]:
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SET SESSION wsrep_sync_wait = 1"))
-            rows = conn.execute(sa.text(
-                "SELECT a.consumer_id, rp.uuid, a.used FROM allocations a "
-                "JOIN resource_providers rp ON rp.id = a.resource_provider_id"
-            )).all()
+            rows = conn.execute(
+                sa.text(
+                    "SELECT a.consumer_id, rp.uuid, a.used FROM allocations a "
+                    "JOIN resource_providers rp ON rp.id = a.resource_provider_id"
+                )
+            ).all()
     finally:
         engine.dispose()
     state: dict[str, Allocs] = {}
@@ -420,21 +474,28 @@ def check_ledger(ledger: Ledger, state: dict[str, Allocs]) -> list[str]:
         if consumer in ledger.unknown or consumer in ledger.shared:
             continue
         if state.get(consumer) != allocs:
-            problems.append("consumer %s: acknowledged %s, node has %s"
-                            % (consumer, allocs, state.get(consumer)))
+            problems.append(
+                "consumer %s: acknowledged %s, node has %s"
+                % (consumer, allocs, state.get(consumer))
+            )
     for consumer, got in state.items():
-        if consumer not in ledger.held and consumer not in ledger.unknown \
-                and consumer not in ledger.shared:
-            problems.append("consumer %s holds %s that no acknowledged "
-                            "write left" % (consumer, got))
+        if (
+            consumer not in ledger.held
+            and consumer not in ledger.unknown
+            and consumer not in ledger.shared
+        ):
+            problems.append(
+                "consumer %s holds %s that no acknowledged write left" % (consumer, got)
+            )
     for consumer, by_gen in ledger.shared.items():
         # Accepted writes of a shared consumer form one chain of
         # generations: the last one is the newest generation.
         last = max(by_gen, key=lambda g: -1 if g is None else g)
         if consumer not in ledger.unknown and state.get(consumer) != by_gen[last]:
-            problems.append("shared consumer %s: last acknowledged %s, node "
-                            "has %s" % (consumer, by_gen[last],
-                                        state.get(consumer)))
+            problems.append(
+                "shared consumer %s: last acknowledged %s, node "
+                "has %s" % (consumer, by_gen[last], state.get(consumer))
+            )
     return problems
 
 
@@ -449,8 +510,7 @@ def twice_accepted(ledger: Ledger) -> list[tuple[str, int | None]]:
     return twice
 
 
-def usages_match(url: str, providers: list[str],
-                 state: dict[str, Allocs]) -> list[str]:
+def usages_match(url: str, providers: list[str], state: dict[str, Allocs]) -> list[str]:
     """Providers whose usage (through ``url``) is not the sum of ``state``."""
     expected = dict.fromkeys(providers, 0)
     for allocs in state.values():
@@ -461,6 +521,8 @@ def usages_match(url: str, providers: list[str],
         for rp in providers:
             got = http.get("/resource_providers/%s/usages" % rp).json()
             if got["usages"].get("VCPU", 0) != expected[rp]:
-                problems.append("%s via %s: usage %s, allocations sum %s"
-                                % (rp, url, got["usages"], expected[rp]))
+                problems.append(
+                    "%s via %s: usage %s, allocations sum %s"
+                    % (rp, url, got["usages"], expected[rp])
+                )
     return problems

@@ -35,17 +35,26 @@ class Injecting(httpx.BaseTransport):
         line = "%s %s" % (request.method, request.url.raw_path.decode())
         self.log.append(line)
         for rule in self.rules:
-            if line.startswith(rule.prefix) and rule.seen < (rule.times
-                                                              + rule.skip):
+            if line.startswith(rule.prefix) and rule.seen < (rule.times + rule.skip):
                 rule.seen += 1
                 if rule.seen <= rule.skip:
                     continue
                 if rule.before is not None:
                     rule.before()
                 if rule.status is not None:
-                    return httpx.Response(rule.status, json={"errors": [{
-                        "status": rule.status, "title": "Injected",
-                        "detail": "injected failure", "code": None}]})
+                    return httpx.Response(
+                        rule.status,
+                        json={
+                            "errors": [
+                                {
+                                    "status": rule.status,
+                                    "title": "Injected",
+                                    "detail": "injected failure",
+                                    "code": None,
+                                }
+                            ]
+                        },
+                    )
         return self.inner.handle_request(request)
 
 
@@ -53,5 +62,7 @@ def injecting_client(http: httpx.Client) -> tuple[httpx.Client, Injecting]:
     """A client like ``http`` (same app, base URL and headers) whose
     requests pass through an :class:`Injecting` transport."""
     transport = Injecting(http._transport)
-    return (httpx.Client(transport=transport, base_url=http.base_url,
-                         headers=http.headers), transport)
+    return (
+        httpx.Client(transport=transport, base_url=http.base_url, headers=http.headers),
+        transport,
+    )

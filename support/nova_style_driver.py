@@ -28,8 +28,7 @@ MOVING = ("VCPU", "MEMORY_MB")
 def _record(total: int) -> dict[str, Any]:
     # A Nova driver states the unit fields, not the ratios: those stay
     # the operator's.
-    return {"total": total, "min_unit": 1, "max_unit": total,
-            "step_size": 1}
+    return {"total": total, "min_unit": 1, "max_unit": total, "step_size": 1}
 
 
 class NovaStyleDriver:
@@ -39,8 +38,9 @@ class NovaStyleDriver:
     def get_available_nodes(self, refresh: bool = False) -> list[str]:
         return list(self.config)
 
-    def update_provider_tree(self, provider_tree: Any, nodename: str,
-                             allocations: Any = None) -> None:
+    def update_provider_tree(
+        self, provider_tree: Any, nodename: str, allocations: Any = None
+    ) -> None:
         node = self.config[nodename]
         root_inv = {}
         if not provider_tree.has_sharing_provider("DISK_GB"):
@@ -59,23 +59,24 @@ class NovaStyleDriver:
             name = "%s_NUMA%d" % (nodename, cell)
             if not provider_tree.exists(name):
                 provider_tree.new_child(name, nodename)
-            provider_tree.update_inventory(name, {
-                "VCPU": _record(node["vcpus"] // cells),
-                "MEMORY_MB": _record(node["memory_mb"] // cells)})
+            provider_tree.update_inventory(
+                name,
+                {
+                    "VCPU": _record(node["vcpus"] // cells),
+                    "MEMORY_MB": _record(node["memory_mb"] // cells),
+                },
+            )
             provider_tree.update_traits(name, [NUMA_TRAIT])
             cell_uuids.append(provider_tree.data(name).uuid)
         if allocations is not None:
-            self._move_to_cells(root.uuid, cell_uuids, provider_tree,
-                                allocations)
+            self._move_to_cells(root.uuid, cell_uuids, provider_tree, allocations)
         provider_tree.update_inventory(nodename, root_inv)
 
     @staticmethod
-    def _move_to_cells(root: str, cells: list[str], tree: Any,
-                       allocations: dict[str, Any]) -> None:
+    def _move_to_cells(root: str, cells: list[str], tree: Any, allocations: dict[str, Any]) -> None:
         """Each consumer's root CPU and memory go to the first cell with
         room for both."""
-        free = {c: dict((rc, tree.data(c).inventory[rc]["total"])
-                        for rc in MOVING) for c in cells}
+        free = {c: dict((rc, tree.data(c).inventory[rc]["total"]) for rc in MOVING) for c in cells}
         for consumer in sorted(allocations):
             by_rp = allocations[consumer]["allocations"]
             held = by_rp.get(root, {}).get("resources", {})
@@ -84,8 +85,7 @@ class NovaStyleDriver:
                 continue
             if not held:
                 del by_rp[root]
-            cell = next(c for c in cells
-                        if all(free[c][rc] >= n for rc, n in want.items()))
+            cell = next(c for c in cells if all(free[c][rc] >= n for rc, n in want.items()))
             for rc, n in want.items():
                 free[cell][rc] -= n
             by_rp.setdefault(cell, {"resources": {}})["resources"].update(want)

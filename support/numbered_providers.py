@@ -26,13 +26,14 @@ def provider(client: httpx.Client, n: int, parent: int | None = None) -> str:
 
 
 def generation(client: httpx.Client, rp: str) -> int:
-    return int(client.get("/resource_providers/%s" % rp)
-               .json()["generation"])
+    return int(client.get("/resource_providers/%s" % rp).json()["generation"])
 
 
 def inventory(client: httpx.Client, rp: str, **totals: int) -> None:
-    body = {"resource_provider_generation": generation(client, rp),
-            "inventories": {rc: {"total": n} for rc, n in totals.items()}}
+    body = {
+        "resource_provider_generation": generation(client, rp),
+        "inventories": {rc: {"total": n} for rc, n in totals.items()},
+    }
     resp = client.put("/resource_providers/%s/inventories" % rp, json=body)
     assert resp.status_code == 200, resp.text
 
@@ -41,23 +42,25 @@ def traits(client: httpx.Client, rp: str, *names: str) -> None:
     for name in names:
         if name.startswith("CUSTOM_"):
             client.put("/traits/%s" % name)
-    body = {"resource_provider_generation": generation(client, rp),
-            "traits": list(names)}
+    body = {"resource_provider_generation": generation(client, rp), "traits": list(names)}
     resp = client.put("/resource_providers/%s/traits" % rp, json=body)
     assert resp.status_code == 200, resp.text
 
 
 def aggregates(client: httpx.Client, rp: str, *aggs: str) -> None:
-    body = {"resource_provider_generation": generation(client, rp),
-            "aggregates": list(aggs)}
+    body = {"resource_provider_generation": generation(client, rp), "aggregates": list(aggs)}
     resp = client.put("/resource_providers/%s/aggregates" % rp, json=body)
     assert resp.status_code == 200, resp.text
 
 
 def allocate(client: httpx.Client, rp: str, **amounts: int) -> None:
-    body = {"allocations": {rp: {"resources": amounts}},
-            "project_id": "p", "user_id": "u",
-            "consumer_generation": None, "consumer_type": "INSTANCE"}
+    body = {
+        "allocations": {rp: {"resources": amounts}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
     resp = client.put("/allocations/%s" % uuidlib.uuid4(), json=body)
     assert resp.status_code == 204, resp.text
 

@@ -24,11 +24,17 @@ from pathlib import Path
 BERTH = [sys.executable, "-m", "berth.cli"]
 
 
-def run(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """``berth *args`` to completion; its exit status and text output."""
-    return subprocess.run([*BERTH, *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*BERTH, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def free_port() -> int:
@@ -50,8 +56,7 @@ def two_free_ports() -> int:
         return port
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes],
-               timeout: float = 60) -> bytes:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> bytes:
     """The body of the first 2xx answer of GET ``url``, polled until
     ``proc`` serves it. Raises RuntimeError when ``proc`` exits first
     (with its stderr, when piped) or after ``timeout`` seconds."""
@@ -59,8 +64,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes],
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read() if proc.stderr else b""
-            raise RuntimeError("server exited with %s: %s"
-                               % (proc.returncode, err.decode(errors="replace")))
+            raise RuntimeError(
+                "server exited with %s: %s" % (proc.returncode, err.decode(errors="replace"))
+            )
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
                 return bytes(resp.read())
@@ -83,23 +89,22 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def serve(folder: Path, port: int, *args: str,
-          env: dict[str, str]) -> Server:
+def serve(folder: Path, port: int, *args: str, env: dict[str, str]) -> Server:
     """``berth serve *args`` started in ``folder`` with environment
     ``env``, its stderr in ``folder/serve.log``; ``port`` is the one the
     returned ``Server`` talks to (``args`` should say it)."""
     log = folder / "serve.log"
     with log.open("wb") as sink:
-        proc = subprocess.Popen([*BERTH, "serve", *args], stderr=sink,
-                                stdout=subprocess.DEVNULL, env=env, cwd=folder)
+        proc = subprocess.Popen(
+            [*BERTH, "serve", *args], stderr=sink, stdout=subprocess.DEVNULL, env=env, cwd=folder
+        )
     return Server(proc, port, log)
 
 
 class Server:
     """A running ``berth serve`` whose stderr goes to ``log``."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int,
-                 log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
         self.proc, self.port, self.log = proc, port, log
 
     def log_text(self) -> str:
@@ -128,6 +133,5 @@ class Server:
                 reply += chunk
         head, _, body = reply.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in
-                   (line.partition(":") for line in lines[1:])}
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
         return lines[0], headers, body

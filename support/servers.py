@@ -25,19 +25,17 @@ UPSTREAM_VENV = Path(os.environ.get("UPSTREAM_VENV", ROOT / ".upstream-venv"))
 TICKS = os.sysconf("SC_CLK_TCK")
 #: Upstream's release the benchmarks and the import tests compare with,
 #: and the database drivers it needs (it declares none itself).
-UPSTREAM_PACKAGES = ["openstack-placement==16.0.0", "gunicorn", "PyMySQL",
-                     "psycopg2-binary"]
+UPSTREAM_PACKAGES = ["openstack-placement==16.0.0", "gunicorn", "PyMySQL", "psycopg2-binary"]
 
 
 def ensure_upstream_venv(force: bool = False) -> Path:
     """Create ``UPSTREAM_VENV`` with upstream Placement unless it is there."""
-    ready = all((UPSTREAM_VENV / "bin" / exe).exists()
-                for exe in ("gunicorn", "placement-manage"))
+    ready = all((UPSTREAM_VENV / "bin" / exe).exists() for exe in ("gunicorn", "placement-manage"))
     if force or not ready:
-        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)],
-                       check=True)
-        subprocess.run([str(UPSTREAM_VENV / "bin/pip"), "install", "-q",
-                        *UPSTREAM_PACKAGES], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)], check=True)
+        subprocess.run(
+            [str(UPSTREAM_VENV / "bin/pip"), "install", "-q", *UPSTREAM_PACKAGES], check=True
+        )
     return UPSTREAM_VENV
 
 
@@ -55,7 +53,7 @@ def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if wanted(int(entry), fields):
             # utime, stime, cutime, cstime
             total += sum(int(n) for n in fields[11:15])
@@ -65,10 +63,16 @@ def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
 class Server:
     """One Placement server (``kind`` is "berth" or "upstream")."""
 
-    def __init__(self, kind: str, workdir: Path, workers: int = 1,
-                 db_url: str | None = None, auth_conf: str | None = None,
-                 berth_options: dict[str, object] | None = None,
-                 sections: dict[str, dict[str, object]] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        workdir: Path,
+        workers: int = 1,
+        db_url: str | None = None,
+        auth_conf: str | None = None,
+        berth_options: dict[str, object] | None = None,
+        sections: dict[str, dict[str, object]] | None = None,
+    ) -> None:
         self.kind = kind
         # Configuration text replacing the noauth2 [api] section.
         self.auth_conf = auth_conf or "[api]\nauth_strategy = noauth2\n"
@@ -90,13 +94,18 @@ class Server:
         sections: dict[str, dict[str, object]] = {
             "placement_database": {"connection": self.db_url},
             "oslo_policy": {"enforce_new_defaults": False},
-            "berth": {"request_log": False, **self.berth_options}}
+            "berth": {"request_log": False, **self.berth_options},
+        }
         for name, options in self.sections.items():
             sections[name] = {**sections.get(name, {}), **options}
-        conf.write_text("[DEFAULT]\ndebug = False\n" + self.auth_conf + "".join(
-            "[%s]\n%s" % (name, "".join("%s = %s\n" % kv
-                                        for kv in options.items()))
-            for name, options in sections.items()))
+        conf.write_text(
+            "[DEFAULT]\ndebug = False\n"
+            + self.auth_conf
+            + "".join(
+                "[%s]\n%s" % (name, "".join("%s = %s\n" % kv for kv in options.items()))
+                for name, options in sections.items()
+            )
+        )
         return conf
 
     def start(self) -> Server:
@@ -104,23 +113,53 @@ class Server:
         log = open(self.dir / "server.log", "wb")
         env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(self.dir)}
         if self.kind == "berth":
-            subprocess.run([str(BERTH_VENV / "bin/berth"), "db", "sync",
-                            "--config-file", str(conf)], check=True,
-                           stdout=subprocess.DEVNULL)
-            cmd = [str(BERTH_VENV / "bin/berth"), "serve", "--config-file",
-                   str(conf), "--host", "127.0.0.1", "--port", str(self.port),
-                   "--workers", str(self.workers)]
+            subprocess.run(
+                [str(BERTH_VENV / "bin/berth"), "db", "sync", "--config-file", str(conf)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            cmd = [
+                str(BERTH_VENV / "bin/berth"),
+                "serve",
+                "--config-file",
+                str(conf),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ]
         else:
-            subprocess.run([str(UPSTREAM_VENV / "bin/placement-manage"),
-                            "--config-file", str(conf), "db", "sync"],
-                           check=True, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            cmd = [str(UPSTREAM_VENV / "bin/gunicorn"), "-b",
-                   "127.0.0.1:%d" % self.port, "-w", str(self.workers),
-                   "--timeout", "900", "--log-level", "warning", "placement.wsgi.api:application"]
+            subprocess.run(
+                [
+                    str(UPSTREAM_VENV / "bin/placement-manage"),
+                    "--config-file",
+                    str(conf),
+                    "db",
+                    "sync",
+                ],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            cmd = [
+                str(UPSTREAM_VENV / "bin/gunicorn"),
+                "-b",
+                "127.0.0.1:%d" % self.port,
+                "-w",
+                str(self.workers),
+                "--timeout",
+                "900",
+                "--log-level",
+                "warning",
+                "placement.wsgi.api:application",
+            ]
         with log:  # the server process keeps its own copy
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=log, env=env, start_new_session=True
+            )
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -129,15 +168,13 @@ class Server:
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError("%s server did not start; see %s"
-                           % (self.kind, self.dir / "server.log"))
+        raise RuntimeError("%s server did not start; see %s" % (self.kind, self.dir / "server.log"))
 
     def cpu_seconds(self) -> float:
         """User+system CPU of every live process in the server's group."""
         assert self.proc is not None
         pgid = self.proc.pid
         return process_cpu(lambda pid, fields: int(fields[2]) == pgid)  # field 5: group
-
 
     def stop(self) -> None:
         if self.proc is None:

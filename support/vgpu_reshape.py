@@ -13,8 +13,7 @@ from berth.client.agent import ResourceUpdater
 from berth.examples.vgpu import VGPUDriver
 from support.api_setup import allocate, ok, state, usage_totals
 
-LAYOUT = {"cn1": {"vcpus": 8, "memory_mb": 4096,
-                  "gpus": {"gpu0": 4, "gpu1": 4}}}
+LAYOUT = {"cn1": {"vcpus": 8, "memory_mb": 4096, "gpus": {"gpu0": 4, "gpu1": 4}}}
 # Each consumer's VGPU (and one VCPU); 3 + 2 + 2 needs both GPUs.
 CONSUMERS = {str(uuid.UUID(int=i + 1)): n for i, n in enumerate([3, 2, 2])}
 
@@ -30,14 +29,12 @@ def old_layout(http: httpx.Client) -> str:
     return root
 
 
-def check_new_layout(http: httpx.Client, root: str,
-                     usages_before: dict[str, int]) -> None:
+def check_new_layout(http: httpx.Client, root: str, usages_before: dict[str, int]) -> None:
     after = state(http)
     children = {u: s for u, s in after.items() if u != root}
     assert len(children) == 2
     assert set(after[root]["inventories"]) == {"VCPU", "MEMORY_MB"}
-    assert sorted(s["inventories"]["VGPU"]["total"]
-                  for s in children.values()) == [4, 4]
+    assert sorted(s["inventories"]["VGPU"]["total"] for s in children.values()) == [4, 4]
     for consumer, vgpu in CONSUMERS.items():
         got = ok(http.get("/allocations/" + consumer))["allocations"]
         assert got[root]["resources"] == {"VCPU": 1}

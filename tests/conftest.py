@@ -25,18 +25,28 @@ from berth.db import tables as t
 from berth.db.engine import Database, create_engine
 
 PG_ADMIN_URL = os.environ.get(
-    "BERTH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-MYSQL_ADMIN_URL = os.environ.get(
-    "BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
-BACKENDS = [b.strip() for b in
-            os.environ.get("BERTH_TEST_DBS", "sqlite,postgresql,mysql").split(",")
-            if b.strip()]
+    "BERTH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+MYSQL_ADMIN_URL = os.environ.get("BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+BACKENDS = [
+    b.strip()
+    for b in os.environ.get("BERTH_TEST_DBS", "sqlite,postgresql,mysql").split(",")
+    if b.strip()
+]
 REQUIRE = os.environ.get("BERTH_REQUIRE_DBS") == "1"
 
 # Tables holding test data, children first so deletes respect foreign keys.
-DATA_TABLES = [t.allocations, t.consumers, t.resource_provider_traits,
-               t.resource_provider_aggregates, t.placement_aggregates,
-               t.inventories, t.projects, t.users, t.consumer_types]
+DATA_TABLES = [
+    t.allocations,
+    t.consumers,
+    t.resource_provider_traits,
+    t.resource_provider_aggregates,
+    t.placement_aggregates,
+    t.inventories,
+    t.projects,
+    t.users,
+    t.consumer_types,
+]
 
 
 def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
@@ -49,14 +59,20 @@ def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
             if kind == "postgresql":
                 conn.execute(sa.text('CREATE DATABASE "%s"' % name))
             else:
-                conn.execute(sa.text("CREATE DATABASE `%s` CHARACTER SET "
-                                     "utf8mb4 COLLATE utf8mb4_bin" % name))
+                conn.execute(
+                    sa.text("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name)
+                )
     except sa.exc.OperationalError as exc:
-        msg = "%s server not reachable (%s): start one on %s (apt-get install " \
-            "%s), or limit the run with BERTH_TEST_DBS=sqlite" % (
-                kind, str(exc.orig).splitlines()[0],
+        msg = (
+            "%s server not reachable (%s): start one on %s (apt-get install "
+            "%s), or limit the run with BERTH_TEST_DBS=sqlite"
+            % (
+                kind,
+                str(exc.orig).splitlines()[0],
                 sa.engine.make_url(admin_url).render_as_string(hide_password=True),
-                "postgresql" if kind == "postgresql" else "mariadb-server")
+                "postgresql" if kind == "postgresql" else "mariadb-server",
+            )
+        )
         if REQUIRE:
             pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
         pytest.skip(msg)
@@ -65,19 +81,25 @@ def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
     def drop() -> None:
         with admin.connect() as conn:
             if kind == "postgresql":
-                conn.execute(sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :n AND pid <> pg_backend_pid()"
+                    ),
+                    {"n": name},
+                )
                 conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"' % name))
             else:
                 conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`" % name))
         admin.dispose()
+
     return url.render_as_string(hide_password=False), drop
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
-def db_url(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """A migrated database URL of one backend, for the whole session."""
     kind = request.param
     if kind == "sqlite":
@@ -96,19 +118,20 @@ def reset(engine: sa.engine.Engine) -> None:
     """Empty every data table and drop custom classes and traits."""
     import os_resource_classes
     import os_traits
+
     with engine.begin() as conn:
         for table in DATA_TABLES:
             conn.execute(table.delete())
         rp = t.resource_providers
         # Children before parents: null the tree links, then delete.
-        conn.execute(rp.update().values(parent_provider_id=None,
-                                        root_provider_id=None))
+        conn.execute(rp.update().values(parent_provider_id=None, root_provider_id=None))
         conn.execute(rp.delete())
-        conn.execute(t.traits.delete().where(
-            t.traits.c.name.not_in(list(os_traits.get_traits()))))
-        conn.execute(t.resource_classes.delete().where(
-            t.resource_classes.c.name.not_in(
-                list(os_resource_classes.STANDARDS))))
+        conn.execute(t.traits.delete().where(t.traits.c.name.not_in(list(os_traits.get_traits()))))
+        conn.execute(
+            t.resource_classes.delete().where(
+                t.resource_classes.c.name.not_in(list(os_resource_classes.STANDARDS))
+            )
+        )
 
 
 #: The first words of the statements a read may send.
@@ -119,11 +142,19 @@ def _guard_reads(eng: sa.engine.Engine) -> None:
     """Fail any statement that would write in a PostgreSQL read: reads
     run in autocommit there (``Database.read``), so a write in one would
     commit at once, and stay even if the request then failed."""
+
     @sa.event.listens_for(eng, "before_cursor_execute")
-    def _check(conn: sa.Connection, cursor: Any, statement: str,
-               parameters: Any, context: Any, executemany: bool) -> None:
-        if (conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-                and not statement.lstrip().upper().startswith(_READS)):
+    def _check(
+        conn: sa.Connection,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        if conn.get_execution_options().get(
+            "isolation_level"
+        ) == "AUTOCOMMIT" and not statement.lstrip().upper().startswith(_READS):
             raise AssertionError("a read transaction wrote: %s" % statement)
 
 
@@ -172,21 +203,25 @@ class Client(httpx.Client):
     """httpx over the WSGI app in-process; ``version`` sets the
     microversion header for every request."""
 
-    def __init__(self, app: Any, version: str | None = "latest",
-                 token: str = "admin") -> None:
+    def __init__(self, app: Any, version: str | None = "latest", token: str = "admin") -> None:
         headers = {"x-auth-token": token, "accept": "application/json"}
         if version:
             headers["openstack-api-version"] = "placement %s" % version
-        super().__init__(transport=httpx.WSGITransport(app=app),
-                         base_url="http://placement.test", headers=headers)
+        super().__init__(
+            transport=httpx.WSGITransport(app=app),
+            base_url="http://placement.test",
+            headers=headers,
+        )
 
     def at(self, version: str) -> Client:
         """A copy of this client pinned to another microversion."""
         other = Client.__new__(Client)
         httpx.Client.__init__(
-            other, transport=self._transport, base_url=self.base_url,
-            headers={**self.headers,
-                     "openstack-api-version": "placement %s" % version})
+            other,
+            transport=self._transport,
+            base_url=self.base_url,
+            headers={**self.headers, "openstack-api-version": "placement %s" % version},
+        )
         return other
 
 
@@ -204,21 +239,26 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]
     SQLite database for the whole session, with the headers of
     ``client``. Tests share its data: they name what they create afresh."""
     from support import servers
+
     if not (servers.UPSTREAM_VENV / "bin" / "gunicorn").exists():
-        message = ("no upstream Placement venv at %s: build it with "
-                   ".ci/upstream.sh" % servers.UPSTREAM_VENV)
+        message = (
+            "no upstream Placement venv at %s: build it with "
+            ".ci/upstream.sh" % servers.UPSTREAM_VENV
+        )
         if os.environ.get("BERTH_REQUIRE_UPSTREAM") == "1":
             pytest.fail(message)
         pytest.skip(message)
     server = servers.Server("upstream", tmp_path_factory.mktemp("upstream"))
     server.start()
     # No keep-alive: the server then stops at once.
-    headers = {"x-auth-token": "admin", "accept": "application/json",
-               "openstack-api-version": "placement latest",
-               "connection": "close"}
+    headers = {
+        "x-auth-token": "admin",
+        "accept": "application/json",
+        "openstack-api-version": "placement latest",
+        "connection": "close",
+    }
     try:
-        with httpx.Client(base_url=server.url, headers=headers,
-                          timeout=60) as http:
+        with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
             yield http
     finally:
         server.stop()

@@ -61,13 +61,17 @@ class PlacementDirect:
     ``microversion="latest"``; giving both is a ValueError.
     """
 
-    def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None,
-                 microversion: str | None = None, *,
-                 latest_microversion: bool = False) -> None:
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts,
+        db: Database | None = None,
+        microversion: str | None = None,
+        *,
+        latest_microversion: bool = False,
+    ) -> None:
         if latest_microversion:
             if microversion not in (None, "latest"):
-                raise ValueError("give microversion or latest_microversion, "
-                                 "not both")
+                raise ValueError("give microversion or latest_microversion, not both")
             microversion = "latest"
         self.conf = conf
         self._db = db
@@ -78,19 +82,27 @@ class PlacementDirect:
     def __enter__(self) -> httpx.Client:
         if self._db is None:
             from berth.db import setup
+
             self._db = setup.database_from_conf(self.conf)
         app = _build_app(self.conf, self._db)
-        headers = {"x-auth-token": DIRECT_USER, "x-roles": DIRECT_ROLES,
-                   "accept": "application/json"}
+        headers = {
+            "x-auth-token": DIRECT_USER,
+            "x-roles": DIRECT_ROLES,
+            "accept": "application/json",
+        }
         if self.microversion:
             headers["openstack-api-version"] = "placement %s" % self.microversion
-        self.client = httpx.Client(transport=httpx.WSGITransport(app=app),
-                                   base_url=BASE_URL, headers=headers)
+        self.client = httpx.Client(
+            transport=httpx.WSGITransport(app=app), base_url=BASE_URL, headers=headers
+        )
         return self.client
 
-    def __exit__(self, exc_type: type[BaseException] | None,
-                 exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self.client is not None:
             self.client.close()
             self.client = None

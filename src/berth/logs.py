@@ -40,8 +40,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def setup(conf: cfg.ConfigOpts) -> None:
     """Configure the root logger from ``conf`` (replacing its handlers)."""
-    if not (conf.log_file or conf.log_dir or conf.use_journal
-            or conf.log_config_append):
+    if not (conf.log_file or conf.log_dir or conf.use_journal or conf.log_config_append):
         conf.set_override("use_stderr", True)
     oslo_log.setup(conf, PRODUCT)
 

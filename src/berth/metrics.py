@@ -21,20 +21,39 @@ from prometheus_client import multiprocess
 from berth.domain.allocation_candidate.cache import Refresh
 
 #: Routes whose writes are claims (allocations made, moved or dropped).
-CLAIM_ROUTES = {("PUT", "/allocations/{consumer_uuid}"),
-                ("POST", "/allocations"),
-                ("DELETE", "/allocations/{consumer_uuid}")}
+CLAIM_ROUTES = {
+    ("PUT", "/allocations/{consumer_uuid}"),
+    ("POST", "/allocations"),
+    ("DELETE", "/allocations/{consumer_uuid}"),
+}
 
 #: Methods kept as labels; any other (a client can send anything) is
 #: counted as OTHER, so that no caller can make series without bound.
-METHODS = frozenset(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
-                     "OPTIONS"])
+METHODS = frozenset(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 
-_LATENCY = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
+_LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 #: The change feed's delivery delay: a few ms when idle, up to seconds
 #: when thousands of watchers wait for a share of a core.
-_DELIVERY = (.005, .01, .025, .05, .075, .1, .15, .2, .25, .3, .4, .5, .75,
-             1, 1.5, 2, 3, 5)
+_DELIVERY = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1,
+    1.5,
+    2,
+    3,
+    5,
+)
 _COUNTS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 
 
@@ -56,111 +75,154 @@ class Metrics:
         self.db = _DatabaseMetrics(self)
         # labels() builds and locks on every call; requests repeat a few
         # hundred label sets, so their children are kept here.
-        self._request_children: dict[tuple[str, str, str, str],
-                                     tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
 
     def _add_request_metrics(self, r: prom.CollectorRegistry) -> None:
         """Requests, conflicts and claims, by route."""
         self.requests = prom.Counter(
-            "berth_requests", "HTTP requests answered.",
-            ["route", "method", "status", "microversion"], registry=r)
+            "berth_requests",
+            "HTTP requests answered.",
+            ["route", "method", "status", "microversion"],
+            registry=r,
+        )
         self.request_seconds = prom.Histogram(
             "berth_request_duration_seconds",
             "Time to answer an HTTP request (until the body is ready).",
-            ["route", "method"], buckets=_LATENCY, registry=r)
+            ["route", "method"],
+            buckets=_LATENCY,
+            registry=r,
+        )
         self.conflicts = prom.Counter(
-            "berth_conflicts", "409 answers, by error code.", ["code"],
-            registry=r)
+            "berth_conflicts", "409 answers, by error code.", ["code"], registry=r
+        )
         self.claims = prom.Counter(
-            "berth_claims", "Allocation writes (PUT/POST/DELETE on "
-            "/allocations), by outcome.", ["method", "outcome"], registry=r)
+            "berth_claims",
+            "Allocation writes (PUT/POST/DELETE on /allocations), by outcome.",
+            ["method", "outcome"],
+            registry=r,
+        )
 
     def _add_database_metrics(self, r: prom.CollectorRegistry) -> None:
         """Connections, retried transactions and SQL statements."""
         self.db_connections = prom.Gauge(
             "berth_db_connections_in_use",
-            "Database connections checked out now.", registry=r,
-            multiprocess_mode="livesum")
+            "Database connections checked out now.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.db_retries = prom.Counter(
             "berth_db_transaction_retries",
-            "Transactions run again after a deadlock, serialization "
-            "failure or lock time-out.", registry=r)
+            "Transactions run again after a deadlock, serialization failure or lock time-out.",
+            registry=r,
+        )
         # Counters, not a histogram: they cost less per statement, and
         # rate(seconds) / rate(statements) still gives the mean.
         self.sql_seconds = prom.Counter(
-            "berth_db_sql_seconds", "Time spent executing SQL statements.",
-            registry=r)
+            "berth_db_sql_seconds", "Time spent executing SQL statements.", registry=r
+        )
         self.sql_statements = prom.Counter(
-            "berth_db_sql_statements", "SQL statements executed.",
-            registry=r)
+            "berth_db_sql_statements", "SQL statements executed.", registry=r
+        )
 
     def _add_world_metrics(self, r: prom.CollectorRegistry) -> None:
         """The candidate cache's world and the searches over it."""
         self.world_providers = prom.Gauge(
-            "berth_world_providers", "Providers in the candidate cache's "
-            "world (largest across workers).", registry=r,
-            multiprocess_mode="livemax")
+            "berth_world_providers",
+            "Providers in the candidate cache's world (largest across workers).",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.world_classes = prom.Gauge(
-            "berth_world_resource_classes", "Resource classes known to the "
-            "candidate cache's world.", registry=r,
-            multiprocess_mode="livemax")
+            "berth_world_resource_classes",
+            "Resource classes known to the candidate cache's world.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.world_refresh_seconds = prom.Histogram(
             "berth_world_refresh_duration_seconds",
             "Refreshes of the candidate cache: kind=whole (loaded whole), "
             "providers (some providers re-read) or usage (usage re-read).",
-            ["kind"], buckets=_LATENCY, registry=r)
+            ["kind"],
+            buckets=_LATENCY,
+            registry=r,
+        )
         self.world_lag = prom.Histogram(
-            "berth_world_lag_changes", "How many changes behind the "
+            "berth_world_lag_changes",
+            "How many changes behind the "
             "database the candidate cache was when a request refreshed it.",
-            buckets=_COUNTS, registry=r)
+            buckets=_COUNTS,
+            registry=r,
+        )
         self.trees_searched = prom.Histogram(
-            "berth_candidate_trees_searched", "Search steps of one "
-            "allocation-candidates query: the trees the search visited.",
-            buckets=_COUNTS, registry=r)
+            "berth_candidate_trees_searched",
+            "Search steps of one allocation-candidates query: the trees the search visited.",
+            buckets=_COUNTS,
+            registry=r,
+        )
         self.candidates = prom.Histogram(
             "berth_candidates_returned",
             "Allocation requests in one allocation-candidates answer.",
-            buckets=_COUNTS, registry=r)
+            buckets=_COUNTS,
+            registry=r,
+        )
         self.cut = prom.Counter(
             "berth_candidates_cut_by_limit",
             "Allocation-candidates answers that `limit` cut short.",
-            registry=r)
+            registry=r,
+        )
         self.by_order = prom.Counter(
             "berth_candidates_answers_by_order",
             "Allocation-candidates answers, by the order they came in "
-            "(uuid, random, spread, pack).", ["order"], registry=r)
+            "(uuid, random, spread, pack).",
+            ["order"],
+            registry=r,
+        )
 
     def _add_worker_metrics(self, r: prom.CollectorRegistry) -> None:
         """Workers' private memory and their replacement."""
         self.worker_private_bytes = prom.Gauge(
-            "berth_worker_private_memory_bytes", "Resident memory the "
+            "berth_worker_private_memory_bytes",
+            "Resident memory the "
             "workers do not share with the master or each other (summed "
-            "over the live workers; read every few seconds).", registry=r,
-            multiprocess_mode="livesum")
+            "over the live workers; read every few seconds).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.worker_recycles = prom.Counter(
-            "berth_worker_recycles", "Workers that exited, to be "
+            "berth_worker_recycles",
+            "Workers that exited, to be "
             "replaced by a fresh fork of the master's world, because "
             "their private memory passed [berth] worker_private_memory.",
-            registry=r)
+            registry=r,
+        )
 
     def _add_feed_metrics(self, r: prom.CollectorRegistry) -> None:
         """The change feed's watch server (``berth.serve.watch``)."""
         self.feed_watchers = prom.Gauge(
-            "berth_feed_watchers", "Watches of the change feed following "
-            "the live stream now.", registry=r, multiprocess_mode="livesum")
+            "berth_feed_watchers",
+            "Watches of the change feed following the live stream now.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.feed_events = prom.Counter(
-            "berth_feed_events_sent", "Events the change feed's watch "
-            "sent, counted once per watcher that got them.", registry=r)
+            "berth_feed_events_sent",
+            "Events the change feed's watch sent, counted once per watcher that got them.",
+            registry=r,
+        )
         self.feed_delivery = prom.Histogram(
-            "berth_feed_delivery_seconds", "Time from the earliest event "
+            "berth_feed_delivery_seconds",
+            "Time from the earliest event "
             "of a batch a group of watchers got (its stored time) until the "
             "feed had written the batch to every watcher of the group "
             "(non-blocking writes to their connections; not their "
             "reading). One observation per group per batch.",
-            buckets=_DELIVERY, registry=r)
+            buckets=_DELIVERY,
+            registry=r,
+        )
 
-    def request(self, route: str, method: str, status: str,
-                microversion: str, seconds: float) -> None:
+    def request(
+        self, route: str, method: str, status: str, microversion: str, seconds: float
+    ) -> None:
         """Note one answered request."""
         if method not in METHODS:
             method = "OTHER"
@@ -169,12 +231,14 @@ class Metrics:
         if children is None:
             children = self._request_children[key] = (
                 self.requests.labels(*key),
-                self.request_seconds.labels(route, method))
+                self.request_seconds.labels(route, method),
+            )
         children[0].inc()
         children[1].observe(seconds)
         if (method, route) in CLAIM_ROUTES:
-            outcome = ("ok" if status.startswith("2") else
-                       "conflict" if status == "409" else "refused")
+            outcome = (
+                "ok" if status.startswith("2") else "conflict" if status == "409" else "refused"
+            )
             self.claims.labels(method, outcome).inc()
 
     def conflict(self, code: str) -> None:
@@ -188,8 +252,9 @@ class Metrics:
         self.world_providers.set(len(world.providers))
         self.world_classes.set(len(done.cached.classes))
 
-    def candidates_answered(self, count: int, trees: int, *, cut: bool,
-                            order: str = "uuid") -> None:
+    def candidates_answered(
+        self, count: int, trees: int, *, cut: bool, order: str = "uuid"
+    ) -> None:
         self.by_order.labels(order).inc()
         self.candidates.observe(count)
         self.trees_searched.observe(trees)
@@ -209,7 +274,8 @@ def multiprocess_registry(folder: str) -> prom.CollectorRegistry:
     """A registry reading every process's values in ``folder``."""
     registry = prom.CollectorRegistry()
     multiprocess.MultiProcessCollector(  # type: ignore[no-untyped-call]
-        registry, path=folder)
+        registry, path=folder
+    )
     return registry
 
 

@@ -35,9 +35,14 @@ class Position:
         found: dict[int, int] = {}
         for pair in text.split(","):
             slot, colon, seq = pair.partition(":")
-            if not (colon and slot.isdigit() and seq.isdigit()
-                    and len(slot) < 12 and len(seq) < 19
-                    and int(slot) not in found):
+            if not (
+                colon
+                and slot.isdigit()
+                and seq.isdigit()
+                and len(slot) < 12
+                and len(seq) < 19
+                and int(slot) not in found
+            ):
                 raise ValueError("not a position: %r" % text)
             found[int(slot)] = int(seq)
         return cls.of(found)
@@ -48,14 +53,12 @@ class Position:
         them does not name counts from its start)."""
         given = list(positions)
         slots = {slot for p in given for slot, _ in p.seqs}
-        return cls.of({slot: min(p.get(slot) for p in given)
-                       for slot in slots})
+        return cls.of({slot: min(p.get(slot) for p in given) for slot in slots})
 
     def __str__(self) -> str:
         """The text form: ``slot:seq`` pairs of the slots past their
         start, by slot, comma separated; ``0`` when none is."""
-        return ",".join("%d:%d" % pair for pair in self.seqs
-                        if pair[1]) or "0"
+        return ",".join("%d:%d" % pair for pair in self.seqs if pair[1]) or "0"
 
     def get(self, slot: int) -> int:
         """The number ``slot`` had got to (0: none yet)."""

@@ -34,8 +34,9 @@ logs.setup(_conf)
 # A Keystone setup that could validate no token fails the import (one
 # line, naming the file), rather than serving a 500 for every request.
 check.check_auth(_conf)
-application = create_app(_conf, setup.database_from_conf(_conf, wait=True),
-                         world_observers=[tune_gc()])
+application = create_app(
+    _conf, setup.database_from_conf(_conf, wait=True), world_observers=[tune_gc()]
+)
 preload.warm(application)
 
 try:
@@ -45,5 +46,6 @@ except ImportError:
     pass
 else:
     _uwsgi.post_fork_hook = lambda: preload.after_fork(
-        application, one_at_a_time=preload.uwsgi_one_at_a_time(
-            getattr(_uwsgi, "opt", {"threads": b"2"})))
+        application,
+        one_at_a_time=preload.uwsgi_one_at_a_time(getattr(_uwsgi, "opt", {"threads": b"2"})),
+    )

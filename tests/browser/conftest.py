@@ -25,15 +25,21 @@ from support import dashboard_world
 from support.processes import free_port
 
 CHROMIUM = os.environ.get("BERTH_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = Path(__file__).parent / "screenshots"
 
 
 def _required() -> bool:
-    return (os.environ.get("CI", "").lower() == "true"
-            or os.environ.get("BERTH_REQUIRE_DBS") == "1")
+    return os.environ.get("CI", "").lower() == "true" or os.environ.get("BERTH_REQUIRE_DBS") == "1"
 
 
 def _missing(why: str) -> None:
@@ -47,17 +53,31 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a live Berth holding ``dashboard_world``."""
     root = tmp_path_factory.mktemp("berth")
     conf = root / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = sqlite:///%s\n"
-                    "sync_on_startup = True\n" % (root / "p.sqlite"))
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = sqlite:///%s\n"
+        "sync_on_startup = True\n" % (root / "p.sqlite")
+    )
     port = free_port()
     berth = shutil.which("berth", path=str(Path(sys.executable).parent))
     assert berth, "the berth command is not installed beside python"
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [berth, "serve", "--config-file", str(conf), "--host", "127.0.0.1",
-         "--port", str(port), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            berth,
+            "serve",
+            "--config-file",
+            str(conf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = "http://127.0.0.1:%d" % port
     try:
         deadline = time.monotonic() + 60
@@ -85,21 +105,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def api_client(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, timeout=30, headers={
-        "x-auth-token": "admin", "accept": "application/json",
-        "openstack-api-version": "placement latest"})
+    return httpx.Client(
+        base_url=url,
+        timeout=30,
+        headers={
+            "x-auth-token": "admin",
+            "accept": "application/json",
+            "openstack-api-version": "placement latest",
+        },
+    )
 
 
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
-        _missing("no chromium at %s: install it with apt-get install "
-                 "chromium" % CHROMIUM)
+        _missing("no chromium at %s: install it with apt-get install chromium" % CHROMIUM)
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("the playwright package is not installed: make "
-                 "install-test installs it")
+        _missing("the playwright package is not installed: make install-test installs it")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield browser
@@ -113,13 +137,13 @@ class Page:
         self.page = page
         self.base = base
         self.errors: list[str] = []
-        page.on("console", lambda m: m.type == "error"
-                and self.errors.append(m.text))
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("requestfailed", lambda r: self.errors.append(
-            "request failed: " + r.url))
-        page.on("response", lambda r: r.status >= 400 and self.errors.append(
-            "%d %s" % (r.status, r.url)))
+        page.on("requestfailed", lambda r: self.errors.append("request failed: " + r.url))
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.errors.append("%d %s" % (r.status, r.url)),
+        )
 
     def go(self, path: str) -> Any:
         self.page.goto(self.base + path)

@@ -37,13 +37,16 @@ def test_overview_shows_the_api_totals(tab: Page, server: str) -> None:
         for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
             capacity = used = 0
             for rp in rps:
-                inv = api.get("/resource_providers/%s/inventories"
-                              % rp["uuid"]).json()["inventories"].get(rc)
+                inv = (
+                    api.get("/resource_providers/%s/inventories" % rp["uuid"])
+                    .json()["inventories"]
+                    .get(rc)
+                )
                 if inv:
-                    capacity += int((inv["total"] - inv["reserved"])
-                                    * inv["allocation_ratio"])
-                    used += api.get("/resource_providers/%s/usages"
-                                    % rp["uuid"]).json()["usages"][rc]
+                    capacity += int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
+                    used += api.get("/resource_providers/%s/usages" % rp["uuid"]).json()["usages"][
+                        rc
+                    ]
             row = '#cloud tr[data-class="%s"]' % rc
             assert value(page, row + " .capacity") == capacity
             assert value(page, row + " .used") == used
@@ -55,10 +58,14 @@ def test_overview_shows_the_api_totals(tab: Page, server: str) -> None:
 
 def test_navigation_reaches_every_page(tab: Page) -> None:
     page = tab.go("/dashboard")
-    for label, title in (("Provider trees", "Provider trees"),
-                         ("Consumers", "Consumers"), ("Explain", "Explain"),
-                         ("Fit", "Fit"), ("First hosts", "First hosts"),
-                         ("Overview", "Overview")):
+    for label, title in (
+        ("Provider trees", "Provider trees"),
+        ("Consumers", "Consumers"),
+        ("Explain", "Explain"),
+        ("Fit", "Fit"),
+        ("First hosts", "First hosts"),
+        ("Overview", "Overview"),
+    ):
         page.click("header nav >> text=%s" % label)
         page.wait_for_load_state()
         assert page.title() == title + " · Berth"
@@ -85,8 +92,7 @@ def test_provider_search_and_pagination(tab: Page) -> None:
     assert page.locator("article.tree").count() == 9
     pool = page.locator('article.tree[data-root="%s"]' % w.POOL)
     assert "shares with 8 other trees" in pool.inner_text()
-    page.locator('article.tree[data-root="%s"]' % w.rp_uuid(1)
-                 ).scroll_into_view_if_needed()
+    page.locator('article.tree[data-root="%s"]' % w.rp_uuid(1)).scroll_into_view_if_needed()
     tab.shot("providers")
 
 
@@ -100,8 +106,9 @@ def test_consumers_by_project_match_usages(tab: Page, server: str) -> None:
     page.wait_for_load_state()
     with api_client(server) as api:
         for project in ("project-0", "project-1"):
-            usages = api.get("/usages?project_id=" + project, headers={
-                "openstack-api-version": "placement 1.9"}).json()["usages"]
+            usages = api.get(
+                "/usages?project_id=" + project, headers={"openstack-api-version": "placement 1.9"}
+            ).json()["usages"]
             row = '#consumers tr[data-key="%s"]' % project
             for rc, n in usages.items():
                 assert value(page, row + ' td[data-class="%s"]' % rc) == n
@@ -111,8 +118,7 @@ def test_consumers_by_project_match_usages(tab: Page, server: str) -> None:
 def test_explain_and_fit_forms(tab: Page, server: str) -> None:
     query = "resources=VCPU:8,MEMORY_MB:16384&required=HW_CPU_X86_AVX2"
     with api_client(server) as api:
-        explained = api.get("/berth/explain/allocation_candidates?"
-                            + query).json()
+        explained = api.get("/berth/explain/allocation_candidates?" + query).json()
         fitted = api.get("/berth/fit?" + query).json()
     page = tab.go("/dashboard/explain")
     page.fill("#q", query)
@@ -143,8 +149,7 @@ def test_form_errors_are_one_line(tab: Page) -> None:
     page.wait_for_load_state()
     line = page.inner_text("#error")
     # Two unknown parameters: the first is named, with the nearest name.
-    assert line == ("unknown query parameter 'limt' (did you mean "
-                    "limit?)")
+    assert line == ("unknown query parameter 'limt' (did you mean limit?)")
     assert page.locator("#error").bounding_box()["height"] < 50  # one line
     page.fill("#q", "resources=NOT_A_CLASS:1")
     page.click("form.query button")
@@ -159,18 +164,17 @@ def test_names_units_and_disabled_hosts(tab: Page) -> None:
     page = tab.go("/dashboard")
     memory = page.inner_text("#cloud tr[data-class=MEMORY_MB] .capacity")
     assert memory == "2.98 TiB"
-    assert page.get_attribute("#cloud tr[data-class=MEMORY_MB] .capacity",
-                              "title") == "3,121,152 MB"
+    assert (
+        page.get_attribute("#cloud tr[data-class=MEMORY_MB] .capacity", "title") == "3,121,152 MB"
+    )
     disabled = page.locator("#fullest tr.disabled")
     assert disabled.count() == 1
     assert "compute-%02d-numa" % w.DISABLED in disabled.inner_text()
     assert disabled.locator(".tag.disabled").is_visible()
-    aggregate = page.inner_text('#aggregates tr[data-aggregate="%s"] a'
-                                % w.AGG)
+    aggregate = page.inner_text('#aggregates tr[data-aggregate="%s"] a' % w.AGG)
     assert aggregate == "compute-01, compute-02, compute-03 and 6 more"
     page = tab.go("/dashboard/providers")
-    roots = page.locator("article.tree").evaluate_all(
-        "els => els.map(e => e.dataset.name)")
+    roots = page.locator("article.tree").evaluate_all("els => els.map(e => e.dataset.name)")
     assert roots == ["compute-%02d" % h for h in range(1, 21)]
     host = page.locator("article.tree.disabled")
     assert host.count() == 1
@@ -190,14 +194,17 @@ def test_names_units_and_disabled_hosts(tab: Page) -> None:
 
 
 #: Every page, as an operator opens it.
-PAGES = ("/dashboard", "/dashboard/providers",
-         "/dashboard/providers?by=aggregate&q=" + w.AGG,
-         "/dashboard/consumers", "/dashboard/consumers?view=project",
-         "/dashboard/explain?q=resources%3DVCPU%3A8%2CMEMORY_MB%3A16384"
-         "%26required%3DHW_CPU_X86_AVX2",
-         "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096",
-         "/dashboard/first?q=resources%3DVCPU%3A4%26limit%3D20&order=spread"
-         "&prefer=COMPUTE_STATUS_DISABLED%3A-10")
+PAGES = (
+    "/dashboard",
+    "/dashboard/providers",
+    "/dashboard/providers?by=aggregate&q=" + w.AGG,
+    "/dashboard/consumers",
+    "/dashboard/consumers?view=project",
+    "/dashboard/explain?q=resources%3DVCPU%3A8%2CMEMORY_MB%3A16384%26required%3DHW_CPU_X86_AVX2",
+    "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096",
+    "/dashboard/first?q=resources%3DVCPU%3A4%26limit%3D20&order=spread"
+    "&prefer=COMPUTE_STATUS_DISABLED%3A-10",
+)
 
 #: Cells, numbers and the page itself wider than their box (clipped or
 #: sticking out): what an 800 px window must not show.
@@ -239,12 +246,11 @@ def test_every_page_fits_800_px(chromium: Any, server: str) -> None:
         context.close()
 
 
-def test_browser_routes_answer_html_error_pages(tab: Page,
-                                                server: str) -> None:
+def test_browser_routes_answer_html_error_pages(tab: Page, server: str) -> None:
     for path, status, line in (
-            ("/dashboard/nope", 404,
-             "There is no dashboard page at /dashboard/nope."),
-            ("/dashboard?page=abc", 400, "page must be a positive integer")):
+        ("/dashboard/nope", 404, "There is no dashboard page at /dashboard/nope."),
+        ("/dashboard?page=abc", 400, "page must be a positive integer"),
+    ):
         response = tab.page.goto(server + path)
         assert response.status == status
         assert response.headers["content-type"].startswith("text/html")
@@ -253,12 +259,13 @@ def test_browser_routes_answer_html_error_pages(tab: Page,
         assert page.inner_text("#error") == line
         # The dashboard's look: its header and stylesheet.
         assert page.locator("header nav a").count() == 6
-        assert page.evaluate("getComputedStyle(document.querySelector("
-                             "'header')).backgroundColor") == "rgb(31, 43, 61)"
+        assert (
+            page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor")
+            == "rgb(31, 43, 61)"
+        )
     tab.shot("error")
     # The two refusals were meant; nothing else failed.
-    assert [e.split(" ")[0] for e in tab.errors if e[:1].isdigit()] == [
-        "404", "400"]
+    assert [e.split(" ")[0] for e in tab.errors if e[:1].isdigit()] == ["404", "400"]
     tab.errors.clear()
     with api_client(server) as api:
         resp = api.get("/dashboard/nope")
@@ -275,20 +282,20 @@ def test_first_hosts_form(tab: Page, server: str) -> None:
     page.wait_for_load_state()
     rows = page.locator("#first-hosts tbody tr[data-uuid]")
     with api_client(server) as api:
-        body = api.get("/berth/allocation_candidates?%s&order=pack"
-                       % query).json()
+        body = api.get("/berth/allocation_candidates?%s&order=pack" % query).json()
     summaries = body["provider_summaries"]
-    roots = list(dict.fromkeys(
-        summaries[next(iter(r["allocations"]))]["root_provider_uuid"]
-        for r in body["allocation_requests"]))
+    roots = list(
+        dict.fromkeys(
+            summaries[next(iter(r["allocations"]))]["root_provider_uuid"]
+            for r in body["allocation_requests"]
+        )
+    )
     # Ties are drawn per request: the same number of hosts, best first.
     assert rows.count() == len(roots) > 0
-    scores = [float(x) for x in page.locator(
-        "#first-hosts td.score").all_inner_texts()]
+    scores = [float(x) for x in page.locator("#first-hosts td.score").all_inner_texts()]
     assert scores == sorted(scores, reverse=True)
     assert len(scores) == rows.count()
-    assert "random order drawn afresh for every request" in page.inner_text(
-        "#ties")
+    assert "random order drawn afresh for every request" in page.inner_text("#ties")
     assert page.locator("#order").input_value() == "pack"
     tab.shot("first")
     page.fill("#weights", "VCPU")
@@ -312,9 +319,13 @@ WATCH = """() => {
 
 
 def claim(server: str, vcpu: int) -> None:
-    body = {"allocations": {w.rp_uuid(20, 1): {"resources": {"VCPU": vcpu}}},
-            "project_id": "p", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"}
+    body = {
+        "allocations": {w.rp_uuid(20, 1): {"resources": {"VCPU": vcpu}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
     with api_client(server) as api:
         resp = api.put("/allocations/%s" % uuid.uuid4(), json=body)
         assert resp.status_code == 204, resp.text
@@ -333,14 +344,15 @@ def refused(tab: Page, status: int) -> None:
     request a reload cut short fails)."""
     assert tab.errors
     for e in tab.errors:
-        assert e.startswith("%d " % status) or (
-            "status of %d" % status in e) or (
-            e.startswith("request failed: ") and "/dashboard/changes?" in e), e
+        assert (
+            e.startswith("%d " % status)
+            or ("status of %d" % status in e)
+            or (e.startswith("request failed: ") and "/dashboard/changes?" in e)
+        ), e
     tab.errors.clear()
 
 
-def test_live_refresh_reads_the_feed_and_rerenders_what_changed(
-        tab: Page, server: str) -> None:
+def test_live_refresh_reads_the_feed_and_rerenders_what_changed(tab: Page, server: str) -> None:
     page = tab.go("/dashboard")
     urls = asked(page)
     page.evaluate(WATCH)
@@ -348,16 +360,13 @@ def test_live_refresh_reads_the_feed_and_rerenders_what_changed(
     seq = number(page, "#seq")
     shown = page.evaluate("document.body.dataset.position")
     # Nothing changed: a feed request (every 5 s), no re-render.
-    with page.expect_response(lambda r: "/dashboard/changes?" in r.url,
-                              timeout=15000) as quiet:
+    with page.expect_response(lambda r: "/dashboard/changes?" in r.url, timeout=15000) as quiet:
         pass
     assert quiet.value.status == 200 and quiet.value.json()["events"] == []
-    assert "after=%s&limit=50&kind=" % shown.replace(":", "%3A") in \
-        quiet.value.url
+    assert "after=%s&limit=50&kind=" % shown.replace(":", "%3A") in quiet.value.url
     page.wait_for_timeout(500)
     assert page.evaluate("window.rerendered") == 0
-    assert page.evaluate("document.getElementById('cloud').dataset.old") \
-        == "1"
+    assert page.evaluate("document.getElementById('cloud').dataset.old") == "1"
     claim(server, 3)
     page.wait_for_function("() => window.rerendered > 0", timeout=20000)
     assert value(page, "#cloud tr[data-class=VCPU] .used") == before + 3
@@ -371,24 +380,26 @@ def test_live_refresh_reads_the_feed_and_rerenders_what_changed(
     assert len([u for u in urls if "/dashboard/changes?" in u]) >= 2
     assert not any(u.endswith("/dashboard/seq") for u in urls)
     # One page fetch: the re-render after the write.
-    assert [u for u in urls if u.endswith("/dashboard")] == [
-        server + "/dashboard"]
+    assert [u for u in urls if u.endswith("/dashboard")] == [server + "/dashboard"]
 
 
-def test_live_refresh_without_the_feed_polls_the_sequence(
-        tab: Page, server: str) -> None:
+def test_live_refresh_without_the_feed_polls_the_sequence(tab: Page, server: str) -> None:
     """A user who may see the dashboard but not the feed (403): the page
     polls /dashboard/seq instead, as it did before the feed, and
     re-renders on a change."""
-    tab.page.route("**/dashboard/changes?**", lambda route: route.fulfill(
-        status=403, content_type="application/json",
-        body='{"errors": [{"status": 403, "title": "Forbidden"}]}'))
+    tab.page.route(
+        "**/dashboard/changes?**",
+        lambda route: route.fulfill(
+            status=403,
+            content_type="application/json",
+            body='{"errors": [{"status": 403, "title": "Forbidden"}]}',
+        ),
+    )
     page = tab.go("/dashboard")
     urls = asked(page)
     page.evaluate(WATCH)
     before = value(page, "#cloud tr[data-class=VCPU] .used")
-    with page.expect_request(lambda r: r.url.endswith("/dashboard/seq"),
-                             timeout=20000):
+    with page.expect_request(lambda r: r.url.endswith("/dashboard/seq"), timeout=20000):
         pass
     claim(server, 2)
     page.wait_for_function("() => window.rerendered > 0", timeout=20000)
@@ -399,15 +410,18 @@ def test_live_refresh_without_the_feed_polls_the_sequence(
     refused(tab, 403)
 
 
-def test_live_refresh_reloads_when_the_position_is_too_old(
-        tab: Page) -> None:
-    tab.page.route("**/dashboard/changes?**", lambda route: route.fulfill(
-        status=410, content_type="application/json",
-        body='{"errors": [{"status": 410, "title": "Gone"}]}'))
+def test_live_refresh_reloads_when_the_position_is_too_old(tab: Page) -> None:
+    tab.page.route(
+        "**/dashboard/changes?**",
+        lambda route: route.fulfill(
+            status=410,
+            content_type="application/json",
+            body='{"errors": [{"status": 410, "title": "Gone"}]}',
+        ),
+    )
     page = tab.go("/dashboard")
     page.evaluate(WATCH)
-    page.wait_for_function("() => window.kept === undefined",
-                           timeout=20000)
+    page.wait_for_function("() => window.kept === undefined", timeout=20000)
     page.unroute("**/dashboard/changes?**")
     page.wait_for_load_state()
     assert page.title() == "Overview · Berth"

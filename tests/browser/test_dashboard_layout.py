@@ -63,8 +63,7 @@ CLIPPED = """() => {
 
 @pytest.fixture(params=WIDTHS, ids=lambda px: "%dpx" % px)
 def sized(request: Any, chromium: Any, server: str) -> Iterator[Page]:
-    context = chromium.new_context(
-        viewport={"width": request.param, "height": 900})
+    context = chromium.new_context(viewport={"width": request.param, "height": 900})
     tab = Page(context.new_page(), server)
     yield tab
     context.close()
@@ -81,11 +80,8 @@ def test_no_figure_overlaps_its_bar(sized: Page) -> None:
 
 
 def test_form_fields_show_their_placeholder(sized: Page) -> None:
-    for path in ("/dashboard/first", "/dashboard/explain",
-                 "/dashboard/providers"):
+    for path in ("/dashboard/first", "/dashboard/explain", "/dashboard/providers"):
         page = sized.go(path)
         assert page.evaluate(CLIPPED) == [], path
     page = sized.go("/dashboard/first")
-    assert page.get_attribute("#prefer", "placeholder") \
-        == "COMPUTE_STATUS_DISABLED:-10"
-
+    assert page.get_attribute("#prefer", "placeholder") == "COMPUTE_STATUS_DISABLED:-10"

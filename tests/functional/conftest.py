@@ -76,27 +76,43 @@ def skip_sqlite(backend: str) -> None:
 
 # -- test_allocation_candidate_cache_concurrency.py ---------------------------
 @pytest.fixture(params=[2, 8], ids=["2-workers", "8-workers"])
-def cache_servers(db_url: str, tmp_path: Path, request: pytest.FixtureRequest
-            ) -> Iterator[list[str]]:
+def cache_servers(
+    db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[list[str]]:
     engine = create_engine(db_url)
     reset(engine)
     engine.dispose()
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    "[berth]\nrequest_log = false\n" % db_url)
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = %s\n"
+        "[berth]\nrequest_log = false\n" % db_url
+    )
     berth = Path(sys.executable).with_name("berth")
     procs, urls = [], []
     try:
         for n in range(2):
             port = free_port()
             with open(tmp_path / ("server%d.log" % n), "wb") as log:
-                procs.append(subprocess.Popen(
-                    [str(berth), "serve", "--config-file", str(conf),
-                     "--host", "127.0.0.1", "--port", str(port),
-                     "--workers", str(request.param)],
-                    stdout=subprocess.DEVNULL, stderr=log,
-                    start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(berth),
+                            "serve",
+                            "--config-file",
+                            str(conf),
+                            "--host",
+                            "127.0.0.1",
+                            "--port",
+                            str(port),
+                            "--workers",
+                            str(request.param),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=log,
+                        start_new_session=True,
+                    )
+                )
             urls.append("http://127.0.0.1:%d" % port)
             wait_ready(urls[-1], procs[-1])
         yield urls
@@ -112,16 +128,31 @@ def claim_server(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Database]]:
     engine = create_engine(db_url)
     reset(engine)
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    "[berth]\nrequest_log = false\n" % db_url)
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = %s\n"
+        "[berth]\nrequest_log = false\n" % db_url
+    )
     port = free_port()
     berth = Path(sys.executable).with_name("berth")
     with open(tmp_path / "server.log", "wb") as log:
         proc = subprocess.Popen(
-            [str(berth), "serve", "--config-file", str(conf), "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "2"],
-            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+            [
+                str(berth),
+                "serve",
+                "--config-file",
+                str(conf),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
     url = "http://127.0.0.1:%d" % port
     try:
         wait_ready(url, proc)
@@ -145,9 +176,11 @@ def policy_conf(tmp_path: Path) -> dict[str, str]:
     that overrides one rule with its default and another with a change."""
     (tmp_path / "policy.yaml").write_text(
         '"placement:resource_providers:list": "rule:admin_or_service_api"\n'
-        '"placement:usages": "role:admin"\n')
+        '"placement:usages": "role:admin"\n'
+    )
     (tmp_path / "placement.conf").write_text(
-        "[oslo_policy]\npolicy_file = %s\n" % (tmp_path / "policy.yaml"))
+        "[oslo_policy]\npolicy_file = %s\n" % (tmp_path / "policy.yaml")
+    )
     return {"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)}
 
 
@@ -161,9 +194,11 @@ def seeded(app: Any, client: Client) -> Client:
 @pytest.fixture
 def browser(app: Any) -> Iterator[httpx.Client]:
     """What a browser sends: no token, no microversion, asks for HTML."""
-    with httpx.Client(transport=httpx.WSGITransport(app=app),
-                      base_url="http://placement.test",
-                      headers={"accept": "text/html"}) as c:
+    with httpx.Client(
+        transport=httpx.WSGITransport(app=app),
+        base_url="http://placement.test",
+        headers={"accept": "text/html"},
+    ) as c:
         yield c
 
 
@@ -183,8 +218,10 @@ def server_db(db_url: str) -> Iterator[Database]:
 @pytest.fixture
 def mysql_db(db: Database) -> Database:
     if db.backend != "mysql":
-        pytest.skip("whole-transaction rollback on deadlock is MySQL/MariaDB "
-                    "behaviour; PostgreSQL keeps the savepoint")
+        pytest.skip(
+            "whole-transaction rollback on deadlock is MySQL/MariaDB "
+            "behaviour; PostgreSQL keeps the savepoint"
+        )
     return db
 
 
@@ -206,6 +243,7 @@ def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[
         url, drop = _server_db(kind, str(tmp_path))
         drops.append(drop)
         return url
+
     yield make
     for drop in drops:
         drop()
@@ -220,20 +258,26 @@ def cli_world(tmp_path: Path) -> Callable[..., str]:
     from berth import conf as berth_conf
     from berth.cli import main
     from berth.direct import PlacementDirect
+
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
-                    "connection = sqlite:///%s\n" % (tmp_path / "p.sqlite"))
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\n"
+        "connection = sqlite:///%s\n" % (tmp_path / "p.sqlite")
+    )
     assert main(["db", "sync", "--config-file", str(conf)]) == 0
-    with PlacementDirect(berth_conf.load(["--config-file", str(conf)]),
-                         microversion="latest") as http:
+    with PlacementDirect(
+        berth_conf.load(["--config-file", str(conf)]), microversion="latest"
+    ) as http:
         for n in (1, 2):
-            http.post("/resource_providers",
-                      json={"name": "h%d" % n, "uuid": numbered_uuid(n)})
-            http.put("/resource_providers/%s/inventories" % numbered_uuid(n), json={
-                "resource_provider_generation": 0,
-                "inventories": {"VCPU": {"total": 4}}})
-            http.put("/resource_providers/%s/aggregates" % numbered_uuid(n), json={
-                "resource_provider_generation": 1, "aggregates": [AGG]})
+            http.post("/resource_providers", json={"name": "h%d" % n, "uuid": numbered_uuid(n)})
+            http.put(
+                "/resource_providers/%s/inventories" % numbered_uuid(n),
+                json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}},
+            )
+            http.put(
+                "/resource_providers/%s/aggregates" % numbered_uuid(n),
+                json={"resource_provider_generation": 1, "aggregates": [AGG]},
+            )
 
     def run(*args: str) -> str:
         try:
@@ -241,6 +285,7 @@ def cli_world(tmp_path: Path) -> Callable[..., str]:
         except SystemExit as exc:
             return str(exc.code)
         return ""
+
     return run
 
 
@@ -294,8 +339,9 @@ def root_logging() -> Iterator[None]:
     """Put the root logger (pytest's handlers) back after ``logs.setup``."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level
-              for name in ("berth.request", "alembic", "sqlalchemy")}
+    levels = {
+        name: logging.getLogger(name).level for name in ("berth.request", "alembic", "sqlalchemy")
+    }
     yield
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -336,11 +382,30 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-         "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
-         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60)
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -362,19 +427,27 @@ def campaign_world(client):
     custom class and trait, and a consumer holding one VCPU."""
     c = client.at("latest")
     rp = str(uuid.uuid4())
-    assert c.post("/resource_providers",
-                  json={"name": "root", "uuid": rp}).status_code == 200
+    assert c.post("/resource_providers", json={"name": "root", "uuid": rp}).status_code == 200
     assert c.put("/resource_classes/CUSTOM_CAMPAIGN").status_code == 201
     assert c.put("/traits/CUSTOM_CAMPAIGN").status_code == 201
-    r = c.put(cm._RP % rp + "/inventories", json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": cm._inv(), "MEMORY_MB": cm._inv(4096),
-                        "DISK_GB": cm._inv(100)}})
+    r = c.put(
+        cm._RP % rp + "/inventories",
+        json={
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": cm._inv(), "MEMORY_MB": cm._inv(4096), "DISK_GB": cm._inv(100)},
+        },
+    )
     assert r.status_code == 200, r.text
-    r = c.put("/allocations/%s" % CONSUMER, json={
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "project_id": "proj", "user_id": "user",
-        "consumer_generation": None, "consumer_type": "INSTANCE"})
+    r = c.put(
+        "/allocations/%s" % CONSUMER,
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "proj",
+            "user_id": "user",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert r.status_code == 204, r.text
     return cm.Ctx(client, rp, CONSUMER)
 
@@ -396,10 +469,14 @@ SLOTS = (901, 902, 903)
 def before_slots(db: Database) -> Iterator[dict[int, int]]:
     """The position before the hand-made slots, which are removed after
     the test."""
+
     def clean(conn: Connection) -> None:
-        for table, column in ((t.berth_events, t.berth_events.c.slot),
-                              (t.berth_state, t.berth_state.c.id)):
+        for table, column in (
+            (t.berth_events, t.berth_events.c.slot),
+            (t.berth_state, t.berth_state.c.id),
+        ):
             conn.execute(table.delete().where(column.in_(SLOTS)))
+
     db.run(clean)
     yield db.read(lambda conn: events.marks(conn)[0])
     db.run(clean)
@@ -426,75 +503,106 @@ class Backend:
                 conn.execute(sa.text("CREATE DATABASE " + quote % self.name))
         except sa.exc.OperationalError as exc:
             pytest.skip("%s not reachable: %s" % (kind, exc.orig))
-        self.url = sa.engine.make_url(admin).set(
-            database=self.name).render_as_string(hide_password=False)
+        self.url = (
+            sa.engine.make_url(admin).set(database=self.name).render_as_string(hide_password=False)
+        )
         self.server = sa.engine.make_url(admin)
 
     def _client(self, tool: str) -> list[str]:
         u = self.server
-        return [tool, "-h", u.host or "127.0.0.1", "-P" if self.kind == "mysql"
-                else "-p", str(u.port or (3306 if self.kind == "mysql"
-                                          else 5432)),
-                "-u" if self.kind == "mysql" else "-U", u.username or ""]
+        return [
+            tool,
+            "-h",
+            u.host or "127.0.0.1",
+            "-P" if self.kind == "mysql" else "-p",
+            str(u.port or (3306 if self.kind == "mysql" else 5432)),
+            "-u" if self.kind == "mysql" else "-U",
+            u.username or "",
+        ]
 
     def backup(self) -> None:
         if self.kind == "sqlite":
             # The online backup API: a consistent copy of a live WAL
             # database (a plain cp may miss what the -wal file holds).
-            with sqlite3.connect(self.path) as src, \
-                    sqlite3.connect(self.dump) as dst:
+            with sqlite3.connect(self.path) as src, sqlite3.connect(self.dump) as dst:
                 src.backup(dst)
         elif self.kind == "postgresql":
-            subprocess.run([*self._client("pg_dump"), "-Fc", "-f",
-                            str(self.dump), self.name], check=True,
-                           capture_output=True, timeout=120)
+            subprocess.run(
+                [*self._client("pg_dump"), "-Fc", "-f", str(self.dump), self.name],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
         else:
             with self.dump.open("wb") as out:
-                subprocess.run([*self._client("mariadb-dump"),
-                                "--single-transaction", "--routines",
-                                "--triggers", "--hex-blob", self.name],
-                               check=True, stdout=out,
-                               stderr=subprocess.PIPE, timeout=120)
+                subprocess.run(
+                    [
+                        *self._client("mariadb-dump"),
+                        "--single-transaction",
+                        "--routines",
+                        "--triggers",
+                        "--hex-blob",
+                        self.name,
+                    ],
+                    check=True,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    timeout=120,
+                )
 
     def restore(self) -> None:
         if self.kind == "sqlite":
             # The backup API the other way: the live file's pages are
             # replaced in place (through its WAL), so connections the
             # server holds open see the restored database.
-            with sqlite3.connect(self.dump) as src, \
-                    sqlite3.connect(self.path) as dst:
+            with sqlite3.connect(self.dump) as src, sqlite3.connect(self.path) as dst:
                 src.backup(dst)
         elif self.kind == "postgresql":
-            subprocess.run([*self._client("pg_restore"), "--clean",
-                            "--if-exists", "--single-transaction",
-                            "--no-owner", "-d", self.name, str(self.dump)],
-                           check=True, capture_output=True, timeout=120)
+            subprocess.run(
+                [
+                    *self._client("pg_restore"),
+                    "--clean",
+                    "--if-exists",
+                    "--single-transaction",
+                    "--no-owner",
+                    "-d",
+                    self.name,
+                    str(self.dump),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
         else:
             with self.dump.open("rb") as dump:
-                subprocess.run([*self._client("mariadb"), self.name],
-                               check=True, stdin=dump, capture_output=True,
-                               timeout=120)
+                subprocess.run(
+                    [*self._client("mariadb"), self.name],
+                    check=True,
+                    stdin=dump,
+                    capture_output=True,
+                    timeout=120,
+                )
 
     def drop(self) -> None:
         if self.kind == "sqlite":
             return
         with self.admin.connect() as conn:
             if self.kind == "postgresql":
-                conn.execute(sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :n AND pid <> pg_backend_pid()"),
-                    {"n": self.name})
-                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"'
-                                     % self.name))
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :n AND pid <> pg_backend_pid()"
+                    ),
+                    {"n": self.name},
+                )
+                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"' % self.name))
             else:
-                conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`"
-                                     % self.name))
+                conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`" % self.name))
         self.admin.dispose()
 
 
 @pytest.fixture(params=BACKENDS)
-def backup_backend(request: pytest.FixtureRequest,
-            tmp_path: Path) -> Iterator[Backend]:
+def backup_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     found = Backend(request.param, tmp_path)
     yield found
     found.drop()
@@ -506,9 +614,11 @@ RP = str(uuid.uuid4())
 
 def snapshot(db):
     def read(conn):
-        return {table.name: sorted(map(tuple, conn.execute(
-            sa.select(table)).all()), key=repr)
-            for table in t.metadata.sorted_tables}
+        return {
+            table.name: sorted(map(tuple, conn.execute(sa.select(table)).all()), key=repr)
+            for table in t.metadata.sorted_tables
+        }
+
     return db.read(read)
 
 
@@ -516,8 +626,7 @@ def snapshot(db):
 def hostile_world(client, db):
     r = client.post("/resource_providers", json={"name": "rp", "uuid": RP})
     assert r.status_code == 200, r.text
-    inv = {"resource_provider_generation": 0,
-           "inventories": {"VCPU": {"total": 8}}}
+    inv = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}}
     r = client.put("/resource_providers/%s/inventories" % RP, json=inv)
     assert r.status_code == 200, r.text
     return snapshot(db)
@@ -551,8 +660,8 @@ NEEDS_THIN = pytest.mark.skipif(
     not db_connection.THIN,
     reason="SQLAlchemy %s is not a release berth.db.connection's shortcuts "
     "were checked against (VERIFIED): they are off, and every statement "
-    "runs SQLAlchemy's public way (test_db_connection_fallback.py)"
-    % sa.__version__)
+    "runs SQLAlchemy's public way (test_db_connection_fallback.py)" % sa.__version__,
+)
 
 
 META = sa.MetaData()
@@ -561,23 +670,46 @@ META = sa.MetaData()
 # A table of this test's own, with the types whose values the database
 # and SQLAlchemy's result processors shape (and NULLs of each).
 PROBE = sa.Table(
-    "berth_thin_probe", META,
+    "berth_thin_probe",
+    META,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("name", sa.String(50), nullable=False),
     sa.Column("flag", sa.Boolean, nullable=True),
     sa.Column("amount", sa.Numeric(10, 2), nullable=True),
     sa.Column("ratio", sa.Float, nullable=True),
     sa.Column("at", sa.DateTime, nullable=True),
-    sa.Column("note", sa.String(50), nullable=True))
+    sa.Column("note", sa.String(50), nullable=True),
+)
 
 
 ROWS = [
-    {"id": 1, "name": "one", "flag": True, "amount": decimal.Decimal("1.50"),
-     "ratio": 1.5, "at": dt.datetime(2026, 12, 4, 1, 2, 3), "note": None},
-    {"id": 2, "name": "two", "flag": False, "amount": decimal.Decimal("0.00"),
-     "ratio": 16.0, "at": dt.datetime(2000, 1, 1), "note": "n"},
-    {"id": 3, "name": "three", "flag": None, "amount": None, "ratio": None,
-     "at": None, "note": None},
+    {
+        "id": 1,
+        "name": "one",
+        "flag": True,
+        "amount": decimal.Decimal("1.50"),
+        "ratio": 1.5,
+        "at": dt.datetime(2026, 12, 4, 1, 2, 3),
+        "note": None,
+    },
+    {
+        "id": 2,
+        "name": "two",
+        "flag": False,
+        "amount": decimal.Decimal("0.00"),
+        "ratio": 16.0,
+        "at": dt.datetime(2000, 1, 1),
+        "note": "n",
+    },
+    {
+        "id": 3,
+        "name": "three",
+        "flag": None,
+        "amount": None,
+        "ratio": None,
+        "at": None,
+        "note": None,
+    },
 ]
 
 
@@ -585,10 +717,20 @@ def probe_select() -> sa.Select[Any]:
     """The statement the tests run; built once per test and reused, as a
     module's prebuilt statement is (or per call, for the normal path: a
     statement's first run is always SQLAlchemy's)."""
-    return (sa.select(PROBE.c.id, PROBE.c.name, PROBE.c.flag,
-                      PROBE.c.amount, PROBE.c.ratio, PROBE.c.at,
-                      PROBE.c.note, (PROBE.c.id * 2).label("twice"))
-            .where(PROBE.c.id >= sa.bindparam("low")).order_by(PROBE.c.id))
+    return (
+        sa.select(
+            PROBE.c.id,
+            PROBE.c.name,
+            PROBE.c.flag,
+            PROBE.c.amount,
+            PROBE.c.ratio,
+            PROBE.c.at,
+            PROBE.c.note,
+            (PROBE.c.id * 2).label("twice"),
+        )
+        .where(PROBE.c.id >= sa.bindparam("low"))
+        .order_by(PROBE.c.id)
+    )
 
 
 @pytest.fixture
@@ -603,8 +745,9 @@ def probe(db: Database) -> Iterator[sa.Table]:
         PROBE.drop(db.engine, checkfirst=True)
 
 
-def spy_contexts(db: Database, monkeypatch: pytest.MonkeyPatch,
-                 hook: str, position: int) -> list[Any]:
+def spy_contexts(
+    db: Database, monkeypatch: pytest.MonkeyPatch, hook: str, position: int
+) -> list[Any]:
     """What SQLAlchemy builds an execution context for, from now on
     (what a thin run does without): argument ``position`` of each call
     of the context class's constructor ``hook``."""
@@ -645,15 +788,16 @@ FORMS: dict[str, Callable[[Any], Any]] = {
     "scalars_of_a_column": lambda r: r.scalars(5).all(),
     "mappings": lambda r: [dict(m) for m in r.mappings()],
     "iteration": lambda r: [tuple(row) for row in r],
-    "by_name": lambda r: [(row.name, row.twice, row.at, row._mapping["flag"],
-                           row._mapping[PROBE.c.amount]) for row in r],
+    "by_name": lambda r: [
+        (row.name, row.twice, row.at, row._mapping["flag"], row._mapping[PROBE.c.amount])
+        for row in r
+    ],
     "keys": lambda r: list(r.keys()),
     "types": lambda r: [[type(value) for value in row] for row in r],
 }
 
 
-def losing_the_first(db: Database, run: Callable[[Any], Any]
-                     ) -> tuple[Any, int]:
+def losing_the_first(db: Database, run: Callable[[Any], Any]) -> tuple[Any, int]:
     """What ``run(conn)`` in ``db.read`` returned, its first attempt's
     connection closed under it, and how many attempts it took."""
     attempts: list[int] = []
@@ -690,9 +834,11 @@ BULK_QUERIES = [
     "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10",
     "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10&required=HW_CPU_X86_AVX2,!CUSTOM_FAST",
     "resources=VCPU:1,DISK_GB:500&member_of=" + bench_world.uid("share-1"),
-    ("resources=DISK_GB:10&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
-     "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
-     "&same_subtree=_CPU,_NIC&group_policy=isolate"),
+    (
+        "resources=DISK_GB:10&resources_CPU=VCPU:2,MEMORY_MB:2048&required_CPU=HW_NUMA_ROOT"
+        "&resources_NIC=SRIOV_NET_VF:1&required_NIC=CUSTOM_PHYSNET_A"
+        "&same_subtree=_CPU,_NIC&group_policy=isolate"
+    ),
 ]
 
 
@@ -703,8 +849,7 @@ def dump(client: Client, world: bench_world.World) -> dict[str, Any]:
     out["providers"] = sorted(rps, key=lambda p: p["uuid"])
     for p in out["providers"]:
         base = "/resource_providers/%s" % p["uuid"]
-        for part in ("inventories", "traits", "aggregates", "usages",
-                     "allocations"):
+        for part in ("inventories", "traits", "aggregates", "usages", "allocations"):
             out[base + "/" + part] = client.get(base + "/" + part).json()
     for a in world.allocations:
         path = "/allocations/%s" % a.consumer
@@ -714,8 +859,7 @@ def dump(client: Client, world: bench_world.World) -> dict[str, Any]:
         out[path] = client.get(path).json()
     for q in BULK_QUERIES:
         out[q] = client.get("/allocation_candidates?" + q).json()
-    for q in ("resources=VCPU:8", "required=CUSTOM_FAST",
-              "member_of=" + bench_world.uid("agg-3")):
+    for q in ("resources=VCPU:8", "required=CUSTOM_FAST", "member_of=" + bench_world.uid("agg-3")):
         out["rp?" + q] = client.get("/resource_providers?" + q).json()
     return out
 
@@ -726,9 +870,13 @@ def bulk_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine = create_engine("sqlite:///%s" % path)
     setup.prepare(engine)
     with Client(create_app(make_conf(), Database(engine))) as client:
-        world = bench_world.build("http://placement.test", hosts=HOSTS,
-                                allocations=ALLOCATIONS, threads=1,
-                                transport=client._transport)
+        world = bench_world.build(
+            "http://placement.test",
+            hosts=HOSTS,
+            allocations=ALLOCATIONS,
+            threads=1,
+            transport=client._transport,
+        )
         answers = dump(client, world)
     engine.dispose()
     return answers
@@ -747,12 +895,12 @@ class Placement:
         self.conf_file = tmp_path / "placement.conf"
         self.conf_file.write_text(
             "[api]\nauth_strategy = noauth2\n[placement_database]\n"
-            "connection = sqlite:///%s\n" % self.path)
+            "connection = sqlite:///%s\n" % self.path
+        )
         engine = create_engine("sqlite:///%s" % self.path)
         setup.prepare(engine)
         self.db = Database(engine)
-        self.workers = [Client(create_app(make_conf(), self.db))
-                        for _ in range(2)]
+        self.workers = [Client(create_app(make_conf(), self.db)) for _ in range(2)]
 
     @property
     def args(self) -> list[str]:
@@ -766,11 +914,16 @@ class Placement:
     def provider(self, name: str) -> str:
         uuid = str(uuidlib.uuid4())
         client = self.workers[0]
-        assert client.post("/resource_providers", json={
-            "name": name, "uuid": uuid}).status_code == 200
-        assert client.put("/resource_providers/%s/inventories" % uuid, json={
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": 8}}}).status_code == 200
+        assert (
+            client.post("/resource_providers", json={"name": name, "uuid": uuid}).status_code == 200
+        )
+        assert (
+            client.put(
+                "/resource_providers/%s/inventories" % uuid,
+                json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+            ).status_code
+            == 200
+        )
         return uuid
 
     def candidates(self) -> list[set[str]]:
@@ -803,8 +956,19 @@ INSTALL_DOC = Path(__file__).resolve().parents[2] / "docs" / "install.md"
 
 #: Each backend's admin client, reading SQL on stdin, stopping at an error.
 GRANT_CLIENTS = {
-    "postgresql": ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                   "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres"],
+    "postgresql": [
+        "psql",
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+    ],
     "mysql": ["mariadb", "-h", "127.0.0.1", "-u", "root"],
 }
 
@@ -841,8 +1005,7 @@ def admin(kind: str, sql: str) -> None:
         if REQUIRE:
             pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
         pytest.skip(msg)
-    out = subprocess.run(client, input=sql, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(client, input=sql, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
 
 
@@ -854,8 +1017,7 @@ def reachable(kind: str) -> None:
         with engine.connect():
             pass
     except sa.exc.OperationalError as exc:
-        msg = "%s server not reachable (%s)" % (
-            kind, str(exc.orig).splitlines()[0])
+        msg = "%s server not reachable (%s)" % (kind, str(exc.orig).splitlines()[0])
         if REQUIRE:
             pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
         pytest.skip(msg)
@@ -875,13 +1037,19 @@ def documented_grants(request: pytest.FixtureRequest) -> Iterator[tuple[str, str
         yield kind, name
     finally:
         if kind == "postgresql":
-            admin(kind, (
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE datname = '{name}';\nDROP DATABASE {name};\n"
-                f"DROP ROLE {name};\nDROP ROLE {name}_owner;\n"))
+            admin(
+                kind,
+                (
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE datname = '{name}';\nDROP DATABASE {name};\n"
+                    f"DROP ROLE {name};\nDROP ROLE {name}_owner;\n"
+                ),
+            )
         else:
-            admin(kind, f"DROP DATABASE {name};\nDROP USER '{name}'@'%';\n"
-                  f"DROP USER '{name}_owner'@'%';\n")
+            admin(
+                kind,
+                f"DROP DATABASE {name};\nDROP USER '{name}'@'%';\nDROP USER '{name}_owner'@'%';\n",
+            )
 
 
 # -- test_db_pg_rollback.py ---------------------------------------------------
@@ -889,9 +1057,11 @@ ROLLBACK_META = sa.MetaData()
 
 
 ROLLBACK_PROBE = sa.Table(
-    "berth_pg_rollback_probe", ROLLBACK_META,
+    "berth_pg_rollback_probe",
+    ROLLBACK_META,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("name", sa.String(50), nullable=False))
+    sa.Column("name", sa.String(50), nullable=False),
+)
 
 
 ROLLBACK_INSERT = ROLLBACK_PROBE.insert()
@@ -918,14 +1088,15 @@ def rollback_db(db_url: str) -> Iterator[Database]:
 
 # -- test_db_urls.py ----------------------------------------------------------
 #: Query arguments upstream deployments put on each backend's URL.
-URL_QUERY = {"sqlite": "charset=utf8",
-         "postgresql": "sslmode=prefer&connect_timeout=10",
-         "mysql": "charset=utf8&plugin=dbcounter"}
+URL_QUERY = {
+    "sqlite": "charset=utf8",
+    "postgresql": "sslmode=prefer&connect_timeout=10",
+    "mysql": "charset=utf8&plugin=dbcounter",
+}
 
 
 @pytest.fixture
-def url_database(request: pytest.FixtureRequest,
-             tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+def url_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     kind, driver = request.param
     if kind not in BACKENDS:
         pytest.skip("BERTH_TEST_DBS leaves out %s" % kind)
@@ -938,22 +1109,23 @@ def url_database(request: pytest.FixtureRequest,
     if kind == "postgresql":
         # Trust authentication ignores it; the commands must not print it.
         named = named.set(password="s3cret")
-    yield (named.render_as_string(hide_password=False) + "?" + URL_QUERY[kind],
-           kind, driver)
+    yield (named.render_as_string(hide_password=False) + "?" + URL_QUERY[kind], kind, driver)
     if drop is not None:
         drop()
 
 
 # -- test_serve.py ------------------------------------------------------------
-def start_berth(tmp_path: Path, *extra: str,
-          env: dict[str, str] | None = None) -> Server:
+def start_berth(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
     """``berth serve *extra`` in ``tmp_path``, its stderr in serve.log;
     ``env`` replaces the environment (default: this one, with the
     embedded database in ``tmp_path``)."""
     port = free_port()
     if env is None:
-        env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-               "OS_PLACEMENT_CONFIG_DIR": ""}
+        env = {
+            **os.environ,
+            "BERTH_DATA_DIR": str(tmp_path / "data"),
+            "OS_PLACEMENT_CONFIG_DIR": "",
+        }
     return serve(tmp_path, port, "--port", str(port), *extra, env=env)
 
 
@@ -1007,8 +1179,9 @@ def uwsgi_binary() -> Path:
 
 def _python_of_mod_wsgi() -> str:
     """The ``pythonX.Y`` Debian's mod_wsgi is linked with, or ''."""
-    out = subprocess.run(["ldd", str(APACHE_MODULES / "mod_wsgi.so")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["ldd", str(APACHE_MODULES / "mod_wsgi.so")], capture_output=True, text=True
+    )
     found = re.search(r"libpython(\d+\.\d+)", out.stdout)
     return "python" + found.group(1) if found else ""
 
@@ -1017,14 +1190,17 @@ def _python_of_mod_wsgi() -> str:
 def apache_venv() -> Path:
     """``.apache-venv``, checked to hold the Python mod_wsgi embeds."""
     if not APACHE.exists() or not (APACHE_MODULES / "mod_wsgi.so").exists():
-        missing("Apache httpd or Debian's mod_wsgi is not installed "
-                "(apt-get install apache2 libapache2-mod-wsgi-py3)")
+        missing(
+            "Apache httpd or Debian's mod_wsgi is not installed "
+            "(apt-get install apache2 libapache2-mod-wsgi-py3)"
+        )
     if not (APACHE_VENV / "bin" / "berth").exists():
         missing("no venv of Debian's python3 with Berth at %s" % APACHE_VENV)
     embedded = _python_of_mod_wsgi()
     assert embedded and (APACHE_VENV / "lib" / embedded).is_dir(), (
         "mod_wsgi embeds %s, but %s is not a venv of it: run "
-        "`bash .ci/deploy.sh` again" % (embedded or "no Python", APACHE_VENV))
+        "`bash .ci/deploy.sh` again" % (embedded or "no Python", APACHE_VENV)
+    )
     return APACHE_VENV
 
 

@@ -25,23 +25,31 @@ pytestmark = pytest.mark.stress
 
 THREADS = 6
 STEPS = 25
-HEADERS = {"x-auth-token": "admin", "accept": "application/json",
-           "openstack-api-version": "placement 1.39"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
 
 
 def _owner(urls: list[str], n: int, failures: list[str]) -> None:
     rnd = random.Random(n)
-    clients = [httpx.Client(base_url=u, headers=HEADERS, timeout=60)
-               for u in urls]
+    clients = [httpx.Client(base_url=u, headers=HEADERS, timeout=60) for u in urls]
     rp = str(uuidlib.uuid4())
     write = clients[n % 2]
     read = clients[1 - n % 2]
-    assert write.post("/resource_providers", json={
-        "name": "owner-%d" % n, "uuid": rp}).status_code == 200
+    assert (
+        write.post("/resource_providers", json={"name": "owner-%d" % n, "uuid": rp}).status_code
+        == 200
+    )
     total, generation = 64, 0
-    resp = write.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": generation,
-        "inventories": {"VCPU": {"total": total}}})
+    resp = write.put(
+        "/resource_providers/%s/inventories" % rp,
+        json={
+            "resource_provider_generation": generation,
+            "inventories": {"VCPU": {"total": total}},
+        },
+    )
     assert resp.status_code == 200, resp.text
     generation = resp.json()["resource_provider_generation"]
     held: dict[str, int] = {}
@@ -49,51 +57,57 @@ def _owner(urls: list[str], n: int, failures: list[str]) -> None:
         action = rnd.random()
         if (action < 0.5 or not held) and sum(held.values()) < 40:
             consumer, amount = str(uuidlib.uuid4()), rnd.randint(1, 3)
-            resp = write.put("/allocations/%s" % consumer, json={
-                "allocations": {rp: {"resources": {"VCPU": amount}}},
-                "project_id": "p", "user_id": "u",
-                "consumer_generation": None, "consumer_type": "INSTANCE"})
+            resp = write.put(
+                "/allocations/%s" % consumer,
+                json={
+                    "allocations": {rp: {"resources": {"VCPU": amount}}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                    "consumer_type": "INSTANCE",
+                },
+            )
             assert resp.status_code == 204, resp.text
             held[consumer] = amount
         elif action < 0.8 and held:
             consumer = rnd.choice(sorted(held))
-            assert write.delete("/allocations/%s" % consumer
-                                ).status_code == 204
+            assert write.delete("/allocations/%s" % consumer).status_code == 204
             del held[consumer]
         else:
-            generation = write.get("/resource_providers/%s" % rp
-                                   ).json()["generation"]
+            generation = write.get("/resource_providers/%s" % rp).json()["generation"]
             total = rnd.choice([48, 64, 80])
-            resp = write.put("/resource_providers/%s/inventories" % rp,
-                             json={"resource_provider_generation": generation,
-                                   "inventories": {"VCPU": {"total": total}}})
+            resp = write.put(
+                "/resource_providers/%s/inventories" % rp,
+                json={
+                    "resource_provider_generation": generation,
+                    "inventories": {"VCPU": {"total": total}},
+                },
+            )
             assert resp.status_code == 200, resp.text
         used = sum(held.values())
-        resp = read.get("/allocation_candidates?resources=VCPU:1&in_tree="
-                        + rp)
+        resp = read.get("/allocation_candidates?resources=VCPU:1&in_tree=" + rp)
         assert resp.status_code == 200, resp.text
-        seen = resp.json()["provider_summaries"].get(rp, {}).get(
-            "resources", {}).get("VCPU")
+        seen = resp.json()["provider_summaries"].get(rp, {}).get("resources", {}).get("VCPU")
         if seen != {"capacity": total, "used": used}:
-            failures.append("thread %d step %d: expected %s/%s, saw %s"
-                            % (n, step, used, total, seen))
+            failures.append(
+                "thread %d step %d: expected %s/%s, saw %s" % (n, step, used, total, seen)
+            )
         if total - used < 1:
             continue
         # The same query shape from every thread: each worker's candidate
         # memo must drop exactly the trees other threads' writes touched.
-        resp = read.get("/allocation_candidates?resources=VCPU:%d"
-                        % (total - used))
+        resp = read.get("/allocation_candidates?resources=VCPU:%d" % (total - used))
         assert resp.status_code == 200, resp.text
-        seen = resp.json()["provider_summaries"].get(rp, {}).get(
-            "resources", {}).get("VCPU")
+        seen = resp.json()["provider_summaries"].get(rp, {}).get("resources", {}).get("VCPU")
         if seen != {"capacity": total, "used": used}:
-            failures.append("thread %d step %d: with %d free, saw %s"
-                            % (n, step, total - used, seen))
-        listed = read.get("/resource_providers?resources=VCPU:%d"
-                          % (total - used)).json()["resource_providers"]
+            failures.append(
+                "thread %d step %d: with %d free, saw %s" % (n, step, total - used, seen)
+            )
+        listed = read.get("/resource_providers?resources=VCPU:%d" % (total - used)).json()[
+            "resource_providers"
+        ]
         if rp not in {p["uuid"] for p in listed}:
-            failures.append("thread %d step %d: not listed with %d free"
-                            % (n, step, total - used))
+            failures.append("thread %d step %d: not listed with %d free" % (n, step, total - used))
 
 
 def test_other_workers_see_each_committed_write(cache_servers: list[str]) -> None:
@@ -106,8 +120,7 @@ def test_other_workers_see_each_committed_write(cache_servers: list[str]) -> Non
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(n,))
-               for n in range(THREADS)]
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(THREADS)]
     for th in threads:
         th.start()
     for th in threads:

@@ -67,8 +67,7 @@ def test_aggregate_on_root_or_through_sharing(client):
 
 def test_any_of_sets_and_suffixed_groups(client):
     build(client)
-    query = ("resources1=VCPU:1&required1=in:CUSTOM_T1,CUSTOM_POOL"
-             "&group_policy=none")
+    query = "resources1=VCPU:1&required1=in:CUSTOM_T1,CUSTOM_POOL&group_policy=none"
     assert roots(client, query) == {uuid(2)}
 
 
@@ -78,6 +77,7 @@ def test_nothing_qualifies(client):
     r = client.get("/allocation_candidates?resources=VCPU:1&required=CUSTOM_NOBODY")
     assert r.status_code == 200
     assert r.json() == {"allocation_requests": [], "provider_summaries": {}}
-    r = client.get("/allocation_candidates?resources=VCPU:1&member_of="
-                   "6e9a2b1c-0000-4000-8000-0000000000ff")
+    r = client.get(
+        "/allocation_candidates?resources=VCPU:1&member_of=6e9a2b1c-0000-4000-8000-0000000000ff"
+    )
     assert r.json()["allocation_requests"] == []

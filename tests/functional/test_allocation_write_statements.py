@@ -36,8 +36,7 @@ def new() -> str:
 #: Statements a write sends now and then, whatever it writes: the feed's
 #: pruning (every 512th change number of a slot) and MariaDB's one look
 #: per connection at whether it is a Galera node.
-_NOW_AND_THEN = ("DELETE FROM berth_changes", "DELETE FROM berth_events",
-                 "SHOW ")
+_NOW_AND_THEN = ("DELETE FROM berth_changes", "DELETE FROM berth_events", "SHOW ")
 
 
 @contextmanager
@@ -56,10 +55,10 @@ def counted(db: Database) -> Iterator[list[str]]:
         sa.event.remove(db.engine, "before_cursor_execute", note)
 
 
-def put(client: Client, consumer_uuid: str, allocs: dict[str, dict[str, int]],
-        gen: int | None = None) -> None:
-    resp = client.put("/allocations/" + consumer_uuid,
-                      json=body(allocs, gen, ctype="INSTANCE"))
+def put(
+    client: Client, consumer_uuid: str, allocs: dict[str, dict[str, int]], gen: int | None = None
+) -> None:
+    resp = client.put("/allocations/" + consumer_uuid, json=body(allocs, gen, ctype="INSTANCE"))
     assert resp.status_code == 204, resp.text
 
 
@@ -71,31 +70,36 @@ def check_usages(client: Client, db: Database, *providers: str) -> None:
     def sums(conn: Any) -> list[Any]:
         return conn.execute(
             sa.select(rp.c.uuid, rc.c.name, sa.func.sum(a.c.used))
-            .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id)
-                         .join(rc, rc.c.id == a.c.resource_class_id))
-            .group_by(rp.c.uuid, rc.c.name)).all()
+            .select_from(
+                a.join(rp, rp.c.id == a.c.resource_provider_id).join(
+                    rc, rc.c.id == a.c.resource_class_id
+                )
+            )
+            .group_by(rp.c.uuid, rc.c.name)
+        ).all()
 
     rows = db.read(sums)
     for uuid in providers:
-        want = {name: int(used) for rp_uuid, name, used in rows
-                if rp_uuid == uuid}
+        want = {name: int(used) for rp_uuid, name, used in rows if rp_uuid == uuid}
         got = client.get("/resource_providers/%s/usages" % uuid).json()
         assert {k: v for k, v in got["usages"].items() if v} == want
     total: dict[str, int] = {}
     for _, name, used in rows:
         total[name] = total.get(name, 0) + int(used)
-    got = client.at("1.9").get("/usages", params={"project_id": PROJECT}
-                               ).json()
+    got = client.at("1.9").get("/usages", params={"project_id": PROJECT}).json()
     assert {k: v for k, v in got["usages"].items() if v} == total
 
 
-def rewrite(consumer_uuid: str, allocs: dict[str, dict[str, int]]
-            ) -> Callable[[Any], None]:
+def rewrite(consumer_uuid: str, allocs: dict[str, dict[str, int]]) -> Callable[[Any], None]:
     """A write, in the caller's transaction, of ``allocs`` (empty:
     none) as the consumer's allocations at its generation 1."""
+
     def write(conn: Any) -> None:
-        allocation.replace_allocations(conn, [ConsumerAllocations(
-            consumer_uuid, allocs, PROJECT, USER, 1, check_generation=True)])
+        allocation.replace_allocations(
+            conn,
+            [ConsumerAllocations(consumer_uuid, allocs, PROJECT, USER, 1, check_generation=True)],
+        )
+
     return write
 
 
@@ -105,10 +109,12 @@ def held(db: Database, consumer_uuid: str) -> tuple[int, bool]:
     a, c = t.allocations, t.consumers
 
     def work(conn: Any) -> tuple[int, bool]:
-        rows = conn.scalar(sa.select(sa.func.count()).select_from(a)
-                           .where(a.c.consumer_id == consumer_uuid))
+        rows = conn.scalar(
+            sa.select(sa.func.count()).select_from(a).where(a.c.consumer_id == consumer_uuid)
+        )
         row = conn.scalar(sa.select(c.c.id).where(c.c.uuid == consumer_uuid))
         return int(rows), row is not None
+
     return db.read(work)
 
 
@@ -130,8 +136,7 @@ EXPECTED = {
 }
 
 
-def test_statements_per_write(client: Client, db: Database,
-                              backend: str) -> None:
+def test_statements_per_write(client: Client, db: Database, backend: str) -> None:
     a = make_provider(db, "a", VCPU=16, MEMORY_MB=4096)
     b = make_provider(db, "b", VCPU=16, MEMORY_MB=4096)
     disk = make_provider(db, "disk", DISK_GB=100)
@@ -139,8 +144,7 @@ def test_statements_per_write(client: Client, db: Database,
     moved, first, second = new(), new(), new()
     got = {}
     with counted(db) as sent:
-        put(client, moved, {a: {"VCPU": 2, "MEMORY_MB": 256},
-                            disk: {"DISK_GB": 10}})
+        put(client, moved, {a: {"VCPU": 2, "MEMORY_MB": 256}, disk: {"DISK_GB": 10}})
     got["claim"] = len(sent)
     check_usages(client, db, a, b, disk)
     with counted(db) as sent:
@@ -148,9 +152,13 @@ def test_statements_per_write(client: Client, db: Database,
     got["move"] = len(sent)
     check_usages(client, db, a, b, disk)
     with counted(db) as sent:
-        resp = client.post("/allocations", json={
-            first: body({a: {"VCPU": 1}}, ctype="INSTANCE"),
-            second: body({b: {"VCPU": 1}}, ctype="INSTANCE")})
+        resp = client.post(
+            "/allocations",
+            json={
+                first: body({a: {"VCPU": 1}}, ctype="INSTANCE"),
+                second: body({b: {"VCPU": 1}}, ctype="INSTANCE"),
+            },
+        )
         assert resp.status_code == 204, resp.text
     got["post"] = len(sent)
     check_usages(client, db, a, b, disk)
@@ -162,8 +170,7 @@ def test_statements_per_write(client: Client, db: Database,
     assert held(db, moved) == (0, False)
 
 
-def test_delete_of_a_consumer_holding_nothing_is_one_read(
-        client: Client, db: Database) -> None:
+def test_delete_of_a_consumer_holding_nothing_is_one_read(client: Client, db: Database) -> None:
     with counted(db) as sent:
         resp = client.delete("/allocations/" + new())
     assert resp.status_code == 404
@@ -173,20 +180,26 @@ def test_delete_of_a_consumer_holding_nothing_is_one_read(
 def _move_all(client: Client, consumers: list[str], to: str) -> int:
     """POST /allocations moving each of ``consumers`` (at generation 1)
     to provider ``to``; the status."""
-    return client.post("/allocations", json={
-        c: body({to: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers}
+    return client.post(
+        "/allocations", json={c: body({to: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers}
     ).status_code
 
 
 def _generations(db: Database, consumers: list[str]) -> list[int]:
     c = t.consumers
-    return db.read(lambda conn: [int(g) for g in conn.scalars(
-        sa.select(c.c.generation).where(c.c.uuid.in_(consumers))
-        .order_by(c.c.uuid))])
+    return db.read(
+        lambda conn: [
+            int(g)
+            for g in conn.scalars(
+                sa.select(c.c.generation).where(c.c.uuid.in_(consumers)).order_by(c.c.uuid)
+            )
+        ]
+    )
 
 
 def test_moving_many_consumers_takes_them_in_one_statement(
-        client: Client, db: Database, backend: str) -> None:
+    client: Client, db: Database, backend: str
+) -> None:
     """The existing consumers' generations move in one statement
     (``executemany``), so a POST moving six sends what one moving two
     does."""
@@ -207,17 +220,17 @@ def test_moving_many_consumers_takes_them_in_one_statement(
     assert got["usages"]["VCPU"] == 8
 
 
-def test_creating_many_consumers_is_one_statement(
-        client: Client, db: Database) -> None:
+def test_creating_many_consumers_is_one_statement(client: Client, db: Database) -> None:
     a = make_provider(db, "a", VCPU=16)
     put(client, new(), {a: {"VCPU": 1}})  # the owner rows exist
     sent = {}
     for name, count in (("few", 2), ("many", 6)):
         consumers = [new() for _ in range(count)]
         with counted(db) as statements:
-            resp = client.post("/allocations", json={
-                c: body({a: {"VCPU": 1}}, ctype="INSTANCE")
-                for c in consumers})
+            resp = client.post(
+                "/allocations",
+                json={c: body({a: {"VCPU": 1}}, ctype="INSTANCE") for c in consumers},
+            )
             assert resp.status_code == 204, resp.text
         sent[name] = len(statements)
         assert _generations(db, consumers) == [1] * count
@@ -226,7 +239,8 @@ def test_creating_many_consumers_is_one_statement(
 
 
 def test_one_consumer_created_meanwhile_fails_the_whole_post(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One of three new consumers is inserted by someone else between the
     write's read and its insert (in the same transaction): 409, and none
     of the three exists after."""
@@ -241,8 +255,9 @@ def test_one_consumer_created_meanwhile_fails_the_whole_post(
         original(conn, rows)
 
     monkeypatch.setattr(consumer, "create_all", meanwhile)
-    resp = client.post("/allocations", json={
-        c: body({a: {"VCPU": 1}}, ctype="INSTANCE") for c in consumers})
+    resp = client.post(
+        "/allocations", json={c: body({a: {"VCPU": 1}}, ctype="INSTANCE") for c in consumers}
+    )
     assert resp.status_code == 409, resp.text
     assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
     assert [held(db, c) for c in consumers] == [(0, False)] * 3
@@ -250,7 +265,8 @@ def test_one_consumer_created_meanwhile_fails_the_whole_post(
 
 
 def test_one_consumer_moved_meanwhile_fails_the_whole_post(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The middle one of three consumers gets a new generation between
     the write's read and its compare-and-swap (in the same transaction,
     so on every backend): 409, and nothing the POST asked for is done."""
@@ -262,14 +278,17 @@ def test_one_consumer_moved_meanwhile_fails_the_whole_post(
     original = consumer.bump_generations
 
     def meanwhile(conn: Any, taken: list[consumer.Consumer]) -> None:
-        conn.execute(t.consumers.update()
-                     .where(t.consumers.c.uuid == consumers[1])
-                     .values(generation=t.consumers.c.generation + 1))
+        conn.execute(
+            t.consumers.update()
+            .where(t.consumers.c.uuid == consumers[1])
+            .values(generation=t.consumers.c.generation + 1)
+        )
         original(conn, taken)
 
     monkeypatch.setattr(consumer, "bump_generations", meanwhile)
-    resp = client.post("/allocations", json={
-        c: body({b: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers})
+    resp = client.post(
+        "/allocations", json={c: body({b: {"VCPU": 1}}, 1, ctype="INSTANCE") for c in consumers}
+    )
     assert resp.status_code == 409, resp.text
     assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
     monkeypatch.setattr(consumer, "bump_generations", original)
@@ -278,14 +297,17 @@ def test_one_consumer_moved_meanwhile_fails_the_whole_post(
         got = client.get("/allocations/" + c).json()["allocations"]
         assert list(got) == [a] and got[a]["resources"] == {"VCPU": 1}
     check_usages(client, db, a, b)
-    assert "VCPU" not in {k for k, v in client.get(
-        "/resource_providers/%s/usages" % b).json()["usages"].items() if v}
+    assert "VCPU" not in {
+        k for k, v in client.get("/resource_providers/%s/usages" % b).json()["usages"].items() if v
+    }
 
 
 # -- DELETE whose consumer changed after its first read ------------------------
 
-def _before_the_lock(monkeypatch: pytest.MonkeyPatch,
-                     meanwhile: Callable[[Any], None]) -> list[bool]:
+
+def _before_the_lock(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[Any], None]
+) -> list[bool]:
     """Run ``meanwhile(conn)`` when a DELETE has read its consumer and
     is about to take its lock; what each try to take it answered."""
     answers: list[bool] = []
@@ -302,7 +324,8 @@ def _before_the_lock(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_delete_falls_back_when_the_consumer_moved_in_between(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The consumer's allocations are replaced (in the same transaction,
     so on every backend) between the DELETE's read and its lock: the
     DELETE takes the lock the other way and removes the new ones, and
@@ -318,13 +341,13 @@ def test_delete_falls_back_when_the_consumer_moved_in_between(
     assert held(db, c) == (0, False)
     check_usages(client, db, a, b)
     events = feed(client, start, consumer=c)
-    assert [e["kind"] for e in events] == [
-        "allocations.replaced", "allocations.removed"]
+    assert [e["kind"] for e in events] == ["allocations.replaced", "allocations.removed"]
     assert events[1]["old"]["allocations"] == {b: {"VCPU": 5}}
 
 
 def test_delete_falls_back_when_the_consumer_was_deleted_in_between(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = make_provider(db, "a", VCPU=8)
     c = new()
     put(client, c, {a: {"VCPU": 3}})
@@ -339,7 +362,8 @@ def test_delete_falls_back_when_the_consumer_was_deleted_in_between(
 
 
 def test_delete_of_an_unchanged_consumer_takes_its_lock_at_once(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = make_provider(db, "a", VCPU=8)
     c = new()
     put(client, c, {a: {"VCPU": 3}})
@@ -351,25 +375,27 @@ def test_delete_of_an_unchanged_consumer_takes_its_lock_at_once(
     check_usages(client, db, a)
     [event] = feed(client, start, consumer=c)
     assert event["kind"] == "allocations.removed"
-    assert event["old"] == {"allocations": {a: {"VCPU": 3}},
-                            "project_id": PROJECT, "user_id": USER,
-                            "consumer_type": "INSTANCE"}
+    assert event["old"] == {
+        "allocations": {a: {"VCPU": 3}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_type": "INSTANCE",
+    }
 
 
-def test_delete_of_allocations_without_a_consumer_row(
-        client: Client, db: Database) -> None:
+def test_delete_of_allocations_without_a_consumer_row(client: Client, db: Database) -> None:
     """Legacy allocations (no consumer row) have no generation to take
     the lock at: the DELETE takes the locking path and removes them."""
     a = make_provider(db, "a", VCPU=8)
     c = new()
     put(client, c, {a: {"VCPU": 3}})
-    db.run(lambda conn: conn.execute(
-        t.consumers.delete().where(t.consumers.c.uuid == c)))
+    db.run(lambda conn: conn.execute(t.consumers.delete().where(t.consumers.c.uuid == c)))
     assert client.delete("/allocations/" + c).status_code == 204
     assert held(db, c) == (0, False)
 
 
 # -- real races: two transactions (PostgreSQL and MariaDB) --------------------
+
 
 def _blocked(db: Database) -> bool:
     """Whether another transaction on this test's database waits for a
@@ -377,12 +403,16 @@ def _blocked(db: Database) -> bool:
     only a waiting DELETE still does; its wait does not show in
     ``innodb_trx`` before it has written)."""
     if db.backend == "postgresql":
-        query = ("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                 "current_database() AND wait_event_type = 'Lock'")
+        query = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+            "current_database() AND wait_event_type = 'Lock'"
+        )
     else:
-        query = ("SELECT count(*) FROM information_schema.processlist "
-                 "WHERE db = DATABASE() AND id <> CONNECTION_ID() AND "
-                 "command = 'Query' AND info LIKE '%consumers%'")
+        query = (
+            "SELECT count(*) FROM information_schema.processlist "
+            "WHERE db = DATABASE() AND id <> CONNECTION_ID() AND "
+            "command = 'Query' AND info LIKE '%consumers%'"
+        )
     with db.engine.connect() as conn:
         return bool(conn.scalar(sa.text(query)))
 
@@ -396,8 +426,9 @@ def _wait_until_blocked(db: Database) -> None:
     raise AssertionError("the DELETE never waited for the writer's lock")
 
 
-def _race(client: Client, db: Database, consumer_uuid: str,
-          first: Callable[[Any], None], commit: bool) -> int:
+def _race(
+    client: Client, db: Database, consumer_uuid: str, first: Callable[[Any], None], commit: bool
+) -> int:
     """Run ``first`` in a transaction left open; start a DELETE of
     ``consumer_uuid``, let it block on the lock, then commit (or roll
     back) the first. The DELETE's status."""
@@ -413,6 +444,7 @@ def _race(client: Client, db: Database, consumer_uuid: str,
             release.wait(30)
             if not commit:
                 raise Rollback
+
         try:
             db.run(work)
         except Rollback:
@@ -423,8 +455,9 @@ def _race(client: Client, db: Database, consumer_uuid: str,
     holder.start()
     try:
         assert written.wait(30)
-        deleter = threading.Thread(target=lambda: status.append(
-            client.delete("/allocations/" + consumer_uuid).status_code))
+        deleter = threading.Thread(
+            target=lambda: status.append(client.delete("/allocations/" + consumer_uuid).status_code)
+        )
         deleter.start()
         _wait_until_blocked(db)
     finally:
@@ -437,8 +470,7 @@ def _race(client: Client, db: Database, consumer_uuid: str,
 
 @pytest.mark.usefixtures("skip_sqlite")
 @pytest.mark.parametrize("commit", [True, False])
-def test_delete_racing_an_uncommitted_replace(
-        client: Client, db: Database, commit: bool) -> None:
+def test_delete_racing_an_uncommitted_replace(client: Client, db: Database, commit: bool) -> None:
     """The DELETE reads the old allocations, then waits for the writer
     replacing them. Committed: it deletes the new allocations, all of
     them (as when it locked first); rolled back: the old ones."""
@@ -453,18 +485,15 @@ def test_delete_racing_an_uncommitted_replace(
     check_usages(client, db, a, b)
     events = feed(client, start, consumer=c)
     if commit:
-        assert [e["kind"] for e in events] == [
-            "allocations.replaced", "allocations.removed"]
-        assert events[1]["old"]["allocations"] == {
-            a: {"VCPU": 1}, b: {"VCPU": 5}}
+        assert [e["kind"] for e in events] == ["allocations.replaced", "allocations.removed"]
+        assert events[1]["old"]["allocations"] == {a: {"VCPU": 1}, b: {"VCPU": 5}}
     else:
         [removed] = events
         assert removed["old"]["allocations"] == {a: {"VCPU": 3}}
 
 
 @pytest.mark.usefixtures("skip_sqlite")
-def test_delete_racing_an_uncommitted_emptying(
-        client: Client, db: Database) -> None:
+def test_delete_racing_an_uncommitted_emptying(client: Client, db: Database) -> None:
     """The writer empties the consumer (and deletes its row): the DELETE
     then finds nothing to remove (404), and nothing is removed twice."""
     a = make_provider(db, "a", VCPU=8)
@@ -477,7 +506,8 @@ def test_delete_racing_an_uncommitted_emptying(
 
 @pytest.mark.usefixtures("skip_sqlite")
 def test_delete_removes_a_replace_committed_after_its_read(
-        client: Client, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A replace that commits between the DELETE's read and its lock
     (another transaction): the DELETE removes what it wrote."""
     a = make_provider(db, "a", VCPU=8)
@@ -486,8 +516,7 @@ def test_delete_removes_a_replace_committed_after_its_read(
     put(client, c, {a: {"VCPU": 3}})
 
     def elsewhere(conn: Any) -> None:
-        done = threading.Thread(target=db.run,
-                                args=(rewrite(c, {b: {"VCPU": 4}}),))
+        done = threading.Thread(target=db.run, args=(rewrite(c, {b: {"VCPU": 4}}),))
         done.start()
         done.join(30)
 

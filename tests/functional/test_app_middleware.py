@@ -13,8 +13,9 @@ from tests.conftest import Client, make_conf
 def test_keystone_strategy_rejects_missing_token_but_serves_root(db):
     conf = make_conf()
     conf.set_override("auth_strategy", "keystone", group="api")
-    conf.set_override("www_authenticate_uri", "http://keystone.test:5000",
-                      group="keystone_authtoken")
+    conf.set_override(
+        "www_authenticate_uri", "http://keystone.test:5000", group="keystone_authtoken"
+    )
     app = create_app(conf, db)
     with Client(app) as c:
         c.headers.pop("x-auth-token")
@@ -34,18 +35,20 @@ def test_noauth_roles_and_project(client):
     r = client.get("/resource_providers", headers={"x-auth-token": "user"})
     assert r.status_code == 403
     assert "placement:resource_providers:list" in r.json()["errors"][0]["detail"]
-    r = client.get("/resource_providers",
-                   headers={"x-auth-token": "user", "x-roles": "service"})
+    r = client.get("/resource_providers", headers={"x-auth-token": "user", "x-roles": "service"})
     assert r.status_code == 200
 
 
 def test_cors_preflight(db):
-    conf = make_conf(cors__allowed_origin=["http://ok.example"],
-                     cors__allow_headers=["openstack-api-version"])
+    conf = make_conf(
+        cors__allowed_origin=["http://ok.example"], cors__allow_headers=["openstack-api-version"]
+    )
     with Client(create_app(conf, db)) as c:
-        r = c.request("OPTIONS", "/", headers={
-            "origin": "http://ok.example",
-            "access-control-request-method": "GET"})
+        r = c.request(
+            "OPTIONS",
+            "/",
+            headers={"origin": "http://ok.example", "access-control-request-method": "GET"},
+        )
         assert r.status_code == 200
         assert r.headers["access-control-allow-origin"] == "http://ok.example"
         r = c.get("/", headers={"origin": "http://bad.example"})
@@ -66,18 +69,18 @@ def test_one_log_line_per_request(client, caplog):
 def _forwarded_request(app, caplog, headers):
     """PUT a custom trait through ``app`` with ``headers``: the Location
     header and the request-log line."""
-    with caplog.at_level(logging.INFO, logger="berth.request"), \
-            Client(app) as c:
+    with caplog.at_level(logging.INFO, logger="berth.request"), Client(app) as c:
         r = c.put("/traits/CUSTOM_FORWARDED", headers=headers)
     assert r.status_code in (201, 204), r.text
-    (line,) = [rec.getMessage() for rec in caplog.records
-               if rec.name == "berth.request"]
+    (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "berth.request"]
     return r.headers["location"], line
 
 
-_PROXY_HEADERS = {"x-forwarded-for": "203.0.113.7",
-                  "x-forwarded-proto": "https",
-                  "x-forwarded-host": "placement.example.org"}
+_PROXY_HEADERS = {
+    "x-forwarded-for": "203.0.113.7",
+    "x-forwarded-proto": "https",
+    "x-forwarded-host": "placement.example.org",
+}
 
 
 def test_proxy_headers_parsed_only_when_enabled(db, caplog):
@@ -91,20 +94,20 @@ def test_proxy_headers_parsed_only_when_enabled(db, caplog):
     assert line.startswith('203.0.113.7 "PUT /traits/CUSTOM_FORWARDED"')
     caplog.clear()
     # RFC 7239's header, as oslo.middleware reads it.
-    location, line = _forwarded_request(app, caplog, {
-        "forwarded": "for=198.51.100.2;proto=https;host=p.example"})
+    location, line = _forwarded_request(
+        app, caplog, {"forwarded": "for=198.51.100.2;proto=https;host=p.example"}
+    )
     assert location == "https://p.example/traits/CUSTOM_FORWARDED"
     assert line.startswith('198.51.100.2 "PUT')
     caplog.clear()
     # Refused before the application runs: logged with the client too.
-    with caplog.at_level(logging.INFO, logger="berth.request"), \
-            Client(app) as c:
+    with caplog.at_level(logging.INFO, logger="berth.request"), Client(app) as c:
         r = c.get("/resource_providers?" + "x" * 9000, headers=_PROXY_HEADERS)
     assert r.status_code == 414
-    assert [rec.getMessage() for rec in caplog.records
-            if rec.name == "berth.request"][0].startswith("203.0.113.7 ")
+    assert [rec.getMessage() for rec in caplog.records if rec.name == "berth.request"][
+        0
+    ].startswith("203.0.113.7 ")
     caplog.clear()
-    location, line = _forwarded_request(create_app(make_conf(), db), caplog,
-                                         _PROXY_HEADERS)
+    location, line = _forwarded_request(create_app(make_conf(), db), caplog, _PROXY_HEADERS)
     assert location == "http://placement.test/traits/CUSTOM_FORWARDED"
     assert "203.0.113.7" not in line

@@ -17,18 +17,20 @@ QUERY = "/allocation_candidates?resources=VCPU:1"
 
 
 def _host(client: Client, name: str, uuid: str) -> None:
-    assert client.post("/resource_providers", json={
-        "name": name, "uuid": uuid}).status_code == 200
-    assert client.put("/resource_providers/%s/inventories" % uuid, json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": {"total": 4}}}).status_code == 200
+    assert client.post("/resource_providers", json={"name": name, "uuid": uuid}).status_code == 200
+    assert (
+        client.put(
+            "/resource_providers/%s/inventories" % uuid,
+            json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}},
+        ).status_code
+        == 200
+    )
 
 
 def _count_loads(monkeypatch: Any) -> list[str]:
     calls: list[str] = []
     real = load.load_world
-    monkeypatch.setattr(load, "load_world",
-                        lambda conn: calls.append("load") or real(conn))
+    monkeypatch.setattr(load, "load_world", lambda conn: calls.append("load") or real(conn))
     return calls
 
 
@@ -61,11 +63,9 @@ def test_candidate_cache_helper_returns_the_state_cache(db: Database) -> None:
     assert not off.candidate_cache.keep
 
 
-def test_cache_off_builds_a_world_per_request(db: Database,
-                                              monkeypatch: Any) -> None:
+def test_cache_off_builds_a_world_per_request(db: Database, monkeypatch: Any) -> None:
     heard: list[Refresh] = []
-    app = create_app(make_conf(berth__candidate_cache=False), db,
-                     world_observers=[heard.append])
+    app = create_app(make_conf(berth__candidate_cache=False), db, world_observers=[heard.append])
     calls = _count_loads(monkeypatch)
     with Client(app) as client:
         _host(client, "h1", "00000000-0000-4000-8000-000000000001")

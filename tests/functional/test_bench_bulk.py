@@ -27,7 +27,8 @@ from tests.functional.conftest import ALLOCATIONS, HOSTS, dump
 
 
 def test_bulk_world_answers_as_the_api_built_one(
-        db: Database, bulk_reference: dict[str, Any]) -> None:
+    db: Database, bulk_reference: dict[str, Any]
+) -> None:
     world = world_mod.plan(HOSTS, allocations=ALLOCATIONS)
     counts = db.run(lambda conn: bulk.write(conn, world))
     assert counts["resource_providers"] == len(world.providers)
@@ -40,19 +41,29 @@ def test_bulk_world_answers_as_the_api_built_one(
         r = client.post("/resource_providers", json={"name": "after-bulk"})
         assert r.status_code == 200, r.text
         rp = r.json()["uuid"]
-        r = client.put("/resource_providers/%s/inventories" % rp, json={
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": 4}}})
+        r = client.put(
+            "/resource_providers/%s/inventories" % rp,
+            json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}},
+        )
         assert r.status_code == 200, r.text
-        r = client.put("/allocations/%s" % world_mod.uid("after"), json={
-            "allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": world_mod.uid("new-project"),
-            "user_id": world_mod.uid("new-user"), "consumer_generation": None,
-            "consumer_type": "INSTANCE"})
+        r = client.put(
+            "/allocations/%s" % world_mod.uid("after"),
+            json={
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": world_mod.uid("new-project"),
+                "user_id": world_mod.uid("new-user"),
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
         assert r.status_code == 204, r.text
-        r = client.put("/resource_providers/%s/aggregates" % rp, json={
-            "resource_provider_generation": 2,
-            "aggregates": [world_mod.uid("brand-new-agg")]})
+        r = client.put(
+            "/resource_providers/%s/aggregates" % rp,
+            json={
+                "resource_provider_generation": 2,
+                "aggregates": [world_mod.uid("brand-new-agg")],
+            },
+        )
         assert r.status_code == 200, r.text
 
 

@@ -37,9 +37,10 @@ EXAMPLES = int(os.environ.get("BERTH_CAMPAIGN_EXAMPLES", "6"))
 
 #: Every campaign test runs twice: sampled in the default run (SQLite and
 #: PostgreSQL), in full in the stress run (MariaDB).
-FULL = pytest.mark.parametrize("full", [
-    pytest.param(False, id="sampled"),
-    pytest.param(True, id="full", marks=pytest.mark.stress)])
+FULL = pytest.mark.parametrize(
+    "full",
+    [pytest.param(False, id="sampled"), pytest.param(True, id="full", marks=pytest.mark.stress)],
+)
 
 
 def _campaign_for(backend, campaign_world, client, full):
@@ -54,18 +55,27 @@ def _report(camp, writes=True):
     # A write campaign whose writes never land tests nothing.
     assert camp.accepted > 0 or not writes
     assert not camp.failures, "%d of %d requests broke an invariant:\n%s" % (
-        len(camp.failures), camp.sent, "\n".join(camp.failures[:30]))
+        len(camp.failures),
+        camp.sent,
+        "\n".join(camp.failures[:30]),
+    )
 
 
 @FULL
-@pytest.mark.parametrize("template", cm.WRITES, ids=lambda w: "%s %s %s" % (
-    w.method, w.path, "/".join(w.versions)))
+@pytest.mark.parametrize(
+    "template", cm.WRITES, ids=lambda w: "%s %s %s" % (w.method, w.path, "/".join(w.versions))
+)
 def test_mutated_bodies(backend, campaign_world, client, template, full):
     camp = _campaign_for(backend, campaign_world, client, full)
     for i, version in enumerate(template.versions):
         newest = i == len(template.versions) - 1
-        camp.write(template, cm.HOSTILE if newest else cm.SHORT, version,
-                   (STRESS_LIMIT if full else LIMIT) or None, SEED)
+        camp.write(
+            template,
+            cm.HOSTILE if newest else cm.SHORT,
+            version,
+            (STRESS_LIMIT if full else LIMIT) or None,
+            SEED,
+        )
     _report(camp)
 
 
@@ -78,35 +88,42 @@ def test_hostile_paths_and_queries(backend, campaign_world, client, full):
             continue
         for segment in cm.HOSTILE_SEGMENTS:
             path = template.replace("{uuid}", ctx.rp)
-            for name in ("{uuid}", "{resource_class}", "{name}",
-                         "{consumer_uuid}"):
+            for name in ("{uuid}", "{resource_class}", "{name}", "{consumer_uuid}"):
                 if name in template:
-                    path = template.replace("{uuid}", ctx.rp).replace(
-                        name, segment)
+                    path = template.replace("{uuid}", ctx.rp).replace(name, segment)
             for method in methods:
                 raw = b"{}" if method in ("PUT", "POST") else None
-                camp.send(method, path, "latest", raw, "segment",
-                          sweep=method != "DELETE")
+                camp.send(method, path, "latest", raw, "segment", sweep=method != "DELETE")
     for path, params in cm.QUERIES:
         for key in params:
             for value in cm.HOSTILE_QUERY_VALUES:
-                query = "&".join("%s=%s" % (k, value if k == key else v)
-                                 for k, v in params.items() if v or k == key)
+                query = "&".join(
+                    "%s=%s" % (k, value if k == key else v)
+                    for k, v in params.items()
+                    if v or k == key
+                )
                 for version in ("1.0", "1.17", "1.25", "1.33", "latest"):
-                    camp.send("GET", "%s?%s" % (path, query), version, None,
-                              "query")
+                    camp.send("GET", "%s?%s" % (path, query), version, None, "query")
     _report(camp, writes=False)
 
 
 @FULL
 def test_hostile_version_headers(backend, campaign_world, client, full):
     camp = _campaign_for(backend, campaign_world, client, full)
-    for value in ["placement 1.9999999999999999999", "placement 99.0",
-                  "placement -1.0", "placement 1.", "placement ", "placement",
-                  "placement 1.5, placement 1.6", "placement 0x1.0",
-                  "placement \t1.5", "compute 2.1", "placement 1.39 junk"]:
-        r = client.get("/resource_providers",
-                       headers={"openstack-api-version": value})
+    for value in [
+        "placement 1.9999999999999999999",
+        "placement 99.0",
+        "placement -1.0",
+        "placement 1.",
+        "placement ",
+        "placement",
+        "placement 1.5, placement 1.6",
+        "placement 0x1.0",
+        "placement \t1.5",
+        "compute 2.1",
+        "placement 1.39 junk",
+    ]:
+        r = client.get("/resource_providers", headers={"openstack-api-version": value})
         camp.failures += cm.check_answer(r, "version %r" % value)
         camp.sent += 1
     _report(camp, writes=False)
@@ -117,22 +134,30 @@ OPERATIONS = sorted(op for op in DESCRIBED if op[0] in ROUTES)
 
 
 @FULL
-@pytest.mark.parametrize("path,method", OPERATIONS,
-                         ids=["%s %s" % (m, p) for p, m in OPERATIONS])
-def test_schema_generated_requests(backend, campaign_world, client, campaign_cases, path,
-                                   method, full):
+@pytest.mark.parametrize("path,method", OPERATIONS, ids=["%s %s" % (m, p) for p, m in OPERATIONS])
+def test_schema_generated_requests(
+    backend, campaign_world, client, campaign_cases, path, method, full
+):
     """Requests schemathesis draws from the document, half of them aimed
     at the world's own provider and consumer so that some writes land,
     at a drawn microversion."""
     camp = _campaign_for(backend, campaign_world, client, full)
     strategy = campaign_cases[path][method].as_strategy()
-    own = {"uuid": campaign_world.rp, "consumer_uuid": campaign_world.consumer,
-           "resource_class": "VCPU", "name": "CUSTOM_CAMPAIGN"}
+    own = {
+        "uuid": campaign_world.rp,
+        "consumer_uuid": campaign_world.consumer,
+        "resource_class": "VCPU",
+        "name": "CUSTOM_CAMPAIGN",
+    }
     versions = st.sampled_from(["1.0", "1.14", "1.28", "1.30", "latest"])
 
-    @settings(max_examples=EXAMPLES * (2 if full else 1), deadline=None,
-              database=None,
-              derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES * (2 if full else 1),
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy, st.booleans(), versions)
     def run(case, aim, version):
         params = dict(case.path_parameters or {})
@@ -142,8 +167,7 @@ def test_schema_generated_requests(backend, campaign_world, client, campaign_cas
         if case.query:
             url += "?" + urlencode(case.query, doseq=True)
         body = case.body
-        raw = None if body is None or type(body).__name__ == "NotSet" \
-            else cm.dumps(body)
+        raw = None if body is None or type(body).__name__ == "NotSet" else cm.dumps(body)
         camp.send(method, url, version, raw, "generated")
 
     run()

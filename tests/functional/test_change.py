@@ -34,8 +34,7 @@ def feed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
     position moves on."""
     found: list[dict[str, Any]] = []
     while True:
-        resp = client.get("/berth/changes",
-                          params={"after": after, "limit": "7", **filters})
+        resp = client.get("/berth/changes", params={"after": after, "limit": "7", **filters})
         assert resp.status_code == 200, resp.text
         page = resp.json()
         found += page["events"]
@@ -57,14 +56,15 @@ class Replica:
     def apply(self, event: dict[str, Any]) -> None:
         kind, subject, new = event["kind"], event["subject"], event["new"]
         if kind in (events.PROVIDER_CREATED, events.PROVIDER_UPDATED):
-            entry = self.providers.setdefault(subject, {
-                "inventories": {}, "traits": [], "aggregates": []})
-            entry.update(name=new["name"], generation=new["generation"],
-                         parent=new["parent_provider_uuid"])
+            entry = self.providers.setdefault(
+                subject, {"inventories": {}, "traits": [], "aggregates": []}
+            )
+            entry.update(
+                name=new["name"], generation=new["generation"], parent=new["parent_provider_uuid"]
+            )
         elif kind == events.PROVIDER_DELETED:
             del self.providers[subject]
-        elif kind in (events.INVENTORIES_SET, events.TRAITS_SET,
-                      events.AGGREGATES_SET):
+        elif kind in (events.INVENTORIES_SET, events.TRAITS_SET, events.AGGREGATES_SET):
             field = kind.split(".")[0]
             self.providers[subject][field] = new[field]
             self.providers[subject]["generation"] = new["generation"]
@@ -75,9 +75,15 @@ class Replica:
                 self.consumers.pop(subject, None)
             else:
                 self.consumers[subject] = {
-                    k: new[k] for k in ("allocations", "project_id",
-                                        "user_id", "consumer_type",
-                                        "consumer_generation")}
+                    k: new[k]
+                    for k in (
+                        "allocations",
+                        "project_id",
+                        "user_id",
+                        "consumer_type",
+                        "consumer_generation",
+                    )
+                }
         elif kind == events.RESOURCE_CLASS_CREATED:
             self.classes.add(subject)
         elif kind == events.RESOURCE_CLASS_UPDATED:
@@ -96,8 +102,8 @@ class Replica:
         self.classes.discard(old)
         self.classes.add(new)
         holders = [p["inventories"] for p in self.providers.values()] + [
-            res for c in self.consumers.values()
-            for res in c["allocations"].values()]
+            res for c in self.consumers.values() for res in c["allocations"].values()
+        ]
         for amounts in holders:
             if old in amounts:
                 amounts[new] = amounts.pop(old)
@@ -107,18 +113,29 @@ class Replica:
             while self.providers[uuid]["parent"] is not None:
                 uuid = self.providers[uuid]["parent"]
             return uuid
+
         providers = {
-            uuid: {"name": p["name"], "generation": p["generation"],
-                   "parent": p["parent"], "root": root(uuid),
-                   "inventories": p["inventories"],
-                   "traits": sorted(p["traits"]),
-                   "aggregates": sorted(p["aggregates"])}
-            for uuid, p in self.providers.items()}
+            uuid: {
+                "name": p["name"],
+                "generation": p["generation"],
+                "parent": p["parent"],
+                "root": root(uuid),
+                "inventories": p["inventories"],
+                "traits": sorted(p["traits"]),
+                "aggregates": sorted(p["aggregates"]),
+            }
+            for uuid, p in self.providers.items()
+        }
         consumers = {
             uuid: {**c, "consumer_type": c["consumer_type"] or "unknown"}
-            for uuid, c in self.consumers.items()}
-        return {"providers": providers, "consumers": consumers,
-                "classes": self.classes, "traits": self.traits}
+            for uuid, c in self.consumers.items()
+        }
+        return {
+            "providers": providers,
+            "consumers": consumers,
+            "classes": self.classes,
+            "traits": self.traits,
+        }
 
 
 def listed(client: Client) -> dict[str, Any]:
@@ -129,32 +146,36 @@ def listed(client: Client) -> dict[str, Any]:
         base = "/resource_providers/%s" % rp["uuid"]
         inventories = client.get(base + "/inventories").json()["inventories"]
         providers[rp["uuid"]] = {
-            "name": rp["name"], "generation": rp["generation"],
+            "name": rp["name"],
+            "generation": rp["generation"],
             "parent": rp["parent_provider_uuid"],
             "root": rp["root_provider_uuid"],
             "inventories": {
                 rc: {**inv, "allocation_ratio": float(inv["allocation_ratio"])}
-                for rc, inv in inventories.items()},
+                for rc, inv in inventories.items()
+            },
             "traits": sorted(client.get(base + "/traits").json()["traits"]),
-            "aggregates": sorted(
-                client.get(base + "/aggregates").json()["aggregates"])}
+            "aggregates": sorted(client.get(base + "/aggregates").json()["aggregates"]),
+        }
         held = client.get(base + "/allocations").json()["allocations"]
         for consumer in held:
             if consumer in consumers:
                 continue
             got = client.get("/allocations/%s" % consumer).json()
             consumers[consumer] = {
-                "allocations": {p: a["resources"]
-                                for p, a in got["allocations"].items()},
-                "project_id": got["project_id"], "user_id": got["user_id"],
+                "allocations": {p: a["resources"] for p, a in got["allocations"].items()},
+                "project_id": got["project_id"],
+                "user_id": got["user_id"],
                 "consumer_type": got["consumer_type"],
-                "consumer_generation": got["consumer_generation"]}
-    classes = {c["name"] for c in client.get("/resource_classes").json()[
-        "resource_classes"] if c["name"].startswith("CUSTOM_")}
-    traits = set(client.get("/traits", params={
-        "name": "startswith:CUSTOM_"}).json()["traits"])
-    return {"providers": providers, "consumers": consumers,
-            "classes": classes, "traits": traits}
+                "consumer_generation": got["consumer_generation"],
+            }
+    classes = {
+        c["name"]
+        for c in client.get("/resource_classes").json()["resource_classes"]
+        if c["name"].startswith("CUSTOM_")
+    }
+    traits = set(client.get("/traits", params={"name": "startswith:CUSTOM_"}).json()["traits"])
+    return {"providers": providers, "consumers": consumers, "classes": classes, "traits": traits}
 
 
 class Walk:
@@ -165,22 +186,39 @@ class Walk:
         self.consumers: list[str] = []
 
     def providers(self) -> list[dict[str, Any]]:
-        return list(self.client.get("/resource_providers").json()[
-            "resource_providers"])
+        return list(self.client.get("/resource_providers").json()["resource_providers"])
 
     def pick(self) -> dict[str, Any] | None:
         found = self.providers()
         return self.rng.choice(found) if found else None
 
     def step(self) -> None:
-        ops = [self.create, self.create, self.rename, self.move,
-               self.delete, self.inventories, self.inventories,
-               self.traits, self.aggregates, self.custom_class,
-               self.custom_trait, self.allocate, self.allocate,
-               self.allocate, self.allocate_many, self.remove, self.empty,
-               self.delete_custom, self.delete_custom, self.rename_class,
-               self.one_inventory, self.one_inventory, self.drop_traits,
-               self.aggregates]
+        ops = [
+            self.create,
+            self.create,
+            self.rename,
+            self.move,
+            self.delete,
+            self.inventories,
+            self.inventories,
+            self.traits,
+            self.aggregates,
+            self.custom_class,
+            self.custom_trait,
+            self.allocate,
+            self.allocate,
+            self.allocate,
+            self.allocate_many,
+            self.remove,
+            self.empty,
+            self.delete_custom,
+            self.delete_custom,
+            self.rename_class,
+            self.one_inventory,
+            self.one_inventory,
+            self.drop_traits,
+            self.aggregates,
+        ]
         self.rng.choice(ops)()
 
     def create(self) -> None:
@@ -193,9 +231,13 @@ class Walk:
     def rename(self) -> None:
         rp = self.pick()
         if rp is not None:
-            self.client.put("/resource_providers/%s" % rp["uuid"], json={
-                "name": "renamed-%d" % self.rng.randrange(10**9),
-                "parent_provider_uuid": rp["parent_provider_uuid"]})
+            self.client.put(
+                "/resource_providers/%s" % rp["uuid"],
+                json={
+                    "name": "renamed-%d" % self.rng.randrange(10**9),
+                    "parent_provider_uuid": rp["parent_provider_uuid"],
+                },
+            )
 
     def move(self) -> None:
         found = self.providers()
@@ -206,8 +248,10 @@ class Walk:
         rp = self.rng.choice(leaves)
         others = [p["uuid"] for p in found if p["uuid"] != rp["uuid"]]
         parent = self.rng.choice(others + [None])
-        self.client.put("/resource_providers/%s" % rp["uuid"], json={
-            "name": rp["name"], "parent_provider_uuid": parent})
+        self.client.put(
+            "/resource_providers/%s" % rp["uuid"],
+            json={"name": rp["name"], "parent_provider_uuid": parent},
+        )
 
     def delete(self) -> None:
         rp = self.pick()
@@ -219,17 +263,25 @@ class Walk:
         if rp is None:
             return
         classes = INVENTORY_CLASSES + sorted(
-            c["name"] for c in self.client.get("/resource_classes").json()[
-                "resource_classes"] if c["name"].startswith("CUSTOM_"))
+            c["name"]
+            for c in self.client.get("/resource_classes").json()["resource_classes"]
+            if c["name"].startswith("CUSTOM_")
+        )
         chosen = self.rng.sample(classes, self.rng.randint(0, 3))
-        self.client.put("/resource_providers/%s/inventories" % rp["uuid"],
-                        json={"resource_provider_generation": rp["generation"],
-                              "inventories": {
-                                  rc: {"total": self.rng.randint(8, 64),
-                                       "reserved": self.rng.randint(0, 2),
-                                       "allocation_ratio":
-                                           self.rng.choice([1.0, 1.5, 16.0])}
-                                  for rc in chosen}})
+        self.client.put(
+            "/resource_providers/%s/inventories" % rp["uuid"],
+            json={
+                "resource_provider_generation": rp["generation"],
+                "inventories": {
+                    rc: {
+                        "total": self.rng.randint(8, 64),
+                        "reserved": self.rng.randint(0, 2),
+                        "allocation_ratio": self.rng.choice([1.0, 1.5, 16.0]),
+                    }
+                    for rc in chosen
+                },
+            },
+        )
 
     def one_inventory(self) -> None:
         """One class added, changed or removed, or all removed: each of
@@ -240,16 +292,13 @@ class Walk:
         base = "/resource_providers/%s/inventories" % rp["uuid"]
         have = sorted(self.client.get(base).json()["inventories"])
         rc = self.rng.choice(INVENTORY_CLASSES)
-        fields = {"total": self.rng.randint(8, 64),
-                  "allocation_ratio": self.rng.choice([1.0, 2.5])}
+        fields = {"total": self.rng.randint(8, 64), "allocation_ratio": self.rng.choice([1.0, 2.5])}
         gen = {"resource_provider_generation": rp["generation"]}
         choice = self.rng.randrange(4)
         if choice == 0:
-            self.client.post(base, json={"resource_class": rc, **gen,
-                                         **fields})
+            self.client.post(base, json={"resource_class": rc, **gen, **fields})
         elif choice == 1 and have:
-            self.client.put(base + "/" + self.rng.choice(have),
-                            json={**gen, **fields})
+            self.client.put(base + "/" + self.rng.choice(have), json={**gen, **fields})
         elif choice == 2 and have:
             self.client.delete(base + "/" + self.rng.choice(have))
         else:
@@ -265,12 +314,13 @@ class Walk:
         if rp is None:
             return
         known = ["HW_CPU_X86_AVX2", "COMPUTE_VOLUME_MULTI_ATTACH"] + list(
-            self.client.get("/traits", params={
-                "name": "startswith:CUSTOM_"}).json()["traits"])
+            self.client.get("/traits", params={"name": "startswith:CUSTOM_"}).json()["traits"]
+        )
         chosen = self.rng.sample(known, self.rng.randint(0, len(known)))
-        self.client.put("/resource_providers/%s/traits" % rp["uuid"], json={
-            "resource_provider_generation": rp["generation"],
-            "traits": chosen})
+        self.client.put(
+            "/resource_providers/%s/traits" % rp["uuid"],
+            json={"resource_provider_generation": rp["generation"], "traits": chosen},
+        )
 
     def aggregates(self) -> None:
         rp = self.pick()
@@ -282,63 +332,77 @@ class Walk:
         if self.rng.random() < 0.5:  # before 1.19: no generation moves
             self.client.at("1.18").put(path, json=chosen)
         else:
-            self.client.put(path, json={
-                "resource_provider_generation": rp["generation"],
-                "aggregates": chosen})
+            self.client.put(
+                path, json={"resource_provider_generation": rp["generation"], "aggregates": chosen}
+            )
 
     def custom_class(self) -> None:
-        self.client.put("/resource_classes/CUSTOM_C%d"
-                        % self.rng.randrange(3))
+        self.client.put("/resource_classes/CUSTOM_C%d" % self.rng.randrange(3))
 
     def custom_trait(self) -> None:
         self.client.put("/traits/CUSTOM_T%d" % self.rng.randrange(3))
 
     def rename_class(self) -> None:
         """The microversion 1.2-1.6 rename of a custom class."""
-        custom = [c["name"] for c in self.client.get(
-            "/resource_classes").json()["resource_classes"]
-            if c["name"].startswith("CUSTOM_")]
+        custom = [
+            c["name"]
+            for c in self.client.get("/resource_classes").json()["resource_classes"]
+            if c["name"].startswith("CUSTOM_")
+        ]
         if custom:
             self.client.at("1.6").put(
                 "/resource_classes/%s" % self.rng.choice(custom),
-                json={"name": "CUSTOM_C%d" % self.rng.randrange(6)})
+                json={"name": "CUSTOM_C%d" % self.rng.randrange(6)},
+            )
 
     def delete_custom(self) -> None:
         if self.rng.random() < 0.5:  # one no inventory has, mostly
-            used = {rc for rp in self.providers() for rc in self.client.get(
-                "/resource_providers/%s/inventories" % rp["uuid"]).json()[
-                    "inventories"]}
-            free = [c["name"] for c in self.client.get(
-                "/resource_classes").json()["resource_classes"]
-                if c["name"].startswith("CUSTOM_") and c["name"] not in used]
-            self.client.delete("/resource_classes/%s"
-                               % self.rng.choice(free + ["CUSTOM_C0"]))
+            used = {
+                rc
+                for rp in self.providers()
+                for rc in self.client.get("/resource_providers/%s/inventories" % rp["uuid"]).json()[
+                    "inventories"
+                ]
+            }
+            free = [
+                c["name"]
+                for c in self.client.get("/resource_classes").json()["resource_classes"]
+                if c["name"].startswith("CUSTOM_") and c["name"] not in used
+            ]
+            self.client.delete("/resource_classes/%s" % self.rng.choice(free + ["CUSTOM_C0"]))
         else:  # one no provider has, mostly
-            free = self.client.get("/traits", params={
-                "name": "startswith:CUSTOM_", "associated": "false"}).json()
+            free = self.client.get(
+                "/traits", params={"name": "startswith:CUSTOM_", "associated": "false"}
+            ).json()
             name = self.rng.choice(free["traits"] + ["CUSTOM_T0"])
             self.client.delete("/traits/%s" % name)
 
     def _allocation(self, consumer: str) -> dict[str, Any] | None:
         with_inventory = []
         for rp in self.providers():
-            inv = self.client.get("/resource_providers/%s/inventories"
-                                  % rp["uuid"]).json()["inventories"]
+            inv = self.client.get("/resource_providers/%s/inventories" % rp["uuid"]).json()[
+                "inventories"
+            ]
             if inv:
                 with_inventory.append((rp["uuid"], inv))
         if not with_inventory:
             return None
-        chosen = self.rng.sample(with_inventory,
-                                 min(len(with_inventory), 2))
+        chosen = self.rng.sample(with_inventory, min(len(with_inventory), 2))
         current = self.client.get("/allocations/%s" % consumer).json()
-        return {"allocations": {
-            rp: {"resources": {rc: self.rng.randint(1, 3) for rc in
-                               self.rng.sample(sorted(inv), 1)}}
-            for rp, inv in chosen},
+        return {
+            "allocations": {
+                rp: {
+                    "resources": {
+                        rc: self.rng.randint(1, 3) for rc in self.rng.sample(sorted(inv), 1)
+                    }
+                }
+                for rp, inv in chosen
+            },
             "project_id": self.rng.choice(PROJECTS),
             "user_id": self.rng.choice(USERS),
             "consumer_generation": current.get("consumer_generation"),
-            "consumer_type": self.rng.choice(["INSTANCE", "MIGRATION"])}
+            "consumer_type": self.rng.choice(["INSTANCE", "MIGRATION"]),
+        }
 
     def consumer(self) -> str:
         if self.consumers and self.rng.random() < 0.5:
@@ -364,18 +428,23 @@ class Walk:
 
     def remove(self) -> None:
         if self.consumers:
-            self.client.delete("/allocations/%s"
-                               % self.rng.choice(self.consumers))
+            self.client.delete("/allocations/%s" % self.rng.choice(self.consumers))
 
     def empty(self) -> None:
         if not self.consumers:
             return
         consumer = self.rng.choice(self.consumers)
         current = self.client.get("/allocations/%s" % consumer).json()
-        self.client.put("/allocations/%s" % consumer, json={
-            "allocations": {}, "project_id": PROJECTS[0],
-            "user_id": USERS[0], "consumer_type": "INSTANCE",
-            "consumer_generation": current.get("consumer_generation")})
+        self.client.put(
+            "/allocations/%s" % consumer,
+            json={
+                "allocations": {},
+                "project_id": PROJECTS[0],
+                "user_id": USERS[0],
+                "consumer_type": "INSTANCE",
+                "consumer_generation": current.get("consumer_generation"),
+            },
+        )
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -438,23 +507,40 @@ def test_every_read_says_its_position(client: Client) -> None:
 def _world(client: Client) -> tuple[str, str, str]:
     """Two trees and a consumer of project proj-a on the first."""
     root = client.post("/resource_providers", json={"name": "root"}).json()
-    child = client.post("/resource_providers", json={
-        "name": "child", "parent_provider_uuid": root["uuid"]}).json()
+    child = client.post(
+        "/resource_providers", json={"name": "child", "parent_provider_uuid": root["uuid"]}
+    ).json()
     other = client.post("/resource_providers", json={"name": "other"}).json()
     for rp in (child, other):
-        client.put("/resource_providers/%s/inventories" % rp["uuid"], json={
-            "resource_provider_generation": rp["generation"],
-            "inventories": {"VCPU": {"total": 8}}})
+        client.put(
+            "/resource_providers/%s/inventories" % rp["uuid"],
+            json={
+                "resource_provider_generation": rp["generation"],
+                "inventories": {"VCPU": {"total": 8}},
+            },
+        )
     consumer = str(uuidlib.uuid4())
-    resp = client.put("/allocations/%s" % consumer, json={
-        "allocations": {child["uuid"]: {"resources": {"VCPU": 2}}},
-        "project_id": "proj-a", "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
+    resp = client.put(
+        "/allocations/%s" % consumer,
+        json={
+            "allocations": {child["uuid"]: {"resources": {"VCPU": 2}}},
+            "project_id": "proj-a",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.text
-    resp = client.put("/allocations/%s" % uuidlib.uuid4(), json={
-        "allocations": {other["uuid"]: {"resources": {"VCPU": 1}}},
-        "project_id": "proj-b", "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
+    resp = client.put(
+        "/allocations/%s" % uuidlib.uuid4(),
+        json={
+            "allocations": {other["uuid"]: {"resources": {"VCPU": 1}}},
+            "project_id": "proj-b",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.text
     return root["uuid"], other["uuid"], consumer
 
@@ -466,15 +552,19 @@ def test_filters(client: Client) -> None:
     assert kinds == ["inventories.set"] * 2
     by_consumer = feed(client, start, consumer=consumer)
     assert [(e["kind"], e["subject"]) for e in by_consumer] == [
-        (events.ALLOCATIONS_REPLACED, consumer)]
+        (events.ALLOCATIONS_REPLACED, consumer)
+    ]
     assert by_consumer[0]["new"]["project_id"] == "proj-a"
     assert by_consumer[0]["old"] is None
     by_project = feed(client, start, project="proj-b")
     assert [e["new"]["project_id"] for e in by_project] == ["proj-b"]
     tree = feed(client, start, tree=root)
     assert [e["kind"] for e in tree] == [
-        events.PROVIDER_CREATED, events.PROVIDER_CREATED,
-        events.INVENTORIES_SET, events.ALLOCATIONS_REPLACED]
+        events.PROVIDER_CREATED,
+        events.PROVIDER_CREATED,
+        events.INVENTORIES_SET,
+        events.ALLOCATIONS_REPLACED,
+    ]
     assert all(other not in str(e) for e in tree)
 
 
@@ -485,85 +575,139 @@ def test_a_tree_filter_names_several_trees(client: Client) -> None:
     root, other, _ = _world(client)
     third = client.post("/resource_providers", json={"name": "third"})
     assert third.status_code == 200
-    child = [rp["uuid"] for rp in client.get("/resource_providers", params={
-        "in_tree": root}).json()["resource_providers"] if rp["uuid"] != root]
+    child = [
+        rp["uuid"]
+        for rp in client.get("/resource_providers", params={"in_tree": root}).json()[
+            "resource_providers"
+        ]
+        if rp["uuid"] != root
+    ]
     both = feed(client, start, tree="%s,%s" % (child[0], other.upper()))
     alone = feed(client, start, tree=root) + feed(client, start, tree=other)
-    assert sorted(e["position"] for e in both) == sorted(
-        e["position"] for e in alone)
+    assert sorted(e["position"] for e in both) == sorted(e["position"] for e in alone)
     assert len(both) == 7
     assert third.json()["uuid"] not in str(both)
     # A provider moved out of a tree is an event of that tree too.
-    moved = client.put("/resource_providers/%s" % child[0], json={
-        "name": "child", "parent_provider_uuid": third.json()["uuid"]})
+    moved = client.put(
+        "/resource_providers/%s" % child[0],
+        json={"name": "child", "parent_provider_uuid": third.json()["uuid"]},
+    )
     assert moved.status_code == 200, moved.text
     last = feed(client, start, tree=root)[-1]
-    assert (last["kind"], last["subject"]) == (events.PROVIDER_UPDATED,
-                                               child[0])
+    assert (last["kind"], last["subject"]) == (events.PROVIDER_UPDATED, child[0])
     for bad in ("%s,not-a-uuid" % root, ",".join([root] * 101), root + ","):
-        resp = client.get("/berth/changes", params={"after": start,
-                                                    "tree": bad})
+        resp = client.get("/berth/changes", params={"after": start, "tree": bad})
         assert resp.status_code == 400, (bad, resp.text)
 
 
 def test_events_carry_old_and_new_values(client: Client) -> None:
     rp = client.post("/resource_providers", json={"name": "a"}).json()
     start = position(client)
-    client.put("/resource_providers/%s/traits" % rp["uuid"], json={
-        "resource_provider_generation": 0, "traits": ["HW_CPU_X86_AVX2"]})
+    client.put(
+        "/resource_providers/%s/traits" % rp["uuid"],
+        json={"resource_provider_generation": 0, "traits": ["HW_CPU_X86_AVX2"]},
+    )
     client.put("/resource_providers/%s" % rp["uuid"], json={"name": "b"})
-    client.put("/resource_providers/%s/traits" % rp["uuid"], json={
-        "resource_provider_generation": 1, "traits": []})
+    client.put(
+        "/resource_providers/%s/traits" % rp["uuid"],
+        json={"resource_provider_generation": 1, "traits": []},
+    )
     got = feed(client, start)
     assert [(e["kind"], e["old"], e["new"]) for e in got] == [
-        (events.TRAITS_SET, {"generation": 0, "traits": []},
-         {"generation": 1, "traits": ["HW_CPU_X86_AVX2"]}),
-        (events.PROVIDER_UPDATED,
-         {"name": "a", "generation": 1, "parent_provider_uuid": None,
-          "root_provider_uuid": rp["uuid"]},
-         {"name": "b", "generation": 1, "parent_provider_uuid": None,
-          "root_provider_uuid": rp["uuid"]}),
-        (events.TRAITS_SET, {"generation": 1, "traits": ["HW_CPU_X86_AVX2"]},
-         {"generation": 2, "traits": []})]
+        (
+            events.TRAITS_SET,
+            {"generation": 0, "traits": []},
+            {"generation": 1, "traits": ["HW_CPU_X86_AVX2"]},
+        ),
+        (
+            events.PROVIDER_UPDATED,
+            {
+                "name": "a",
+                "generation": 1,
+                "parent_provider_uuid": None,
+                "root_provider_uuid": rp["uuid"],
+            },
+            {
+                "name": "b",
+                "generation": 1,
+                "parent_provider_uuid": None,
+                "root_provider_uuid": rp["uuid"],
+            },
+        ),
+        (
+            events.TRAITS_SET,
+            {"generation": 1, "traits": ["HW_CPU_X86_AVX2"]},
+            {"generation": 2, "traits": []},
+        ),
+    ]
 
 
 def test_an_owner_change_shows_the_old_owner_as_old(client: Client) -> None:
     root, other, consumer = _world(client)
-    child = client.get("/resource_providers", params={
-        "in_tree": root}).json()["resource_providers"]
+    child = client.get("/resource_providers", params={"in_tree": root}).json()["resource_providers"]
     child_uuid = next(p["uuid"] for p in child if p["uuid"] != root)
     start = position(client)
     for project, user, allocations in (
-            ("proj-b", "v", {other: {"resources": {"VCPU": 1}}}),
-            ("proj-a", "u", {})):
-        generation = client.get("/allocations/%s" % consumer).json()[
-            "consumer_generation"]
-        resp = client.put("/allocations/%s" % consumer, json={
-            "allocations": allocations, "project_id": project,
-            "user_id": user, "consumer_generation": generation,
-            "consumer_type": "MIGRATION"})
+        ("proj-b", "v", {other: {"resources": {"VCPU": 1}}}),
+        ("proj-a", "u", {}),
+    ):
+        generation = client.get("/allocations/%s" % consumer).json()["consumer_generation"]
+        resp = client.put(
+            "/allocations/%s" % consumer,
+            json={
+                "allocations": allocations,
+                "project_id": project,
+                "user_id": user,
+                "consumer_generation": generation,
+                "consumer_type": "MIGRATION",
+            },
+        )
         assert resp.status_code == 204, resp.text
     got = feed(client, start, consumer=consumer)
     assert [(e["kind"], e["old"]) for e in got] == [
-        (events.ALLOCATIONS_REPLACED, {
-            "allocations": {child_uuid: {"VCPU": 2}},
-            "project_id": "proj-a", "user_id": "u",
-            "consumer_type": "INSTANCE"}),
-        (events.ALLOCATIONS_REMOVED, {
-            "allocations": {other: {"VCPU": 1}},
-            "project_id": "proj-b", "user_id": "v",
-            "consumer_type": "MIGRATION"})]
-    assert (got[0]["new"]["project_id"], got[0]["new"]["user_id"],
-            got[0]["new"]["consumer_type"]) == ("proj-b", "v", "MIGRATION")
+        (
+            events.ALLOCATIONS_REPLACED,
+            {
+                "allocations": {child_uuid: {"VCPU": 2}},
+                "project_id": "proj-a",
+                "user_id": "u",
+                "consumer_type": "INSTANCE",
+            },
+        ),
+        (
+            events.ALLOCATIONS_REMOVED,
+            {
+                "allocations": {other: {"VCPU": 1}},
+                "project_id": "proj-b",
+                "user_id": "v",
+                "consumer_type": "MIGRATION",
+            },
+        ),
+    ]
+    assert (
+        got[0]["new"]["project_id"],
+        got[0]["new"]["user_id"],
+        got[0]["new"]["consumer_type"],
+    ) == ("proj-b", "v", "MIGRATION")
 
 
-@pytest.mark.parametrize("query", [
-    {}, {"after": "x"}, {"after": "1:"}, {"after": "1:2,1:3"},
-    {"after": "-1:2"}, {"after": "0", "kind": "provider.exploded"},
-    {"after": "0", "tree": "not-a-uuid"}, {"after": "0", "limit": "0"},
-    {"after": "0", "consumer": "nope"}, {"after": "0", "colour": "red"},
-    # Longer than any cluster's position: refused before it is parsed.
-    {"after": ",".join("%d:1" % n for n in range(1, 80))}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"after": "x"},
+        {"after": "1:"},
+        {"after": "1:2,1:3"},
+        {"after": "-1:2"},
+        {"after": "0", "kind": "provider.exploded"},
+        {"after": "0", "tree": "not-a-uuid"},
+        {"after": "0", "limit": "0"},
+        {"after": "0", "consumer": "nope"},
+        {"after": "0", "colour": "red"},
+        # Longer than any cluster's position: refused before it is parsed.
+        {"after": ",".join("%d:1" % n for n in range(1, 80))},
+    ],
+)
 def test_bad_queries_are_400(client: Client, query: dict[str, str]) -> None:
     resp = client.get("/berth/changes", params=query)
     assert resp.status_code == 400, resp.text
@@ -571,29 +715,34 @@ def test_bad_queries_are_400(client: Client, query: dict[str, str]) -> None:
 
 
 #: The kinds, as a refusal lists them.
-KINDS = ("provider/resource_class.created/updated/deleted, "
-         "inventories/traits/aggregates.set, allocations.replaced/removed, "
-         "trait.created/deleted, resync")
+KINDS = (
+    "provider/resource_class.created/updated/deleted, "
+    "inventories/traits/aggregates.set, allocations.replaced/removed, "
+    "trait.created/deleted, resync"
+)
 
 
-@pytest.mark.parametrize(("query", "line"), [
-    ({"after": "0", "kind": "provider.create"},
-     "unknown kind 'provider.create'; kinds: " + KINDS),
-    ({"after": "0", "kind": "resync,bogus"}, "unknown kind 'bogus'; kinds: "
-     + KINDS),
-    ({"after": "0", "limit": "abc"},
-     "limit must be a whole number from 1 to 99999, not 'abc'"),
-    ({"after": "0", "consumer": "nope"},
-     "consumer must be a consumer uuid, not 'nope'"),
-    ({"afte": "0"}, "unknown query parameter 'afte' (did you mean after?)"),
-    ({}, "after is required: a position from an earlier answer, or 0"),
-])
-def test_bad_queries_say_so_in_plain_words(client: Client,
-                                           query: dict[str, str],
-                                           line: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "line"),
+    [
+        (
+            {"after": "0", "kind": "provider.create"},
+            "unknown kind 'provider.create'; kinds: " + KINDS,
+        ),
+        ({"after": "0", "kind": "resync,bogus"}, "unknown kind 'bogus'; kinds: " + KINDS),
+        ({"after": "0", "limit": "abc"}, "limit must be a whole number from 1 to 99999, not 'abc'"),
+        ({"after": "0", "consumer": "nope"}, "consumer must be a consumer uuid, not 'nope'"),
+        ({"afte": "0"}, "unknown query parameter 'afte' (did you mean after?)"),
+        ({}, "after is required: a position from an earlier answer, or 0"),
+    ],
+)
+def test_bad_queries_say_so_in_plain_words(
+    client: Client, query: dict[str, str], line: str
+) -> None:
     """A Berth-only surface: no pattern or schema in the answer, which
     ``berth watch`` prints as it is."""
     from berth.api.errors import for_people
+
     resp = client.get("/berth/changes", params=query)
     assert resp.status_code == 400, resp.text
     error = resp.json()["errors"][0]
@@ -606,9 +755,9 @@ def test_a_bad_kind_lists_every_kind() -> None:
     named = set()
     for part in KINDS.split(", "):
         prefixes, _, suffixes = part.rpartition(".")
-        named.update("%s.%s" % (p, s) if p else s
-                     for p in prefixes.split("/")
-                     for s in suffixes.split("/"))
+        named.update(
+            "%s.%s" % (p, s) if p else s for p in prefixes.split("/") for s in suffixes.split("/")
+        )
     assert named == set(events.KINDS)
 
 
@@ -632,8 +781,7 @@ def test_pruned_history_is_410(client: Client, db: Database) -> None:
     assert feed(client, newest) == []
     # A position the database never reached is no better.
     slot, seq = (int(x) for x in newest.split(":"))
-    resp = client.get("/berth/changes",
-                      params={"after": "%d:%d" % (slot, seq + 5)})
+    resp = client.get("/berth/changes", params={"after": "%d:%d" % (slot, seq + 5)})
     assert resp.status_code == 410
 
 
@@ -642,6 +790,7 @@ def test_retention_prunes_on_write(conf: Any, db: Database) -> None:
     (here 0 seconds: everything before that write)."""
     from berth.api.app import create_app
     from berth.db import changes
+
     conf.set_override("change_feed_retention", 0, group="berth")
     client = Client(create_app(conf, db))
     start = position(client)
@@ -654,12 +803,11 @@ def test_retention_prunes_on_write(conf: Any, db: Database) -> None:
 
 
 @pytest.mark.parametrize("new_defaults", [False, True])
-def test_a_project_reader_sees_its_own_consumers_only(
-        db: Database, new_defaults: bool) -> None:
+def test_a_project_reader_sees_its_own_consumers_only(db: Database, new_defaults: bool) -> None:
     from berth.api.app import create_app
     from tests.conftest import make_conf
-    app = create_app(make_conf(
-        oslo_policy__enforce_new_defaults=new_defaults), db)
+
+    app = create_app(make_conf(oslo_policy__enforce_new_defaults=new_defaults), db)
     admin = Client(app)
     start = position(admin)
     _, _, consumer = _world(admin)
@@ -670,15 +818,12 @@ def test_a_project_reader_sees_its_own_consumers_only(
         resp = reader.get("/berth/changes", params=params)
         assert resp.status_code == 403, resp.text
     got = feed(reader, start, project="proj-a")
-    assert [(e["kind"], e["subject"]) for e in got] == [
-        (events.ALLOCATIONS_REPLACED, consumer)]
+    assert [(e["kind"], e["subject"]) for e in got] == [(events.ALLOCATIONS_REPLACED, consumer)]
     # Asking for provider events changes nothing: none are shown.
-    assert feed(reader, start, project="proj-a",
-                kind="provider.created") == []
+    assert feed(reader, start, project="proj-a", kind="provider.created") == []
     nobody = Client(app, token="bob:proj-a")
     nobody.headers["x-roles"] = "member-of-nothing"
-    resp = nobody.get("/berth/changes",
-                      params={"after": start, "project": "proj-a"})
+    resp = nobody.get("/berth/changes", params={"after": start, "project": "proj-a"})
     assert resp.status_code == 403
 
 
@@ -687,31 +832,57 @@ def test_a_reshape_replays(client: Client) -> None:
     events rebuild the state, generations included."""
     start = position(client)
     root = client.post("/resource_providers", json={"name": "cn"}).json()
-    client.put("/resource_providers/%s/inventories" % root["uuid"], json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": {"total": 8}, "DISK_GB": {"total": 100}}})
+    client.put(
+        "/resource_providers/%s/inventories" % root["uuid"],
+        json={
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": {"total": 8}, "DISK_GB": {"total": 100}},
+        },
+    )
     consumer = str(uuidlib.uuid4())
-    resp = client.put("/allocations/%s" % consumer, json={
-        "allocations": {root["uuid"]: {"resources": {"VCPU": 2,
-                                                     "DISK_GB": 10}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
+    resp = client.put(
+        "/allocations/%s" % consumer,
+        json={
+            "allocations": {root["uuid"]: {"resources": {"VCPU": 2, "DISK_GB": 10}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.text
-    child = client.post("/resource_providers", json={
-        "name": "numa0", "parent_provider_uuid": root["uuid"]}).json()
-    generation = client.get("/resource_providers/%s" % root["uuid"]).json()[
-        "generation"]
-    resp = client.post("/reshaper", headers={"x-roles": "service"}, json={
-        "inventories": {
-            root["uuid"]: {"resource_provider_generation": generation,
-                           "inventories": {"DISK_GB": {"total": 100}}},
-            child["uuid"]: {"resource_provider_generation": 0,
-                            "inventories": {"VCPU": {"total": 8}}}},
-        "allocations": {consumer: {
-            "allocations": {root["uuid"]: {"resources": {"DISK_GB": 10}},
-                            child["uuid"]: {"resources": {"VCPU": 2}}},
-            "project_id": "p", "user_id": "u", "consumer_generation": 1,
-            "consumer_type": "INSTANCE"}}})
+    child = client.post(
+        "/resource_providers", json={"name": "numa0", "parent_provider_uuid": root["uuid"]}
+    ).json()
+    generation = client.get("/resource_providers/%s" % root["uuid"]).json()["generation"]
+    resp = client.post(
+        "/reshaper",
+        headers={"x-roles": "service"},
+        json={
+            "inventories": {
+                root["uuid"]: {
+                    "resource_provider_generation": generation,
+                    "inventories": {"DISK_GB": {"total": 100}},
+                },
+                child["uuid"]: {
+                    "resource_provider_generation": 0,
+                    "inventories": {"VCPU": {"total": 8}},
+                },
+            },
+            "allocations": {
+                consumer: {
+                    "allocations": {
+                        root["uuid"]: {"resources": {"DISK_GB": 10}},
+                        child["uuid"]: {"resources": {"VCPU": 2}},
+                    },
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": 1,
+                    "consumer_type": "INSTANCE",
+                }
+            },
+        },
+    )
     assert resp.status_code == 204, resp.text
     replica = Replica()
     got = feed(client, start)
@@ -721,8 +892,10 @@ def test_a_reshape_replays(client: Client) -> None:
     # The reshape is one write: its events share one position.
     last = [e for e in got if e["position"] == got[-1]["position"]]
     assert sorted(e["kind"] for e in last) == [
-        events.ALLOCATIONS_REPLACED, events.INVENTORIES_SET,
-        events.INVENTORIES_SET]
+        events.ALLOCATIONS_REPLACED,
+        events.INVENTORIES_SET,
+        events.INVENTORIES_SET,
+    ]
 
 
 def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
@@ -734,10 +907,12 @@ def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
     from berth import conf as berth_conf
     from berth.cli.run import main
     from berth.direct import PlacementDirect
+
     conf_file = tmp_path / "placement.conf"
-    conf_file.write_text("[api]\nauth_strategy = noauth2\n"
-                         "[placement_database]\nconnection = sqlite:///%s\n"
-                         % (tmp_path / "watch.sqlite"))
+    conf_file.write_text(
+        "[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = sqlite:///%s\n" % (tmp_path / "watch.sqlite")
+    )
     args = ["--config-file", str(conf_file)]
     assert main(["db", "sync", *args]) == 0
     with PlacementDirect(berth_conf.load(args), microversion="latest") as h:
@@ -747,16 +922,17 @@ def test_berth_watch_prints_json_lines(tmp_path: Any, capsys: Any) -> None:
         h.post("/resource_providers", json={"name": "b"})
     capsys.readouterr()
     assert main(["watch", "--once", "--after", start, *args]) == 0
-    lines = [json.loads(line) for line in
-             capsys.readouterr().out.splitlines()]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(e["kind"], e["subject"]) for e in lines[:2]] == [
         (events.PROVIDER_CREATED, a["uuid"]),
-        (events.TRAIT_CREATED, "CUSTOM_WATCHED")]
+        (events.TRAIT_CREATED, "CUSTOM_WATCHED"),
+    ]
     assert len(lines) == 3
-    assert main(["watch", "--once", "--after", lines[0]["after"],
-                 "--kind", "provider.created", *args]) == 0
-    again = [json.loads(line) for line in
-             capsys.readouterr().out.splitlines()]
+    assert (
+        main(["watch", "--once", "--after", lines[0]["after"], "--kind", "provider.created", *args])
+        == 0
+    )
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["new"]["name"] for e in again] == ["b"]
     with pytest.raises(SystemExit) as bad:
         main(["watch", "--once", "--after", "1:999", *args])

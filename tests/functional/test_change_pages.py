@@ -27,6 +27,7 @@ def _write_log(db: Database, rng: random.Random, writes: int) -> None:
     """``writes`` writes spread over the slots at random, each of one to
     three events, committed at increasing times; each slot's counter is
     left at its newest number."""
+
     def work(conn: Connection) -> None:
         newest = dict.fromkeys(SLOTS, 0)
         rows = []
@@ -34,29 +35,40 @@ def _write_log(db: Database, rng: random.Random, writes: int) -> None:
             slot = rng.choice(SLOTS)
             newest[slot] += 1
             for idx in range(rng.randint(1, 3)):
-                rows.append({
-                    "slot": slot, "seq": newest[slot], "idx": idx,
-                    "kind": events.TRAIT_CREATED,
-                    "subject": "CUSTOM_W%d_%d" % (n, idx), "tree": None,
-                    "project": None, "created_at": 1000.0 + n,
-                    "body": orjson.dumps({"new": None, "old": None}).decode()})
+                rows.append(
+                    {
+                        "slot": slot,
+                        "seq": newest[slot],
+                        "idx": idx,
+                        "kind": events.TRAIT_CREATED,
+                        "subject": "CUSTOM_W%d_%d" % (n, idx),
+                        "tree": None,
+                        "project": None,
+                        "created_at": 1000.0 + n,
+                        "body": orjson.dumps({"new": None, "old": None}).decode(),
+                    }
+                )
         conn.execute(t.berth_events.insert(), rows)
-        conn.execute(t.berth_state.insert(), [
-            {"id": slot, "seq": seq, "pruned": 0}
-            for slot, seq in newest.items()])
+        conn.execute(
+            t.berth_state.insert(),
+            [{"id": slot, "seq": seq, "pruned": 0} for slot, seq in newest.items()],
+        )
+
     db.run(work)
 
 
-def _paged(db: Database, before_slots: dict[int, int], limit: int,
-           wanted: events.Filters = events.Filters()
-           ) -> list[tuple[int, int, int]]:
+def _paged(
+    db: Database,
+    before_slots: dict[int, int],
+    limit: int,
+    wanted: events.Filters = events.Filters(),
+) -> list[tuple[int, int, int]]:
     """Every event after ``start``, read ``limit`` at a time, as
     (slot, seq, idx) in the order the pages gave them."""
     after = dict(before_slots)
     got: list[tuple[int, int, int]] = []
     for _ in range(10_000):
-        page = db.read(lambda conn, at=after: events.read(
-            conn, at, wanted, limit))
+        page = db.read(lambda conn, at=after: events.read(conn, at, wanted, limit))
         got += [(e.slot, e.seq, e.idx) for e in page.events]
         assert all(page.upto.get(s, 0) >= n for s, n in after.items())
         after = page.upto
@@ -66,7 +78,8 @@ def _paged(db: Database, before_slots: dict[int, int], limit: int,
 
 
 def test_pages_across_slots_keep_the_order_of_one_read(
-        db: Database, before_slots: dict[int, int]) -> None:
+    db: Database, before_slots: dict[int, int]
+) -> None:
     rng = random.Random(7)
     _write_log(db, rng, 120)
     whole = _paged(db, before_slots, 10_000)
@@ -77,7 +90,8 @@ def test_pages_across_slots_keep_the_order_of_one_read(
 
 
 def test_filtered_pages_across_slots_miss_nothing(
-        db: Database, before_slots: dict[int, int]) -> None:
+    db: Database, before_slots: dict[int, int]
+) -> None:
     """With a filter, slots skip numbers; pages still give exactly the
     matching events of one read, in its order."""
     rng = random.Random(11)
@@ -85,8 +99,12 @@ def test_filtered_pages_across_slots_miss_nothing(
 
     def matching(conn: Connection) -> None:
         ev = t.berth_events
-        conn.execute(sa.update(ev).where(ev.c.slot.in_(SLOTS), ev.c.idx == 1)
-                     .values(kind=events.TRAIT_DELETED))
+        conn.execute(
+            sa.update(ev)
+            .where(ev.c.slot.in_(SLOTS), ev.c.idx == 1)
+            .values(kind=events.TRAIT_DELETED)
+        )
+
     db.run(matching)
     wanted = events.Filters(kinds=frozenset([events.TRAIT_DELETED]))
     want = _paged(db, before_slots, 10_000, wanted)

@@ -38,8 +38,7 @@ class FeedServer:
 
         def run() -> None:
             asyncio.set_event_loop(self.loop)
-            self.running = self.loop.run_until_complete(
-                watch.open_server(conf, db, sock))
+            self.running = self.loop.run_until_complete(watch.open_server(conf, db, sock))
             started.set()
             self.loop.run_forever()
 
@@ -48,8 +47,7 @@ class FeedServer:
         assert started.wait(30)
 
     def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(
-            watch.close_server(self.running), self.loop).result(30)
+        asyncio.run_coroutine_threadsafe(watch.close_server(self.running), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(30)
         self.loop.close()
@@ -62,13 +60,17 @@ OPEN: list[Stream] = []
 class Stream:
     """One watch over HTTP, read frame by frame."""
 
-    def __init__(self, port: int, query: str, token: str | None = "admin",
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        query: str,
+        token: str | None = "admin",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         OPEN.append(self)
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         sent = {} if token is None else {"x-auth-token": token}
-        self.conn.request("GET", watch.PATH + "?" + query,
-                          headers={**sent, **(headers or {})})
+        self.conn.request("GET", watch.PATH + "?" + query, headers={**sent, **(headers or {})})
         self.resp = self.conn.getresponse()
 
     def line(self) -> bytes:
@@ -82,7 +84,7 @@ class Stream:
         if self.resp.getheader("content-type") != feed_mod.SSE:
             return json.loads(self.line())  # type: ignore[no-any-return]
         fields: dict[str, Any] = {}
-        while (text := self.line().decode().rstrip("\n")):
+        while text := self.line().decode().rstrip("\n"):
             name, _, value = text.partition(": ")
             fields[name] = json.loads(value) if name == "data" else value
         return fields
@@ -120,8 +122,7 @@ def position(client: Client) -> str:
     return client.get("/resource_classes").headers["berth-position"]
 
 
-def new_provider(client: Client, name: str,
-                 parent: str | None = None) -> str:
+def new_provider(client: Client, name: str, parent: str | None = None) -> str:
     uuid = str(uuidlib.uuid4())
     body: dict[str, Any] = {"name": name, "uuid": uuid}
     if parent:
@@ -132,30 +133,50 @@ def new_provider(client: Client, name: str,
 
 def set_traits(client: Client, uuid: str, traits: list[str]) -> None:
     gen = client.get("/resource_providers/%s" % uuid).json()["generation"]
-    resp = client.put("/resource_providers/%s/traits" % uuid, json={
-        "traits": traits, "resource_provider_generation": gen})
+    resp = client.put(
+        "/resource_providers/%s/traits" % uuid,
+        json={"traits": traits, "resource_provider_generation": gen},
+    )
     assert resp.status_code == 200, resp.text
 
 
 def allocate(client: Client, rp: str, consumer: str, project: str) -> None:
     gen = client.get("/resource_providers/%s" % rp).json()["generation"]
-    client.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": gen,
-        "inventories": {"VCPU": {"total": 64}}})
-    resp = client.put("/allocations/%s" % consumer, json={
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "project_id": project, "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
+    client.put(
+        "/resource_providers/%s/inventories" % rp,
+        json={"resource_provider_generation": gen, "inventories": {"VCPU": {"total": 64}}},
+    )
+    resp = client.put(
+        "/allocations/%s" % consumer,
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": project,
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.text
 
 
 def many_claims(client: Client, rp: str, count: int) -> list[str]:
     consumers = [str(uuidlib.uuid4()) for _ in range(count)]
-    assert client.post("/allocations", json={
-        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": "p1", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"} for c in consumers}
-    ).status_code == 204
+    assert (
+        client.post(
+            "/allocations",
+            json={
+                c: {
+                    "allocations": {rp: {"resources": {"VCPU": 1}}},
+                    "project_id": "p1",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                    "consumer_type": "INSTANCE",
+                }
+                for c in consumers
+            },
+        ).status_code
+        == 204
+    )
     return consumers
 
 
@@ -163,9 +184,13 @@ def big_provider(client: Client) -> str:
     rp = new_provider(client, "host")
     allocate(client, rp, str(uuidlib.uuid4()), "p1")
     gen = client.get("/resource_providers/%s" % rp).json()["generation"]
-    assert client.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": gen,
-        "inventories": {"VCPU": {"total": 100000}}}).status_code == 200
+    assert (
+        client.put(
+            "/resource_providers/%s/inventories" % rp,
+            json={"resource_provider_generation": gen, "inventories": {"VCPU": {"total": 100000}}},
+        ).status_code
+        == 200
+    )
     return rp
 
 
@@ -176,7 +201,8 @@ def listed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
 
 
 def test_streams_the_writes_in_order_as_the_list_gives_them(
-        client: Client, feed: FeedServer) -> None:
+    client: Client, feed: FeedServer
+) -> None:
     start = position(client)
     stream = Stream(feed.port, "after=" + start)
     assert stream.resp.status == 200
@@ -187,11 +213,12 @@ def test_streams_the_writes_in_order_as_the_list_gives_them(
     set_traits(client, child, ["HW_CPU_X86_AVX"])
     got = stream.events(3)
     assert [(e["kind"], e["subject"]) for e in got] == [
-        ("provider.created", root), ("provider.created", child),
-        ("traits.set", child)]
+        ("provider.created", root),
+        ("provider.created", child),
+        ("traits.set", child),
+    ]
     # The same events as the list, each with the position after it.
-    assert [{k: v for k, v in e.items() if k != "after"} for e in got] \
-        == listed(client, start)
+    assert [{k: v for k, v in e.items() if k != "after"} for e in got] == listed(client, start)
     assert [e["after"] for e in got] == [e["position"] for e in got]
     registry = feed.running.feed.metrics.registry
     assert registry.get_sample_value("berth_feed_watchers") == 1
@@ -200,7 +227,8 @@ def test_streams_the_writes_in_order_as_the_list_gives_them(
 
 
 def test_resumes_after_a_dropped_connection_without_gap_or_duplicate(
-        client: Client, feed: FeedServer) -> None:
+    client: Client, feed: FeedServer
+) -> None:
     stream = Stream(feed.port, "after=" + position(client))
     first = [new_provider(client, "a%d" % i) for i in range(3)]
     got = stream.events(3)
@@ -221,14 +249,11 @@ def test_resumes_after_a_dropped_connection_without_gap_or_duplicate(
     again.close()
 
 
-def test_server_sent_events_resume_from_last_event_id(
-        client: Client, feed: FeedServer) -> None:
+def test_server_sent_events_resume_from_last_event_id(client: Client, feed: FeedServer) -> None:
     start = position(client)
-    stream = Stream(feed.port, "after=" + start,
-                    headers={"accept": "text/event-stream"})
+    stream = Stream(feed.port, "after=" + start, headers={"accept": "text/event-stream"})
     assert stream.resp.getheader("content-type") == feed_mod.SSE
-    assert stream.frame() == {"id": start, "event": "bookmark",
-                              "data": {"after": start}}
+    assert stream.frame() == {"id": start, "event": "bookmark", "data": {"after": start}}
     made = [new_provider(client, "s%d" % i) for i in range(3)]
     got = stream.events(3)
     assert [f["event"] for f in got] == ["provider.created"] * 3
@@ -236,8 +261,9 @@ def test_server_sent_events_resume_from_last_event_id(
     assert all(f["id"] == f["data"]["after"] for f in got)
     stream.close()
     # EventSource reconnects to the same URL with the last id it saw.
-    again = Stream(feed.port, "after=%s&format=sse" % start,
-                   headers={"last-event-id": got[0]["id"]})
+    again = Stream(
+        feed.port, "after=%s&format=sse" % start, headers={"last-event-id": got[0]["id"]}
+    )
     assert [f["data"]["subject"] for f in again.events(2)] == made[1:]
     again.close()
 
@@ -256,24 +282,29 @@ def test_filters_as_the_list(client: Client, feed: FeedServer) -> None:
     allocate(client, other, consumer, "p1")
     allocate(client, child, str(uuidlib.uuid4()), "p2")
     assert [(e["kind"], e["subject"]) for e in traits.events(2)] == [
-        ("traits.set", other), ("traits.set", child)]
+        ("traits.set", other),
+        ("traits.set", child),
+    ]
     tree_events = tree.events(5)
     assert [e["kind"] for e in tree_events] == [
-        "provider.created", "provider.created", "traits.set",
-        "inventories.set", "allocations.replaced"]
+        "provider.created",
+        "provider.created",
+        "traits.set",
+        "inventories.set",
+        "allocations.replaced",
+    ]
     assert tree_events[0]["subject"] == root
     assert [e["subject"] for e in mine.events(1)] == [consumer]
     for name, stream in (("kind", traits), ("tree", tree)):
-        filtered = listed(client, start, **{name: "traits.set"
-                                            if name == "kind" else root})
+        filtered = listed(client, start, **{name: "traits.set" if name == "kind" else root})
         assert len(filtered) == {"kind": 2, "tree": 5}[name]
         stream.close()
     mine.close()
 
 
 def test_bookmarks_carry_the_position_past_filtered_writes(
-        client: Client, feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.2)
     start = position(client)
     stream = Stream(feed.port, "after=%s&kind=trait.created" % start)
@@ -289,7 +320,8 @@ def test_bookmarks_carry_the_position_past_filtered_writes(
 
 
 def test_pruned_position_is_410_in_placement_format(
-        client: Client, db: Database, feed: FeedServer) -> None:
+    client: Client, db: Database, feed: FeedServer
+) -> None:
     old = position(client)
     new_provider(client, "gone")
     slot = int(position(client).split(":")[0])
@@ -299,18 +331,21 @@ def test_pruned_position_is_410_in_placement_format(
     error = json.loads(stream.resp.read())["errors"][0]
     assert error["code"] == "berth.changes.gone"
     assert error["oldest_position"] == position(client)
-    assert error["request_id"] == stream.resp.getheader(
-        "x-openstack-request-id")
+    assert error["request_id"] == stream.resp.getheader("x-openstack-request-id")
     # The very body the API gives (the one error mapping), but its id.
     listed = client.get("/berth/changes", params={"after": old})
     assert listed.status_code == 410
-    assert {**listed.json()["errors"][0], "request_id": None} == {
-        **error, "request_id": None}
+    assert {**listed.json()["errors"][0], "request_id": None} == {**error, "request_id": None}
 
 
 def test_bad_queries_are_400(client: Client, feed: FeedServer) -> None:
-    for query in ("after=x:1", "after=0&kind=nope", "after=0&format=xml",
-                  "kind=traits.set", "after=0&colour=red"):
+    for query in (
+        "after=x:1",
+        "after=0&kind=nope",
+        "after=0&format=xml",
+        "kind=traits.set",
+        "after=0&colour=red",
+    ):
         stream = Stream(feed.port, query)
         assert stream.resp.status == 400, query
         assert json.loads(stream.resp.read())["errors"][0]["status"] == 400
@@ -325,27 +360,27 @@ def test_policy_as_the_list(client: Client, feed: FeedServer) -> None:
     assert stranger.resp.status == 403
     # A project reader reads its own project's allocation events only.
     reader = {"x-roles": "reader"}
-    assert Stream(feed.port, "after=" + start, token="bob:p1",
-                  headers=reader).resp.status == 403
-    assert Stream(feed.port, "after=%s&project=p2" % start, token="bob:p1",
-                  headers=reader).resp.status == 403
-    own = Stream(feed.port, "after=%s&project=p1" % start, token="bob:p1",
-                 headers=reader)
+    assert Stream(feed.port, "after=" + start, token="bob:p1", headers=reader).resp.status == 403
+    assert (
+        Stream(feed.port, "after=%s&project=p2" % start, token="bob:p1", headers=reader).resp.status
+        == 403
+    )
+    own = Stream(feed.port, "after=%s&project=p1" % start, token="bob:p1", headers=reader)
     assert own.resp.status == 200
     rp = new_provider(client, "shared")
     consumer = str(uuidlib.uuid4())
     allocate(client, rp, str(uuidlib.uuid4()), "p2")
     allocate(client, rp, consumer, "p1")
     got = own.events(1)
-    assert (got[0]["kind"], got[0]["subject"]) == (
-        "allocations.replaced", consumer)
+    assert (got[0]["kind"], got[0]["subject"]) == ("allocations.replaced", consumer)
     own.close()
 
 
 def test_keystone_without_a_token_is_401(db: Database) -> None:
-    conf = make_conf(api__auth_strategy="keystone",
-                     keystone_authtoken__www_authenticate_uri=
-                     "http://keystone.test:5000")
+    conf = make_conf(
+        api__auth_strategy="keystone",
+        keystone_authtoken__www_authenticate_uri="http://keystone.test:5000",
+    )
     server = FeedServer(conf, db)
     try:
         stream = Stream(server.port, "after=0", token=None)
@@ -364,45 +399,50 @@ def test_a_listener_refuses_a_taken_port() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(SystemExit) as exc:
             watch.listen_socket("127.0.0.1", port)
-    assert "cannot listen on 127.0.0.1:%d for the change feed" % port \
-        in str(exc.value)
+    assert "cannot listen on 127.0.0.1:%d for the change feed" % port in str(exc.value)
     conf = make_conf(berth__watch_listen="nowhere")
     with pytest.raises(SystemExit, match="watch_listen must be host:port"):
         watch.listen_address(conf)
-    assert watch.listen_address(make_conf(
-        berth__watch_listen="[::1]:8779")) == ("::1", 8779)
+    assert watch.listen_address(make_conf(berth__watch_listen="[::1]:8779")) == ("::1", 8779)
     # Unset or empty: no watch, and no port taken that nobody asked for.
     assert watch.listen_address(make_conf()) is None
     assert watch.listen_address(make_conf(berth__watch_listen="")) is None
 
 
-def test_a_writes_events_resume_as_a_whole(client: Client,
-                                           feed: FeedServer) -> None:
+def test_a_writes_events_resume_as_a_whole(client: Client, feed: FeedServer) -> None:
     rp = new_provider(client, "host")
     allocate(client, rp, str(uuidlib.uuid4()), "p1")
     start = position(client)
     stream = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
     one, two = str(uuidlib.uuid4()), str(uuidlib.uuid4())
-    resp = client.post("/allocations", json={
-        c: {"allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": "p1", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"} for c in (one, two)})
+    resp = client.post(
+        "/allocations",
+        json={
+            c: {
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": "p1",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            }
+            for c in (one, two)
+        },
+    )
     assert resp.status_code == 204, resp.text
     first, second = stream.events(2)
     assert first["position"] == second["position"]  # one write
     # Not the last of its write: resuming from it sends the write whole.
     assert first["after"] == start
     assert second["after"] == second["position"]
-    again = Stream(feed.port, "after=%s&kind=allocations.replaced"
-                   % first["after"])
-    assert [e["subject"] for e in again.events(2)] == [
-        first["subject"], second["subject"]]
+    again = Stream(feed.port, "after=%s&kind=allocations.replaced" % first["after"])
+    assert [e["subject"] for e in again.events(2)] == [first["subject"], second["subject"]]
 
 
-def test_after_now_and_berth_watch_url(client: Client, feed: FeedServer,
-                                       capsys: pytest.CaptureFixture[str]
-                                       ) -> None:
+def test_after_now_and_berth_watch_url(
+    client: Client, feed: FeedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     from berth.cli.run import main
+
     start = position(client)
     now = Stream(feed.port, "after=now")
     assert now.frame() == {"after": start}
@@ -412,8 +452,7 @@ def test_after_now_and_berth_watch_url(client: Client, feed: FeedServer,
     capsys.readouterr()
     # --once: what there is after the position, up to the first bookmark.
     assert main(["watch", "--url", url, "--once", "--after", start]) == 0
-    lines = [json.loads(line) for line in
-             capsys.readouterr().out.splitlines()]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["subject"] for e in lines] == made
     assert lines[-1]["after"] == position(client)
     with pytest.raises(SystemExit) as refused:
@@ -430,8 +469,8 @@ def wait_for(check: Any, what: str) -> None:
 
 
 def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
-        client: Client, feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Anything left in its buffer at the next frame counts as not reading.
     monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
     monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.1)
@@ -442,19 +481,20 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     sock.connect(("127.0.0.1", feed.port))
     conn = http.client.HTTPConnection("127.0.0.1", feed.port, timeout=10)
     conn.sock = sock
-    conn.request("GET", "%s?after=%s&kind=allocations.replaced"
-                 % (watch.PATH, start), headers={"x-auth-token": "admin"})
+    conn.request(
+        "GET",
+        "%s?after=%s&kind=allocations.replaced" % (watch.PATH, start),
+        headers={"x-auth-token": "admin"},
+    )
     resp = conn.getresponse()
     running = feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
-    (watcher,), = running.groups.values()
+    ((watcher,),) = running.groups.values()
     # Small kernel buffers both ways: the write below cannot all fit.
-    watcher.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    watcher.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     consumers = many_claims(client, rp, 400)
     wait_for(lambda: running.watchers == 0, "the slow reader is dropped")
-    assert feed.running.feed.metrics.registry.get_sample_value(
-        "berth_feed_watchers") == 0
+    assert feed.running.feed.metrics.registry.get_sample_value("berth_feed_watchers") == 0
     # What was written before the drop still arrives, then the end.
     got = [json.loads(line) for line in iter(resp.readline, b"")]
     resp.close()
@@ -463,16 +503,15 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     assert sorted(e["subject"] for e in got_events) == sorted(consumers)
     assert got[-1]["after"] == position(client)
     # Resuming from its last frame: the next write, nothing missed.
-    again = Stream(feed.port, "after=%s&kind=allocations.replaced"
-                   % got[-1]["after"])
+    again = Stream(feed.port, "after=%s&kind=allocations.replaced" % got[-1]["after"])
     later = str(uuidlib.uuid4())
     allocate(client, new_provider(client, "other"), later, "p1")
     assert [e["subject"] for e in again.events(1)] == [later]
 
 
 def test_many_watchers_get_fewer_batches_with_every_event_in_order(
-        client: Client, feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(feed_mod, "POLL_WATCHERS", 1)
     monkeypatch.setattr(feed_mod, "MAX_POLL", 0.5)
     assert feed_mod.poll_interval(0) == feed_mod.POLL
@@ -488,30 +527,29 @@ def test_many_watchers_get_fewer_batches_with_every_event_in_order(
         assert [e.get("data", e)["subject"] for e in got] == made
 
 
-def test_an_http_1_0_watcher_gets_the_frames_unchunked(
-        client: Client, feed: FeedServer) -> None:
+def test_an_http_1_0_watcher_gets_the_frames_unchunked(client: Client, feed: FeedServer) -> None:
     start = position(client)
-    with socket.create_connection(("127.0.0.1", feed.port),
-                                  timeout=10) as sock:
-        sock.sendall(b"GET %s?after=%s HTTP/1.0\r\nx-auth-token: admin\r\n"
-                     b"\r\n" % (watch.PATH.encode(), start.encode()))
+    with socket.create_connection(("127.0.0.1", feed.port), timeout=10) as sock:
+        sock.sendall(
+            b"GET %s?after=%s HTTP/1.0\r\nx-auth-token: admin\r\n"
+            b"\r\n" % (watch.PATH.encode(), start.encode())
+        )
         lines = sock.makefile("rb")
         assert b" 200 " in lines.readline()
         headers = list(iter(lines.readline, b"\r\n"))
-        assert not any(h.lower().startswith(b"transfer-encoding")
-                       for h in headers)
+        assert not any(h.lower().startswith(b"transfer-encoding") for h in headers)
         assert json.loads(lines.readline()) == {"after": start}
         made = new_provider(client, "plain")
         assert json.loads(lines.readline())["subject"] == made
 
 
 def test_delivery_delay_is_observed_once_per_group_that_got_frames(
-        client: Client, feed: FeedServer) -> None:
+    client: Client, feed: FeedServer
+) -> None:
     registry = feed.running.feed.metrics.registry
 
     def sample(suffix: str) -> float:
-        return registry.get_sample_value(
-            "berth_feed_delivery_seconds_" + suffix) or 0.0
+        return registry.get_sample_value("berth_feed_delivery_seconds_" + suffix) or 0.0
 
     start = position(client)
     # Two watchers of one group, and a group whose filter leaves it out.

@@ -32,8 +32,7 @@ LAST_CHUNK = b"\r\n0\r\n\r\n"
 
 
 @pytest.fixture
-def feed(db: Database, monkeypatch: pytest.MonkeyPatch
-         ) -> Iterator[FeedServer]:
+def feed(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
     listen = watch.listen_socket
 
     def small_buffers(host: str, port: int) -> socket.socket:
@@ -56,8 +55,10 @@ def stalled_client(port: int, query: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(10)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(b"GET %s?%s HTTP/1.1\r\nHost: t\r\nx-auth-token: admin\r\n"
-                 b"\r\n" % (watch.PATH.encode(), query.encode()))
+    sock.sendall(
+        b"GET %s?%s HTTP/1.1\r\nHost: t\r\nx-auth-token: admin\r\n"
+        b"\r\n" % (watch.PATH.encode(), query.encode())
+    )
     return sock
 
 
@@ -79,16 +80,15 @@ def closed(transport: Any) -> bool:
 
 
 def test_an_ended_watch_whose_client_never_reads_is_aborted(
-        client: Client, feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Anything left in its buffer at the next frame counts as not reading.
     monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
     rp = big_provider(client)
-    sock = stalled_client(feed.port, "after=%s&kind=allocations.replaced"
-                          % position(client))
+    sock = stalled_client(feed.port, "after=%s&kind=allocations.replaced" % position(client))
     running = feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
-    (watcher,), = running.groups.values()
+    ((watcher,),) = running.groups.values()
     many_claims(client, rp, 400)
     wait_for(lambda: running.watchers == 0, "the slow reader is ended")
     # Its connection held the frames it had not read; now it is gone,
@@ -101,17 +101,19 @@ def test_an_ended_watch_whose_client_never_reads_is_aborted(
 
 
 def test_a_client_that_reads_its_ended_stream_keeps_it_whole(
-        client: Client, feed: FeedServer) -> None:
+    client: Client, feed: FeedServer
+) -> None:
     start = position(client)
     sock = stalled_client(feed.port, "after=" + start)
     running = feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
     made = new_provider(client, "read")
     wait_for(lambda: running.text != start, "the feed reads the write")
-    (watcher,), = running.groups.values()
+    ((watcher,),) = running.groups.values()
     running.end_all()  # as when the server stops
-    wait_for(lambda: watcher.transport.get_write_buffer_size() == 0,
-             "everything reaches the kernel")
+    wait_for(
+        lambda: watcher.transport.get_write_buffer_size() == 0, "everything reaches the kernel"
+    )
     sock.settimeout(1.0)
     got = b""
     while not got.endswith(LAST_CHUNK):
@@ -124,15 +126,14 @@ def test_a_client_that_reads_its_ended_stream_keeps_it_whole(
 
 
 def test_a_watcher_that_stops_reading_while_catching_up_is_aborted(
-        client: Client, feed: FeedServer,
-        caplog: pytest.LogCaptureFixture) -> None:
+    client: Client, feed: FeedServer, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="berth.server")
     start = position(client)
     rp = big_provider(client)
     many_claims(client, rp, 400)  # more than the buffers hold
     sock = stalled_client(feed.port, "after=" + start)
-    wait_for(lambda: "watch_drain_timeout" in caplog.text,
-             "the stalled catch-up is aborted")
+    wait_for(lambda: "watch_drain_timeout" in caplog.text, "the stalled catch-up is aborted")
     got = read_all(sock)
     assert got.startswith(b"HTTP/1.1 200 ")
     assert not got.endswith(LAST_CHUNK)

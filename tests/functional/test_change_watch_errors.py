@@ -37,8 +37,9 @@ def _error(body: bytes) -> dict[str, Any]:
     return errors[0]  # type: ignore[no-any-return]
 
 
-def _both(client: Client, feed: FeedServer, after: str
-          ) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]:
+def _both(
+    client: Client, feed: FeedServer, after: str
+) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]:
     """(status, error) of ``GET /berth/changes`` and of its watch, from
     ``after``."""
     listed = client.get("/berth/changes", params={"after": after})
@@ -51,13 +52,12 @@ def _both(client: Client, feed: FeedServer, after: str
 
 
 def test_retries_run_out_is_the_same_409_and_counted(
-        client: Client, feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     start = position(client)
 
     def locked(*args: Any, **kwargs: Any) -> Any:
-        raise sa.exc.OperationalError(
-            "SELECT", {}, sqlite3.OperationalError("database is locked"))
+        raise sa.exc.OperationalError("SELECT", {}, sqlite3.OperationalError("database is locked"))
 
     # Every attempt of Database.run's loses, for both servers.
     monkeypatch.setattr(change, "read_feed", locked)

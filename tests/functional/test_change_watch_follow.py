@@ -34,8 +34,7 @@ def _lines(stream: IO[str]) -> queue.Queue[str]:
 
 def _events(lines: queue.Queue[str], count: int) -> list[str]:
     """The subjects of the next ``count`` events printed (30 s at most)."""
-    return [json.loads(lines.get(timeout=30))["subject"]
-            for _ in range(count)]
+    return [json.loads(lines.get(timeout=30))["subject"] for _ in range(count)]
 
 
 def test_berth_watch_follows_a_restarted_server(tmp_path: Path) -> None:
@@ -45,9 +44,11 @@ def test_berth_watch_follows_a_restarted_server(tmp_path: Path) -> None:
         srv.wait_log(PATTERN)
         url = "http://127.0.0.1:%d" % (srv.port + 1)
         watcher = subprocess.Popen(
-            [*BERTH, "watch", "--url", url, "--after", position(srv),
-             "--retry-for", "120"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            [*BERTH, "watch", "--url", url, "--after", position(srv), "--retry-for", "120"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out = _lines(watcher.stdout)  # type: ignore[arg-type]
         first = [new_provider(srv) for _ in range(3)]
         assert _events(out, 3) == first
@@ -67,12 +68,16 @@ def test_berth_watch_follows_a_restarted_server(tmp_path: Path) -> None:
             watcher.wait()
         stop_group(srv.proc)  # type: ignore[arg-type]
     watch = url + "/berth/changes/watch"
-    lost = [n for n, line in enumerate(err) if line.startswith(
-        "berth watch: connection to %s lost" % watch)]
+    lost = [
+        n
+        for n, line in enumerate(err)
+        if line.startswith("berth watch: connection to %s lost" % watch)
+    ]
     assert lost and "reconnecting from 1:" in err[lost[0]], err
     assert "(attempt 2)" in "\n".join(err), err
     assert err[lost[-1] + 1].startswith(
-        "berth watch: reconnected to %s; reading on from 1:" % watch), err
+        "berth watch: reconnected to %s; reading on from 1:" % watch
+    ), err
 
 
 def test_berth_watch_gives_up_with_the_url() -> None:
@@ -80,8 +85,9 @@ def test_berth_watch_gives_up_with_the_url() -> None:
     result = run("watch", "--url", url, "--retry-for", "0")
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
-    assert line.startswith("berth watch: giving up on %s/berth/changes/"
-                           "watch after 1 attempt " % url), line
+    assert line.startswith(
+        "berth watch: giving up on %s/berth/changes/watch after 1 attempt " % url
+    ), line
     assert "Connection refused" in line and result.stdout == ""
     began = time.monotonic()
     result = run("watch", "--url", url, "--retry-for", "1.5")
@@ -95,14 +101,12 @@ def test_berth_watch_stops_at_a_gone_position(tmp_path: Path) -> None:
     srv = start(tmp_path)
     try:
         srv.wait_log(PATTERN)
-        result = run("watch", "--url", "http://127.0.0.1:%d"
-                     % (srv.port + 1), "--after", "1:999")
+        result = run("watch", "--url", "http://127.0.0.1:%d" % (srv.port + 1), "--after", "1:999")
     finally:
         stop_group(srv.proc)  # type: ignore[arg-type]
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
-    assert line.startswith("berth: error: Position 1:999 is ahead of this "
-                           "database"), line
+    assert line.startswith("berth: error: Position 1:999 is ahead of this database"), line
     assert "List again" in line
 
 
@@ -112,8 +116,8 @@ def test_a_write_cut_off_is_printed_once(capsys: Any) -> None:
     from berth.cli.watch import _print_writes
 
     def event(n: int, after: str) -> str:
-        return json.dumps({"kind": "traits.set", "index": n,
-                           "position": "1:5", "after": after})
+        return json.dumps({"kind": "traits.set", "index": n, "position": "1:5", "after": after})
+
     once = argparse.Namespace(once=False)
     params = {"after": "1:4"}
     assert not _print_writes(once, iter([event(0, "1:4")]), params)

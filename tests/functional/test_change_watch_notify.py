@@ -28,13 +28,11 @@ from tests.functional.test_change_watch import (  # noqa: F401 - fixture
 )
 from tests.unit.test_db_migrations import _downgrade
 
-_TRIGGER = ("SELECT count(*) FROM pg_trigger WHERE tgname = "
-            "'berth_changes_notify'")
+_TRIGGER = "SELECT count(*) FROM pg_trigger WHERE tgname = 'berth_changes_notify'"
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_0007_notifies_once_per_write_on_postgresql_only(
-        kind: str, tmp_path: Any) -> None:
+def test_0007_notifies_once_per_write_on_postgresql_only(kind: str, tmp_path: Any) -> None:
     if kind == "sqlite":
         url, drop = "sqlite:///%s" % (tmp_path / "n.sqlite"), None
     else:
@@ -50,16 +48,21 @@ def test_0007_notifies_once_per_write_on_postgresql_only(
         with engine.connect() as conn:
             assert conn.scalar(sa.text(_TRIGGER)) == 1
         args = notify.connect_args(engine)
-        with psycopg.connect(autocommit=True, **args) as listener, \
-                Client(create_app(make_conf(), Database(engine))) as client:
+        with (
+            psycopg.connect(autocommit=True, **args) as listener,
+            Client(create_app(make_conf(), Database(engine))) as client,
+        ):
             listener.execute("LISTEN " + notify.CHANNEL)
             # One write of many rows (a change row per provider and per
             # usage, an event per consumer): one notification, at commit.
             rp = new_provider(client, "host")
-            assert client.put("/resource_providers/%s/inventories" % rp,
-                              json={"resource_provider_generation": 0,
-                                    "inventories": {"VCPU": {"total": 8}}}
-                              ).status_code == 200
+            assert (
+                client.put(
+                    "/resource_providers/%s/inventories" % rp,
+                    json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+                ).status_code
+                == 200
+            )
             got = list(listener.notifies(timeout=2.0))
             assert [n.channel for n in got] == [notify.CHANNEL] * 2
             client.get("/resource_providers")  # a read notifies nothing
@@ -67,9 +70,12 @@ def test_0007_notifies_once_per_write_on_postgresql_only(
         _downgrade(engine, "0006")
         with engine.connect() as conn:
             assert conn.scalar(sa.text(_TRIGGER)) == 0
-            assert conn.scalar(sa.text(
-                "SELECT count(*) FROM pg_proc WHERE proname = "
-                "'berth_changes_notify'")) == 0
+            assert (
+                conn.scalar(
+                    sa.text("SELECT count(*) FROM pg_proc WHERE proname = 'berth_changes_notify'")
+                )
+                == 0
+            )
     finally:
         engine.dispose()
         if drop is not None:
@@ -83,14 +89,14 @@ def test_woken_polls_keep_the_socket_writes_of_the_plain_poll() -> None:
     assert feed_mod.woken_interval(0) == feed_mod.POLL
     assert feed_mod.woken_interval(1) == feed_mod.MIN_WOKEN
     assert feed_mod.woken_interval(1000) == pytest.approx(
-        feed_mod.POLL * 1000 / feed_mod.POLL_WATCHERS)
+        feed_mod.POLL * 1000 / feed_mod.POLL_WATCHERS
+    )
     assert feed_mod.woken_interval(feed_mod.POLL_WATCHERS) == feed_mod.POLL
     assert feed_mod.woken_interval(10**6) == feed_mod.MAX_POLL
 
 
 @pytest.fixture
-def pg_feed(conf: Any, db: Database,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
+def pg_feed(conf: Any, db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
     """The watch server on PostgreSQL, polling only once a minute unless
     woken: an event that arrives within seconds was woken for."""
     if db.backend != "postgresql":
@@ -111,15 +117,18 @@ def listener(server: FeedServer) -> notify.Listener:
 def kill_listener(db: Database) -> None:
     """End the feed's listening connection, as a database restart would."""
     with db.engine.connect() as conn:
-        killed = conn.scalar(sa.text(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name = "
-            ":name"), {"name": notify.APPLICATION})
+        killed = conn.scalar(
+            sa.text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = "
+                ":name"
+            ),
+            {"name": notify.APPLICATION},
+        )
     assert killed == 1
 
 
-def test_a_notification_wakes_the_feed(client: Client,
-                                       pg_feed: FeedServer) -> None:
+def test_a_notification_wakes_the_feed(client: Client, pg_feed: FeedServer) -> None:
     stream = Stream(pg_feed.port, "after=" + position(client))
     for n in range(3):
         made = new_provider(client, "woken%d" % n)
@@ -127,8 +136,8 @@ def test_a_notification_wakes_the_feed(client: Client,
 
 
 def test_without_listen_the_feed_polls_then_listens_again(
-        client: Client, db: Database, pg_feed: FeedServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, db: Database, pg_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(notify, "RETRY", 3.0)
     stream = Stream(pg_feed.port, "after=" + position(client))
     kill_listener(db)
@@ -141,8 +150,8 @@ def test_without_listen_the_feed_polls_then_listens_again(
 
 
 def test_a_notification_that_never_comes_costs_a_fallback_poll(
-        client: Client, conf: Any, db: Database,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, conf: Any, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if db.backend != "postgresql":
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
     monkeypatch.setattr(notify, "CHANNEL", "berth_nobody_notifies")

@@ -32,29 +32,36 @@ def config(tmp_path: Path, watch: str | None) -> Path:
     """A placement.conf: noauth2, SQLite in ``tmp_path``, and ``[berth]
     watch_listen = watch`` unless None."""
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = sqlite:///%s\n%s"
-                    % (tmp_path / "db.sqlite", "" if watch is None else
-                       "[berth]\nwatch_listen = %s\n" % watch))
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = sqlite:///%s\n%s"
+        % (tmp_path / "db.sqlite", "" if watch is None else "[berth]\nwatch_listen = %s\n" % watch)
+    )
     return conf
 
 
-def start(tmp_path: Path, watch: bool = True,
-          port: int | None = None) -> Server:
+def start(tmp_path: Path, watch: bool = True, port: int | None = None) -> Server:
     """``berth serve`` with one worker on ``port`` (default: a free one),
     and its watch on the next port (unless not ``watch``)."""
     port = port or two_free_ports()
     conf = config(tmp_path, "127.0.0.1:%d" % (port + 1) if watch else None)
     log = tmp_path / "serve.log"
     env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}
-    subprocess.run([*BERTH, "db", "sync", "--config-file", str(conf)],
-                   check=True, capture_output=True, env=env, timeout=120)
+    subprocess.run(
+        [*BERTH, "db", "sync", "--config-file", str(conf)],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [*BERTH, "serve", "--port", str(port), "--workers", "1",
-             "--config-file", str(conf)],
-            stderr=sink, stdout=subprocess.DEVNULL, env=env,
-            start_new_session=True)
+            [*BERTH, "serve", "--port", str(port), "--workers", "1", "--config-file", str(conf)],
+            stderr=sink,
+            stdout=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
     return Server(proc, port, log)
 
 
@@ -71,14 +78,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     stop_group(srv.proc)  # type: ignore[arg-type]
 
 
-def api(server: Server, method: str, path: str,
-        body: Any = None) -> tuple[int, Any]:
+def api(server: Server, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     """The status and headers of an API request (the body read)."""
     req = urllib.request.Request(
-        "http://127.0.0.1:%d%s" % (server.port, path), method=method,
+        "http://127.0.0.1:%d%s" % (server.port, path),
+        method=method,
         data=None if body is None else json.dumps(body).encode(),
-        headers={"x-auth-token": "admin", "content-type": "application/json",
-                 "openstack-api-version": "placement 1.39"})
+        headers={
+            "x-auth-token": "admin",
+            "content-type": "application/json",
+            "openstack-api-version": "placement 1.39",
+        },
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         resp.read()
         return resp.status, resp.headers
@@ -98,10 +109,10 @@ class Watch:
     """One watch on the feed's port; ``close`` ends it."""
 
     def __init__(self, server: Server, after: str) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", server.port + 1,
-                                               timeout=30)
-        self.conn.request("GET", "/berth/changes/watch?after=" + after,
-                          headers={"x-auth-token": "admin"})
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port + 1, timeout=30)
+        self.conn.request(
+            "GET", "/berth/changes/watch?after=" + after, headers={"x-auth-token": "admin"}
+        )
         self.resp = self.conn.getresponse()
         assert self.resp.status == 200
 
@@ -111,7 +122,6 @@ class Watch:
     def close(self) -> None:
         self.resp.close()
         self.conn.close()
-
 
 
 def events(resp: Watch, count: int) -> list[dict[str, Any]]:
@@ -125,8 +135,7 @@ def events(resp: Watch, count: int) -> list[dict[str, Any]]:
     return found
 
 
-def test_a_watcher_resumes_across_the_feed_process_being_killed(
-        server: Server) -> None:
+def test_a_watcher_resumes_across_the_feed_process_being_killed(server: Server) -> None:
     stream = Watch(server, position(server))
     first = [new_provider(server) for _ in range(2)]
     got = events(stream, 2)
@@ -142,8 +151,7 @@ def test_a_watcher_resumes_across_the_feed_process_being_killed(
     while feed_pids(server)[-1] == pid:
         assert time.monotonic() < deadline, server.log_text()
         time.sleep(0.1)
-    assert "the change feed's process (pid %d) exited" % pid \
-        in server.log_text()
+    assert "the change feed's process (pid %d) exited" % pid in server.log_text()
     again = Watch(server, got[-1]["after"])
     later = new_provider(server)
     assert [e["subject"] for e in events(again, 4)] == missed + [later]
@@ -173,8 +181,7 @@ def test_the_feed_process_stops_with_the_master(tmp_path: Path) -> None:
         stop_group(srv.proc)  # type: ignore[arg-type]
 
 
-def test_the_feed_process_ends_when_the_master_is_killed(
-        tmp_path: Path) -> None:
+def test_the_feed_process_ends_when_the_master_is_killed(tmp_path: Path) -> None:
     srv = start(tmp_path)
     try:
         srv.wait_log(PATTERN)
@@ -208,13 +215,20 @@ def test_a_taken_watch_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen(1)
         result = subprocess.run(
-            [*BERTH, "serve", "--port", str(port), "--config-file",
-             str(conf)], capture_output=True, text=True, timeout=60,
-            env=env)
+            [*BERTH, "serve", "--port", str(port), "--config-file", str(conf)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "berth: error: cannot listen on 127.0.0.1:%d for the change "
-        "feed: " % (port + 1))
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "berth: error: cannot listen on 127.0.0.1:%d for the change feed: " % (port + 1)
+        )
+    )
     assert "Traceback" not in result.stderr
     server = start(tmp_path, watch=False)
     try:

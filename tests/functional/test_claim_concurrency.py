@@ -37,8 +37,7 @@ class Ledger:
         self.statuses: list[int] = []
         self.bad: list[str] = []
 
-    def record(self, resp: httpx.Response,
-               writes: dict[str, dict[str, int]]) -> None:
+    def record(self, resp: httpx.Response, writes: dict[str, dict[str, int]]) -> None:
         with self.lock:
             self.statuses.append(resp.status_code)
             if resp.status_code == 204:
@@ -48,7 +47,7 @@ class Ledger:
                     else:
                         self.held.pop(consumer, None)
             elif resp.status_code != 409 or not str(
-                    resp.json()["errors"][0].get("code", "")
+                resp.json()["errors"][0].get("code", "")
             ).startswith("placement."):
                 self.bad.append("%s %s" % (resp.status_code, resp.text))
 
@@ -60,8 +59,7 @@ def _alloc(rp: str, amount: int) -> dict[str, Any]:
 def _worker(url: str, providers: list[str], ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
     mine: dict[str, int] = {}  # consumer -> generation, owned by this thread
-    headers = {"x-auth-token": "admin",
-               "openstack-api-version": "placement 1.28"}
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
     owner = {"project_id": PROJECT, "user_id": USER}
     with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
         for _ in range(ROUNDS):
@@ -71,10 +69,14 @@ def _worker(url: str, providers: list[str], ledger: Ledger, seed: int) -> None:
                 # a new consumer in the same request.
                 old, gen = rng.choice(sorted(mine.items()))
                 fresh = str(uuidlib.uuid4())
-                data = {old: {"allocations": {}, "consumer_generation": gen,
-                              **owner},
-                        fresh: {"allocations": _alloc(rp, amount),
-                                "consumer_generation": None, **owner}}
+                data = {
+                    old: {"allocations": {}, "consumer_generation": gen, **owner},
+                    fresh: {
+                        "allocations": _alloc(rp, amount),
+                        "consumer_generation": None,
+                        **owner,
+                    },
+                }
                 resp = http.post("/allocations", json=data)
                 ledger.record(resp, {old: {}, fresh: {rp: amount}})
                 if resp.status_code == 204:
@@ -82,9 +84,10 @@ def _worker(url: str, providers: list[str], ledger: Ledger, seed: int) -> None:
                     mine[fresh] = 1
                 continue
             consumer = str(uuidlib.uuid4())
-            resp = http.put("/allocations/" + consumer, json={
-                "allocations": _alloc(rp, amount),
-                "consumer_generation": None, **owner})
+            resp = http.put(
+                "/allocations/" + consumer,
+                json={"allocations": _alloc(rp, amount), "consumer_generation": None, **owner},
+            )
             ledger.record(resp, {consumer: {rp: amount}})
             if resp.status_code == 204:
                 mine[consumer] = 1
@@ -94,9 +97,10 @@ def test_racing_claims_never_overcommit(claim_server: tuple[str, Database]) -> N
     url, db = claim_server
     providers = [make_provider(db, "rp%d" % i, VCPU=TOTAL) for i in range(3)]
     ledger = Ledger()
-    threads = [threading.Thread(target=_worker,
-                                args=(url, providers, ledger, seed))
-               for seed in range(THREADS)]
+    threads = [
+        threading.Thread(target=_worker, args=(url, providers, ledger, seed))
+        for seed in range(THREADS)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -111,7 +115,8 @@ def test_racing_claims_never_overcommit(claim_server: tuple[str, Database]) -> N
         for rp, amount in held.items():
             expected[rp] += amount
     for rp in providers:
-        got = httpx.get("%s/resource_providers/%s/usages" % (url, rp),
-                        headers=headers).json()["usages"]
+        got = httpx.get("%s/resource_providers/%s/usages" % (url, rp), headers=headers).json()[
+            "usages"
+        ]
         assert got["VCPU"] <= TOTAL
         assert got["VCPU"] == expected[rp]

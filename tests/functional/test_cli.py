@@ -12,15 +12,28 @@ import pytest
 
 from support.processes import BERTH, free_port, run, wait_ready
 
-COMMANDS = [[], ["serve"], ["db"], ["db", "sync"], ["db", "version"],
-            ["policy"], ["policy", "list"], ["status", "upgrade", "check"],
-            ["migrate-inventory"], ["explain"], ["fit"], ["watch"]]
+COMMANDS = [
+    [],
+    ["serve"],
+    ["db"],
+    ["db", "sync"],
+    ["db", "version"],
+    ["policy"],
+    ["policy", "list"],
+    ["status", "upgrade", "check"],
+    ["migrate-inventory"],
+    ["explain"],
+    ["fit"],
+    ["watch"],
+]
 
 
 def write_conf(folder: Path, db: str = "placement.sqlite") -> Path:
     conf = folder / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
-                    "connection = sqlite:///%s\n" % (folder / db))
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\n"
+        "connection = sqlite:///%s\n" % (folder / db)
+    )
     return conf
 
 
@@ -35,8 +48,7 @@ def test_missing_config_file_is_one_clear_line(tmp_path):
     result = run("db", "sync", "--config-file", str(tmp_path / "nope.conf"))
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert lines == ["berth: error: config file %s not found"
-                     % (tmp_path / "nope.conf")]
+    assert lines == ["berth: error: config file %s not found" % (tmp_path / "nope.conf")]
 
 
 def test_bad_database_url_is_one_clear_line(tmp_path):
@@ -53,14 +65,17 @@ def test_db_sync_and_version(tmp_path):
     conf = write_conf(tmp_path)
     before = run("db", "version", "--config-file", str(conf))
     assert before.returncode == 1  # it only reads: it creates no file
-    assert before.stderr == ("berth: error: there is no database at "
-                             "sqlite:///%s (run 'berth db sync' to create "
-                             "it)\n" % (tmp_path / "placement.sqlite"))
+    assert before.stderr == (
+        "berth: error: there is no database at "
+        "sqlite:///%s (run 'berth db sync' to create "
+        "it)\n" % (tmp_path / "placement.sqlite")
+    )
     assert not (tmp_path / "placement.sqlite").exists()
     assert run("db", "sync", "--config-file", str(conf)).returncode == 0
     after = run("db", "version", "--config-file", str(conf))
     assert after.stdout.splitlines()[0] == "database: sqlite:///%s" % (
-        tmp_path / "placement.sqlite")
+        tmp_path / "placement.sqlite"
+    )
     current = after.stdout.splitlines()[1].split(": ")[1]
     head = after.stdout.splitlines()[2].split(": ")[1]
     assert current == head
@@ -83,8 +98,7 @@ def test_policy_list_prints_upstream_rules():
 def test_serve_answers_and_stops_on_sigterm(tmp_path, embedded):
     port = free_port()
     args = [*BERTH, "serve", "--port", str(port), "--workers", "1"]
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"),
-           "OS_PLACEMENT_CONFIG_DIR": ""}
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"), "OS_PLACEMENT_CONFIG_DIR": ""}
     if not embedded:
         conf = write_conf(tmp_path)
         run("db", "sync", "--config-file", str(conf))
@@ -108,8 +122,7 @@ def test_output_into_a_closed_pipe_ends_quietly():
     # `head -1` closes the pipe after one line; with pipefail the
     # command's own exit status counts too.
     cmd = "set -o pipefail; %s -m berth.cli policy list | head -1" % sys.executable
-    result = subprocess.run(["bash", "-c", cmd], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout == '"admin_api": "role:admin"\n'

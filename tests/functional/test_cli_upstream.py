@@ -23,15 +23,18 @@ BIN = Path(sys.executable).parent
 
 
 def _script(name: str, conf: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / name), "--config-file", str(conf), *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(BIN / name), "--config-file", str(conf), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _conf_file(folder: Path, url: str) -> Path:
     path = folder / "placement.conf"
     # noauth2: a keystone file without [keystone_authtoken] is a failure.
-    path.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n" % url)
+    path.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\nconnection = %s\n" % url)
     return path
 
 
@@ -40,9 +43,10 @@ def test_db_sync_version_and_stamp(tmp_path: Path) -> None:
     conf = _conf_file(tmp_path, url)
     none = _script("placement-manage", conf, "db", "version")
     assert none.returncode == 1 and not (tmp_path / "p.sqlite").exists()
-    assert none.stderr == ("placement-manage: error: there is no database "
-                           "at %s (run 'berth db sync' to create it)\n"
-                           % url)
+    assert none.stderr == (
+        "placement-manage: error: there is no database "
+        "at %s (run 'berth db sync' to create it)\n" % url
+    )
     sa.create_engine(url).connect().close()  # an empty database
     empty = _script("placement-manage", conf, "db", "version")
     assert (empty.returncode, empty.stdout) == (0, "None\n"), empty.stderr
@@ -54,8 +58,9 @@ def test_db_sync_version_and_stamp(tmp_path: Path) -> None:
     assert _script("placement-manage", conf, "db", "version").stdout == "0001\n"
     bad = _script("placement-manage", conf, "db", "stamp", "nope")
     assert bad.returncode == 1
-    assert bad.stderr.strip() == ("placement-manage: error: Can't locate "
-                                  "revision identified by 'nope'")
+    assert bad.stderr.strip() == (
+        "placement-manage: error: Can't locate revision identified by 'nope'"
+    )
     # The stamp moved the record only: stamp it back.
     assert _script("placement-manage", conf, "db", "stamp", "head").returncode == 0
     helped = _script("placement-manage", conf, "db")
@@ -69,7 +74,8 @@ def test_placement_status_exit_codes(tmp_path: Path) -> None:
     assert empty.returncode == 2, empty.stderr
     assert "Check: Database Migrations" in empty.stdout
     assert "There is no database at %s." % url in " ".join(
-        line.strip("| ") for line in empty.stdout.splitlines())
+        line.strip("| ") for line in empty.stdout.splitlines()
+    )
     assert not (tmp_path / "p.sqlite").exists()  # the check made none
     assert _script("placement-manage", conf, "db", "sync").returncode == 0
     ready = _script("placement-status", conf, "upgrade", "check", "--json")
@@ -79,11 +85,13 @@ def test_placement_status_exit_codes(tmp_path: Path) -> None:
     assert {c["result"] for c in document["checks"]} == {0}
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.execute(t.projects.insert().values(
-            external_id="00000000-0000-0000-0000-000000000000"))
+        conn.execute(t.projects.insert().values(external_id="00000000-0000-0000-0000-000000000000"))
         conn.execute(t.users.insert().values(external_id="u"))
-        conn.execute(t.consumers.insert().values(
-            uuid=str(uuid.uuid4()), project_id=1, user_id=1, generation=0))
+        conn.execute(
+            t.consumers.insert().values(
+                uuid=str(uuid.uuid4()), project_id=1, user_id=1, generation=0
+            )
+        )
     engine.dispose()
     warned = _script("placement-status", conf, "upgrade", "check")
     assert warned.returncode == 1 and "Result: Warning" in warned.stdout
@@ -91,12 +99,12 @@ def test_placement_status_exit_codes(tmp_path: Path) -> None:
     assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
 
 
-def test_placement_status_crash_is_255(tmp_path: Path, monkeypatch: Any,
-                                       capsys: Any) -> None:
+def test_placement_status_crash_is_255(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     from berth.cli import status
 
     def boom(*args: Any) -> None:
         raise RuntimeError("checks exploded")
+
     monkeypatch.setattr(status, "run_checks", boom)
     conf = _conf_file(tmp_path, "sqlite:///%s" % (tmp_path / "p.sqlite"))
     code = status_main(["--config-file", str(conf), "upgrade", "check"])
@@ -112,17 +120,33 @@ def _rootless_tree(db: Database) -> list[int]:
     def write(conn: sa.Connection) -> list[int]:
         ids: list[int] = []
         for n in range(3):
-            ids.append(int(conn.execute(rp.insert().values(
-                uuid=str(uuid.uuid4()), name="rp%d" % n, generation=0,
-                parent_provider_id=ids[-1] if ids else None,
-                root_provider_id=None)).inserted_primary_key[0]))
-        vcpu = conn.execute(sa.select(t.resource_classes.c.id).where(
-            t.resource_classes.c.name == "VCPU")).scalar_one()
+            ids.append(
+                int(
+                    conn.execute(
+                        rp.insert().values(
+                            uuid=str(uuid.uuid4()),
+                            name="rp%d" % n,
+                            generation=0,
+                            parent_provider_id=ids[-1] if ids else None,
+                            root_provider_id=None,
+                        )
+                    ).inserted_primary_key[0]
+                )
+            )
+        vcpu = conn.execute(
+            sa.select(t.resource_classes.c.id).where(t.resource_classes.c.name == "VCPU")
+        ).scalar_one()
         for consumer in (str(uuid.uuid4()), str(uuid.uuid4())):
-            conn.execute(t.allocations.insert().values(
-                resource_provider_id=ids[0], resource_class_id=vcpu,
-                consumer_id=consumer, used=1))
+            conn.execute(
+                t.allocations.insert().values(
+                    resource_provider_id=ids[0],
+                    resource_class_id=vcpu,
+                    consumer_id=consumer,
+                    used=1,
+                )
+            )
         return ids
+
     return db.run(write)
 
 
@@ -130,8 +154,7 @@ def _manage(conf: Path, *args: str) -> int:
     return manage_main(["--config-file", str(conf), "db", *args])
 
 
-def test_online_data_migrations(db: Database, db_url: str, tmp_path: Path,
-                                capsys: Any) -> None:
+def test_online_data_migrations(db: Database, db_url: str, tmp_path: Path, capsys: Any) -> None:
     ids = _rootless_tree(db)
     conf = _conf_file(tmp_path, db_url)
     assert _manage(conf, "online_data_migrations", "--max-count", "x") == 127
@@ -148,25 +171,30 @@ def test_online_data_migrations(db: Database, db_url: str, tmp_path: Path,
     assert out.startswith("Running batches of 50 until complete\n")
     assert "| create_incomplete_consumers | 2           | 2         |" in out
     rp = t.resource_providers
-    roots = db.read(lambda conn: conn.execute(
-        sa.select(rp.c.id, rp.c.root_provider_id).order_by(rp.c.id)).all())
+    roots = db.read(
+        lambda conn: conn.execute(sa.select(rp.c.id, rp.c.root_provider_id).order_by(rp.c.id)).all()
+    )
     assert [tuple(r) for r in roots] == [(i, ids[0]) for i in ids]
     nil = "00000000-0000-0000-0000-000000000000"
-    owners = db.read(lambda conn: conn.execute(
-        sa.select(t.projects.c.external_id).select_from(t.consumers.join(
-            t.projects, t.consumers.c.project_id == t.projects.c.id))).all())
+    owners = db.read(
+        lambda conn: conn.execute(
+            sa.select(t.projects.c.external_id).select_from(
+                t.consumers.join(t.projects, t.consumers.c.project_id == t.projects.c.id)
+            )
+        ).all()
+    )
     assert [o[0] for o in owners] == [nil, nil]
     # Nothing left: 0 again, and idempotent.
     assert _manage(conf, "online_data_migrations", "--max-count", "5") == 0
 
 
-def test_online_data_migration_failure_is_2(db: Database, db_url: str,
-                                            tmp_path: Path, monkeypatch: Any,
-                                            capsys: Any) -> None:
+def test_online_data_migration_failure_is_2(
+    db: Database, db_url: str, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
     def broken(conn: Any, conf: Any, count: int) -> tuple[int, int]:
         raise RuntimeError("no")
-    monkeypatch.setattr(online, "MIGRATIONS",
-                        [("broken", broken)] + online.MIGRATIONS)
+
+    monkeypatch.setattr(online, "MIGRATIONS", [("broken", broken)] + online.MIGRATIONS)
     conf = _conf_file(tmp_path, db_url)
     assert _manage(conf, "online_data_migrations") == 2
     out = capsys.readouterr().out
@@ -176,6 +204,5 @@ def test_online_data_migration_failure_is_2(db: Database, db_url: str,
 
 @pytest.mark.parametrize("name", ["placement-manage", "placement-status"])
 def test_help(name: str) -> None:
-    result = subprocess.run([str(BIN / name), "--help"], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run([str(BIN / name), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "usage: %s" % name in result.stdout

@@ -33,12 +33,14 @@ def full_state(http: httpx.Client) -> dict[str, Any]:
     for rp in ok(http.get("/resource_providers"))["resource_providers"]:
         path = "/resource_providers/" + rp["uuid"]
         result[rp["uuid"]] = {
-            "name": rp["name"], "parent": rp["parent_provider_uuid"],
+            "name": rp["name"],
+            "parent": rp["parent_provider_uuid"],
             "generation": rp["generation"],
             "inventories": ok(http.get(path + "/inventories"))["inventories"],
             "traits": ok(http.get(path + "/traits"))["traits"],
             "aggregates": ok(http.get(path + "/aggregates"))["aggregates"],
-            "allocations": ok(http.get(path + "/allocations"))["allocations"]}
+            "allocations": ok(http.get(path + "/allocations"))["allocations"],
+        }
     return result
 
 
@@ -51,23 +53,32 @@ class FixedDriver:
     def get_available_nodes(self) -> list[str]:
         return ["cn1"]
 
-    def update_provider_tree(self, provider_tree: ProviderTree,
-                             nodename: str, allocations: Any = None) -> None:
-        provider_tree.update_inventory(nodename, {
-            rc: {"total": n} for rc, n in self.totals.items()})
+    def update_provider_tree(
+        self, provider_tree: ProviderTree, nodename: str, allocations: Any = None
+    ) -> None:
+        provider_tree.update_inventory(
+            nodename, {rc: {"total": n} for rc, n in self.totals.items()}
+        )
 
 
-def test_operator_fields_survive_idle_passes_and_a_total_change(
-        direct: httpx.Client) -> None:
+def test_operator_fields_survive_idle_passes_and_a_total_change(direct: httpx.Client) -> None:
     client = ReportClient(direct)
     updater = ResourceUpdater(FixedDriver({"VCPU": 16}), client)
     assert updater.update_node("cn1").status == "updated"
     root = client.get_provider_tree_and_ensure_root("cn1").data("cn1").uuid
     gen = ok(direct.get("/resource_providers/" + root))["generation"]
     # The operator sets a ratio and a reserved amount by hand.
-    ok(direct.put("/resource_providers/%s/inventories/VCPU" % root, json={
-        "resource_provider_generation": gen, "total": 16, "reserved": 2,
-        "allocation_ratio": 4.0}))
+    ok(
+        direct.put(
+            "/resource_providers/%s/inventories/VCPU" % root,
+            json={
+                "resource_provider_generation": gen,
+                "total": 16,
+                "reserved": 2,
+                "allocation_ratio": 4.0,
+            },
+        )
+    )
     updater = ResourceUpdater(FixedDriver({"VCPU": 16}), ReportClient(direct))
     before = full_state(direct)
     for _ in range(100):
@@ -78,8 +89,7 @@ def test_operator_fields_survive_idle_passes_and_a_total_change(
     result = updater.update_node("cn1")
     assert (result.status, result.writes) == ("updated", 1)
     vcpu = ok(direct.get("/resource_providers/%s/inventories/VCPU" % root))
-    assert (vcpu["total"], vcpu["reserved"], vcpu["allocation_ratio"]) == (
-        32, 2, 4.0)
+    assert (vcpu["total"], vcpu["reserved"], vcpu["allocation_ratio"]) == (32, 2, 4.0)
 
 
 def _old_layout(http: httpx.Client) -> str:
@@ -96,8 +106,7 @@ def _old_layout(http: httpx.Client) -> str:
     return root
 
 
-def _reshape(client: ReportClient, child_vgpu: int = 4
-             ) -> tuple[ProviderTree, Any]:
+def _reshape(client: ReportClient, child_vgpu: int = 4) -> tuple[ProviderTree, Any]:
     """The new layout: VGPU on a new child (with a grandchild), the stale
     child gone; allocations moved along."""
     tree = client.get_provider_tree_and_ensure_root("cn1")
@@ -112,29 +121,30 @@ def _reshape(client: ReportClient, child_vgpu: int = 4
     return tree, allocations
 
 
-@pytest.mark.parametrize("failure", ["conflict", "capacity",
-                                     "error-reshaper", "error-create"])
-def test_failed_reshape_leaves_the_service_as_it_was(
-        direct: httpx.Client, failure: str) -> None:
+@pytest.mark.parametrize("failure", ["conflict", "capacity", "error-reshaper", "error-create"])
+def test_failed_reshape_leaves_the_service_as_it_was(direct: httpx.Client, failure: str) -> None:
     root = _old_layout(direct)
     http, transport = injecting_client(direct)
     client = ReportClient(http)
-    tree, allocations = _reshape(client,
-                                 child_vgpu=1 if failure == "capacity" else 4)
+    tree, allocations = _reshape(client, child_vgpu=1 if failure == "capacity" else 4)
     before = full_state(direct)
     if failure == "conflict":
-        def other_writer() -> None:   # bumps the root's generation
+
+        def other_writer() -> None:  # bumps the root's generation
             gen = ok(direct.get("/resource_providers/" + root))["generation"]
-            ok(direct.put("/resource_providers/%s/traits" % root, json={
-                "traits": ["HW_CPU_X86_AVX"],
-                "resource_provider_generation": gen}))
-        transport.rules.append(Rule("POST /reshaper", status=None,
-                                    before=other_writer))
+            ok(
+                direct.put(
+                    "/resource_providers/%s/traits" % root,
+                    json={"traits": ["HW_CPU_X86_AVX"], "resource_provider_generation": gen},
+                )
+            )
+
+        transport.rules.append(Rule("POST /reshaper", status=None, before=other_writer))
         before[root]["generation"] += 1
         before[root]["traits"] = ["HW_CPU_X86_AVX"]
     elif failure == "error-reshaper":
         transport.rules.append(Rule("POST /reshaper"))
-    elif failure == "error-create":   # the grandchild's creation fails
+    elif failure == "error-create":  # the grandchild's creation fails
         transport.rules.append(Rule("POST /resource_providers", skip=1))
     with pytest.raises(ReshapeFailed) as info:
         client.update_from_provider_tree(tree, allocations=allocations)
@@ -145,21 +155,19 @@ def test_failed_reshape_leaves_the_service_as_it_was(
     tree, allocations = _reshape(client)
     assert client.update_from_provider_tree(tree, allocations=allocations)
     after = full_state(direct)
-    assert set(after) == set(tree.get_provider_uuids())   # stale gone
+    assert set(after) == set(tree.get_provider_uuids())  # stale gone
     [gpu] = [u for u, s in after.items() if s["name"] == "cn1_gpu0"]
     assert after[gpu]["inventories"]["VGPU"]["total"] == 4
     assert after[gpu]["allocations"][C1]["resources"] == {"VGPU": 2}
     assert after[root]["inventories"].keys() == {"VCPU"}
 
 
-def test_failed_undo_names_the_provider_left_behind(
-        direct: httpx.Client) -> None:
+def test_failed_undo_names_the_provider_left_behind(direct: httpx.Client) -> None:
     _old_layout(direct)
     http, transport = injecting_client(direct)
     client = ReportClient(http)
     tree, allocations = _reshape(client)
-    transport.rules += [Rule("POST /reshaper"),
-                        Rule("DELETE /resource_providers/", times=1)]
+    transport.rules += [Rule("POST /reshaper"), Rule("DELETE /resource_providers/", times=1)]
     with pytest.raises(ReshapeFailed) as info:
         client.update_from_provider_tree(tree, allocations=allocations)
     grand = tree.data("cn1_gpu0_fn").uuid
@@ -178,6 +186,7 @@ def test_failed_undo_names_the_provider_left_behind(
 def test_startup_reshape_failure_is_fatal(direct: httpx.Client) -> None:
     _old_layout(direct)
     from berth.examples.vgpu import VGPUDriver
+
     layout = {"cn1": {"vcpus": 8, "memory_mb": 0, "gpus": {"gpu0": 4}}}
     http, transport = injecting_client(direct)
     transport.rules.append(Rule("POST /reshaper", times=10))
@@ -192,18 +201,19 @@ class TwiceDriver:
     def get_available_nodes(self) -> list[str]:
         return ["cn1"]
 
-    def update_provider_tree(self, provider_tree: ProviderTree,
-                             nodename: str, allocations: Any = None) -> None:
+    def update_provider_tree(
+        self, provider_tree: ProviderTree, nodename: str, allocations: Any = None
+    ) -> None:
         from berth.client import ReshapeNeeded
+
         raise ReshapeNeeded("always")
 
 
-def test_reshape_needed_with_allocations_is_fatal(
-        direct: httpx.Client) -> None:
+def test_reshape_needed_with_allocations_is_fatal(direct: httpx.Client) -> None:
     updater = ResourceUpdater(TwiceDriver(), ReportClient(direct))
     with pytest.raises(ReshapeFailed, match="although it was given"):
         updater.update_node("cn1", startup=True)
-    assert updater.update_node("cn1").status == "failed"   # periodic
+    assert updater.update_node("cn1").status == "failed"  # periodic
 
 
 def test_reparenting_is_flushed(direct: httpx.Client) -> None:
@@ -223,10 +233,8 @@ def test_reparenting_is_flushed(direct: httpx.Client) -> None:
     tree.remove(pf)
     tree.new_child("cn1_pf0", root, pf)
     assert client.update_from_provider_tree(tree) == 1
-    assert ok(direct.get("/resource_providers/" + pf))[
-        "parent_provider_uuid"] == root
-    assert client.update_from_provider_tree(
-        client.get_provider_tree_and_ensure_root("cn1")) == 0
+    assert ok(direct.get("/resource_providers/" + pf))["parent_provider_uuid"] == root
+    assert client.update_from_provider_tree(client.get_provider_tree_and_ensure_root("cn1")) == 0
 
 
 def _sharing_pool(http: httpx.Client, agg: str) -> str:
@@ -240,8 +248,7 @@ def _sharing_pool(http: httpx.Client, agg: str) -> str:
     return pool
 
 
-def test_sharing_providers_join_the_tree_nova_style(
-        direct: httpx.Client) -> None:
+def test_sharing_providers_join_the_tree_nova_style(direct: httpx.Client) -> None:
     agg = str(uuid.uuid4())
     pool = _sharing_pool(direct, agg)
     client = ReportClient(direct)
@@ -250,23 +257,28 @@ def test_sharing_providers_join_the_tree_nova_style(
     tree = client.get_provider_tree_and_ensure_root(None, rp_uuid, name="cn1")
     assert tree.roots == [rp_uuid] and not tree.has_sharing_provider("DISK_GB")
     tree.update_aggregates(rp_uuid, [agg])
-    client.update_from_provider_tree(None, tree)     # Nova's arguments
+    client.update_from_provider_tree(None, tree)  # Nova's arguments
     tree = client.get_provider_tree_and_ensure_root(None, rp_uuid)
     assert tree.roots == [rp_uuid, pool]
     assert tree.has_sharing_provider("DISK_GB")
     assert tree.data(rp_uuid).name == "cn1"
     # Left unchanged, the pool is not written; Berth's arguments work too.
     assert client.update_from_provider_tree(tree) == 0
-    assert client.get_provider_tree_and_ensure_root("cn1").roots == [
-        rp_uuid, pool]
+    assert client.get_provider_tree_and_ensure_root("cn1").roots == [rp_uuid, pool]
 
 
-def _claim(client: ReportClient, consumer: str, allocs: dict[str, Any],
-           generation: int | None = None) -> bool:
+def _claim(
+    client: ReportClient, consumer: str, allocs: dict[str, Any], generation: int | None = None
+) -> bool:
     return client.claim_resources(
-        None, consumer, {"allocations": {rp: {"resources": r}
-                                         for rp, r in allocs.items()}},
-        PROJECT, USER, "1.28", consumer_generation=generation)
+        None,
+        consumer,
+        {"allocations": {rp: {"resources": r} for rp, r in allocs.items()}},
+        PROJECT,
+        USER,
+        "1.28",
+        consumer_generation=generation,
+    )
 
 
 def test_allocation_calls(direct: httpx.Client) -> None:
@@ -279,29 +291,32 @@ def test_allocation_calls(direct: httpx.Client) -> None:
     client.update_from_provider_tree(tree)
 
     assert _claim(client, C1, {root: {"VCPU": 2}, pool: {"DISK_GB": 10}})
-    assert not _claim(client, C2, {root: {"VCPU": 99}})      # no capacity
-    with pytest.raises(AllocationUpdateFailed):            # stale generation
+    assert not _claim(client, C2, {root: {"VCPU": 99}})  # no capacity
+    with pytest.raises(AllocationUpdateFailed):  # stale generation
         _claim(client, C1, {root: {"VCPU": 1}}, generation=None)
     got = client.get_allocs_for_consumer(None, C1)
     assert got["allocations"][root]["resources"] == {"VCPU": 2}
     assert got["consumer_generation"] == 1
 
     assert client.remove_resources_from_instance_allocation(
-        None, C1, {root: {"resources": {"VCPU": 1}}})
+        None, C1, {root: {"resources": {"VCPU": 1}}}
+    )
     with pytest.raises(AllocationUpdateFailed):
         client.remove_resources_from_instance_allocation(
-            None, C1, {root: {"resources": {"VCPU": 5}}})
+            None, C1, {root: {"resources": {"VCPU": 5}}}
+        )
     assert client.move_allocations(None, C1, C2)
     assert client.get_allocs_for_consumer(None, C1)["allocations"] == {}
-    assert client.move_allocations(None, C1, C2)   # already moved
+    assert client.move_allocations(None, C1, C2)  # already moved
     moved = client.get_allocs_for_consumer(None, C2)["allocations"]
     assert {rp: e["resources"] for rp, e in moved.items()} == {
-        root: {"VCPU": 1}, pool: {"DISK_GB": 10}}
+        root: {"VCPU": 1},
+        pool: {"DISK_GB": 10},
+    }
 
-    assert client.remove_provider_tree_from_instance_allocation(None, C2,
-                                                                root)
+    assert client.remove_provider_tree_from_instance_allocation(None, C2, root)
     left = client.get_allocs_for_consumer(None, C2)["allocations"]
-    assert list(left) == [pool]                     # sharing kept
+    assert list(left) == [pool]  # sharing kept
     assert client.delete_allocation_for_instance(None, C2)
     assert not client.delete_allocation_for_instance(None, C2)
     assert _claim(client, C3, {root: {"VCPU": 1}})
@@ -309,8 +324,7 @@ def test_allocation_calls(direct: httpx.Client) -> None:
     assert not client.delete_allocation_for_instance(None, C3, force=True)
 
 
-def test_allocation_calls_retry_consumer_conflicts(
-        direct: httpx.Client) -> None:
+def test_allocation_calls_retry_consumer_conflicts(direct: httpx.Client) -> None:
     client = ReportClient(direct)
     tree = client.get_provider_tree_and_ensure_root("cn1")
     root = tree.data("cn1").uuid
@@ -323,17 +337,15 @@ def test_allocation_calls_retry_consumer_conflicts(
         ok(allocate(direct, C1, {root: {"VCPU": 3}}, gen), 204)
 
     http, transport = injecting_client(direct)
-    transport.rules.append(Rule("PUT /allocations/", status=None,
-                                before=other_writer))
+    transport.rules.append(Rule("PUT /allocations/", status=None, before=other_writer))
     racing = ReportClient(http)
     assert racing.remove_resources_from_instance_allocation(
-        None, C1, {root: {"resources": {"VCPU": 1}}})
+        None, C1, {root: {"resources": {"VCPU": 1}}}
+    )
     # The retry read the other writer's 3 and removed 1 from it.
-    assert client.get_allocs_for_consumer(None, C1)["allocations"][root][
-        "resources"] == {"VCPU": 2}
+    assert client.get_allocs_for_consumer(None, C1)["allocations"][root]["resources"] == {"VCPU": 2}
 
-    transport.rules.append(Rule("PUT /allocations/", status=None, times=2,
-                                before=other_writer))
+    transport.rules.append(Rule("PUT /allocations/", status=None, times=2, before=other_writer))
     bounded = ReportClient(http, retries=2)
     with pytest.raises(AllocationUpdateFailed, match="2 generation"):
         bounded.delete_allocation_for_instance(None, C1)
@@ -343,7 +355,6 @@ def test_allocation_calls_retry_consumer_conflicts(
 def test_direct_accepts_upstreams_latest_microversion(db: Database) -> None:
     with PlacementDirect(make_conf(), db, latest_microversion=True) as http:
         answer = http.get("/")
-        assert answer.headers["openstack-api-version"].startswith(
-            "placement 1.3")
+        assert answer.headers["openstack-api-version"].startswith("placement 1.3")
     with pytest.raises(ValueError):
         PlacementDirect(make_conf(), db, "1.10", latest_microversion=True)

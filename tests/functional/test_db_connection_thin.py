@@ -28,8 +28,9 @@ from tests.functional.conftest import (
 pytestmark = NEEDS_THIN
 
 
-def _read(db: Database, stmt: Any, params: Any,
-          form: Callable[[Any], Any] = lambda r: r.all()) -> Any:
+def _read(
+    db: Database, stmt: Any, params: Any, form: Callable[[Any], Any] = lambda r: r.all()
+) -> Any:
     return db.read(lambda conn: form(conn.execute(stmt, params)))
 
 
@@ -41,23 +42,31 @@ def _planned(db: Database, stmt: Any, params: dict[str, Any]) -> Any:
 
 
 def test_a_statement_runs_thin_from_its_third_run(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
     stmt = probe_select()
-    results = [db.read(lambda conn: (lambda r: (type(r), r.all()))(
-        conn.execute(stmt, {"low": 2}))) for _ in range(5)]
+    results = [
+        db.read(lambda conn: (lambda r: (type(r), r.all()))(conn.execute(stmt, {"low": 2})))
+        for _ in range(5)
+    ]
     # SQLAlchemy built a context for the first two runs only.
     assert [s is stmt for s in contexts] == [True, True]
     assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [
-        True, True, False, False, False]
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
     assert [rows for _, rows in results] == [results[0][1]] * 5
     assert [row.id for row in results[0][1]] == [2, 3]
 
 
 @pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
-                                      contexts: list[Any], form: str,
-                                      low: int) -> None:
+def test_results_are_the_normal_paths(
+    db: Database, probe: sa.Table, contexts: list[Any], form: str, low: int
+) -> None:
     params = {"low": low}
     stmt = _planned(db, probe_select(), params)
     del contexts[:]
@@ -73,29 +82,33 @@ def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
         assert set(thin[1][2][2:7]) == {type(None)}
 
 
-def test_scalar_and_scalars_run_thin(db: Database, probe: sa.Table,
-                                     contexts: list[Any]) -> None:
+def test_scalar_and_scalars_run_thin(db: Database, probe: sa.Table, contexts: list[Any]) -> None:
     name = sa.select(PROBE.c.name).where(PROBE.c.id == sa.bindparam("b_id"))
-    got = [db.read(lambda conn: (conn.scalar(name, {"b_id": 2}),
-                                 list(conn.scalars(name, {"b_id": 1}))))
-           for _ in range(3)]
+    got = [
+        db.read(
+            lambda conn: (conn.scalar(name, {"b_id": 2}), list(conn.scalars(name, {"b_id": 1})))
+        )
+        for _ in range(3)
+    ]
     assert got == [("two", ["one"])] * 3
     assert len(contexts) == 2
 
 
 def test_cursor_listeners_and_the_observer_see_every_thin_statement(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
     stmt = probe_select()
     seen: list[tuple[str, str, Any, bool]] = []
 
-    def before(conn: Any, cursor: Any, statement: str, params: Any,
-               context: Any, executemany: bool) -> None:
+    def before(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool
+    ) -> None:
         assert isinstance(conn, db_connection.ThinConnection)
-        seen.append(("before", statement, context.compiled.string,
-                     executemany))
+        seen.append(("before", statement, context.compiled.string, executemany))
 
-    def after(conn: Any, cursor: Any, statement: str, params: Any,
-              context: Any, executemany: bool) -> None:
+    def after(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool
+    ) -> None:
         seen.append(("after", statement, params, executemany))
 
     class Observer:
@@ -119,8 +132,7 @@ def test_cursor_listeners_and_the_observer_see_every_thin_statement(
     sa.event.listen(db.engine, "after_cursor_execute", after)
     try:
         before_runs = len(observer.times)
-        rows = db.read(lambda conn: [conn.execute(stmt, {"low": 2}).all()
-                                     for _ in range(6)])
+        rows = db.read(lambda conn: [conn.execute(stmt, {"low": 2}).all() for _ in range(6)])
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", before)
         sa.event.remove(db.engine, "after_cursor_execute", after)
@@ -137,16 +149,15 @@ def test_cursor_listeners_and_the_observer_see_every_thin_statement(
 
 
 def test_an_error_is_wrapped_as_on_the_normal_path(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
     stmt = _planned(db, probe_select(), {"low": 1})
 
     # A value the DateTime type's bind processor or the database refuses.
     def since() -> Any:
-        return probe_select().where(PROBE.c.at >= sa.bindparam(
-            "since", type_=sa.DateTime))
+        return probe_select().where(PROBE.c.at >= sa.bindparam("since", type_=sa.DateTime))
 
-    planned = _planned(db, since(), {"low": 1,
-                                     "since": dt.datetime(1999, 1, 1)})
+    planned = _planned(db, since(), {"low": 1, "since": dt.datetime(1999, 1, 1)})
     del contexts[:]
     bad = {"low": 1, "since": "not a date"}
     thin = outcome(lambda: _read(db, planned, bad))
@@ -163,8 +174,7 @@ def test_an_error_is_wrapped_as_on_the_normal_path(
 
 
 @pytest.mark.parametrize("path", ["thin", "normal"])
-def test_a_lost_connection_is_invalidated(db: Database, probe: sa.Table,
-                                          path: str) -> None:
+def test_a_lost_connection_is_invalidated(db: Database, probe: sa.Table, path: str) -> None:
     stmt = _planned(db, probe_select(), {"low": 1})
     run = stmt if path == "thin" else probe_select()
     with db_connection.ThinConnection(db.engine) as conn:
@@ -179,18 +189,17 @@ def test_a_lost_connection_is_invalidated(db: Database, probe: sa.Table,
 
 
 def test_database_run_runs_again_after_a_lost_connection(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
     stmt = _planned(db, probe_select(), {"low": 3})
     del contexts[:]
-    rows, attempts = losing_the_first(
-        db, lambda conn: conn.execute(stmt, {"low": 3}).all())
+    rows, attempts = losing_the_first(db, lambda conn: conn.execute(stmt, {"low": 3}).all())
     assert [row.name for row in rows] == ["three"]
     assert attempts == 2
     assert contexts == []  # both attempts ran thin
 
 
-def _not_thin(db: Database, contexts: list[Any], run: Callable[[Any], Any],
-              runs: int = 4) -> None:
+def _not_thin(db: Database, contexts: list[Any], run: Callable[[Any], Any], runs: int = 4) -> None:
     del contexts[:]
     for _ in range(runs):
         db.run(run)
@@ -198,22 +207,23 @@ def _not_thin(db: Database, contexts: list[Any], run: Callable[[Any], Any],
 
 
 def test_writes_lists_and_options_stay_on_sqlalchemys_path(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    update = (PROBE.update().where(PROBE.c.id == sa.bindparam("b_id"))
-              .values(note=sa.bindparam("b_note")))
-    _not_thin(db, contexts, lambda conn: conn.execute(
-        update, {"b_id": 2, "b_note": "x"}))
-    in_list = sa.select(PROBE.c.id).where(
-        PROBE.c.id.in_(sa.bindparam("ids", expanding=True)))
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
+    update = (
+        PROBE.update().where(PROBE.c.id == sa.bindparam("b_id")).values(note=sa.bindparam("b_note"))
+    )
+    _not_thin(db, contexts, lambda conn: conn.execute(update, {"b_id": 2, "b_note": "x"}))
+    in_list = sa.select(PROBE.c.id).where(PROBE.c.id.in_(sa.bindparam("ids", expanding=True)))
     for ids in ([], list(range(db_connection.SIZED_LIST_MAX + 1))):
-        _not_thin(db, contexts, lambda conn, ids=ids: conn.execute(
-            in_list, {"ids": ids}).all())
+        _not_thin(db, contexts, lambda conn, ids=ids: conn.execute(in_list, {"ids": ids}).all())
     stmt = probe_select()
-    _not_thin(db, contexts, lambda conn: conn.execute(
-        stmt, {"low": 1}, execution_options={"berth_probe": 1}).all())
+    _not_thin(
+        db,
+        contexts,
+        lambda conn: conn.execute(stmt, {"low": 1}, execution_options={"berth_probe": 1}).all(),
+    )
     optioned = probe_select().execution_options(berth_probe=1)
-    _not_thin(db, contexts, lambda conn: conn.execute(
-        optioned, {"low": 1}).all())
+    _not_thin(db, contexts, lambda conn: conn.execute(optioned, {"low": 1}).all())
     # Another listener of the statement than the cursor's.
     heard: list[Any] = []
 
@@ -222,26 +232,31 @@ def test_writes_lists_and_options_stay_on_sqlalchemys_path(
 
     sa.event.listen(db.engine, "before_execute", before_execute)
     try:
-        _not_thin(db, contexts, lambda conn: conn.execute(
-            stmt, {"low": 1}).all())
+        _not_thin(db, contexts, lambda conn: conn.execute(stmt, {"low": 1}).all())
     finally:
         sa.event.remove(db.engine, "before_execute", before_execute)
     assert len(heard) == 4
 
 
 def test_a_sized_list_is_a_plain_statement_and_runs_thin(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
-    in_list = sa.select(PROBE.c.name).where(
-        PROBE.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(
-            PROBE.c.id)
-    got = [db.read(lambda conn: conn.execute(
-        in_list, {"ids": [3, 1]}).scalars().all()) for _ in range(4)]
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
+    in_list = (
+        sa.select(PROBE.c.name)
+        .where(PROBE.c.id.in_(sa.bindparam("ids", expanding=True)))
+        .order_by(PROBE.c.id)
+    )
+    got = [
+        db.read(lambda conn: conn.execute(in_list, {"ids": [3, 1]}).scalars().all())
+        for _ in range(4)
+    ]
     assert got == [["one", "three"]] * 4
     assert len(contexts) == 2
 
 
 def test_statements_built_per_call_are_not_kept(
-        db: Database, probe: sa.Table, contexts: list[Any]) -> None:
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
     kept: list[weakref.ref[Any]] = []
     for _ in range(20):
         stmt = probe_select()

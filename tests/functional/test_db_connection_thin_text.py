@@ -31,8 +31,7 @@ ALL = "SELECT id, name, note FROM %s ORDER BY id" % PROBE.name
 def _by_id(db: Database, low: int) -> tuple[str, tuple[int, ...]]:
     """A statement of one positional parameter, in the driver's style."""
     mark = db.read(changes.placeholder)
-    return ("SELECT id, name FROM %s WHERE id >= %s ORDER BY id"
-            % (PROBE.name, mark), (low,))
+    return ("SELECT id, name FROM %s WHERE id >= %s ORDER BY id" % (PROBE.name, mark), (low,))
 
 
 FORMS: dict[str, Callable[[Any], Any]] = {
@@ -49,65 +48,70 @@ FORMS: dict[str, Callable[[Any], Any]] = {
 
 
 def test_driver_sql_runs_thin_from_its_second_run(
-        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
-    results = [db.read(lambda conn: (lambda r: (type(r), r.all()))(
-        conn.exec_driver_sql(ALL))) for _ in range(4)]
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
+    results = [
+        db.read(lambda conn: (lambda r: (type(r), r.all()))(conn.exec_driver_sql(ALL)))
+        for _ in range(4)
+    ]
     assert text_contexts == [ALL]  # SQLAlchemy's context for the first run only
-    assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [
-        True, False, False, False]
+    assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [True, False, False, False]
     assert [rows for _, rows in results] == [results[0][1]] * 4
     assert [tuple(row) for row in results[0][1]] == [
-        (1, "one", None), (2, "two", "n"), (3, "three", None)]
+        (1, "one", None),
+        (2, "two", "n"),
+        (3, "three", None),
+    ]
 
 
 @pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_results_are_the_normal_paths(db: Database, probe: sa.Table,
-                                      text_contexts: list[str], form: str,
-                                      low: int) -> None:
+def test_results_are_the_normal_paths(
+    db: Database, probe: sa.Table, text_contexts: list[str], form: str, low: int
+) -> None:
     sql, params = _by_id(db, low)
     db.read(lambda conn: conn.exec_driver_sql(sql, params).all())
     del text_contexts[:]
-    thin = outcome(lambda: db.read(
-        lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
+    thin = outcome(lambda: db.read(lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
     assert text_contexts == []
     # The same string run SQLAlchemy's way (forgotten, as a new one is).
     del driver_texts(db)[sql]
-    normal = outcome(lambda: db.read(
-        lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
+    normal = outcome(lambda: db.read(lambda conn: FORMS[form](conn.exec_driver_sql(sql, params))))
     assert text_contexts == [sql]
     assert thin == normal
 
 
-def test_a_dict_of_parameters_runs_thin(db: Database, probe: sa.Table,
-                                        text_contexts: list[str]) -> None:
+def test_a_dict_of_parameters_runs_thin(
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
     mark = ":low" if db.engine.dialect.paramstyle == "qmark" else "%(low)s"
     sql = "SELECT name FROM %s WHERE id = %s" % (PROBE.name, mark)
-    got = [db.read(lambda conn: conn.exec_driver_sql(sql, {"low": 2}).scalar())
-           for _ in range(3)]
+    got = [db.read(lambda conn: conn.exec_driver_sql(sql, {"low": 2}).scalar()) for _ in range(3)]
     assert got == ["two"] * 3
     assert text_contexts == [sql]
 
 
 def test_cursor_listeners_see_every_thin_statement(
-        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
     sql, params = _by_id(db, 2)
     seen: list[tuple[str, str, Any, bool]] = []
 
-    def before(conn: Any, cursor: Any, statement: str, sent: Any,
-               context: Any, executemany: bool) -> None:
+    def before(
+        conn: Any, cursor: Any, statement: str, sent: Any, context: Any, executemany: bool
+    ) -> None:
         assert isinstance(conn, db_connection.ThinConnection)
         seen.append(("before", statement, sent, executemany))
 
-    def after(conn: Any, cursor: Any, statement: str, sent: Any,
-              context: Any, executemany: bool) -> None:
+    def after(
+        conn: Any, cursor: Any, statement: str, sent: Any, context: Any, executemany: bool
+    ) -> None:
         seen.append(("after", statement, sent, executemany))
 
     sa.event.listen(db.engine, "before_cursor_execute", before)
     sa.event.listen(db.engine, "after_cursor_execute", after)
     try:
-        rows = db.read(lambda conn: [
-            conn.exec_driver_sql(sql, params).all() for _ in range(4)])
+        rows = db.read(lambda conn: [conn.exec_driver_sql(sql, params).all() for _ in range(4)])
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", before)
         sa.event.remove(db.engine, "after_cursor_execute", after)
@@ -121,11 +125,11 @@ def test_cursor_listeners_see_every_thin_statement(
 
 
 def test_no_parameters_reach_the_driver_as_sqlalchemy_sends_them(
-        db: Database, probe: sa.Table) -> None:
+    db: Database, probe: sa.Table
+) -> None:
     sent: list[Any] = []
 
-    def before(conn: Any, cursor: Any, statement: str, params: Any,
-               *args: Any) -> None:
+    def before(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
         sent.append(params)
 
     sa.event.listen(db.engine, "before_cursor_execute", before)
@@ -139,58 +143,59 @@ def test_no_parameters_reach_the_driver_as_sqlalchemy_sends_them(
 
 
 def test_an_error_is_wrapped_as_on_the_normal_path(
-        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
     db.read(lambda conn: conn.exec_driver_sql(ALL).all())
     PROBE.drop(db.engine)
     del text_contexts[:]
-    thin = outcome(lambda: db.read(
-        lambda conn: conn.exec_driver_sql(ALL).all()))
+    thin = outcome(lambda: db.read(lambda conn: conn.exec_driver_sql(ALL).all()))
     assert text_contexts == []
     del driver_texts(db)[ALL]
-    normal = outcome(lambda: db.read(
-        lambda conn: conn.exec_driver_sql(ALL).all()))
+    normal = outcome(lambda: db.read(lambda conn: conn.exec_driver_sql(ALL).all()))
     assert thin == normal
     assert thin[0] == "raised" and issubclass(thin[1], sa.exc.DBAPIError)
 
 
 def test_database_run_runs_again_after_a_lost_connection(
-        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
     db.read(lambda conn: conn.exec_driver_sql(ALL).all())
     del text_contexts[:]
-    rows, attempts = losing_the_first(
-        db, lambda conn: conn.exec_driver_sql(ALL).all())
+    rows, attempts = losing_the_first(db, lambda conn: conn.exec_driver_sql(ALL).all())
     assert [row.name for row in rows] == ["one", "two", "three"]
     assert attempts == 2
     assert text_contexts == []  # both attempts ran thin
 
 
 def test_writes_parameter_sets_and_options_keep_sqlalchemys_path(
-        db: Database, probe: sa.Table, text_contexts: list[str]) -> None:
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
     mark = db.read(changes.placeholder)
-    update = ("UPDATE %s SET note = %s WHERE id = %s"
-              % (PROBE.name, mark, mark))
-    counts = [db.run(lambda conn: conn.exec_driver_sql(
-        update, ("x", 2)).rowcount) for _ in range(3)]
+    update = "UPDATE %s SET note = %s WHERE id = %s" % (PROBE.name, mark, mark)
+    counts = [
+        db.run(lambda conn: conn.exec_driver_sql(update, ("x", 2)).rowcount) for _ in range(3)
+    ]
     assert counts == [1, 1, 1]
     assert text_contexts == [update] * 3
     assert driver_texts(db)[update] is None
     del text_contexts[:]
     for _ in range(3):
-        db.run(lambda conn: conn.exec_driver_sql(
-            update, [("y", 1), ("y", 3)]))
+        db.run(lambda conn: conn.exec_driver_sql(update, [("y", 1), ("y", 3)]))
     assert text_contexts == [update] * 3
-    assert db.read(lambda conn: conn.exec_driver_sql(
-        "SELECT note FROM %s ORDER BY id" % PROBE.name).scalars().all()
+    assert db.read(
+        lambda conn: (
+            conn.exec_driver_sql("SELECT note FROM %s ORDER BY id" % PROBE.name).scalars().all()
+        )
     ) == ["y", "x", "y"]
     del text_contexts[:]
     for _ in range(3):
-        db.read(lambda conn: conn.exec_driver_sql(
-            ALL, execution_options={"berth_probe": 1}).all())
+        db.read(lambda conn: conn.exec_driver_sql(ALL, execution_options={"berth_probe": 1}).all())
     assert text_contexts == [ALL] * 3
 
 
-def test_strings_kept_are_bounded(db: Database, probe: sa.Table,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_strings_kept_are_bounded(
+    db: Database, probe: sa.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(db_connection, "TEXTS_MAX", len(driver_texts(db)) + 2)
     for n in range(5):
         sql = "SELECT id FROM %s WHERE id > %d" % (PROBE.name, n)

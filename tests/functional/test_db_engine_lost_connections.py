@@ -17,32 +17,31 @@ from tests.conftest import Client, make_conf
 
 
 def _own_id(conn: sa.Connection) -> int:
-    query = ("SELECT pg_backend_pid()" if conn.dialect.name == "postgresql"
-             else "SELECT CONNECTION_ID()")
+    query = (
+        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
+    )
     return int(conn.exec_driver_sql(query).scalar_one())
 
 
 def _kill(db: Database, conn_id: int) -> None:
     """Drop connection ``conn_id`` from the server's side."""
-    admin = sa.create_engine(db.engine.url, poolclass=sa.pool.NullPool,
-                             isolation_level="AUTOCOMMIT")
+    admin = sa.create_engine(
+        db.engine.url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT"
+    )
     with admin.connect() as conn:
         if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_terminate_backend(:p)"),
-                         {"p": conn_id})
+            conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": conn_id})
         else:
             conn.exec_driver_sql("KILL %d" % conn_id)
     admin.dispose()
 
 
-def test_reads_and_writes_survive_a_dropped_connection(
-        server_db: Database) -> None:
+def test_reads_and_writes_survive_a_dropped_connection(server_db: Database) -> None:
     client = Client(create_app(make_conf(), server_db))
     first = server_db.read(_own_id)
     _kill(server_db, first)
     # A read on the pooled (dead) connection: answered, on a new one.
-    assert client.get("/traits?name=startswith:HW_CPU_X86_AVX"
-                      ).status_code == 200
+    assert client.get("/traits?name=startswith:HW_CPU_X86_AVX").status_code == 200
     second = server_db.read(_own_id)
     assert second != first
     _kill(server_db, second)
@@ -68,18 +67,16 @@ def test_postgresql_reads_open_no_transaction(server_db: Database) -> None:
     assert server_db.run(status) == TransactionStatus.INTRANS
 
 
-def test_a_stricter_isolation_level_keeps_its_read_transactions(
-        server_db: Database) -> None:
+def test_a_stricter_isolation_level_keeps_its_read_transactions(server_db: Database) -> None:
     if server_db.backend != "postgresql":
         pytest.skip("MariaDB/MySQL reads keep their transaction anyway")
     from psycopg.pq import TransactionStatus
-    strict = Database(server_db.engine.execution_options(
-        isolation_level="REPEATABLE READ"))
+
+    strict = Database(server_db.engine.execution_options(isolation_level="REPEATABLE READ"))
 
     def level(conn: sa.Connection) -> tuple[str, TransactionStatus]:
         shown = conn.exec_driver_sql("SHOW transaction_isolation").scalar_one()
-        return (str(shown),
-                conn.connection.driver_connection.info.transaction_status)  # type: ignore[union-attr]
+        return (str(shown), conn.connection.driver_connection.info.transaction_status)  # type: ignore[union-attr]
 
     assert strict.read(level) == ("repeatable read", TransactionStatus.INTRANS)
     assert server_db.read(level) == ("read committed", TransactionStatus.IDLE)

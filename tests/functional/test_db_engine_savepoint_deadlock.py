@@ -32,8 +32,10 @@ BALLAST = 40
 
 def _wait_until_blocked(db: Database, thread_id: int) -> None:
     """Poll until connection ``thread_id`` waits for a row lock."""
-    query = sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                    "WHERE trx_mysql_thread_id = :t AND trx_state = 'LOCK WAIT'")
+    query = sa.text(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+        "WHERE trx_mysql_thread_id = :t AND trx_state = 'LOCK WAIT'"
+    )
     deadline = time.monotonic() + 20
     with db.engine.connect() as conn:
         while time.monotonic() < deadline:
@@ -43,20 +45,24 @@ def _wait_until_blocked(db: Database, thread_id: int) -> None:
     raise AssertionError("the other transaction never blocked")
 
 
-def _other(db: Database, ready: threading.Event, thread_id: list[int],
-           errors: list[BaseException]) -> None:
+def _other(
+    db: Database, ready: threading.Event, thread_id: list[int], errors: list[BaseException]
+) -> None:
     """Write BALLAST users and the contested project, then want the anchor."""
     try:
         with db.engine.connect() as conn:
             with conn.begin():
-                thread_id.append(int(conn.execute(
-                    sa.text("SELECT CONNECTION_ID()")).scalar_one()))
-                conn.execute(t.users.insert(), [
-                    {"external_id": "ballast-%d" % i} for i in range(BALLAST)])
+                thread_id.append(int(conn.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()))
+                conn.execute(
+                    t.users.insert(), [{"external_id": "ballast-%d" % i} for i in range(BALLAST)]
+                )
                 conn.execute(t.projects.insert().values(external_id=CONTESTED))
                 ready.set()
-                conn.execute(sa.select(t.projects.c.id).where(
-                    t.projects.c.external_id == ANCHOR).with_for_update())
+                conn.execute(
+                    sa.select(t.projects.c.id)
+                    .where(t.projects.c.external_id == ANCHOR)
+                    .with_for_update()
+                )
     except BaseException as exc:  # noqa: BLE001 - reported by the test
         errors.append(exc)
         ready.set()
@@ -64,20 +70,19 @@ def _other(db: Database, ready: threading.Event, thread_id: list[int],
 
 def test_deadlock_inside_get_or_create_savepoint_is_retried(mysql_db: Database) -> None:
     db = mysql_db
-    db.run(lambda conn: conn.execute(
-        t.projects.insert().values(external_id=ANCHOR)))
+    db.run(lambda conn: conn.execute(t.projects.insert().values(external_id=ANCHOR)))
     ready = threading.Event()
     thread_id: list[int] = []
     other_errors: list[BaseException] = []
     attempts: list[int] = []
-    other = threading.Thread(target=_other,
-                             args=(db, ready, thread_id, other_errors))
+    other = threading.Thread(target=_other, args=(db, ready, thread_id, other_errors))
     retries_before = db.retries.total
 
     def ours(conn: Connection) -> int:
         attempts.append(1)
-        conn.execute(sa.select(t.projects.c.id).where(
-            t.projects.c.external_id == ANCHOR).with_for_update())
+        conn.execute(
+            sa.select(t.projects.c.id).where(t.projects.c.external_id == ANCHOR).with_for_update()
+        )
         if len(attempts) == 1:
             other.start()
             assert ready.wait(20)
@@ -94,7 +99,8 @@ def test_deadlock_inside_get_or_create_savepoint_is_retried(mysql_db: Database) 
     assert db.retries.total > retries_before
 
     def check(conn: Connection) -> Any:
-        return conn.execute(sa.select(t.projects.c.id).where(
-            t.projects.c.external_id == CONTESTED)).scalar_one()
+        return conn.execute(
+            sa.select(t.projects.c.id).where(t.projects.c.external_id == CONTESTED)
+        ).scalar_one()
 
     assert db.read(check) == got

@@ -33,28 +33,32 @@ DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
 
 def grant_url(kind: str, user: str, password: str, database: str) -> str:
     return "%s://%s:%s@127.0.0.1:%d/%s" % (
-        DRIVERS[kind], user, password,
-        5432 if kind == "postgresql" else 3306, database)
+        DRIVERS[kind],
+        user,
+        password,
+        5432 if kind == "postgresql" else 3306,
+        database,
+    )
 
 
-def test_the_documented_grants_suffice(
-        documented_grants: tuple[str, str], tmp_path: Path) -> None:
+def test_the_documented_grants_suffice(documented_grants: tuple[str, str], tmp_path: Path) -> None:
     kind, name = documented_grants
     runtime = grant_url(kind, name, "secret", name)
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n" % runtime)
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\nconnection = %s\n" % runtime
+    )
     owner = tmp_path / "placement-owner.conf"
-    owner.write_text("[placement_database]\nconnection = %s\n" % grant_url(
-        kind, name + "_owner", "owner-secret", name))
+    owner.write_text(
+        "[placement_database]\nconnection = %s\n"
+        % grant_url(kind, name + "_owner", "owner-secret", name)
+    )
 
     # Rows only: the runtime user may not create the tables; the owner
     # may, through the second file.
     refused = processes.run("db", "sync", "--config-file", str(conf))
-    assert refused.returncode != 0 and "denied" in refused.stderr, (
-        refused.stderr)
-    synced = processes.run("db", "sync", "--config-file", str(conf),
-                           "--config-file", str(owner))
+    assert refused.returncode != 0 and "denied" in refused.stderr, refused.stderr
+    synced = processes.run("db", "sync", "--config-file", str(conf), "--config-file", str(owner))
     assert synced.returncode == 0, synced.stderr
 
     # Serving as the runtime user: the standard classes and traits (seeded
@@ -64,20 +68,20 @@ def test_the_documented_grants_suffice(
     listener = None
     if kind == "postgresql":
         listener = psycopg.connect(
-            "host=127.0.0.1 user=%s password=secret dbname=%s" % (name, name),
-            autocommit=True)
+            "host=127.0.0.1 user=%s password=secret dbname=%s" % (name, name), autocommit=True
+        )
         listener.execute("LISTEN berth_changes")
     try:
         with Client(create_app(cfg, db)) as c:
             rp = api_setup.make_provider(c, "cn1")
             api_setup.set_inventory(c, rp, {"VCPU": 8})
-            position = c.get("/resource_providers").headers[
-                "Berth-Position"]
-            api_setup.ok(api_setup.allocate(
-                c, str(uuid.uuid4()), {rp: {"VCPU": 2}}), 204)
+            position = c.get("/resource_providers").headers["Berth-Position"]
+            api_setup.ok(api_setup.allocate(c, str(uuid.uuid4()), {rp: {"VCPU": 2}}), 204)
             found = c.get("/allocation_candidates?resources=VCPU:6").json()
-            assert found["provider_summaries"][rp]["resources"][
-                "VCPU"] == {"capacity": 8, "used": 2}
+            assert found["provider_summaries"][rp]["resources"]["VCPU"] == {
+                "capacity": 8,
+                "used": 2,
+            }
             feed = c.get("/berth/changes", params={"after": position})
             assert feed.status_code == 200, feed.text
             kinds = [e["kind"] for e in feed.json()["events"]]

@@ -28,8 +28,7 @@ def test_direct_passes_the_service_only_reshaper_policy(db: Any) -> None:
         assert response.headers["openstack-api-version"] == "placement 1.30"
 
 
-def test_direct_still_validates_and_applies_policy(db: Any,
-                                                   tmp_path: Path) -> None:
+def test_direct_still_validates_and_applies_policy(db: Any, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text('"placement:resource_providers:list": "!"\n')
     conf = make_conf(oslo_policy__policy_file=str(policy))
@@ -43,12 +42,10 @@ def test_direct_still_validates_and_applies_policy(db: Any,
 
 def test_direct_builds_its_own_database_from_conf(tmp_path: Path) -> None:
     url = "sqlite:///%s" % (tmp_path / "p.sqlite")
-    conf = make_conf(placement_database__connection=url,
-                     placement_database__sync_on_startup=True)
+    conf = make_conf(placement_database__connection=url, placement_database__sync_on_startup=True)
     with PlacementDirect(conf) as http:
         made = http.post("/resource_providers", json={"name": "n1"})
         assert made.status_code == 201, made.text
     with PlacementDirect(conf) as http:
-        names = [p["name"] for p in
-                 http.get("/resource_providers").json()["resource_providers"]]
+        names = [p["name"] for p in http.get("/resource_providers").json()["resource_providers"]]
         assert names == ["n1"]

@@ -41,8 +41,9 @@ PROBE_TIMEOUT = 30
 SECONDS = int(os.environ.get("BERTH_GALERA_SECONDS", "30"))
 
 
-def check_after_load(db_urls: list[str], urls: list[str],
-                     providers: list[str], ledger: load.Ledger) -> None:
+def check_after_load(
+    db_urls: list[str], urls: list[str], providers: list[str], ledger: load.Ledger
+) -> None:
     """Every node agrees with the ledger and with every other node."""
     states = [load.node_state(u) for u in db_urls]
     for n, state in enumerate(states):
@@ -69,20 +70,19 @@ def test_racing_writes_on_every_node(galera_db: list[str], tmp_path: Path) -> No
         monitor = load.Monitor(galera_db)
         monitor.start()
         try:
-            load.run_load(urls, providers, ledger, threads=THREADS,
-                          seconds=SECONDS, shared=shared)
+            load.run_load(urls, providers, ledger, threads=THREADS, seconds=SECONDS, shared=shared)
         finally:
             monitor.stop()
         # Shown with -s: the figures docs/reliability.md quotes.
-        print("\ngalera race: %d acknowledged writes in %ss, answers %s, "
-              "by operation %s, %d monitor samples" % (
-                  ledger.writes, SECONDS, ledger.statuses, ledger.by_op,
-                  monitor.samples))
+        print(
+            "\ngalera race: %d acknowledged writes in %ss, answers %s, "
+            "by operation %s, %d monitor samples"
+            % (ledger.writes, SECONDS, ledger.statuses, ledger.by_op, monitor.samples)
+        )
         assert ledger.bad == []
         assert monitor.samples > 0 and monitor.over == []
         assert ledger.statuses.get(409, 0) > 0
-        for op in ("claim", "update", "move", "claim_two", "free", "reshape",
-                   "fight"):
+        for op in ("claim", "update", "move", "claim_two", "free", "reshape", "fight"):
             assert ledger.by_op.get(op, 0) > 0, (op, ledger.by_op)
         check_after_load(galera_db, urls, providers, ledger)
 
@@ -99,8 +99,7 @@ class Probe(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.url, headers=load.HEADERS,
-                          timeout=PROBE_TIMEOUT) as http:
+        with httpx.Client(base_url=self.url, headers=load.HEADERS, timeout=PROBE_TIMEOUT) as http:
             while not self._halt.is_set():
                 start = time.monotonic()
                 try:
@@ -123,18 +122,27 @@ class Probe(threading.Thread):
         self.join(PROBE_TIMEOUT + 5)
 
 
-def test_a_node_dies_under_load_and_rejoins(galera_cluster: Cluster,
-                                            galera_db: list[str],
-                                            tmp_path: Path) -> None:
+def test_a_node_dies_under_load_and_rejoins(
+    galera_cluster: Cluster, galera_db: list[str], tmp_path: Path
+) -> None:
     victim = galera_cluster.nodes[2]
     with load.servers(galera_db, tmp_path) as urls:
         providers = load.make_providers(urls[0], 4)
         ledger = load.Ledger()
         shared = load.seed_shared(urls[0], providers, ledger)
         monitor, probe = load.Monitor(galera_db), Probe(urls[2])
-        writer = threading.Thread(target=load.run_load, kwargs=dict(
-            urls=urls, providers=providers, ledger=ledger, threads=9,
-            seconds=KILL_LOAD_SECONDS, shared=shared, tolerate_503=True))
+        writer = threading.Thread(
+            target=load.run_load,
+            kwargs=dict(
+                urls=urls,
+                providers=providers,
+                ledger=ledger,
+                threads=9,
+                seconds=KILL_LOAD_SECONDS,
+                shared=shared,
+                tolerate_503=True,
+            ),
+        )
         monitor.start()
         probe.start()
         writer.start()
@@ -164,17 +172,24 @@ def test_a_node_dies_under_load_and_rejoins(galera_cluster: Cluster,
         # The orphaned server answered 503 quickly while its node was
         # down, and 200 again once it was back.
         assert probe.bad == []
-        down = [(s, took) for when, s, took in probe.answers
-                if killed_at + 1 < when < restarting_at - 0.5]
-        print("\ngalera node kill: %d writes acknowledged while the node was "
-              "down; the orphaned server answered %d probes, slowest %.3f s; "
-              "answers %s" % (during, len(down), max((t for _, t in down),
-                                                     default=0.0),
-                              ledger.statuses))
+        down = [
+            (s, took)
+            for when, s, took in probe.answers
+            if killed_at + 1 < when < restarting_at - 0.5
+        ]
+        print(
+            "\ngalera node kill: %d writes acknowledged while the node was "
+            "down; the orphaned server answered %d probes, slowest %.3f s; "
+            "answers %s"
+            % (during, len(down), max((t for _, t in down), default=0.0), ledger.statuses)
+        )
         # Any other answer, by seconds after the kill (restarted at
         # restarting_at - killed_at).
-        others = [(round(when - killed_at, 2), s) for when, s, _ in probe.answers
-                  if killed_at + 1 < when < restarting_at - 0.5 and s != 503]
+        others = [
+            (round(when - killed_at, 2), s)
+            for when, s, _ in probe.answers
+            if killed_at + 1 < when < restarting_at - 0.5 and s != 503
+        ]
         assert down and not others, (others, restarting_at - killed_at)
         assert max(took for _, took in down) < PROBE_TIMEOUT / 2
         assert any(s == 200 for when, s, _ in probe.answers if when > back_at)

@@ -75,8 +75,9 @@ def slots(found: list[dict[str, Any]]) -> dict[int, list[int]]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_replay_of_writes_on_every_node_equals_the_state(
-        galera_nodes: list[Client], seed: int) -> None:
-    start = synced(galera_nodes)                    # the empty database
+    galera_nodes: list[Client], seed: int
+) -> None:
+    start = synced(galera_nodes)  # the empty database
     walk = SpreadWalk(galera_nodes, random.Random(seed))
     for _ in range(160):
         walk.step()
@@ -89,7 +90,7 @@ def test_replay_of_writes_on_every_node_equals_the_state(
     want = listed(reader)
     assert want["providers"] and want["consumers"]
     assert replica.state() == want
-    for other in galera_nodes:                      # every node lists the same
+    for other in galera_nodes:  # every node lists the same
         assert listed(other) == want
     # Writes were numbered on all three nodes (one slot each), and each
     # slot's events come in its own order.
@@ -97,9 +98,13 @@ def test_replay_of_writes_on_every_node_equals_the_state(
     assert len(by_slot) == len(galera_nodes), (by_slot.keys(), walk.by_node)
     assert all(seqs == sorted(seqs) for seqs in by_slot.values())
     kinds = {e["kind"] for e in got}
-    assert {events.PROVIDER_CREATED, events.INVENTORIES_SET,
-            events.TRAITS_SET, events.AGGREGATES_SET,
-            events.ALLOCATIONS_REPLACED} <= kinds, kinds
+    assert {
+        events.PROVIDER_CREATED,
+        events.INVENTORIES_SET,
+        events.TRAITS_SET,
+        events.AGGREGATES_SET,
+        events.ALLOCATIONS_REPLACED,
+    } <= kinds, kinds
     # Nothing after the end, read on any node.
     for other in galera_nodes:
         assert feed(other, end) == []
@@ -143,14 +148,15 @@ def test_pages_keep_the_order_across_nodes(galera_nodes: list[Client]) -> None:
     synced(galera_nodes)
     whole = feed(galera_nodes[0], start, **WHOLE)
     assert len(slots(whole)) == len(galera_nodes)
-    paged = feed(galera_nodes[0], start)            # test_change's pages of 7
+    paged = feed(galera_nodes[0], start)  # test_change's pages of 7
     assert [e["position"] for e in paged] == [e["position"] for e in whole]
 
 
-def test_pruned_history_is_410_on_every_node(galera_nodes: list[Client],
-                                             galera_db: list[str]) -> None:
+def test_pruned_history_is_410_on_every_node(
+    galera_nodes: list[Client], galera_db: list[str]
+) -> None:
     start = synced(galera_nodes)
-    for n, client in enumerate(galera_nodes):       # a write numbered on each node
+    for n, client in enumerate(galera_nodes):  # a write numbered on each node
         resp = client.post("/resource_providers", json={"name": "rp%d" % n})
         assert resp.status_code == 200, resp.text
     before = synced(galera_nodes)
@@ -160,8 +166,7 @@ def test_pruned_history_is_410_on_every_node(galera_nodes: list[Client],
         # does once the retention passed), from one node.
         numbered = [int(pair.split(":")[0]) for pair in before.split(",")]
         assert len(numbered) == len(galera_nodes), before
-        db.run(lambda conn: [events.prune(conn, slot, time.time() + 1)
-                             for slot in numbered])
+        db.run(lambda conn: [events.prune(conn, slot, time.time() + 1) for slot in numbered])
     finally:
         db.engine.dispose()
     deadline = time.monotonic() + SYNC_TIMEOUT
@@ -170,7 +175,7 @@ def test_pruned_history_is_410_on_every_node(galera_nodes: list[Client],
             resp = client.get("/berth/changes", params={"after": start})
             if resp.status_code == 410 or time.monotonic() > deadline:
                 break
-            time.sleep(0.2)                  # the prune not applied yet
+            time.sleep(0.2)  # the prune not applied yet
         assert resp.status_code == 410, resp.text
         error = resp.json()["errors"][0]
         assert error["code"] == "berth.changes.gone"
@@ -181,5 +186,4 @@ def test_pruned_history_is_410_on_every_node(galera_nodes: list[Client],
     slot, seq = (int(x) for x in before.split(",")[0].split(":"))
     ahead = ",".join(["%d:%d" % (slot, seq + 5)] + before.split(",")[1:])
     for client in galera_nodes:
-        assert client.get("/berth/changes",
-                          params={"after": ahead}).status_code == 410
+        assert client.get("/berth/changes", params={"after": ahead}).status_code == 410

@@ -24,8 +24,7 @@ def _anonymous(app: Any) -> Client:
 def test_the_database_backend_is_an_entry_point() -> None:
     found = entry_points(group="oslo.middleware.healthcheck")
     names = {ep.name: ep.value for ep in found}
-    assert names["berth_database"] == \
-        "berth.api.healthcheck_middleware:DatabaseHealthcheck"
+    assert names["berth_database"] == "berth.api.healthcheck_middleware:DatabaseHealthcheck"
     assert make_conf().healthcheck.backends == ["berth_database"]
 
 
@@ -48,10 +47,14 @@ def test_details_follow_policy_not_the_detailed_switch(db: Database) -> None:
     app = create_app(make_conf(healthcheck__detailed=True), db)
     with _anonymous(app) as client:
         assert client.get("/healthcheck", headers=JSON).json() == {
-            "detailed": False, "reasons": ["OK"]}
+            "detailed": False,
+            "reasons": ["OK"],
+        }
     with Client(app, token="someone:project") as client:
         assert client.get("/healthcheck", headers=JSON).json() == {
-            "detailed": False, "reasons": ["OK"]}
+            "detailed": False,
+            "reasons": ["OK"],
+        }
     with Client(app) as admin:
         resp = admin.get("/healthcheck", headers=JSON)
         assert resp.status_code == 200
@@ -61,22 +64,19 @@ def test_details_follow_policy_not_the_detailed_switch(db: Database) -> None:
         assert reason["reason"] == "OK"
         assert reason["details"].startswith(db.backend + " answered in ")
         assert "candidate cache not loaded" in reason["details"]
-        assert admin.get("/allocation_candidates?resources=VCPU:1"
-                         ).status_code == 200
+        assert admin.get("/allocation_candidates?resources=VCPU:1").status_code == 200
         reason = admin.get("/healthcheck", headers=JSON).json()["reasons"][0]
         assert "candidate cache 0 changes behind" in reason["details"]
         assert admin.head("/healthcheck").status_code == 204
 
 
-def test_a_lost_database_is_503_and_only_admins_see_why(
-        tmp_path: Path) -> None:
+def test_a_lost_database_is_503_and_only_admins_see_why(tmp_path: Path) -> None:
     engine = create_engine("sqlite:///%s" % (tmp_path / "gone" / "p.sqlite"))
     app = create_app(make_conf(), Database(engine))
     with _anonymous(app) as client:
         resp = client.get("/healthcheck", headers=JSON)
         assert resp.status_code == 503
-        assert resp.json() == {"detailed": False,
-                               "reasons": ["database unavailable"]}
+        assert resp.json() == {"detailed": False, "reasons": ["database unavailable"]}
         assert "unable to open" not in resp.text
         assert client.head("/healthcheck").status_code == 503
     with Client(app) as admin:

@@ -53,31 +53,67 @@ BAD_VALUES = [
     ("POST", "/resource_providers", {"name": "nul\u0000name"}),
     ("POST", "/resource_providers", {"name": "ok", "uuid": "not-a-uuid"}),
     ("POST", "/resource_providers", {"name": "ok", "uuid": RP + "0"}),
-    ("POST", "/resource_providers", {"name": "ok",
-                                     "parent_provider_uuid": "x" * 300}),
-    ("PUT", "/resource_providers/%s/inventories" % RP,
-     {"resource_provider_generation": 0,
-      "inventories": {"VCPU": {"total": 2 ** 31}}}),
-    ("PUT", "/resource_providers/%s/inventories" % RP,
-     {"resource_provider_generation": 2 ** 63,
-      "inventories": {"VCPU": {"total": 1}}}),
-    ("PUT", "/resource_providers/%s/inventories" % RP,
-     {"resource_provider_generation": 0,
-      "inventories": {"X" * 300: {"total": 1}}}),
-    ("PUT", "/resource_providers/%s/traits" % RP,
-     {"resource_provider_generation": 0, "traits": ["CUSTOM_" + "A" * 300]}),
-    ("PUT", "/allocations/%s" % CONSUMER,
-     {"allocations": {RP: {"resources": {"VCPU": 2 ** 40}}},
-      "project_id": "p", "user_id": "u", "consumer_generation": None}),
-    ("PUT", "/allocations/%s" % CONSUMER,
-     {"allocations": {RP: {"resources": {"VCPU": 1}}},
-      "project_id": "p" * 300, "user_id": "u", "consumer_generation": None}),
-    ("PUT", "/allocations/%s" % CONSUMER,
-     {"allocations": {RP: {"resources": {"VCPU": 1}}},
-      "project_id": "p\u0000", "user_id": "u", "consumer_generation": None}),
-    ("PUT", "/allocations/not-a-uuid",
-     {"allocations": {RP: {"resources": {"VCPU": 1}}},
-      "project_id": "p", "user_id": "u", "consumer_generation": None}),
+    ("POST", "/resource_providers", {"name": "ok", "parent_provider_uuid": "x" * 300}),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories" % RP,
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 2**31}}},
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories" % RP,
+        {"resource_provider_generation": 2**63, "inventories": {"VCPU": {"total": 1}}},
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories" % RP,
+        {"resource_provider_generation": 0, "inventories": {"X" * 300: {"total": 1}}},
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/traits" % RP,
+        {"resource_provider_generation": 0, "traits": ["CUSTOM_" + "A" * 300]},
+    ),
+    (
+        "PUT",
+        "/allocations/%s" % CONSUMER,
+        {
+            "allocations": {RP: {"resources": {"VCPU": 2**40}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+        },
+    ),
+    (
+        "PUT",
+        "/allocations/%s" % CONSUMER,
+        {
+            "allocations": {RP: {"resources": {"VCPU": 1}}},
+            "project_id": "p" * 300,
+            "user_id": "u",
+            "consumer_generation": None,
+        },
+    ),
+    (
+        "PUT",
+        "/allocations/%s" % CONSUMER,
+        {
+            "allocations": {RP: {"resources": {"VCPU": 1}}},
+            "project_id": "p\u0000",
+            "user_id": "u",
+            "consumer_generation": None,
+        },
+    ),
+    (
+        "PUT",
+        "/allocations/not-a-uuid",
+        {
+            "allocations": {RP: {"resources": {"VCPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+        },
+    ),
     ("PUT", "/resource_classes/CUSTOM_" + "A" * 300, None),
     ("PUT", "/traits/CUSTOM_" + "A" * 300, None),
 ]
@@ -109,8 +145,9 @@ def assert_clean_4xx(r):
 @pytest.mark.parametrize("method,path", WRITES)
 @pytest.mark.parametrize("name", list(BAD_BODIES))
 def test_bad_bodies(client, db, hostile_world, method, path, name):
-    r = client.request(method, path, content=BAD_BODIES[name],
-                       headers={"content-type": "application/json"})
+    r = client.request(
+        method, path, content=BAD_BODIES[name], headers={"content-type": "application/json"}
+    )
     assert_clean_4xx(r)
     assert snapshot(db) == hostile_world
 
@@ -133,8 +170,9 @@ def test_bad_queries(client, hostile_world, path):
 
 def test_many_megabytes(client, db, hostile_world):
     body = b'{"name": "' + b"x" * (12 * 1024 * 1024) + b'"}'
-    r = client.post("/resource_providers", content=body,
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/resource_providers", content=body, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
     assert snapshot(db) == hostile_world
 
@@ -150,29 +188,44 @@ SERVICE = {"x-roles": "admin,service"}
 POISON = b"18446744073709551616"  # 2**64: upstream's schema lets it through
 
 POISON_WRITES = [
-    ("POST", "/resource_providers/%s/inventories" % RP,
-     b'{"resource_class": "DISK_GB", "total": 8, "allocation_ratio": %s}'),
-    ("PUT", "/resource_providers/%s/inventories" % RP,
-     b'{"resource_provider_generation": 1, "inventories": '
-     b'{"VCPU": {"total": 8, "allocation_ratio": %s}}}'),
-    ("PUT", "/resource_providers/%s/inventories/VCPU" % RP,
-     b'{"resource_provider_generation": 1, "total": 8, '
-     b'"allocation_ratio": %s}'),
-    ("PUT", "/resource_providers/%s/inventories/VCPU" % RP,
-     b'{"resource_provider_generation": 1, "total": 2147483647, '
-     b'"allocation_ratio": %s}'),
+    (
+        "POST",
+        "/resource_providers/%s/inventories" % RP,
+        b'{"resource_class": "DISK_GB", "total": 8, "allocation_ratio": %s}',
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories" % RP,
+        b'{"resource_provider_generation": 1, "inventories": '
+        b'{"VCPU": {"total": 8, "allocation_ratio": %s}}}',
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories/VCPU" % RP,
+        b'{"resource_provider_generation": 1, "total": 8, "allocation_ratio": %s}',
+    ),
+    (
+        "PUT",
+        "/resource_providers/%s/inventories/VCPU" % RP,
+        b'{"resource_provider_generation": 1, "total": 2147483647, "allocation_ratio": %s}',
+    ),
 ]
 
 
 # 4194305 overflows only with the largest total.
-@pytest.mark.parametrize("method,path,body,ratio", [
-    (*write, ratio) for write in POISON_WRITES
-    for ratio in (POISON, b"3.4e38", b"-1e300", b"4194305")
-    if ratio != b"4194305" or b"2147483647" in write[2]])
-def test_overflowing_capacity_is_refused(client, db, hostile_world, method, path,
-                                         body, ratio):
-    r = client.request(method, path, content=body % ratio,
-                       headers={"content-type": "application/json"})
+@pytest.mark.parametrize(
+    "method,path,body,ratio",
+    [
+        (*write, ratio)
+        for write in POISON_WRITES
+        for ratio in (POISON, b"3.4e38", b"-1e300", b"4194305")
+        if ratio != b"4194305" or b"2147483647" in write[2]
+    ],
+)
+def test_overflowing_capacity_is_refused(client, db, hostile_world, method, path, body, ratio):
+    r = client.request(
+        method, path, content=body % ratio, headers={"content-type": "application/json"}
+    )
     assert_clean_4xx(r)
     assert r.status_code == 400
     assert "capacity" in r.json()["errors"][0]["detail"]
@@ -184,9 +237,10 @@ def test_overflowing_capacity_is_refused(client, db, hostile_world, method, path
 
 def test_largest_capacity_is_accepted_and_readable(client, hostile_world):
     # (2**31 - 1) * 4194304 = 2**53 - 4194304: just inside the bound.
-    r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
-                   json={"resource_provider_generation": 1,
-                         "total": 2147483647, "allocation_ratio": 4194304})
+    r = client.put(
+        "/resource_providers/%s/inventories/VCPU" % RP,
+        json={"resource_provider_generation": 1, "total": 2147483647, "allocation_ratio": 4194304},
+    )
     assert r.status_code == 200, r.text
     r = client.get("/allocation_candidates?resources=VCPU:1")
     assert r.status_code == 200, r.text
@@ -198,30 +252,36 @@ def test_a_stored_poison_row_does_not_break_reads(client, db, hostile_world):
     # A database written by something else may already hold such a row:
     # reads answer, with the capacity held at the bound.
     with db.engine.begin() as conn:
-        conn.execute(t.inventories.update().values(allocation_ratio=2.0 ** 64))
-    for path in ("/allocation_candidates?resources=VCPU:1",
-                 "/resource_providers?resources=VCPU:1",
-                 "/resource_providers/%s/inventories" % RP):
+        conn.execute(t.inventories.update().values(allocation_ratio=2.0**64))
+    for path in (
+        "/allocation_candidates?resources=VCPU:1",
+        "/resource_providers?resources=VCPU:1",
+        "/resource_providers/%s/inventories" % RP,
+    ):
         r = client.get(path)
         assert r.status_code == 200, (path, r.text)
     r = client.get("/allocation_candidates?resources=VCPU:1")
     summary = r.json()["provider_summaries"][RP]["resources"]["VCPU"]
-    assert summary["capacity"] == 2 ** 53
+    assert summary["capacity"] == 2**53
 
 
-@pytest.mark.parametrize("inventories", [
-    {"": {}},                                   # empty class key
-    {"x" * 300: {"total": 1, "junk": 1}},      # long odd key, extra field
-    {"X" * 300: {"total": 1}},                  # 300-character class name
-    {"VCPU": {"total": 1, "junk": 1}},          # extra field
-    {"vcpu": {"total": 1, "junk": 1}},          # extra field, odd key
-    {"a": 5},                                   # record not an object
-    {"\ud7ff\u0001": {}},                      # odd unicode, empty record
-])
+@pytest.mark.parametrize(
+    "inventories",
+    [
+        {"": {}},  # empty class key
+        {"x" * 300: {"total": 1, "junk": 1}},  # long odd key, extra field
+        {"X" * 300: {"total": 1}},  # 300-character class name
+        {"VCPU": {"total": 1, "junk": 1}},  # extra field
+        {"vcpu": {"total": 1, "junk": 1}},  # extra field, odd key
+        {"a": 5},  # record not an object
+        {"\ud7ff\u0001": {}},  # odd unicode, empty record
+    ],
+)
 def test_reshaper_refuses_bad_inventories(client, db, hostile_world, inventories):
-    body = {"inventories": {RP: {"resource_provider_generation": 1,
-                                 "inventories": inventories}},
-            "allocations": {}}
+    body = {
+        "inventories": {RP: {"resource_provider_generation": 1, "inventories": inventories}},
+        "allocations": {},
+    }
     r = client.post("/reshaper", json=body, headers=SERVICE)
     assert_clean_4xx(r)
     assert r.status_code == 400
@@ -232,8 +292,12 @@ def test_reshaper_refuses_bad_inventories(client, db, hostile_world, inventories
 def test_non_latin1_path_segments(client, segment):
     # httpx's in-process transport (and so berth.direct) hands the app
     # decoded text as PATH_INFO; a character beyond U+00FF was a 500.
-    for path in ("/resource_classes/", "/traits/", "/allocations/",
-                 "/resource_providers/%s/inventories/" % RP):
+    for path in (
+        "/resource_classes/",
+        "/traits/",
+        "/allocations/",
+        "/resource_providers/%s/inventories/" % RP,
+    ):
         r = client.get(path + segment)
         # GET /allocations/{anything} is an empty 200, as upstream.
         if r.status_code != 200:
@@ -242,13 +306,14 @@ def test_non_latin1_path_segments(client, segment):
 
 def test_negative_zero_ratio_reads_back_the_same_everywhere(client, hostile_world):
     import math
-    r = client.put("/resource_providers/%s/inventories/VCPU" % RP,
-                   content=b'{"resource_provider_generation": 1, '
-                           b'"total": 8, "allocation_ratio": -0.0}',
-                   headers={"content-type": "application/json"})
+
+    r = client.put(
+        "/resource_providers/%s/inventories/VCPU" % RP,
+        content=b'{"resource_provider_generation": 1, "total": 8, "allocation_ratio": -0.0}',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 200, r.text
-    for body in (r.json(), client.get(
-            "/resource_providers/%s/inventories/VCPU" % RP).json()):
+    for body in (r.json(), client.get("/resource_providers/%s/inventories/VCPU" % RP).json()):
         assert math.copysign(1, body["allocation_ratio"]) == 1.0
 
 
@@ -263,9 +328,16 @@ def test_negative_zero_ratio_reads_back_the_same_everywhere(client, hostile_worl
 # where upstream echoes the 1.0 it was sent (and stores 1).
 
 #: Each number as JSON text, by name.
-NUMBERS = {"1.0": b"1.0", "1.5": b"1.5", "1e3": b"1e3", "true": b"true",
-           "2**63": b"9223372036854775808", "1e300": b"1e300",
-           "10**30": b"1" + b"0" * 30, "string": b'"1"'}
+NUMBERS = {
+    "1.0": b"1.0",
+    "1.5": b"1.5",
+    "1e3": b"1e3",
+    "true": b"true",
+    "2**63": b"9223372036854775808",
+    "1e300": b"1e300",
+    "10**30": b"1" + b"0" * 30,
+    "string": b'"1"',
+}
 _REFUSED = {name: "400" for name in NUMBERS}
 #: Inventory integers and allocation amounts (at most 2**31 - 1). Upstream
 #: answers a huge amount with a 409 (more than the capacity), Berth with
@@ -277,15 +349,16 @@ BOUNDED = {**_REFUSED, "1.0": 1, "1e3": 1000}
 RATIO = {**_REFUSED, "1.0": 1.0, "1.5": 1.5, "1e3": 1000.0}
 #: A generation compared with the current one, 1 (the read-back is the
 #: next generation, 2).
-GENERATION = {**_REFUSED, "1.0": 2, "1e3": "409", "2**63": "409",
-              "1e300": "409", "10**30": "409"}
+GENERATION = {**_REFUSED, "1.0": 2, "1e3": "409", "2**63": "409", "1e300": "409", "10**30": "409"}
 
 
 def _ignored(stored: object) -> dict[str, object]:
     """A generation that is checked for its type and then ignored: the
     write is done and reads back ``stored``."""
-    return {**GENERATION, **{name: stored for name, status
-                             in GENERATION.items() if status != "400"}}
+    return {
+        **GENERATION,
+        **{name: stored for name, status in GENERATION.items() if status != "400"},
+    }
 
 
 class NumberCase:
@@ -311,9 +384,10 @@ def _fresh_provider(client, total=5000):
     rp = str(uuid.uuid4())
     r = client.post("/resource_providers", json={"name": rp, "uuid": rp})
     assert r.status_code == 200, r.text
-    r = client.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": {"total": total}}})
+    r = client.put(
+        "/resource_providers/%s/inventories" % rp,
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": total}}},
+    )
     assert r.status_code == 200, r.text
     return {"rp": rp, "consumer": str(uuid.uuid4())}
 
@@ -322,8 +396,7 @@ def _with_consumer(client):
     """A provider and a consumer holding 1 VCPU of it (consumer generation
     1, provider generation 2)."""
     ctx = _fresh_provider(client)
-    r = client.put("/allocations/" + ctx["consumer"],
-                   json=_allocation(ctx["rp"], 1, None))
+    r = client.put("/allocations/" + ctx["consumer"], json=_allocation(ctx["rp"], 1, None))
     assert r.status_code == 204, r.text
     return ctx
 
@@ -332,73 +405,113 @@ def _send(client, method, path, body, text, version=None):
     headers = {"content-type": "application/json", **SERVICE}
     if version:
         headers["openstack-api-version"] = "placement " + version
-    return client.request(method, path, content=_raw(body, text),
-                          headers=headers)
+    return client.request(method, path, content=_raw(body, text), headers=headers)
 
 
 def _inventory_value(rc, field):
     def read(client, ctx):
-        body = client.get("/resource_providers/%s/inventories"
-                          % ctx["rp"]).json()
+        body = client.get("/resource_providers/%s/inventories" % ctx["rp"]).json()
         if field == "resource_provider_generation":
             return body[field]
         return body["inventories"].get(rc, {}).get(field)
+
     return read
 
 
 def _inventory_cases():
-    for field in ("total", "reserved", "min_unit", "max_unit", "step_size",
-                  "allocation_ratio", "resource_provider_generation"):
-        want = {"allocation_ratio": RATIO,
-                "resource_provider_generation": GENERATION}.get(
-                    field, BOUNDED)
+    for field in (
+        "total",
+        "reserved",
+        "min_unit",
+        "max_unit",
+        "step_size",
+        "allocation_ratio",
+        "resource_provider_generation",
+    ):
+        want = {"allocation_ratio": RATIO, "resource_provider_generation": GENERATION}.get(
+            field, BOUNDED
+        )
         gen = "@N@" if field == "resource_provider_generation" else 1
         record = {"total": 5000}
         if gen == 1:
             record[field] = "@N@"
         yield NumberCase(
-            "PUT inventories " + field, want, _fresh_provider,
+            "PUT inventories " + field,
+            want,
+            _fresh_provider,
             lambda client, ctx, text, gen=gen, record=record: _send(
-                client, "PUT", "/resource_providers/%s/inventories"
-                % ctx["rp"], {"resource_provider_generation": gen,
-                              "inventories": {"VCPU": record}}, text),
-            _inventory_value("VCPU", field))
+                client,
+                "PUT",
+                "/resource_providers/%s/inventories" % ctx["rp"],
+                {"resource_provider_generation": gen, "inventories": {"VCPU": record}},
+                text,
+            ),
+            _inventory_value("VCPU", field),
+        )
         yield NumberCase(
-            "PUT inventories/VCPU " + field, want, _fresh_provider,
+            "PUT inventories/VCPU " + field,
+            want,
+            _fresh_provider,
             lambda client, ctx, text, gen=gen, record=record: _send(
-                client, "PUT", "/resource_providers/%s/inventories/VCPU"
-                % ctx["rp"], {"resource_provider_generation": gen,
-                              **record}, text),
-            _inventory_value("VCPU", field))
+                client,
+                "PUT",
+                "/resource_providers/%s/inventories/VCPU" % ctx["rp"],
+                {"resource_provider_generation": gen, **record},
+                text,
+            ),
+            _inventory_value("VCPU", field),
+        )
         # A reshape bumps the generation twice, as upstream's does.
         reshaped = {**want, "1.0": 3} if want is GENERATION else want
         yield NumberCase(
-            "reshaper inventories " + field, reshaped, _fresh_provider,
+            "reshaper inventories " + field,
+            reshaped,
+            _fresh_provider,
             lambda client, ctx, text, gen=gen, record=record: _send(
-                client, "POST", "/reshaper", {"inventories": {ctx["rp"]: {
-                    "resource_provider_generation": gen,
-                    "inventories": {"VCPU": record}}}, "allocations": {}},
-                text),
-            _inventory_value("VCPU", field))
+                client,
+                "POST",
+                "/reshaper",
+                {
+                    "inventories": {
+                        ctx["rp"]: {
+                            "resource_provider_generation": gen,
+                            "inventories": {"VCPU": record},
+                        }
+                    },
+                    "allocations": {},
+                },
+                text,
+            ),
+            _inventory_value("VCPU", field),
+        )
         # POST takes a generation and ignores it.
         post_field = "total" if gen != 1 else field
         yield NumberCase(
             "POST inventories " + field,
-            _ignored(5000) if gen != 1 else want, _fresh_provider,
+            _ignored(5000) if gen != 1 else want,
+            _fresh_provider,
             lambda client, ctx, text, field=field: _send(
-                client, "POST", "/resource_providers/%s/inventories"
-                % ctx["rp"], {"resource_class": "DISK_GB", "total": 5000,
-                              field: "@N@"}, text),
-            _inventory_value("DISK_GB", post_field))
+                client,
+                "POST",
+                "/resource_providers/%s/inventories" % ctx["rp"],
+                {"resource_class": "DISK_GB", "total": 5000, field: "@N@"},
+                text,
+            ),
+            _inventory_value("DISK_GB", post_field),
+        )
 
 
 def _allocation(rp, amount, consumer_generation, generation=None):
     on_rp = {"resources": {"VCPU": amount}}
     if generation is not None:
         on_rp["generation"] = generation
-    return {"allocations": {rp: on_rp}, "project_id": "p", "user_id": "u",
-            "consumer_generation": consumer_generation,
-            "consumer_type": "INSTANCE"}
+    return {
+        "allocations": {rp: on_rp},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": consumer_generation,
+        "consumer_type": "INSTANCE",
+    }
 
 
 def _allocated(what):
@@ -406,64 +519,128 @@ def _allocated(what):
         body = client.get("/allocations/" + ctx["consumer"]).json()
         if what == "consumer_generation":
             return body.get(what)
-        return body["allocations"].get(ctx["rp"], {}).get(
-            "resources", {}).get("VCPU")
+        return body["allocations"].get(ctx["rp"], {}).get("resources", {}).get("VCPU")
+
     return read
 
 
 def _reshape(ctx, allocations, generation=1):
-    return {"inventories": {ctx["rp"]: {
-        "resource_provider_generation": generation,
-        "inventories": {"VCPU": {"total": 5000}}}},
-        "allocations": {ctx["consumer"]: allocations}}
+    return {
+        "inventories": {
+            ctx["rp"]: {
+                "resource_provider_generation": generation,
+                "inventories": {"VCPU": {"total": 5000}},
+            }
+        },
+        "allocations": {ctx["consumer"]: allocations},
+    }
 
 
 def _allocation_cases():
     amount = _allocated("amount")
     yield NumberCase(
-        "PUT allocations amount", BOUNDED, _fresh_provider,
+        "PUT allocations amount",
+        BOUNDED,
+        _fresh_provider,
         lambda client, ctx, text: _send(
-            client, "PUT", "/allocations/" + ctx["consumer"],
-            _allocation(ctx["rp"], "@N@", None), text), amount)
+            client,
+            "PUT",
+            "/allocations/" + ctx["consumer"],
+            _allocation(ctx["rp"], "@N@", None),
+            text,
+        ),
+        amount,
+    )
     yield NumberCase(
-        "PUT allocations amount (1.0)", BOUNDED, _fresh_provider,
+        "PUT allocations amount (1.0)",
+        BOUNDED,
+        _fresh_provider,
         lambda client, ctx, text: _send(
-            client, "PUT", "/allocations/" + ctx["consumer"],
-            {"allocations": [{"resource_provider": {"uuid": ctx["rp"]},
-                              "resources": {"VCPU": "@N@"}}]}, text, "1.0"),
-        amount)
+            client,
+            "PUT",
+            "/allocations/" + ctx["consumer"],
+            {
+                "allocations": [
+                    {"resource_provider": {"uuid": ctx["rp"]}, "resources": {"VCPU": "@N@"}}
+                ]
+            },
+            text,
+            "1.0",
+        ),
+        amount,
+    )
     yield NumberCase(
-        "POST allocations amount", BOUNDED, _fresh_provider,
+        "POST allocations amount",
+        BOUNDED,
+        _fresh_provider,
         lambda client, ctx, text: _send(
-            client, "POST", "/allocations", {ctx["consumer"]: _allocation(
-                ctx["rp"], "@N@", None)}, text), amount)
+            client,
+            "POST",
+            "/allocations",
+            {ctx["consumer"]: _allocation(ctx["rp"], "@N@", None)},
+            text,
+        ),
+        amount,
+    )
     yield NumberCase(
-        "reshaper allocations amount", BOUNDED, _fresh_provider,
+        "reshaper allocations amount",
+        BOUNDED,
+        _fresh_provider,
         lambda client, ctx, text: _send(
-            client, "POST", "/reshaper", _reshape(ctx, _allocation(
-                ctx["rp"], "@N@", None)), text), amount)
+            client, "POST", "/reshaper", _reshape(ctx, _allocation(ctx["rp"], "@N@", None)), text
+        ),
+        amount,
+    )
     # The provider generation of an allocation is accepted and ignored.
     yield NumberCase(
-        "PUT allocations provider generation", _ignored(1), _fresh_provider,
+        "PUT allocations provider generation",
+        _ignored(1),
+        _fresh_provider,
         lambda client, ctx, text: _send(
-            client, "PUT", "/allocations/" + ctx["consumer"],
-            _allocation(ctx["rp"], 1, None, "@N@"), text), amount)
+            client,
+            "PUT",
+            "/allocations/" + ctx["consumer"],
+            _allocation(ctx["rp"], 1, None, "@N@"),
+            text,
+        ),
+        amount,
+    )
     generation = _allocated("consumer_generation")
     yield NumberCase(
-        "PUT allocations consumer_generation", GENERATION, _with_consumer,
+        "PUT allocations consumer_generation",
+        GENERATION,
+        _with_consumer,
         lambda client, ctx, text: _send(
-            client, "PUT", "/allocations/" + ctx["consumer"],
-            _allocation(ctx["rp"], 2, "@N@"), text), generation)
+            client, "PUT", "/allocations/" + ctx["consumer"], _allocation(ctx["rp"], 2, "@N@"), text
+        ),
+        generation,
+    )
     yield NumberCase(
-        "POST allocations consumer_generation", GENERATION, _with_consumer,
+        "POST allocations consumer_generation",
+        GENERATION,
+        _with_consumer,
         lambda client, ctx, text: _send(
-            client, "POST", "/allocations", {ctx["consumer"]: _allocation(
-                ctx["rp"], 2, "@N@")}, text), generation)
+            client,
+            "POST",
+            "/allocations",
+            {ctx["consumer"]: _allocation(ctx["rp"], 2, "@N@")},
+            text,
+        ),
+        generation,
+    )
     yield NumberCase(
-        "reshaper consumer_generation", GENERATION, _with_consumer,
+        "reshaper consumer_generation",
+        GENERATION,
+        _with_consumer,
         lambda client, ctx, text: _send(
-            client, "POST", "/reshaper", _reshape(ctx, _allocation(
-                ctx["rp"], 2, "@N@"), generation=2), text), generation)
+            client,
+            "POST",
+            "/reshaper",
+            _reshape(ctx, _allocation(ctx["rp"], 2, "@N@"), generation=2),
+            text,
+        ),
+        generation,
+    )
 
 
 def _provider_generation(client, ctx):
@@ -471,19 +648,34 @@ def _provider_generation(client, ctx):
 
 
 NUMBER_CASES = [
-    *_inventory_cases(), *_allocation_cases(),
-    NumberCase("PUT traits resource_provider_generation", GENERATION,
-               _fresh_provider, lambda client, ctx, text: _send(
-                   client, "PUT", "/resource_providers/%s/traits"
-                   % ctx["rp"], {"resource_provider_generation": "@N@",
-                                 "traits": ["HW_CPU_X86_AVX"]}, text),
-               _provider_generation),
-    NumberCase("PUT aggregates resource_provider_generation", GENERATION,
-               _fresh_provider, lambda client, ctx, text: _send(
-                   client, "PUT", "/resource_providers/%s/aggregates"
-                   % ctx["rp"], {"resource_provider_generation": "@N@",
-                                 "aggregates": [RP]}, text),
-               _provider_generation),
+    *_inventory_cases(),
+    *_allocation_cases(),
+    NumberCase(
+        "PUT traits resource_provider_generation",
+        GENERATION,
+        _fresh_provider,
+        lambda client, ctx, text: _send(
+            client,
+            "PUT",
+            "/resource_providers/%s/traits" % ctx["rp"],
+            {"resource_provider_generation": "@N@", "traits": ["HW_CPU_X86_AVX"]},
+            text,
+        ),
+        _provider_generation,
+    ),
+    NumberCase(
+        "PUT aggregates resource_provider_generation",
+        GENERATION,
+        _fresh_provider,
+        lambda client, ctx, text: _send(
+            client,
+            "PUT",
+            "/resource_providers/%s/aggregates" % ctx["rp"],
+            {"resource_provider_generation": "@N@", "aggregates": [RP]},
+            text,
+        ),
+        _provider_generation,
+    ),
 ]
 
 
@@ -491,8 +683,12 @@ def _floats(body, path=""):
     """Where a float stands in ``body`` other than as an allocation ratio
     (a write answers with what it stored: 1, where upstream echoes 1.0)."""
     if isinstance(body, dict):
-        return [p for key, value in body.items() if key != "allocation_ratio"
-                for p in _floats(value, "%s.%s" % (path, key))]
+        return [
+            p
+            for key, value in body.items()
+            if key != "allocation_ratio"
+            for p in _floats(value, "%s.%s" % (path, key))
+        ]
     return [path] if isinstance(body, float) else []
 
 
@@ -502,8 +698,7 @@ def _misread(case, client, ctx, r, want, before):
     if isinstance(want, str):
         after = case.read(client, ctx)
         if str(r.status_code) != want or after != before:
-            return "%s, then read %r; want %s, unchanged %r" % (
-                r.status_code, after, want, before)
+            return "%s, then read %r; want %s, unchanged %r" % (r.status_code, after, want, before)
         if r.json()["errors"][0]["status"] != r.status_code:
             return "an error body of another status: %s" % r.text[:200]
         return None
@@ -511,8 +706,7 @@ def _misread(case, client, ctx, r, want, before):
         return "%s %s; want a 2xx" % (r.status_code, r.text[:200])
     after = case.read(client, ctx)
     if type(after) is not type(want) or after != want:
-        return "then read %r; want %r (%s)" % (after, want,
-                                              type(want).__name__)
+        return "then read %r; want %r (%s)" % (after, want, type(want).__name__)
     if r.content and _floats(r.json()):
         return "floats in the answer at %s" % _floats(r.json())
     return None
@@ -537,17 +731,27 @@ def test_numbers_of_the_wrong_kind(client, case):
 
 #: The same numbers in a query string: whatever is not digits is a 400,
 #: as upstream (which answers a 500 where Berth answers 2**63 and 10**30).
-QUERY_NUMBERS = {"1.0": "1.0", "1.5": "1.5", "1e3": "1e3", "true": "true",
-                 "2**63": str(2 ** 63), "1e300": "1e300",
-                 "10**30": str(10 ** 30), "string": "one"}
+QUERY_NUMBERS = {
+    "1.0": "1.0",
+    "1.5": "1.5",
+    "1e3": "1e3",
+    "true": "true",
+    "2**63": str(2**63),
+    "1e300": "1e300",
+    "10**30": str(10**30),
+    "string": "one",
+}
 
 
-@pytest.mark.parametrize("path", [
-    "/resource_providers?resources=VCPU:%s",
-    "/allocation_candidates?resources=VCPU:%s",
-    "/allocation_candidates?resources1=VCPU:%s",
-    "/allocation_candidates?resources=VCPU:1&limit=%s",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/resource_providers?resources=VCPU:%s",
+        "/allocation_candidates?resources=VCPU:%s",
+        "/allocation_candidates?resources1=VCPU:%s",
+        "/allocation_candidates?resources=VCPU:1&limit=%s",
+    ],
+)
 def test_query_numbers_of_the_wrong_kind(client, hostile_world, path):
     wrong = []
     for name, text in QUERY_NUMBERS.items():

@@ -65,13 +65,13 @@ def test_no_token_is_401(app):
 
 
 def test_body_limits_and_framing(client):
-    r = client.post("/resource_providers", content=b"x" * 20,
-                    headers={"content-type": ""})
+    r = client.post("/resource_providers", content=b"x" * 20, headers={"content-type": ""})
     assert r.status_code == 400
     assert "content-type header required" in r.text
     big = b"[" + b"0," * (6 * 1024 * 1024) + b"0]"
-    r = client.post("/resource_providers", content=big,
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/resource_providers", content=big, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
 
 
@@ -84,28 +84,37 @@ def test_chunked_bodies_are_bounded(client):
     def chunks(size):
         for _ in range(size // 65536):
             yield b"x" * 65536
-    r = client.post("/resource_providers", content=chunks(12 * 1024 * 1024),
-                    headers={"content-type": "application/json"})
+
+    r = client.post(
+        "/resource_providers",
+        content=chunks(12 * 1024 * 1024),
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413
-    r = client.post("/resource_providers",
-                    content=iter([b'{"name": ', b'"chunky"}']),
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/resource_providers",
+        content=iter([b'{"name": ', b'"chunky"}']),
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["name"] == "chunky"
 
 
 def test_microversion_errors_carry_what_upstream_carries(client):
-    r = client.get("/resource_providers",
-                   headers={"openstack-api-version": "placement 1.99"})
+    r = client.get("/resource_providers", headers={"openstack-api-version": "placement 1.99"})
     assert r.status_code == 406
     error = r.json()["errors"][0]
     rid = r.headers["x-openstack-request-id"]
     assert error == {
-        "status": 406, "title": "Not Acceptable",
+        "status": 406,
+        "title": "Not Acceptable",
         "detail": "The resource could not be generated that was acceptable "
-                  "to your browser.\n\n Invalid microversion: "
-                  "Unacceptable version header: 1.99  ",
-        "request_id": rid, "max_version": "1.39", "min_version": "1.0"}
+        "to your browser.\n\n Invalid microversion: "
+        "Unacceptable version header: 1.99  ",
+        "request_id": rid,
+        "max_version": "1.39",
+        "min_version": "1.0",
+    }
     r = client.get("/", headers={"openstack-api-version": "placement 1.x"})
     assert r.status_code == 400
     error = r.json()["errors"][0]
@@ -114,7 +123,8 @@ def test_microversion_errors_carry_what_upstream_carries(client):
     assert error["detail"].startswith(
         "The server could not comply with the request since it is either "
         "malformed or otherwise incorrect.\n\n Invalid microversion: "
-        "invalid version string: 1.x; ")
+        "invalid version string: 1.x; "
+    )
 
 
 def test_edge_header_limits_for_any_wsgi_server(client):

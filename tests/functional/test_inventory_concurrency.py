@@ -27,14 +27,14 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
     landed = refused = 0
     try:
         for attempt in range(ATTEMPTS):
-            listing = db.read(lambda conn: inventory.list_inventories(
-                conn, uuid))
+            listing = db.read(lambda conn: inventory.list_inventories(conn, uuid))
             inv = Inventory(total=100 + seed * ATTEMPTS + attempt)
             try:
-                db.run(lambda conn, inv=inv, gen=listing.generation:
-                       inventory.update_inventory(
-                           conn, uuid, "VCPU", inv, gen,
-                           reserved_can_be_total=True))
+                db.run(
+                    lambda conn, inv=inv, gen=listing.generation: inventory.update_inventory(
+                        conn, uuid, "VCPU", inv, gen, reserved_can_be_total=True
+                    )
+                )
                 landed += 1
             except errors.ConcurrentUpdate:
                 refused += 1
@@ -46,12 +46,10 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
 @pytest.mark.stress
 def test_concurrent_inventory_updates(db: Database, db_url: str) -> None:
     rp_id, uuid = make_provider(db)
-    db.run(lambda conn: inventory.set_inventories(
-        conn, rp_id, {"VCPU": Inventory(total=1)}))
+    db.run(lambda conn: inventory.set_inventories(conn, rp_id, {"VCPU": Inventory(total=1)}))
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(WORKERS) as pool:
-        results = pool.starmap(_worker, [(db_url, uuid, n)
-                                         for n in range(WORKERS)])
+        results = pool.starmap(_worker, [(db_url, uuid, n) for n in range(WORKERS)])
     landed = sum(r[0] for r in results)
     refused = sum(r[1] for r in results)
     assert landed + refused == WORKERS * ATTEMPTS

@@ -23,8 +23,7 @@ from tests.conftest import Client, make_conf
 RP = "00000000-0000-4000-8000-00000000000%d"
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
-                                float]:
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """(sample name, sorted labels) -> value."""
     out = {}
     for family in text_string_to_metric_families(text):
@@ -39,19 +38,30 @@ def value(found: dict[Any, float], name: str, **labels: str) -> float:
 
 def _hosts(client: Client, count: int) -> None:
     for n in range(1, count + 1):
-        assert client.post("/resource_providers", json={
-            "name": "h%d" % n, "uuid": RP % n}).status_code == 200
-        assert client.put("/resource_providers/%s/inventories" % (RP % n),
-                          json={"resource_provider_generation": 0,
-                                "inventories": {"VCPU": {"total": 2}}}
-                          ).status_code == 200
+        assert (
+            client.post("/resource_providers", json={"name": "h%d" % n, "uuid": RP % n}).status_code
+            == 200
+        )
+        assert (
+            client.put(
+                "/resource_providers/%s/inventories" % (RP % n),
+                json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 2}}},
+            ).status_code
+            == 200
+        )
 
 
 def _claim(client: Client, consumer: str, rp: str, gen: Any) -> int:
-    return client.put("/allocations/%s" % consumer, json={
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": gen,
-        "consumer_type": "INSTANCE"}).status_code
+    return client.put(
+        "/allocations/%s" % consumer,
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": gen,
+            "consumer_type": "INSTANCE",
+        },
+    ).status_code
 
 
 def test_metrics_count_what_happened(db: Database) -> None:
@@ -61,20 +71,21 @@ def test_metrics_count_what_happened(db: Database) -> None:
         _hosts(client, 3)
         query = "/allocation_candidates?resources=VCPU:1"
         assert len(client.get(query).json()["allocation_requests"]) == 3
-        assert len(client.get(query + "&limit=2").json()[
-            "allocation_requests"]) == 2
+        assert len(client.get(query + "&limit=2").json()["allocation_requests"]) == 2
         # Exactly as many as exist: not cut.
-        assert len(client.get(query + "&limit=3").json()[
-            "allocation_requests"]) == 3
+        assert len(client.get(query + "&limit=3").json()["allocation_requests"]) == 3
         consumer = str(uuidlib.uuid4())
         assert _claim(client, consumer, RP % 1, None) == 204
         assert _claim(client, consumer, RP % 1, None) == 409
         assert client.get(query).status_code == 200
-        gen = client.get("/resource_providers/%s" % (RP % 2)
-                         ).json()["generation"]
-        assert client.put("/resource_providers/%s/inventories" % (RP % 2),
-                          json={"resource_provider_generation": gen + 5,
-                                "inventories": {}}).status_code == 409
+        gen = client.get("/resource_providers/%s" % (RP % 2)).json()["generation"]
+        assert (
+            client.put(
+                "/resource_providers/%s/inventories" % (RP % 2),
+                json={"resource_provider_generation": gen + 5, "inventories": {}},
+            ).status_code
+            == 409
+        )
         assert client.get("/resource_providers/nope").status_code == 404
         assert client.request("BREW", "/traits").status_code == 400
         resp = client.get("/metrics")
@@ -82,19 +93,36 @@ def test_metrics_count_what_happened(db: Database) -> None:
         assert resp.headers["content-type"].startswith("text/plain")
     found = samples(resp.text)
     v = lambda name, **labels: value(found, name, **labels)  # noqa: E731
-    assert v("berth_requests_total", route="/allocation_candidates",
-             method="GET", status="200", microversion="1.39") == 4
-    assert v("berth_requests_total", route="/resource_providers/{uuid}",
-             method="GET", status="404", microversion="1.39") == 1
-    assert v("berth_request_duration_seconds_count",
-             route="/allocation_candidates", method="GET") == 4
-    methods = {dict(labels).get("method") for (name, labels) in found
-               if name == "berth_requests_total"}
+    assert (
+        v(
+            "berth_requests_total",
+            route="/allocation_candidates",
+            method="GET",
+            status="200",
+            microversion="1.39",
+        )
+        == 4
+    )
+    assert (
+        v(
+            "berth_requests_total",
+            route="/resource_providers/{uuid}",
+            method="GET",
+            status="404",
+            microversion="1.39",
+        )
+        == 1
+    )
+    assert (
+        v("berth_request_duration_seconds_count", route="/allocation_candidates", method="GET") == 4
+    )
+    methods = {
+        dict(labels).get("method") for (name, labels) in found if name == "berth_requests_total"
+    }
     assert "OTHER" in methods and "BREW" not in methods
     assert v("berth_claims_total", method="PUT", outcome="ok") == 1
     assert v("berth_claims_total", method="PUT", outcome="conflict") == 1
-    assert v("berth_conflicts_total",
-             code="placement.concurrent_update") == 2
+    assert v("berth_conflicts_total", code="placement.concurrent_update") == 2
     assert v("berth_candidates_returned_sum") == 3 + 2 + 3 + 3
     assert v("berth_candidates_returned_count") == 4
     assert v("berth_candidates_cut_by_limit_total") == 1
@@ -120,6 +148,7 @@ def test_metrics_need_the_policy(app: Any) -> None:
 
 def test_transaction_retries_are_counted(db: Database) -> None:
     import sqlalchemy as sa
+
     mine = Database(db.engine)
     app = create_app(make_conf(), mine)
     attempts: list[int] = []
@@ -130,8 +159,7 @@ def test_transaction_retries_are_counted(db: Database) -> None:
     def flaky(conn: Any) -> int:
         attempts.append(1)
         if len(attempts) < 3:
-            raise sa.exc.OperationalError("SELECT 1", {},
-                                          Locked("database is locked"))
+            raise sa.exc.OperationalError("SELECT 1", {}, Locked("database is locked"))
         return 7
 
     assert mine.read(flaky) == 7
@@ -140,17 +168,19 @@ def test_transaction_retries_are_counted(db: Database) -> None:
     assert value(found, "berth_db_transaction_retries_total") == 2
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("127.0.0.1:9180", ("127.0.0.1", 9180)),
-    ("[::1]:9180", ("::1", 9180)),
-    ("0.0.0.0:0", ("0.0.0.0", 0)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("127.0.0.1:9180", ("127.0.0.1", 9180)),
+        ("[::1]:9180", ("::1", 9180)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+    ],
+)
 def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
     assert parse_listen(text, "metrics_listen") == expected
 
 
-@pytest.mark.parametrize("text", ["9180", "host:", ":9180", "h:99999",
-                                  "h:port"])
+@pytest.mark.parametrize("text", ["9180", "host:", ":9180", "h:99999", "h:port"])
 def test_parse_listen_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="metrics_listen"):
         parse_listen(text, "metrics_listen")
@@ -175,28 +205,32 @@ def test_serve_adds_up_every_worker(tmp_path: Path) -> None:
     conf.write_text(
         "[api]\nauth_strategy = noauth2\n[placement_database]\n"
         "connection = sqlite:///%s\n[berth]\nmetrics_listen = 127.0.0.1:%d\n"
-        % (tmp_path / "p.sqlite", mport))
+        % (tmp_path / "p.sqlite", mport)
+    )
     run("db", "sync", "--config-file", str(conf))
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "OS_PLACEMENT_CONFIG_DIR": ""}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    args = [*BERTH, "serve", "--port", str(port), "--workers", "2",
-            "--config-file", str(conf)]
+    args = [*BERTH, "serve", "--port", str(port), "--workers", "2", "--config-file", str(conf)]
     with subprocess.Popen(args, stderr=subprocess.PIPE, env=env) as proc:
         try:
             api = "http://127.0.0.1:%d" % port
             wait_ready(api + "/", proc)
-            assert [p.name for p in scratch.iterdir()][0].startswith(
-                "berth-metrics-")
+            assert [p.name for p in scratch.iterdir()][0].startswith("berth-metrics-")
             for _ in range(40):
                 assert _get(api + "/resource_providers", "admin")[0] == 200
             status, text = _get("http://127.0.0.1:%d/metrics" % mport)
             assert status == 200
             found = samples(text)
-            served = value(found, "berth_requests_total",
-                           route="/resource_providers", method="GET",
-                           status="200", microversion="1.0")
+            served = value(
+                found,
+                "berth_requests_total",
+                route="/resource_providers",
+                method="GET",
+                status="200",
+                microversion="1.0",
+            )
             assert served == 40
             assert _get(api + "/metrics")[0] == 401
             assert _get(api + "/metrics", "admin")[0] == 200

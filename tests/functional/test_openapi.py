@@ -19,8 +19,9 @@ SERVICE = {"x-roles": "admin,service"}
 
 
 def test_served_without_a_token(app):
-    with httpx.Client(transport=httpx.WSGITransport(app=app),
-                      base_url="http://placement.test") as anon:
+    with httpx.Client(
+        transport=httpx.WSGITransport(app=app), base_url="http://placement.test"
+    ) as anon:
         r = anon.get("/openapi.json")
         assert r.status_code == 200, r.text
         assert r.headers["content-type"] == "application/json"
@@ -44,31 +45,41 @@ def test_answers_fit_the_document(client, version):
     c = client.at(version)
     setup = [
         ("post", "/resource_providers", {"name": "cn1", "uuid": RP}),
-        ("put", "/resource_providers/%s/inventories" % RP,
-         {"resource_provider_generation": 0,
-          "inventories": {"VCPU": {"total": 8, "allocation_ratio": 2.0}}}),
-        ("put", "/allocations/%s" % CONSUMER,
-         {"allocations": {RP: {"resources": {"VCPU": 2}}},
-          "project_id": "p", "user_id": "u", "consumer_generation": None,
-          "consumer_type": "INSTANCE"}),
+        (
+            "put",
+            "/resource_providers/%s/inventories" % RP,
+            {
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 8, "allocation_ratio": 2.0}},
+            },
+        ),
+        (
+            "put",
+            "/allocations/%s" % CONSUMER,
+            {
+                "allocations": {RP: {"resources": {"VCPU": 2}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        ),
     ]
     for method, path, body in setup:
         client.request(method.upper(), path, json=body)
     calls = [
-        ("/", "/"), ("/resource_providers", "/resource_providers"),
+        ("/", "/"),
+        ("/resource_providers", "/resource_providers"),
         ("/resource_providers/{uuid}", "/resource_providers/%s" % RP),
-        ("/resource_providers/{uuid}/inventories",
-         "/resource_providers/%s/inventories" % RP),
-        ("/resource_providers/{uuid}/inventories/{resource_class}",
-         "/resource_providers/%s/inventories/VCPU" % RP),
-        ("/resource_providers/{uuid}/usages",
-         "/resource_providers/%s/usages" % RP),
-        ("/resource_providers/{uuid}/aggregates",
-         "/resource_providers/%s/aggregates" % RP),
-        ("/resource_providers/{uuid}/traits",
-         "/resource_providers/%s/traits" % RP),
-        ("/resource_providers/{uuid}/allocations",
-         "/resource_providers/%s/allocations" % RP),
+        ("/resource_providers/{uuid}/inventories", "/resource_providers/%s/inventories" % RP),
+        (
+            "/resource_providers/{uuid}/inventories/{resource_class}",
+            "/resource_providers/%s/inventories/VCPU" % RP,
+        ),
+        ("/resource_providers/{uuid}/usages", "/resource_providers/%s/usages" % RP),
+        ("/resource_providers/{uuid}/aggregates", "/resource_providers/%s/aggregates" % RP),
+        ("/resource_providers/{uuid}/traits", "/resource_providers/%s/traits" % RP),
+        ("/resource_providers/{uuid}/allocations", "/resource_providers/%s/allocations" % RP),
         ("/allocations/{consumer_uuid}", "/allocations/%s" % CONSUMER),
         ("/allocations/{consumer_uuid}", "/allocations/%s" % uuid.uuid4()),
         ("/allocation_candidates", "/allocation_candidates?resources=VCPU:1"),
@@ -76,8 +87,7 @@ def test_answers_fit_the_document(client, version):
         ("/resource_classes/{name}", "/resource_classes/VCPU"),
         ("/traits", "/traits"),
         ("/usages", "/usages?project_id=p"),
-        ("/resource_providers/{uuid}", "/resource_providers/%s"
-         % uuid.uuid4()),
+        ("/resource_providers/{uuid}", "/resource_providers/%s" % uuid.uuid4()),
     ]
     seen = 0
     for template, url in calls:
@@ -86,9 +96,10 @@ def test_answers_fit_the_document(client, version):
         assert schema is not None, (url, r.status_code)
         jsonschema.validate(r.json(), schema)
         if r.status_code == 200:  # the header the document lists
-            assert "Berth-Position" in doc["paths"][template]["get"][
-                "responses"]["200"]["headers"]
-            jsonschema.validate(r.headers["berth-position"], doc[
-                "components"]["headers"]["Berth-Position"]["schema"])
+            assert "Berth-Position" in doc["paths"][template]["get"]["responses"]["200"]["headers"]
+            jsonschema.validate(
+                r.headers["berth-position"],
+                doc["components"]["headers"]["Berth-Position"]["schema"],
+            )
         seen += r.status_code == 200
     assert seen >= 5

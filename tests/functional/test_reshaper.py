@@ -31,31 +31,41 @@ def _setup(client: Any) -> tuple[str, str]:
     return root, child
 
 
-def _move_body(client: Any, root: str, child: str,
-               child_vgpu: int = 4) -> dict[str, Any]:
-    gens = {u: ok(client.get("/resource_providers/" + u))["generation"]
-            for u in (root, child)}
+def _move_body(client: Any, root: str, child: str, child_vgpu: int = 4) -> dict[str, Any]:
+    gens = {u: ok(client.get("/resource_providers/" + u))["generation"] for u in (root, child)}
 
     def consumer(allocs: dict[str, Any]) -> dict[str, Any]:
-        return {"allocations": {rp: {"resources": r}
-                                for rp, r in allocs.items()},
-                "project_id": PROJECT, "user_id": USER,
-                "consumer_generation": 1}
+        return {
+            "allocations": {rp: {"resources": r} for rp, r in allocs.items()},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": 1,
+        }
 
     return {
         "inventories": {
-            root: {"resource_provider_generation": gens[root],
-                   "inventories": {"VCPU": {"total": 8}}},
-            child: {"resource_provider_generation": gens[child],
-                    "inventories": {"VGPU": {"total": child_vgpu}}}},
+            root: {
+                "resource_provider_generation": gens[root],
+                "inventories": {"VCPU": {"total": 8}},
+            },
+            child: {
+                "resource_provider_generation": gens[child],
+                "inventories": {"VGPU": {"total": child_vgpu}},
+            },
+        },
         "allocations": {
             C1: consumer({root: {"VCPU": 2}, child: {"VGPU": 2}}),
-            C2: consumer({child: {"VGPU": 1}})}}
+            C2: consumer({child: {"VGPU": 1}}),
+        },
+    }
 
 
 def _post(client: Any, body: dict[str, Any], version: str = "1.30") -> Any:
-    return client.post("/reshaper", json=body, headers={
-        **SERVICE, "openstack-api-version": "placement %s" % version})
+    return client.post(
+        "/reshaper",
+        json=body,
+        headers={**SERVICE, "openstack-api-version": "placement %s" % version},
+    )
 
 
 def test_moves_inventory_and_allocations_atomically(client: Any) -> None:
@@ -68,23 +78,27 @@ def test_moves_inventory_and_allocations_atomically(client: Any) -> None:
     given = body["inventories"][root]["resource_provider_generation"]
     assert inv["resource_provider_generation"] == given + 3
     assert ok(client.get("/resource_providers/%s/usages" % child)) == {
-        "resource_provider_generation": 3, "usages": {"VGPU": 3}}
+        "resource_provider_generation": 3,
+        "usages": {"VGPU": 3},
+    }
     c1 = ok(client.get("/allocations/" + C1))
     assert c1["consumer_generation"] == 2
     assert c1["allocations"][child]["resources"] == {"VGPU": 2}
     assert c1["allocations"][root]["resources"] == {"VCPU": 2}
 
 
-@pytest.mark.parametrize("spoil, status, code", [
-    ("stale_provider", 409, "placement.concurrent_update"),
-    ("stale_consumer", 409, "placement.concurrent_update"),
-    ("too_small", 409, "placement.undefined_code"),
-    ("unknown_class", 400, "placement.undefined_code"),
-    ("unknown_provider", 400, "placement.resource_provider.not_found"),
-    ("stranded", 409, "placement.inventory.inuse"),
-])
-def test_rejected_reshape_changes_nothing(client: Any, spoil: str,
-                                          status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    "spoil, status, code",
+    [
+        ("stale_provider", 409, "placement.concurrent_update"),
+        ("stale_consumer", 409, "placement.concurrent_update"),
+        ("too_small", 409, "placement.undefined_code"),
+        ("unknown_class", 400, "placement.undefined_code"),
+        ("unknown_provider", 400, "placement.resource_provider.not_found"),
+        ("stranded", 409, "placement.inventory.inuse"),
+    ],
+)
+def test_rejected_reshape_changes_nothing(client: Any, spoil: str, status: int, code: str) -> None:
     root, child = _setup(client)
     body = _move_body(client, root, child)
     if spoil == "stale_provider":
@@ -94,8 +108,7 @@ def test_rejected_reshape_changes_nothing(client: Any, spoil: str,
     elif spoil == "too_small":
         body = _move_body(client, root, child, child_vgpu=2)
     elif spoil == "unknown_class":
-        body["inventories"][child]["inventories"] = {"CUSTOM_NOPE":
-                                                     {"total": 4}}
+        body["inventories"][child]["inventories"] = {"CUSTOM_NOPE": {"total": 4}}
     elif spoil == "unknown_provider":
         body["inventories"][str(uuid.uuid4())] = body["inventories"][child]
     elif spoil == "stranded":
@@ -119,8 +132,7 @@ def test_versions_policy_and_consumer_type(client: Any) -> None:
     for consumer in body["allocations"].values():
         consumer["consumer_type"] = "INSTANCE"
     ok(_post(client, body, "1.38"), 204)
-    got = client.get("/allocations/" + C1,
-                     headers={"openstack-api-version": "placement 1.38"})
+    got = client.get("/allocations/" + C1, headers={"openstack-api-version": "placement 1.38"})
     assert ok(got)["consumer_type"] == "INSTANCE"
 
 
@@ -139,11 +151,9 @@ def _race_once(app_client: Any, make_client: Any) -> None:
     def claim() -> None:
         with make_client() as c:
             barrier.wait()
-            results["claim"] = allocate(c, NEW, {root: {"VGPU": 1}}
-                                        ).status_code
+            results["claim"] = allocate(c, NEW, {root: {"VGPU": 1}}).status_code
 
-    threads = [threading.Thread(target=reshape),
-               threading.Thread(target=claim)]
+    threads = [threading.Thread(target=reshape), threading.Thread(target=claim)]
     for th in threads:
         th.start()
     for th in threads:
@@ -153,8 +163,7 @@ def _race_once(app_client: Any, make_client: Any) -> None:
         # The claim came after the move: no VGPU is left on the root.
         assert results["claim"] == 409
         assert set(after[root]["inventories"]) == {"VCPU"}
-        assert sum(a["resources"].get("VGPU", 0) for a in
-                   after[child]["allocations"].values()) == 3
+        assert sum(a["resources"].get("VGPU", 0) for a in after[child]["allocations"].values()) == 3
     else:
         # The claim came first; the reshape would strand it, so it was
         # refused whole and the claim stands on the old layout.
@@ -166,12 +175,13 @@ def _race_once(app_client: Any, make_client: Any) -> None:
 
 def _clients(app: Any) -> Any:
     from tests.conftest import Client
+
     return lambda: Client(app)
 
 
-def test_racing_claim_never_sees_half_a_move(client: Any, app: Any,
-                                             db: Any) -> None:
+def test_racing_claim_never_sees_half_a_move(client: Any, app: Any, db: Any) -> None:
     from tests.conftest import reset
+
     for _ in range(3):
         reset(db.engine)
         _race_once(client, _clients(app))
@@ -180,6 +190,7 @@ def test_racing_claim_never_sees_half_a_move(client: Any, app: Any,
 @pytest.mark.stress
 def test_racing_claim_many_times(client: Any, app: Any, db: Any) -> None:
     from tests.conftest import reset
+
     for _ in range(40):
         reset(db.engine)
         _race_once(client, _clients(app))

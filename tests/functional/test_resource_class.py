@@ -12,15 +12,12 @@ from berth.domain import errors, resource_class
 from support.provider_rows import allocate, make_provider
 
 
-def test_list_has_standards_in_order_then_customs(db: Database,
-                                                  client: Any) -> None:
-    assert client.post("/resource_classes",
-                       json={"name": "CUSTOM_B"}).status_code == 201
+def test_list_has_standards_in_order_then_customs(db: Database, client: Any) -> None:
+    assert client.post("/resource_classes", json={"name": "CUSTOM_B"}).status_code == 201
     body = client.get("/resource_classes").json()["resource_classes"]
     names = [rc["name"] for rc in body]
     assert names == list(os_resource_classes.STANDARDS) + ["CUSTOM_B"]
-    assert body[0]["links"] == [{"rel": "self",
-                                 "href": "/resource_classes/VCPU"}]
+    assert body[0]["links"] == [{"rel": "self", "href": "/resource_classes/VCPU"}]
 
 
 def test_hidden_before_1_2(db: Database, client: Any) -> None:
@@ -40,10 +37,10 @@ def test_put_is_idempotent_create_from_1_7(db: Database, client: Any) -> None:
     assert "last-modified" in got.headers
 
 
-@pytest.mark.parametrize("name", ["VCPU", "COW", "CUSTOM_lower",
-                                  "CUSTOM_" + "S" * 249, "CUSTOM_A%0A"])
-def test_put_rejects_non_custom_names(db: Database, client: Any,
-                                      name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["VCPU", "COW", "CUSTOM_lower", "CUSTOM_" + "S" * 249, "CUSTOM_A%0A"]
+)
+def test_put_rejects_non_custom_names(db: Database, client: Any, name: str) -> None:
     resp = client.put("/resource_classes/" + name)
     assert resp.status_code == 400
     assert "JSON does not validate" in resp.text
@@ -63,25 +60,23 @@ def test_rename_before_1_7(db: Database, client: Any) -> None:
     assert missing.status_code == 404
     done = old.put("/resource_classes/CUSTOM_A", json={"name": "CUSTOM_C"})
     assert done.status_code == 200
-    assert done.json() == {"name": "CUSTOM_C", "links": [
-        {"rel": "self", "href": "/resource_classes/CUSTOM_C"}]}
+    assert done.json() == {
+        "name": "CUSTOM_C",
+        "links": [{"rel": "self", "href": "/resource_classes/CUSTOM_C"}],
+    }
     assert client.get("/resource_classes/CUSTOM_A").status_code == 404
-    bodiless = old.put("/resource_classes/CUSTOM_C",
-                       headers={"content-type": "application/json"})
+    bodiless = old.put("/resource_classes/CUSTOM_C", headers={"content-type": "application/json"})
     assert bodiless.status_code == 400
     assert "Malformed JSON" in bodiless.text
 
 
 def test_create_conflict_and_bad_bodies(db: Database, client: Any) -> None:
-    assert client.post("/resource_classes",
-                       json={"name": "CUSTOM_X"}).status_code == 201
+    assert client.post("/resource_classes", json={"name": "CUSTOM_X"}).status_code == 201
     dup = client.post("/resource_classes", json={"name": "CUSTOM_X"})
     assert dup.status_code == 409
     assert "Conflicting resource class already exists: CUSTOM_X" in dup.text
-    for body in ({"name": "VCPU"}, {"name": 5}, {}, {"name": "CUSTOM_Y",
-                                                     "x": 1}):
-        assert client.post("/resource_classes",
-                           json=body).status_code == 400
+    for body in ({"name": "VCPU"}, {"name": 5}, {}, {"name": "CUSTOM_Y", "x": 1}):
+        assert client.post("/resource_classes", json=body).status_code == 400
 
 
 def test_delete_rules(db: Database, client: Any) -> None:
@@ -91,9 +86,10 @@ def test_delete_rules(db: Database, client: Any) -> None:
     assert client.delete("/resource_classes/CUSTOM_NONE").status_code == 404
     client.put("/resource_classes/CUSTOM_GOLD")
     rp_id, uuid = make_provider(db)
-    client.put("/resource_providers/%s/inventories" % uuid, json={
-        "resource_provider_generation": 0,
-        "inventories": {"CUSTOM_GOLD": {"total": 5}}})
+    client.put(
+        "/resource_providers/%s/inventories" % uuid,
+        json={"resource_provider_generation": 0, "inventories": {"CUSTOM_GOLD": {"total": 5}}},
+    )
     busy = client.delete("/resource_classes/CUSTOM_GOLD")
     assert busy.status_code == 409
     assert "Class is in use in inventory" in busy.text
@@ -107,13 +103,11 @@ def test_allocations_alone_block_delete(db: Database) -> None:
     allocate(db, rp_id, "CUSTOM_ORPHAN", 1)
     with pytest.raises(errors.Conflict):
         db.run(lambda c: resource_class.delete_class(c, "CUSTOM_ORPHAN"))
-    assert db.read(lambda c: resource_class.get_class(
-        c, "CUSTOM_ORPHAN")).name == "CUSTOM_ORPHAN"
+    assert db.read(lambda c: resource_class.get_class(c, "CUSTOM_ORPHAN")).name == "CUSTOM_ORPHAN"
 
 
 def test_names_compare_exactly(db: Database) -> None:
     assert db.run(lambda c: resource_class.ensure_class(c, "CUSTOM_CASE"))
     with pytest.raises(errors.NotFound):
         db.read(lambda c: resource_class.get_class(c, "custom_case"))
-    assert not db.run(lambda c: resource_class.ensure_class(
-        c, "CUSTOM_CASE"))
+    assert not db.run(lambda c: resource_class.ensure_class(c, "CUSTOM_CASE"))

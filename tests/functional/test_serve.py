@@ -27,14 +27,19 @@ UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
 
 def get(path: str, headers: list[tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
-    lines = ["GET %s HTTP/1.1" % path, "Host: 127.0.0.1",
-             "x-auth-token: admin", "openstack-api-version: placement 1.39"]
+    lines = [
+        "GET %s HTTP/1.1" % path,
+        "Host: 127.0.0.1",
+        "x-auth-token: admin",
+        "openstack-api-version: placement 1.39",
+    ]
     lines += ["%s: %s" % h for h in headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def assert_placement_error(status_line: str, headers: dict[str, str],
-                           body: bytes, status: int) -> str:
+def assert_placement_error(
+    status_line: str, headers: dict[str, str], body: bytes, status: int
+) -> str:
     assert status_line.split(" ")[1] == str(status), status_line
     assert headers["content-type"] == "application/json"
     error = json.loads(body)["errors"][0]
@@ -48,7 +53,7 @@ def _member_of_url(length: int) -> str:
     """A provider listing filtered by as many aggregates as fit in a URL
     of exactly ``length`` characters."""
     base = "/resource_providers?member_of=in:"
-    ids = UUIDS[:(length - len(base)) // 37 + 1]
+    ids = UUIDS[: (length - len(base)) // 37 + 1]
     url = base + ",".join(ids)
     while len(url) > length:
         ids.pop()
@@ -76,18 +81,22 @@ def test_a_longer_url_is_a_json_414(serve_server: Server) -> None:
 
 def test_upstream_header_sizes_are_served(serve_server: Server) -> None:
     # 100 header lines, all but get()'s three of 8,190 bytes each.
-    filler = [("x-f%02d" % i, "v" * (8190 - len("x-f00: ")))
-              for i in range(97)]
+    filler = [("x-f%02d" % i, "v" * (8190 - len("x-f00: "))) for i in range(97)]
     status, _, body = serve_server.raw(get("/", filler))
     assert status.startswith("HTTP/1.1 200"), (status, body[:300])
 
 
-@pytest.mark.parametrize("headers", [
-    [("x-long", "v" * (8191 - len("x-long: ")))],
-    [("x-f%03d" % i, "v") for i in range(98)],
-], ids=["line-of-8191-bytes", "101-headers"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("x-long", "v" * (8191 - len("x-long: ")))],
+        [("x-f%03d" % i, "v") for i in range(98)],
+    ],
+    ids=["line-of-8191-bytes", "101-headers"],
+)
 def test_beyond_the_header_limits_is_a_json_431(
-        serve_server: Server, headers: list[tuple[str, str]]) -> None:
+    serve_server: Server, headers: list[tuple[str, str]]
+) -> None:
     assert_placement_error(*serve_server.raw(get("/", headers)), 431)
     assert re.search(r'"- -" status: 431', serve_server.log_text())
 
@@ -102,6 +111,7 @@ def test_refusals_map_only_the_clients_faults() -> None:
     from gunicorn.http import errors as http_errors
 
     from berth.serve.edge import refusal
+
     assert refusal(http_errors.LimitRequestLine(9000, 8209)).status == 414
     assert refusal(http_errors.LimitRequestHeaders("x")).status == 431
     bad = refusal(http_errors.InvalidRequestLine("GARBAGE"))
@@ -116,31 +126,32 @@ def test_refusals_map_only_the_clients_faults() -> None:
 def test_bad_configuration_is_one_line_before_any_worker(tmp_path: Path) -> None:
     conf = tmp_path / "placement.conf"
     conf.write_text("[api]\nauth_strategy = bogus\n")
-    result = subprocess.run([*BERTH, "serve", "--config-file", str(conf)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [*BERTH, "serve", "--config-file", str(conf)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "berth: error: bad configuration: [api] auth_strategy: Valid values "
-        "are [keystone, noauth2], but found 'bogus'"]
+        "are [keystone, noauth2], but found 'bogus'"
+    ]
 
 
 @pytest.mark.parametrize("workers", ["0", "-2", "many"])
 def test_workers_must_be_at_least_one(workers: str) -> None:
-    result = subprocess.run([*BERTH, "serve", "--workers", workers],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [*BERTH, "serve", "--workers", workers], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "argument --workers:" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
-        tmp_path: Path) -> None:
+def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(tmp_path: Path) -> None:
     srv = start_berth(tmp_path, "--workers", "1")
     try:
         log = srv.wait_log("serving Placement API")
         assert log.count("serving Placement API") == 1
-        assert "serving Placement API on http://127.0.0.1:%d with 1 " \
-               "worker(s)" % srv.port in log
+        assert "serving Placement API on http://127.0.0.1:%d with 1 worker(s)" % srv.port in log
         # Logged once bound: the first connection right after the line
         # is answered (no retry).
         assert srv.raw(get("/"))[0].startswith("HTTP/1.1 200")
@@ -148,11 +159,14 @@ def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
         # "100 Continue") and waits for the body when SIGTERM arrives.
         body = json.dumps({"name": "CUSTOM_IN_FLIGHT"}).encode()
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-        conn.sendall(("POST /resource_classes HTTP/1.1\r\nHost: x\r\n"
-                      "x-auth-token: admin\r\ncontent-type: application/json\r\n"
-                      "openstack-api-version: placement 1.7\r\n"
-                      "Expect: 100-continue\r\ncontent-length: %d\r\n\r\n"
-                      % len(body)).encode())
+        conn.sendall(
+            (
+                "POST /resource_classes HTTP/1.1\r\nHost: x\r\n"
+                "x-auth-token: admin\r\ncontent-type: application/json\r\n"
+                "openstack-api-version: placement 1.7\r\n"
+                "Expect: 100-continue\r\ncontent-length: %d\r\n\r\n" % len(body)
+            ).encode()
+        )
         assert conn.recv(100).startswith(b"HTTP/1.1 100 Continue")
         srv.proc.send_signal(signal.SIGTERM)
         srv.wait_log("SIGTERM received")
@@ -172,26 +186,33 @@ def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(
 
 
 def test_the_control_socket_is_turned_off_only_where_gunicorn_has_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """gunicorn 25.1 added the setting; before it, setting it would be an
     error, so it is set only when gunicorn's registry lists it."""
     from berth import conf as berth_conf
     from berth.serve import master
+
     conf = berth_conf.load([], default_config_files=[])
-    has_it = any(setting.name == "control_socket_disable"
-                 for setting in master.KNOWN_SETTINGS)
+    has_it = any(setting.name == "control_socket_disable" for setting in master.KNOWN_SETTINGS)
     options = master.gunicorn_options(conf, "127.0.0.1:8778", 1)
     assert options.get("control_socket_disable") is (True if has_it else None)
-    monkeypatch.setattr(master, "KNOWN_SETTINGS", [
-        setting for setting in master.KNOWN_SETTINGS
-        if not setting.name.startswith("control_socket")])
-    assert "control_socket_disable" not in master.gunicorn_options(
-        conf, "127.0.0.1:8778", 1)
+    monkeypatch.setattr(
+        master,
+        "KNOWN_SETTINGS",
+        [
+            setting
+            for setting in master.KNOWN_SETTINGS
+            if not setting.name.startswith("control_socket")
+        ],
+    )
+    assert "control_socket_disable" not in master.gunicorn_options(conf, "127.0.0.1:8778", 1)
 
 
 @pytest.mark.parametrize("home", ["empty", "missing"])
 def test_serving_writes_nothing_to_home_and_opens_no_control_socket(
-        tmp_path: Path, home: str) -> None:
+    tmp_path: Path, home: str
+) -> None:
     """gunicorn 25.1 and later open a control socket under $HOME unless
     told not to (berth.serve.master), stevedore caches entry points there
     (berth.serve.no_entry_point_cache); nothing may land there when a
@@ -200,19 +221,27 @@ def test_serving_writes_nothing_to_home_and_opens_no_control_socket(
     if home == "empty":
         folder.mkdir()
     conf = tmp_path / "placement.conf"
-    conf.write_text("[api]\nauth_strategy = noauth2\n[placement_database]\n"
-                    "connection = sqlite:///%s\nsync_on_startup = true\n"
-                    % (tmp_path / "p.sqlite"))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_DATA_HOME",
-                        "BERTH_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR")}
+    conf.write_text(
+        "[api]\nauth_strategy = noauth2\n[placement_database]\n"
+        "connection = sqlite:///%s\nsync_on_startup = true\n" % (tmp_path / "p.sqlite")
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "XDG_RUNTIME_DIR",
+            "XDG_CACHE_HOME",
+            "XDG_DATA_HOME",
+            "BERTH_DATA_DIR",
+            "PROMETHEUS_MULTIPROC_DIR",
+        )
+    }
     env.update(HOME=str(folder), OS_PLACEMENT_CONFIG_DIR="")
-    srv = start_berth(tmp_path, "--config-file", str(conf), "--workers", "1",
-                env=env)
+    srv = start_berth(tmp_path, "--config-file", str(conf), "--workers", "1", env=env)
     try:
         srv.wait_log("serving Placement API")
-        assert srv.raw(get("/resource_providers"))[0].startswith(
-            "HTTP/1.1 200")
+        assert srv.raw(get("/resource_providers"))[0].startswith("HTTP/1.1 200")
     finally:
         assert stop_berth(srv) == 0, srv.log_text()
     assert "Control socket" not in srv.log_text()
@@ -266,5 +295,6 @@ def test_a_refusal_lingers_so_the_client_reads_it() -> None:
     """Before gunicorn 26 nothing drained a refused request: closing with
     unread bytes resets the connection, and the client loses the answer."""
     from berth.serve.edge import _linger
+
     assert _refuse_over_tcp(_linger).startswith(b"HTTP/1.1 414")
     assert b"<reset>" in _refuse_over_tcp(lambda conn: None)

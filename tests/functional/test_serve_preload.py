@@ -28,22 +28,28 @@ from berth.serve import preload
 from support.processes import BERTH, Server, free_port
 from tests.conftest import Client, make_conf
 
-HEADERS = {"x-auth-token": "admin", "accept": "application/json",
-           "openstack-api-version": "placement latest"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "openstack-api-version": "placement latest",
+}
 #: oslo.log's default format: time, pid, level, logger, context, message
-REFRESH = re.compile(r"^\S+ \S+ (\d+) DEBUG \S+ \[[^\]]*\] "
-                     r"candidate cache: (\w+) refresh", re.M)
+REFRESH = re.compile(
+    r"^\S+ \S+ (\d+) DEBUG \S+ \[[^\]]*\] "
+    r"candidate cache: (\w+) refresh",
+    re.M,
+)
 WORKER = re.compile(r"Booting worker with pid: (\d+)")
 
 
 def _provider(http: httpx.Client, name: str) -> str:
     """A new provider with 8 VCPU; its uuid."""
     rp = str(uuid.uuid4())
-    assert http.post("/resource_providers",
-                     json={"name": name, "uuid": rp}).status_code == 200
-    put = http.put("/resource_providers/%s/inventories" % rp, json={
-        "resource_provider_generation": 0,
-        "inventories": {"VCPU": {"total": 8}}})
+    assert http.post("/resource_providers", json={"name": name, "uuid": rp}).status_code == 200
+    put = http.put(
+        "/resource_providers/%s/inventories" % rp,
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
     assert put.status_code == 200, put.text
     return rp
 
@@ -52,17 +58,20 @@ def _refreshes(log: str) -> list[tuple[int, str]]:
     return [(int(pid), kind) for pid, kind in REFRESH.findall(log)]
 
 
-def _answer_from_every_worker(srv: Server, http: httpx.Client,
-                              pids: set[int], wanted: set[str]) -> None:
+def _answer_from_every_worker(
+    srv: Server, http: httpx.Client, pids: set[int], wanted: set[str]
+) -> None:
     """Candidate requests, a few at once, until each of ``pids`` has
     refreshed its cache since now; every answer holds ``wanted``."""
     seen = len(_refreshes(srv.log_text()))
     for _ in range(200):
         with ThreadPoolExecutor(4) as pool:
-            answers = list(pool.map(
-                lambda _: http.get("/allocation_candidates",
-                                   params={"resources": "VCPU:1"}),
-                range(4)))
+            answers = list(
+                pool.map(
+                    lambda _: http.get("/allocation_candidates", params={"resources": "VCPU:1"}),
+                    range(4),
+                )
+            )
         for resp in answers:
             assert resp.status_code == 200, resp.text
             assert set(resp.json()["provider_summaries"]) >= wanted
@@ -72,14 +81,16 @@ def _answer_from_every_worker(srv: Server, http: httpx.Client,
     raise AssertionError("not every worker answered:\n" + srv.log_text())
 
 
-def _serve(tmp_path: Path, db: Database, db_url: str, workers: int,
-           berth: str = "") -> tuple[Server, set[str]]:
+def _serve(
+    tmp_path: Path, db: Database, db_url: str, workers: int, berth: str = ""
+) -> tuple[Server, set[str]]:
     """``berth serve`` with debug logs and ``berth`` as its [berth]
     section, over twelve providers made first; and their uuids."""
     conf = tmp_path / "placement.conf"
-    conf.write_text("[DEFAULT]\ndebug = True\n[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n[berth]\n%s"
-                    % (db_url, berth))
+    conf.write_text(
+        "[DEFAULT]\ndebug = True\n[api]\nauth_strategy = noauth2\n"
+        "[placement_database]\nconnection = %s\n[berth]\n%s" % (db_url, berth)
+    )
     # Enough providers that a few new ones are a partial refresh (changes
     # to a quarter of the world or more are a whole load anyway).
     with Client(create_app(make_conf(), db)) as client:
@@ -88,15 +99,24 @@ def _serve(tmp_path: Path, db: Database, db_url: str, workers: int,
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [*BERTH, "serve", "--port", str(port), "--workers", str(workers),
-             "--config-file", str(conf)],
-            stderr=sink, stdout=subprocess.DEVNULL,
-            env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""})
+            [
+                *BERTH,
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--config-file",
+                str(conf),
+            ],
+            stderr=sink,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""},
+        )
     return Server(proc, port, log), loaded
 
 
-def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
-                                         db_url: str) -> None:
+def test_workers_share_the_masters_world(tmp_path: Path, db: Database, db_url: str) -> None:
     srv, loaded = _serve(tmp_path, db, db_url, 2)
     proc, port = srv.proc, srv.port
     try:
@@ -107,8 +127,7 @@ def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
         assert "candidate cache: 12 providers loaded before forking" in text
         # The master loaded the world whole, before any worker existed.
         assert _refreshes(text) == [(proc.pid, "whole")]
-        http = httpx.Client(base_url="http://127.0.0.1:%d" % port,
-                            headers=HEADERS, timeout=60)
+        http = httpx.Client(base_url="http://127.0.0.1:%d" % port, headers=HEADERS, timeout=60)
         first = _provider(http, "first")
         _answer_from_every_worker(srv, http, workers, loaded | {first})
         # A worker restarted by gunicorn forks from the master's (now old)
@@ -117,26 +136,30 @@ def test_workers_share_the_masters_world(tmp_path: Path, db: Database,
         text = srv.wait_log(r"(?s)Booting worker(.*Booting worker){2}")
         [new] = {int(p) for p in WORKER.findall(text)} - workers
         second = _provider(http, "second")
-        _answer_from_every_worker(srv, http, {new},
-                                  loaded | {first, second})
+        _answer_from_every_worker(srv, http, {new}, loaded | {first, second})
         refreshes = _refreshes(srv.log_text())
-        assert [r for r in refreshes if r[1] == "whole"] == [
-            (proc.pid, "whole")], refreshes
-        assert {kind for pid, kind in refreshes if pid == new} <= {
-            "providers", "usage"}
+        assert [r for r in refreshes if r[1] == "whole"] == [(proc.pid, "whole")], refreshes
+        assert {kind for pid, kind in refreshes if pid == new} <= {"providers", "usage"}
         # The metrics count the one whole load too (the master's).
         body = http.get("/metrics").text
-        [count] = re.findall(r'berth_world_refresh_duration_seconds_count'
-                             r'\{kind="whole"\} (\S+)', body)
+        [count] = re.findall(
+            r"berth_world_refresh_duration_seconds_count"
+            r'\{kind="whole"\} (\S+)',
+            body,
+        )
         assert float(count) == 1.0
         # A write outside Berth does not bump the change sequence: SIGHUP
         # makes the master load the world again for new workers.
         hidden = sorted(loaded)[0]
         with db.engine.begin() as conn:
-            rp_id = conn.execute(sa.select(t.resource_providers.c.id).where(
-                t.resource_providers.c.uuid == hidden)).scalar_one()
-            conn.execute(t.inventories.update().where(
-                t.inventories.c.resource_provider_id == rp_id).values(total=0))
+            rp_id = conn.execute(
+                sa.select(t.resource_providers.c.id).where(t.resource_providers.c.uuid == hidden)
+            ).scalar_one()
+            conn.execute(
+                t.inventories.update()
+                .where(t.inventories.c.resource_provider_id == rp_id)
+                .values(total=0)
+            )
         alive = {int(p) for p in WORKER.findall(srv.log_text())} - {min(workers)}
         proc.send_signal(signal.SIGHUP)
         srv.wait_log(r"(?s)(providers loaded before forking.*){2}")
@@ -171,8 +194,7 @@ def _backend_pid(conn: Any, backend: str) -> Any:
     return id(conn.connection.dbapi_connection)
 
 
-def test_a_forked_worker_catches_up_on_its_own_connections(
-        db: Database, db_url: str) -> None:
+def test_a_forked_worker_catches_up_on_its_own_connections(db: Database, db_url: str) -> None:
     """Writes between the master's load and the fork are seen by the
     worker through a partial refresh; the worker's pool is its own and
     the parent's pooled connection survives the worker."""
@@ -199,14 +221,12 @@ def test_a_forked_worker_catches_up_on_its_own_connections(
                 os.close(read)
                 preload.after_fork(app)
                 report = {"new_pool": engine.pool is not pool}
-                resp = client.get("/allocation_candidates",
-                                  params={"resources": "VCPU:1"})
+                resp = client.get("/allocation_candidates", params={"resources": "VCPU:1"})
                 report["status"] = resp.status_code
                 report["providers"] = sorted(resp.json()["provider_summaries"])
                 report["kinds"] = kinds[1:]
                 with engine.connect() as conn:
-                    report["own"] = (_backend_pid(conn, engine.dialect.name)
-                                     != parent_id)
+                    report["own"] = _backend_pid(conn, engine.dialect.name) != parent_id
                 engine.dispose()  # the worker's own, closed
                 os.write(write, json.dumps(report).encode())
             finally:
@@ -215,9 +235,13 @@ def test_a_forked_worker_catches_up_on_its_own_connections(
         with os.fdopen(read) as pipe:
             report = json.loads(pipe.read())
         os.waitpid(child, 0)
-        assert report == {"new_pool": True, "status": 200,
-                          "providers": sorted(before | {after}),
-                          "kinds": ["providers"], "own": True}
+        assert report == {
+            "new_pool": True,
+            "status": 200,
+            "providers": sorted(before | {after}),
+            "kinds": ["providers"],
+            "own": True,
+        }
         # The parent's connection was neither used nor closed by the child.
         with engine.connect() as conn:
             assert _backend_pid(conn, engine.dialect.name) == parent_id
@@ -227,21 +251,22 @@ def test_a_forked_worker_catches_up_on_its_own_connections(
 
 def test_no_preload_without_the_cache(db: Database) -> None:
     kinds: list[str] = []
-    app = create_app(make_conf(berth__candidate_cache=False), db,
-                     world_observers=[lambda done: kinds.append(done.kind)])
+    app = create_app(
+        make_conf(berth__candidate_cache=False),
+        db,
+        world_observers=[lambda done: kinds.append(done.kind)],
+    )
     assert not preload.warm(app)
     assert kinds == []
 
 
-def test_the_master_catches_up_before_forking(
-        db: Database, caplog: Any) -> None:
+def test_the_master_catches_up_before_forking(db: Database, caplog: Any) -> None:
     """``preload.refresh`` (gunicorn's ``pre_fork``): the master's world
     catches up by the change sequence, what that made is frozen for the
     next worker to share, and the master keeps no connection; a failure
     is logged, never raised."""
     kinds: list[str] = []
-    app = create_app(make_conf(), db,
-                     world_observers=[lambda done: kinds.append(done.kind)])
+    app = create_app(make_conf(), db, world_observers=[lambda done: kinds.append(done.kind)])
     with Client(app) as client:
         before = {_provider(client, "before-%d" % i) for i in range(8)}
         assert preload.warm(app)
@@ -271,24 +296,22 @@ def test_the_master_catches_up_before_forking(
 
 
 def test_a_worker_over_its_memory_limit_is_replaced_from_the_master(
-        tmp_path: Path, db: Database, db_url: str) -> None:
+    tmp_path: Path, db: Database, db_url: str
+) -> None:
     """With a limit every worker passes, each worker leaves after one
     request; each replacement forks from a master that caught up first,
     so it answers with the writes before it without a refresh of its
     own."""
-    srv, loaded = _serve(tmp_path, db, db_url, 1,
-                         "worker_private_memory = 1\n")
+    srv, loaded = _serve(tmp_path, db, db_url, 1, "worker_private_memory = 1\n")
     proc, port = srv.proc, srv.port
     try:
         srv.wait_log("Booting worker")
-        http = httpx.Client(base_url="http://127.0.0.1:%d" % port,
-                            headers=HEADERS, timeout=60)
+        http = httpx.Client(base_url="http://127.0.0.1:%d" % port, headers=HEADERS, timeout=60)
         # Two writes, two workers: each leaves after its request.
         new = _provider(http, "new")
         text = srv.wait_log(r"(?s)(Booting worker.*){3}")
         assert text.count("private memory is over the limit of 1 MiB") >= 2
-        resp = http.get("/allocation_candidates",
-                        params={"resources": "VCPU:1"})
+        resp = http.get("/allocation_candidates", params={"resources": "VCPU:1"})
         assert resp.status_code == 200, resp.text
         assert set(resp.json()["provider_summaries"]) == loaded | {new}
         text = srv.wait_log("master's world caught up before forking")
@@ -301,8 +324,7 @@ def test_a_worker_over_its_memory_limit_is_replaced_from_the_master(
         assert {kind for _, kind in refreshes[1:]} == {"providers"}
         assert len(workers) >= 3
         metrics = http.get("/metrics").text
-        [count] = re.findall(r"^berth_worker_recycles_total (\S+)$", metrics,
-                             re.M)
+        [count] = re.findall(r"^berth_worker_recycles_total (\S+)$", metrics, re.M)
         assert float(count) >= 3
     finally:
         if proc.poll() is None:

@@ -43,8 +43,12 @@ def _race(*steps: Callable[[], None]) -> list[BaseException]:
         barrier.wait()
         try:
             step()
-        except (errors.NotFound, errors.BadRequest, errors.ConcurrentUpdate,
-                errors.CannotDeleteParent) as exc:
+        except (
+            errors.NotFound,
+            errors.BadRequest,
+            errors.ConcurrentUpdate,
+            errors.CannotDeleteParent,
+        ) as exc:
             refused.append(exc)
 
     threads = [threading.Thread(target=run, args=(s,)) for s in steps]
@@ -58,8 +62,11 @@ def _race(*steps: Callable[[], None]) -> list[BaseException]:
 def _check_trees(db: Database) -> None:
     """Every parent exists, every root is its parent's root, no loops."""
     RP = t.resource_providers
-    rows = db.read(lambda conn: conn.execute(sa.select(
-        RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id)).all())
+    rows = db.read(
+        lambda conn: conn.execute(
+            sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id)
+        ).all()
+    )
     parent = {r.id: r.parent_provider_id for r in rows}
     root = {r.id: r.root_provider_id for r in rows}
     for pid in parent:
@@ -76,10 +83,10 @@ def _check_trees(db: Database) -> None:
             up = parent[up]
 
 
-def _create(db: Database, name: str, uuid: str,
-            parent: str | None = None) -> Callable[[], None]:
+def _create(db: Database, name: str, uuid: str, parent: str | None = None) -> Callable[[], None]:
     def step() -> None:
         db.run(lambda conn: rp.create_provider(conn, name, uuid, parent))
+
     return step
 
 
@@ -90,9 +97,9 @@ def _children_against_delete(db: Database, n: int) -> None:
     refused = _race(
         _create(db, "child-%d-0" % n, children[0], host),
         _create(db, "child-%d-1" % n, children[1], host),
-        lambda: db.run(lambda conn: rp.delete_provider(conn, host)))
-    made = [c for c in children
-            if db.read(lambda conn, c=c: rp.get_provider(conn, c))]
+        lambda: db.run(lambda conn: rp.delete_provider(conn, host)),
+    )
+    made = [c for c in children if db.read(lambda conn, c=c: rp.get_provider(conn, c))]
     exists = db.read(lambda conn: rp.get_provider(conn, host)) is not None
     # Either the delete went first (every child refused) or some child
     # won (the delete refused: the host has children).
@@ -112,8 +119,9 @@ def _moves_into_each_other(db: Database, n: int) -> None:
     _create(db, "b-%d" % n, b)()
 
     def move(mover: str, name: str, parent: str) -> Callable[[], None]:
-        return lambda: db.run(lambda conn: rp.update_provider(
-            conn, mover, name, parent, allow_reparenting=True))
+        return lambda: db.run(
+            lambda conn: rp.update_provider(conn, mover, name, parent, allow_reparenting=True)
+        )
 
     refused = _race(move(a, "a-%d" % n, b), move(b, "b-%d" % n, a))
     # At most one move may win: both would make a loop.

@@ -36,9 +36,12 @@ def test_walkthrough_runs_as_written(tmp_path):
         try:
             wait_ready("http://127.0.0.1:%d/" % port, server)
             result = subprocess.run(
-                ["bash", "-c", script], capture_output=True, text=True,
+                ["bash", "-c", script],
+                capture_output=True,
+                text=True,
                 timeout=120,
-                env={**os.environ, "P": "http://127.0.0.1:%d" % port})
+                env={**os.environ, "P": "http://127.0.0.1:%d" % port},
+            )
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=20)
@@ -47,12 +50,16 @@ def test_walkthrough_runs_as_written(tmp_path):
     assert "errors" not in out, out
     # Each reply on a line of its own.
     assert "}{" not in out, out
-    candidates = re.findall(
-        r'"allocation_requests":\[(.*?)\],"provider_summaries"', out)
+    candidates = re.findall(r'"allocation_requests":\[(.*?)\],"provider_summaries"', out)
     counts = [c.count('"allocations"') for c in candidates]
     assert counts[:2] == [4, 2], out
     assert re.search(r"\b204\n", out), out
-    usages = out[out.rindex('{"usages"'):]
-    for part in ('"VCPU":4', '"MEMORY_MB":8192', '"DISK_GB":100',
-                 '"consumer_count":1', '"INSTANCE"'):
+    usages = out[out.rindex('{"usages"') :]
+    for part in (
+        '"VCPU":4',
+        '"MEMORY_MB":8192',
+        '"DISK_GB":100',
+        '"consumer_count":1',
+        '"INSTANCE"',
+    ):
         assert part in usages, usages

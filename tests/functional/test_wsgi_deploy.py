@@ -46,8 +46,11 @@ MAX_BODY = 10 * 1024 * 1024
 DAEMONS = 2
 #: The line ``berth.serve.preload.warm`` logs; group 1 is the pid (oslo's
 #: format), group 2 the providers loaded.
-LOADED = re.compile(r"^\S+ \S+ (\d+) INFO berth\.server \[-\] candidate "
-                    r"cache: (\d+) providers loaded", re.M)
+LOADED = re.compile(
+    r"^\S+ \S+ (\d+) INFO berth\.server \[-\] candidate "
+    r"cache: (\d+) providers loaded",
+    re.M,
+)
 REQUEST = re.compile(r"^\S+ \S+ (\d+) INFO berth\.request ", re.M)
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 
@@ -68,9 +71,9 @@ def synced_folder(folder: Path) -> None:
     database, made by ``berth db sync`` as an operator would."""
     (folder / "placement.conf").write_text(
         "[api]\nauth_strategy = noauth2\n[placement_database]\n"
-        "connection = sqlite:///%s\n" % (folder / "placement.sqlite"))
-    out = processes.run("db", "sync", "--config-file",
-                        str(folder / "placement.conf"))
+        "connection = sqlite:///%s\n" % (folder / "placement.sqlite")
+    )
+    out = processes.run("db", "sync", "--config-file", str(folder / "placement.conf"))
     assert out.returncode == 0, out.stderr
 
 
@@ -79,15 +82,15 @@ def loads(log: str) -> list[tuple[int, int]]:
     return [(int(pid), int(n)) for pid, n in LOADED.findall(log)]
 
 
-def wait_for(check: Callable[[], bool], what: str, log: Path,
-             timeout: float = 60) -> None:
+def wait_for(check: Callable[[], bool], what: str, log: Path, timeout: float = 60) -> None:
     """Poll ``check()`` until true; fail with the server's log after
     ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError("%s: not in %d s\n%s" % (
-                what, timeout, log.read_text(errors="replace")))
+            raise AssertionError(
+                "%s: not in %d s\n%s" % (what, timeout, log.read_text(errors="replace"))
+            )
         time.sleep(0.1)
 
 
@@ -97,15 +100,17 @@ def serve_requests(base: str) -> None:
     with httpx.Client(base_url=base, headers=HEADERS, timeout=30) as c:
         rp_uuid = api_setup.make_provider(c, "cn1")
         api_setup.set_inventory(c, rp_uuid, {"VCPU": 8})
-        api_setup.ok(api_setup.allocate(
-            c, str(uuid.uuid4()), {rp_uuid: {"VCPU": 2}}), 204)
-        found = c.get("/allocation_candidates",
-                      params={"resources": "VCPU:6"})
+        api_setup.ok(api_setup.allocate(c, str(uuid.uuid4()), {rp_uuid: {"VCPU": 2}}), 204)
+        found = c.get("/allocation_candidates", params={"resources": "VCPU:6"})
         assert found.status_code == 200, found.text
         summary = found.json()["provider_summaries"][rp_uuid]
         assert summary["resources"]["VCPU"] == {"capacity": 8, "used": 2}
-        assert c.get("/allocation_candidates", params={
-            "resources": "VCPU:7"}).json()["allocation_requests"] == []
+        assert (
+            c.get("/allocation_candidates", params={"resources": "VCPU:7"}).json()[
+                "allocation_requests"
+            ]
+            == []
+        )
         # 200 aggregates: a URL of 7.5 KiB passes the server's limits.
         member_of = "in:" + ",".join(str(uuid.uuid4()) for _ in range(200))
         long = c.get("/resource_providers", params={"member_of": member_of})
@@ -128,10 +133,12 @@ def too_large(base: str) -> tuple[int, bytes]:
     answer. ``Expect: 100-continue`` lets a server that answers from
     ``Content-Length`` alone do so before the body is sent."""
     host, port = base.removeprefix("http://").split(":")
-    head = ("POST /resource_providers HTTP/1.1\r\nHost: %s\r\n"
-            "X-Auth-Token: admin\r\nContent-Type: application/json\r\n"
-            "Content-Length: %d\r\nExpect: 100-continue\r\n"
-            "Connection: close\r\n\r\n" % (host, MAX_BODY + 1))
+    head = (
+        "POST /resource_providers HTTP/1.1\r\nHost: %s\r\n"
+        "X-Auth-Token: admin\r\nContent-Type: application/json\r\n"
+        "Content-Length: %d\r\nExpect: 100-continue\r\n"
+        "Connection: close\r\n\r\n" % (host, MAX_BODY + 1)
+    )
     with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(head.encode())
         reply = s.recv(65536)
@@ -148,20 +155,29 @@ def too_large(base: str) -> tuple[int, bytes]:
 
 
 def test_uwsgi_serves_with_the_world_loaded_in_its_master(
-        tmp_path: Path, uwsgi_binary: Path) -> None:
+    tmp_path: Path, uwsgi_binary: Path
+) -> None:
     synced_folder(tmp_path)
     port = free_port()
     ini = tmp_path / "berth.ini"
-    render(DEPLOY / "uwsgi" / "berth.ini", ini, {
-        "/opt/berth": sys.prefix,
-        "/etc/placement": str(tmp_path),
-        "http-socket = :8778": "http-socket = 127.0.0.1:%d" % port})
+    render(
+        DEPLOY / "uwsgi" / "berth.ini",
+        ini,
+        {
+            "/opt/berth": sys.prefix,
+            "/etc/placement": str(tmp_path),
+            "http-socket = :8778": "http-socket = 127.0.0.1:%d" % port,
+        },
+    )
     log = tmp_path / "uwsgi.log"
     base = "http://127.0.0.1:%d" % port
     with log.open("wb") as sink:
-        proc = subprocess.Popen([str(uwsgi_binary), "--ini", str(ini)],
-                                stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [str(uwsgi_binary), "--ini", str(ini)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         processes.wait_ready(base + "/", proc)
         # The world was loaded once, by the master, before any worker was
@@ -194,31 +210,46 @@ def _httpd_conf(folder: Path, port: int) -> Path:
     """A server configuration of the few modules the vhost needs, then
     ``deploy/apache/berth.conf`` rendered for ``folder`` and ``port``."""
     root = os.geteuid() == 0
-    render(DEPLOY / "apache" / "berth.conf", folder / "berth.conf", {
-        "/opt/berth": str(APACHE_VENV),
-        "8778": str(port),
-        "processes=4": "processes=%d" % DAEMONS,
-        "/var/log/apache2": str(folder),
-        # As root Apache runs it as www-data (Debian's Apache user); as
-        # anyone else, as that user.
-        "user=placement group=placement":
-            "user=www-data group=www-data" if root else ""})
+    render(
+        DEPLOY / "apache" / "berth.conf",
+        folder / "berth.conf",
+        {
+            "/opt/berth": str(APACHE_VENV),
+            "8778": str(port),
+            "processes=4": "processes=%d" % DAEMONS,
+            "/var/log/apache2": str(folder),
+            # As root Apache runs it as www-data (Debian's Apache user); as
+            # anyone else, as that user.
+            "user=placement group=placement": "user=www-data group=www-data" if root else "",
+        },
+    )
     conf = folder / "httpd.conf"
-    conf.write_text("\n".join([
-        "ServerRoot %s" % folder, "ServerName localhost",
-        "PidFile %s/httpd.pid" % folder, "DefaultRuntimeDir %s" % folder,
-        "ErrorLog %s/httpd-error.log" % folder,
-        *("LoadModule %s_module %s/mod_%s.so" % (name, APACHE_MODULES, name)
-          for name in ("mpm_event", "authz_core", "wsgi")),
-        "WSGISocketPrefix %s/wsgi" % folder,
-        *(["User www-data", "Group www-data"] if root else []),
-        "Include %s/berth.conf" % folder, ""]))
+    conf.write_text(
+        "\n".join(
+            [
+                "ServerRoot %s" % folder,
+                "ServerName localhost",
+                "PidFile %s/httpd.pid" % folder,
+                "DefaultRuntimeDir %s" % folder,
+                "ErrorLog %s/httpd-error.log" % folder,
+                *(
+                    "LoadModule %s_module %s/mod_%s.so" % (name, APACHE_MODULES, name)
+                    for name in ("mpm_event", "authz_core", "wsgi")
+                ),
+                "WSGISocketPrefix %s/wsgi" % folder,
+                *(["User www-data", "Group www-data"] if root else []),
+                "Include %s/berth.conf" % folder,
+                "",
+            ]
+        )
+    )
     return conf
 
 
 @pytest.mark.stress  # about 15 s: each daemon process loads Berth twice
 def test_apache_mod_wsgi_serves_with_the_world_loaded_at_start(
-        apache_venv: Path, apache_folder: Path) -> None:
+    apache_venv: Path, apache_folder: Path
+) -> None:
     synced_folder(apache_folder)
     shutil.copy(DEPLOY / "apache" / "berth.wsgi", apache_venv / "berth.wsgi")
     port = free_port()
@@ -232,13 +263,20 @@ def test_apache_mod_wsgi_serves_with_the_world_loaded_at_start(
     env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(apache_folder)}
     with (apache_folder / "httpd-stderr.log").open("wb") as sink:
         proc = subprocess.Popen(
-            [str(APACHE), "-f", str(conf), "-DFOREGROUND"], env=env,
-            stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            [str(APACHE), "-f", str(conf), "-DFOREGROUND"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         # Each daemon process loads its world as it starts, before it
         # serves (mod_wsgi forks them before importing Berth).
-        wait_for(lambda: log.exists() and len({p for p, _ in loads(
-            log.read_text())}) == DAEMONS, "a load in each daemon", log)
+        wait_for(
+            lambda: log.exists() and len({p for p, _ in loads(log.read_text())}) == DAEMONS,
+            "a load in each daemon",
+            log,
+        )
         processes.wait_ready(base + "/", proc)
         first = {p for p, _ in loads(log.read_text())}
         serve_requests(base)
@@ -247,8 +285,7 @@ def test_apache_mod_wsgi_serves_with_the_world_loaded_at_start(
         # apachectl graceful: the daemon processes finish their requests
         # and are replaced; each new one loads the world (one provider).
         proc.send_signal(signal.SIGUSR1)
-        wait_for(lambda: len(loads(log.read_text())) == 2 * DAEMONS,
-                 "reload", log)
+        wait_for(lambda: len(loads(log.read_text())) == 2 * DAEMONS, "reload", log)
         again = loads(log.read_text())[DAEMONS:]
         assert {n for _, n in again} == {1}
         assert not {p for p, _ in again} & first

@@ -62,16 +62,15 @@ def keystone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keystone]:
 
 
 @pytest.fixture(scope="session")
-def other_keystone(keystone: Keystone, tmp_path_factory: pytest.TempPathFactory
-                   ) -> Iterator[Keystone]:
+def other_keystone(
+    keystone: Keystone, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Keystone]:
     """A second Keystone with the same users, projects and ids but its own
     database and fernet keys: an issuer the session's Keystone does not
     know, and one the outage test may stop and start."""
-    ks = Keystone.create(tmp_path_factory.mktemp("keystone-other"),
-                         new_keys=True)
+    ks = Keystone.create(tmp_path_factory.mktemp("keystone-other"), new_keys=True)
     try:
-        harness.populate(ks, "http://127.0.0.1:%s"
-                         % keystone.ids["placement_port"])
+        harness.populate(ks, "http://127.0.0.1:%s" % keystone.ids["placement_port"])
         yield ks
     finally:
         ks.stop()
@@ -82,13 +81,13 @@ def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A memcached of our own on a free loopback port: ``host:port``."""
     binary = shutil.which("memcached") or "/usr/bin/memcached"
     if not Path(binary).exists():
-        _unavailable(RuntimeError("no memcached binary: install it with "
-                                  "apt-get install memcached"))
+        _unavailable(RuntimeError("no memcached binary: install it with apt-get install memcached"))
     port = free_port()
-    proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
-                             "-U", "0", "-m", "16", "-u", "root"],
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16", "-u", "root"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             try:
@@ -126,8 +125,7 @@ def tokens(keystone: Keystone) -> dict[str, str]:
     """One token per persona of the policy matrix."""
     return {
         "admin": keystone.admin_token(),
-        "sysadmin": keystone.token("admin", harness.ADMIN_PASSWORD,
-                                   system=True),
+        "sysadmin": keystone.token("admin", harness.ADMIN_PASSWORD, system=True),
         "nova": keystone.token("nova", project="service"),
         "alice": keystone.token("alice", project="tenant-a"),
         "abby": keystone.token("abby", project="tenant-a"),
@@ -138,13 +136,24 @@ def tokens(keystone: Keystone) -> dict[str, str]:
     }
 
 
-def write_conf(path: Path, ks: Keystone, db_url: str, *, mode: str = "legacy",
-               memcached: str | None = None, extra: str = "") -> Path:
+def write_conf(
+    path: Path,
+    ks: Keystone,
+    db_url: str,
+    *,
+    mode: str = "legacy",
+    memcached: str | None = None,
+    extra: str = "",
+) -> Path:
     """An upstream-style placement.conf for Berth behind ``ks``."""
     auth = harness.authtoken_conf(ks)
-    lines = ["[placement_database]", "connection = %s" % db_url,
-             "[api]", "auth_strategy = keystone",
-             "[keystone_authtoken]"]
+    lines = [
+        "[placement_database]",
+        "connection = %s" % db_url,
+        "[api]",
+        "auth_strategy = keystone",
+        "[keystone_authtoken]",
+    ]
     lines += ["%s = %s" % kv for kv in auth.items()]
     if memcached:
         lines.append("memcached_servers = %s" % memcached)
@@ -155,8 +164,7 @@ def write_conf(path: Path, ks: Keystone, db_url: str, *, mode: str = "legacy",
 
 
 @pytest.fixture(scope="session")
-def sqlite_engine(tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[sa.engine.Engine]:
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sa.engine.Engine]:
     path = tmp_path_factory.mktemp("auth-sqlite") / "placement.sqlite"
     engine = create_engine("sqlite:///%s" % path)
     migrate.upgrade(engine)
@@ -173,20 +181,31 @@ def sqlite_db(sqlite_engine: sa.engine.Engine) -> Database:
 
 
 @pytest.fixture
-def keystone_app(keystone: Keystone, request: pytest.FixtureRequest,
-                 tmp_path: Path) -> Callable[..., Any]:
+def keystone_app(
+    keystone: Keystone, request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[..., Any]:
     """``keystone_app(mode="legacy", memcached=None, ks=None, db=None)``:
     Berth's WSGI app behind the session's Keystone (or ``ks``), on ``db``
     (default: the ``db`` fixture, once per backend)."""
-    def make(mode: str = "legacy", memcached: str | None = None,
-             ks: Keystone | None = None, db: Database | None = None) -> Any:
+
+    def make(
+        mode: str = "legacy",
+        memcached: str | None = None,
+        ks: Keystone | None = None,
+        db: Database | None = None,
+    ) -> Any:
         if db is None:
             db = request.getfixturevalue("db")
-        path = write_conf(tmp_path / ("placement-%s.conf" % mode), ks or keystone,
-                          db.engine.url.render_as_string(hide_password=False),
-                          mode=mode, memcached=memcached)
+        path = write_conf(
+            tmp_path / ("placement-%s.conf" % mode),
+            ks or keystone,
+            db.engine.url.render_as_string(hide_password=False),
+            mode=mode,
+            memcached=memcached,
+        )
         conf = berth_conf.load(["--config-file", str(path)])
         return create_app(conf, db)
+
     return make
 
 
@@ -203,15 +222,30 @@ def client(app: Any, token: str | None) -> Client:
 def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
     """``berth serve`` (secure RBAC) on the port the catalog names."""
     port = int(keystone.ids["placement_port"])
-    conf = write_conf(tmp_path / "placement.conf", keystone,
-                      db.engine.url.render_as_string(hide_password=False),
-                      mode="secure")
+    conf = write_conf(
+        tmp_path / "placement.conf",
+        keystone,
+        db.engine.url.render_as_string(hide_password=False),
+        mode="secure",
+    )
     berth = Path(sys.executable).with_name("berth")
     with open(tmp_path / "berth.log", "wb") as log:
         proc = subprocess.Popen(
-            [str(berth), "serve", "--config-file", str(conf), "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=log, stderr=log)
+            [
+                str(berth),
+                "serve",
+                "--config-file",
+                str(conf),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=log,
+            stderr=log,
+        )
     url = "http://127.0.0.1:%d" % port
     try:
         with httpx.Client() as http:
@@ -229,16 +263,14 @@ def serving(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def berth_server(keystone: Keystone, db: Database, tmp_path: Path
-                 ) -> Iterator[str]:
+def berth_server(keystone: Keystone, db: Database, tmp_path: Path) -> Iterator[str]:
     """Once per backend: the report client's writes and reshape."""
     with serving(keystone, db, tmp_path) as url:
         yield url
 
 
 @pytest.fixture
-def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path
-                  ) -> Iterator[str]:
+def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path) -> Iterator[str]:
     """Once: the CLI's part is authentication and the catalog."""
     with serving(keystone, sqlite_db, tmp_path) as url:
         yield url

@@ -18,11 +18,13 @@ from tests.keystone.conftest import write_conf
 
 @pytest.fixture
 def watch_server(keystone: Keystone, sqlite_db: Any, tmp_path: Any) -> Any:
-    path = write_conf(tmp_path / "placement.conf", keystone,
-                      sqlite_db.engine.url.render_as_string(
-                          hide_password=False), mode="secure")
-    server = FeedServer(berth_conf.load(["--config-file", str(path)]),
-                        sqlite_db)
+    path = write_conf(
+        tmp_path / "placement.conf",
+        keystone,
+        sqlite_db.engine.url.render_as_string(hide_password=False),
+        mode="secure",
+    )
+    server = FeedServer(berth_conf.load(["--config-file", str(path)]), sqlite_db)
     yield server
     while OPEN:
         OPEN.pop().close()
@@ -30,30 +32,27 @@ def watch_server(keystone: Keystone, sqlite_db: Any, tmp_path: Any) -> Any:
 
 
 @pytest.mark.parametrize("token", [None, "not-a-token", "gAAAAABfake"])
-def test_missing_or_bogus_token_is_401(watch_server: Any, keystone: Keystone,
-                                       token: str | None) -> None:
+def test_missing_or_bogus_token_is_401(
+    watch_server: Any, keystone: Keystone, token: str | None
+) -> None:
     stream = Stream(watch_server.port, "after=0", token=token)
     assert stream.resp.status == 401
-    assert stream.resp.getheader("www-authenticate") == \
-        'Keystone uri="%s"' % keystone.url
+    assert stream.resp.getheader("www-authenticate") == 'Keystone uri="%s"' % keystone.url
     (error,) = json.loads(stream.resp.read())["errors"]
     assert error["status"] == 401
-    assert error["request_id"] == stream.resp.getheader(
-        "x-openstack-request-id")
+    assert error["request_id"] == stream.resp.getheader("x-openstack-request-id")
 
 
-def test_tokens_as_the_list(watch_server: Any, keystone: Keystone,
-                            tokens: dict[str, str]) -> None:
-    assert Stream(watch_server.port, "after=now",
-                  token=tokens["admin"]).resp.status == 200
+def test_tokens_as_the_list(watch_server: Any, keystone: Keystone, tokens: dict[str, str]) -> None:
+    assert Stream(watch_server.port, "after=now", token=tokens["admin"]).resp.status == 200
     tenant = keystone.ids["project:tenant-a"]
     # A member of tenant-a: its own project's events only, named.
-    assert Stream(watch_server.port, "after=now",
-                  token=tokens["alice"]).resp.status == 403
-    own = Stream(watch_server.port, "after=now&project=" + tenant,
-                 token=tokens["alice"])
+    assert Stream(watch_server.port, "after=now", token=tokens["alice"]).resp.status == 403
+    own = Stream(watch_server.port, "after=now&project=" + tenant, token=tokens["alice"])
     assert own.resp.status == 200
     assert set(own.frame()) == {"after"}
     other = keystone.ids["project:tenant-b"]
-    assert Stream(watch_server.port, "after=now&project=" + other,
-                  token=tokens["alice"]).resp.status == 403
+    assert (
+        Stream(watch_server.port, "after=now&project=" + other, token=tokens["alice"]).resp.status
+        == 403
+    )

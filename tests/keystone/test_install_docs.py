@@ -28,7 +28,7 @@ def _blocks() -> tuple[str, str]:
     text = DOC.read_text()
     start = text.index("### Keystone")
     end = re.compile(r"^#{2,3} ", re.M).search(text, start + 1)
-    section = text[start:end.start() if end else len(text)]
+    section = text[start : end.start() if end else len(text)]
     sh = re.search(r"```sh\n(.*?)```", section, re.S)
     ini = re.search(r"```ini\n(.*?)```", section, re.S)
     assert sh and ini
@@ -54,31 +54,50 @@ def test_install_docs_keystone_setup(tmp_path, memcached):
     try:
         harness.populate(ks, None)
         _forget_test_people(ks)
-        env = dict(os.environ, OS_AUTH_URL=ks.url + "/v3",
-                   OS_IDENTITY_API_VERSION="3", OS_USERNAME="admin",
-                   OS_PASSWORD=harness.ADMIN_PASSWORD,
-                   OS_PROJECT_NAME="admin", OS_USER_DOMAIN_NAME="Default",
-                   OS_PROJECT_DOMAIN_NAME="Default",
-                   PLACEMENT_PASSWORD="placement-secret",
-                   NOVA_PASSWORD="nova-secret", PLACEMENT_URL=PLACEMENT_URL,
-                   PATH="%s:%s" % (harness.VENV / "bin", os.environ["PATH"]))
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", commands],
-                              env=env, capture_output=True, text=True,
-                              timeout=300)
+        env = dict(
+            os.environ,
+            OS_AUTH_URL=ks.url + "/v3",
+            OS_IDENTITY_API_VERSION="3",
+            OS_USERNAME="admin",
+            OS_PASSWORD=harness.ADMIN_PASSWORD,
+            OS_PROJECT_NAME="admin",
+            OS_USER_DOMAIN_NAME="Default",
+            OS_PROJECT_DOMAIN_NAME="Default",
+            PLACEMENT_PASSWORD="placement-secret",
+            NOVA_PASSWORD="nova-secret",
+            PLACEMENT_URL=PLACEMENT_URL,
+            PATH="%s:%s" % (harness.VENV / "bin", os.environ["PATH"]),
+        )
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", commands],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         # The nova user finds Placement in the catalog...
-        sess = ks_session.Session(auth=v3.Password(
-            auth_url=ks.url + "/v3", username="nova", password="nova-secret",
-            project_name="service", user_domain_name="Default",
-            project_domain_name="Default"))
-        assert sess.get_endpoint(service_type="placement",
-                                 interface="internal") == PLACEMENT_URL
+        sess = ks_session.Session(
+            auth=v3.Password(
+                auth_url=ks.url + "/v3",
+                username="nova",
+                password="nova-secret",
+                project_name="service",
+                user_domain_name="Default",
+                project_domain_name="Default",
+            )
+        )
+        assert sess.get_endpoint(service_type="placement", interface="internal") == PLACEMENT_URL
         # ...and Berth, configured as the docs say, serves its token.
-        conf_text = (ini.replace("http://keystone.example:5000", ks.url)
-                     .replace("memcached.example:11211", memcached))
+        conf_text = ini.replace("http://keystone.example:5000", ks.url).replace(
+            "memcached.example:11211", memcached
+        )
         path = tmp_path / "placement.conf"
-        path.write_text(conf_text + "\n[placement_database]\nconnection = %s\n"
-                        % db.engine.url.render_as_string(hide_password=False))
+        path.write_text(
+            conf_text
+            + "\n[placement_database]\nconnection = %s\n"
+            % db.engine.url.render_as_string(hide_password=False)
+        )
         app = create_app(berth_conf.load(["--config-file", str(path)]), db)
         sets = memcached_stats(memcached)["cmd_set"]
         with client(app, sess.get_token()) as c:

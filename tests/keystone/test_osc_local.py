@@ -28,12 +28,13 @@ def _recipe() -> list[str]:
     return block.group(1).replace("\\\n", " ").split()
 
 
-def test_the_openstack_cli_recipe_works_against_a_local_berth(
-        tmp_path: Path) -> None:
+def test_the_openstack_cli_recipe_works_against_a_local_berth(tmp_path: Path) -> None:
     openstack = harness.VENV / "bin" / "openstack"
     if not openstack.exists():
-        msg = ("no openstack CLI at %s: make test builds it (or run: bash "
-               ".ci/keystone.sh --venv-only)" % openstack)
+        msg = (
+            "no openstack CLI at %s: make test builds it (or run: bash "
+            ".ci/keystone.sh --venv-only)" % openstack
+        )
         if REQUIRE:
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
@@ -41,23 +42,26 @@ def test_the_openstack_cli_recipe_works_against_a_local_berth(
     assert words[0] == "openstack" and "http://127.0.0.1:8778" in words
     port = free_port()
     words = [str(openstack)] + [
-        w.replace("127.0.0.1:8778", "127.0.0.1:%d" % port) for w in words[1:]]
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path),
-           "OS_PLACEMENT_CONFIG_DIR": ""}
-    with subprocess.Popen([*BERTH, "serve", "--port", str(port)],
-                          stderr=subprocess.DEVNULL, env=env) as server:
+        w.replace("127.0.0.1:8778", "127.0.0.1:%d" % port) for w in words[1:]
+    ]
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path), "OS_PLACEMENT_CONFIG_DIR": ""}
+    with subprocess.Popen(
+        [*BERTH, "serve", "--port", str(port)], stderr=subprocess.DEVNULL, env=env
+    ) as server:
         try:
             wait_ready("http://127.0.0.1:%d/" % port, server)
-            clean = {k: v for k, v in os.environ.items()
-                     if not k.startswith("OS_")}
+            clean = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
             create = subprocess.run(
-                words[:-3] + ["resource", "provider", "create", "cn-osc",
-                              "-f", "json"],
-                capture_output=True, text=True, timeout=120, env=clean)
+                words[:-3] + ["resource", "provider", "create", "cn-osc", "-f", "json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=clean,
+            )
             assert create.returncode == 0, create.stderr
-            listed = subprocess.run(words + ["-f", "json"],
-                                    capture_output=True, text=True,
-                                    timeout=120, env=clean)
+            listed = subprocess.run(
+                words + ["-f", "json"], capture_output=True, text=True, timeout=120, env=clean
+            )
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=20)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from tests.keystone.conftest import client
 
 
-def test_keystone_outage_is_a_placement_503_and_recovers(keystone_app,
-                                                          other_keystone,
-                                                          sqlite_db):
+def test_keystone_outage_is_a_placement_503_and_recovers(keystone_app, other_keystone, sqlite_db):
     app = keystone_app(ks=other_keystone, db=sqlite_db)
     seen = other_keystone.token("nova", project="service")
     fresh = other_keystone.token("nova", project="service")
@@ -23,8 +21,7 @@ def test_keystone_outage_is_a_placement_503_and_recovers(keystone_app,
             # Placement's HTML error page, as for any other error.
             c.headers.pop("accept")
             bare = c.get("/resource_providers")
-            html = c.get("/resource_providers",
-                         headers={"accept": "text/html"})
+            html = c.get("/resource_providers", headers={"accept": "text/html"})
     finally:
         other_keystone.start()
     assert r.status_code == 503

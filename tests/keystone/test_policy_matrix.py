@@ -38,8 +38,7 @@ from berth.db import tables as t
 from tests.conftest import Client, make_conf
 from tests.keystone.conftest import client
 
-PERSONAS = ["admin", "sysadmin", "nova", "alice", "abby", "bob", "bert",
-            "sysreader", "norole"]
+PERSONAS = ["admin", "sysadmin", "nova", "alice", "abby", "bob", "bert", "sysreader", "norole"]
 
 #: Who passes each kind of rule, per mode. alice and abby are tenant-a's
 #: member and reader, bob and bert tenant-b's; /usages asks about tenant-a.
@@ -68,24 +67,33 @@ MATRIX: list[tuple[str, str, str, Any]] = [
     ("PUT", RP, AS, {"name": "renamed"}),
     ("DELETE", RP, AS, None),
     ("GET", RP + "/inventories", AS, None),
-    ("POST", RP + "/inventories", AS,
-     {"resource_class": "DISK_GB", "total": 10}),
-    ("PUT", RP + "/inventories", AS,
-     {"resource_provider_generation": 1,
-      "inventories": {"VCPU": {"total": 8}}}),
+    ("POST", RP + "/inventories", AS, {"resource_class": "DISK_GB", "total": 10}),
+    (
+        "PUT",
+        RP + "/inventories",
+        AS,
+        {"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 8}}},
+    ),
     ("DELETE", RP + "/inventories", AS, None),
     ("GET", RP + "/inventories/{resource_class}", AS, None),
-    ("PUT", RP + "/inventories/{resource_class}", AS,
-     {"resource_provider_generation": 1, "total": 16}),
+    (
+        "PUT",
+        RP + "/inventories/{resource_class}",
+        AS,
+        {"resource_provider_generation": 1, "total": 16},
+    ),
     ("DELETE", RP + "/inventories/{resource_class}", AS, None),
     ("GET", RP + "/usages", AS, None),
     ("GET", RP + "/aggregates", AS, None),
-    ("PUT", RP + "/aggregates", AS,
-     {"resource_provider_generation": 1, "aggregates": [str(uuid.uuid4())]}),
+    (
+        "PUT",
+        RP + "/aggregates",
+        AS,
+        {"resource_provider_generation": 1, "aggregates": [str(uuid.uuid4())]},
+    ),
     ("GET", RP + "/allocations", AS, None),
     ("GET", RP + "/traits", AS, None),
-    ("PUT", RP + "/traits", AS,
-     {"resource_provider_generation": 1, "traits": ["CUSTOM_T"]}),
+    ("PUT", RP + "/traits", AS, {"resource_provider_generation": 1, "traits": ["CUSTOM_T"]}),
     ("DELETE", RP + "/traits", AS, None),
     ("GET", "/resource_classes", AS, None),
     ("POST", "/resource_classes", AS, {"name": "CUSTOM_NEW"}),
@@ -139,39 +147,51 @@ class World:
         self.consumer = str(uuid.uuid4())
         self.project = project
         with Client(create_app(make_conf(), db)) as c:
-            ok = [c.post("/resource_providers",
-                         json={"name": "rp", "uuid": self.rp}),
-                  c.put("/resource_providers/%s/inventories" % self.rp,
-                        json={"resource_provider_generation": 0,
-                              "inventories": {"VCPU": {"total": 8}}}),
-                  c.put("/resource_classes/CUSTOM_X"),
-                  c.put("/traits/CUSTOM_T"),
-                  c.put("/allocations/%s" % self.consumer,
-                        json=self.allocation(None))]
+            ok = [
+                c.post("/resource_providers", json={"name": "rp", "uuid": self.rp}),
+                c.put(
+                    "/resource_providers/%s/inventories" % self.rp,
+                    json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+                ),
+                c.put("/resource_classes/CUSTOM_X"),
+                c.put("/traits/CUSTOM_T"),
+                c.put("/allocations/%s" % self.consumer, json=self.allocation(None)),
+            ]
         assert all(r.status_code < 300 for r in ok), [r.text for r in ok]
 
     def allocation(self, generation: int | None) -> dict[str, Any]:
-        return {"allocations": {self.rp: {"resources": {"VCPU": 1}}},
-                "project_id": self.project, "user_id": "u",
-                "consumer_generation": generation,
-                "consumer_type": "INSTANCE"}
+        return {
+            "allocations": {self.rp: {"resources": {"VCPU": 1}}},
+            "project_id": self.project,
+            "user_id": "u",
+            "consumer_generation": generation,
+            "consumer_type": "INSTANCE",
+        }
 
     def url(self, route: str) -> str:
-        name = ("CUSTOM_T" if "/traits" in route else "dashboard.css"
-                if "/static/" in route else "CUSTOM_X")
-        url = route.format(uuid=self.rp, resource_class="VCPU", name=name,
-                           consumer_uuid=self.consumer)
+        name = (
+            "CUSTOM_T"
+            if "/traits" in route
+            else "dashboard.css"
+            if "/static/" in route
+            else "CUSTOM_X"
+        )
+        url = route.format(
+            uuid=self.rp, resource_class="VCPU", name=name, consumer_uuid=self.consumer
+        )
         if route == "/usages":
             url += "?project_id=" + self.project
         if route in ("/berth/changes", "/dashboard/changes"):
             # a project reader: its own only
             url += "?after=0&project=" + self.project
-        if route in ("/allocation_candidates", "/berth/fit",
-                     "/berth/explain/allocation_candidates",
-                     "/berth/allocation_candidates"):
+        if route in (
+            "/allocation_candidates",
+            "/berth/fit",
+            "/berth/explain/allocation_candidates",
+            "/berth/allocation_candidates",
+        ):
             url += "?resources=VCPU:1"
-        if route in ("/dashboard/explain", "/dashboard/fit",
-                     "/dashboard/first"):
+        if route in ("/dashboard/explain", "/dashboard/fit", "/dashboard/first"):
             url += "?q=resources%3DVCPU%3A1"
         return url
 
@@ -179,25 +199,31 @@ class World:
         if spec == "allocation":
             return self.allocation(1)
         if spec == "reshape":
-            return {"inventories": {self.rp: {
-                "resource_provider_generation": 1,
-                "inventories": {"VCPU": {"total": 8}}}},
-                "allocations": {self.consumer: self.allocation(1)}}
+            return {
+                "inventories": {
+                    self.rp: {
+                        "resource_provider_generation": 1,
+                        "inventories": {"VCPU": {"total": 8}},
+                    }
+                },
+                "allocations": {self.consumer: self.allocation(1)},
+            }
         return spec
 
 
 def snapshot(db: Any) -> dict[str, list[tuple[Any, ...]]]:
     with db.engine.connect() as conn:
-        return {table.name: sorted(map(tuple, conn.execute(
-            sa.select(table)).all()), key=repr)
-                for table in t.metadata.sorted_tables}
+        return {
+            table.name: sorted(map(tuple, conn.execute(sa.select(table)).all()), key=repr)
+            for table in t.metadata.sorted_tables
+        }
 
 
 @pytest.mark.parametrize("mode", ["legacy", "secure"])
-@pytest.mark.parametrize("method,route,kind,spec", MATRIX,
-                         ids=["%s %s" % (m, r) for m, r, _, _ in MATRIX])
-def test_policy_matrix(keystone, keystone_app, tokens, db, mode, method,
-                       route, kind, spec):
+@pytest.mark.parametrize(
+    "method,route,kind,spec", MATRIX, ids=["%s %s" % (m, r) for m, r, _, _ in MATRIX]
+)
+def test_policy_matrix(keystone, keystone_app, tokens, db, mode, method, route, kind, spec):
     world = World(db, keystone.ids["project:tenant-a"])
     app = keystone_app(mode=mode)
     url, body = world.url(route), world.body(spec)
@@ -225,5 +251,4 @@ def test_policy_matrix(keystone, keystone_app, tokens, db, mode, method,
     for persona in sorted(allowed):
         with client(app, tokens[persona]) as c:
             answers[persona] = c.request(method, url, json=body).status_code
-    assert all(s not in (401, 403) and s < 500 for s in answers.values()), \
-        answers
+    assert all(s not in (401, 403) and s < 500 for s in answers.values()), answers

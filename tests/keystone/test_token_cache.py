@@ -7,14 +7,13 @@ import logging
 from tests.keystone.conftest import client, memcached_stats
 
 
-def test_validated_tokens_are_cached_in_memcached(keystone_app, keystone,
-                                                  memcached, caplog,
-                                                  sqlite_db):
+def test_validated_tokens_are_cached_in_memcached(
+    keystone_app, keystone, memcached, caplog, sqlite_db
+):
     token = keystone.token("nova", project="service")
     # Two apps stand for two workers (or two hosts): each has its own
     # process memory, and memcached is what they share.
-    first, second = (keystone_app(memcached=memcached, db=sqlite_db)
-                     for _ in range(2))
+    first, second = (keystone_app(memcached=memcached, db=sqlite_db) for _ in range(2))
     before = memcached_stats(memcached)
     with caplog.at_level(logging.WARNING, logger="keystonemiddleware"):
         with client(first, token) as c:

@@ -24,6 +24,6 @@ def feed_cache() -> ProviderTree:
     tree.new_root("cn", CN, 3)
     tree.new_child("cell", CN, CELL, 2)
     tree.update_aggregates(CN, [AGG])
-    tree.new_root("pool", POOL, 7)               # a sharing provider
+    tree.new_root("pool", POOL, 7)  # a sharing provider
     tree.update_traits(POOL, ["MISC_SHARES_VIA_AGGREGATE"])
     return tree

@@ -25,24 +25,20 @@ LATEST = (1, 39)
 
 
 def _world() -> World:
-    return World([prov(i, inv={"VCPU": 4, "MEMORY_MB": 1024})
-                  for i in range(1, 4)])
+    return World([prov(i, inv={"VCPU": 4, "MEMORY_MB": 1024}) for i in range(1, 4)])
 
 
 def _answer(world: World) -> Result:
-    return Result(search(world, [GroupSpec(g) for g in GROUPS],
-                         RequestWide()), world)
+    return Result(search(world, [GroupSpec(g) for g in GROUPS], RequestWide()), world)
 
 
-def _body(result: Result, cache: EncodedCache,
-          version: tuple[int, int] = LATEST) -> bytes:
+def _body(result: Result, cache: EncodedCache, version: tuple[int, int] = LATEST) -> bytes:
     return orjson.dumps(serialize(result, GROUPS, version, cache))
 
 
 def test_candidates_hold_no_encoded_bytes() -> None:
     assert "memo" not in Candidate._fields
-    assert not any(isinstance(v, (bytes, dict)) for v in
-                   Candidate._field_defaults.values())
+    assert not any(isinstance(v, (bytes, dict)) for v in Candidate._field_defaults.values())
 
 
 def test_kept_candidates_are_encoded_once_and_reused() -> None:
@@ -60,8 +56,7 @@ def test_kept_candidates_are_encoded_once_and_reused() -> None:
     encoded = {id(c): kept[id(c)][1] for c in again.candidates}
     # The next answer reuses the very bytes, and they are what a fresh
     # cache encodes.
-    assert _body(_answer(world), cache) == body == _body(again,
-                                                         EncodedCache())
+    assert _body(_answer(world), cache) == body == _body(again, EncodedCache())
     assert all(cache.requests(True, 3)[k][1] is v for k, v in encoded.items())
     # Without mappings (before 1.34), a form of its own.
     assert cache.requests(False, 3) == {}
@@ -78,12 +73,13 @@ def test_a_changed_candidate_is_encoded_from_its_own_values() -> None:
     _body(again, cache)
     # Another object (as after a refresh): its own amounts, not the
     # bytes kept for the one it replaces.
-    other = [c._replace(allocs={pid: {"VCPU": 3} for pid in c.allocs})
-             for c in again.candidates]
+    other = [c._replace(allocs={pid: {"VCPU": 3} for pid in c.allocs}) for c in again.candidates]
     changed = orjson.loads(_body(Result(other, world), cache))
-    assert all(r["allocations"][u]["resources"] == {"VCPU": 3}
-               for r in changed["allocation_requests"]
-               for u in r["allocations"])
+    assert all(
+        r["allocations"][u]["resources"] == {"VCPU": 3}
+        for r in changed["allocation_requests"]
+        for u in r["allocations"]
+    )
 
 
 def test_the_cache_is_emptied_beyond_its_bound() -> None:

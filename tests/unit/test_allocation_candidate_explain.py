@@ -39,9 +39,12 @@ def _relabel(p: Provider, **kw: Any) -> Provider:
 
 
 def _room(p: Provider, classes: list[str], max_unit: bool) -> Provider:
-    invs = {rc: inv._replace(total=inv.total + 100,
-                             max_unit=100 if max_unit else inv.max_unit)
-            if rc in classes else inv for rc, inv in p.inventories.items()}
+    invs = {
+        rc: inv._replace(total=inv.total + 100, max_unit=100 if max_unit else inv.max_unit)
+        if rc in classes
+        else inv
+        for rc, inv in p.inventories.items()
+    }
     return dataclasses.replace(p, inventories=invs)
 
 
@@ -54,21 +57,22 @@ def _fix(p: Provider, fault: Fault, query: Query) -> Provider:
     kind, subject = fault.kind, fault.subject
     inv = p.inventories.get(subject[0]) if subject else None
     if kind == "no_inventory":
-        return dataclasses.replace(p, inventories={
-            **p.inventories, subject[0]: Inventory(total=100, max_unit=100)})
+        return dataclasses.replace(
+            p, inventories={**p.inventories, subject[0]: Inventory(total=100, max_unit=100)}
+        )
     if kind == "capacity":
         return _room(p, [subject[0]], max_unit=False)
     if inv is not None and kind in ("min_unit", "max_unit", "step_size"):
         value = 100 if kind == "max_unit" else 1
-        return dataclasses.replace(p, inventories={
-            **p.inventories, subject[0]: inv._replace(**{kind: value})})
+        return dataclasses.replace(
+            p, inventories={**p.inventories, subject[0]: inv._replace(**{kind: value})}
+        )
     if kind == "trait_missing":
         return _relabel(p, traits=p.traits | {_first(subject, no_traits)})
     if kind == "trait_forbidden":
         return _relabel(p, traits=p.traits - set(subject))
     if kind == "aggregate_missing":
-        return _relabel(p, aggregates=p.aggregates | {
-            _first(subject, no_aggs)})
+        return _relabel(p, aggregates=p.aggregates | {_first(subject, no_aggs)})
     if kind == "aggregate_forbidden":
         return _relabel(p, aggregates=p.aggregates - set(subject))
     raise AssertionError("no fix for %s" % kind)
@@ -79,30 +83,33 @@ def _first(names: tuple[str, ...], avoid: frozenset[str]) -> str:
     return allowed[0] if allowed else sorted(names)[0]
 
 
-def _remove(world: World, query: Query, anchor: int,
-            causes: dict[Fault, list[int]]) -> tuple[World, Query]:
+def _remove(
+    world: World, query: Query, anchor: int, causes: dict[Fault, list[int]]
+) -> tuple[World, Query]:
     """The world and query with the reported ``causes`` removed (a
     label taken away before any is added, as the definition says)."""
     groups, wide = query
     providers = dict(world.providers)
     removals = ("trait_forbidden", "aggregate_forbidden")
-    for fault, pids in sorted(causes.items(),
-                              key=lambda item: item[0].kind not in removals):
+    for fault, pids in sorted(causes.items(), key=lambda item: item[0].kind not in removals):
         if fault.kind == "root_required":
             root = providers[anchor]
             providers[anchor] = _relabel(
-                root, traits=(root.traits | wide.root_required)
-                - wide.root_forbidden)
+                root, traits=(root.traits | wide.root_required) - wide.root_forbidden
+            )
         elif fault.kind == "isolate":
             wide = dataclasses.replace(wide, group_policy="none")
         elif fault.kind == "same_subtree":
             wide = dataclasses.replace(wide, same_subtrees=())
         elif fault.kind == "in_tree":
-            groups = [dataclasses.replace(g, in_tree=None)
-                      if g.suffix == fault.group else g for g in groups]
+            groups = [
+                dataclasses.replace(g, in_tree=None) if g.suffix == fault.group else g
+                for g in groups
+            ]
         elif fault.kind == "capacity" and fault.group is None:
-            providers = {pid: _room(p, list(p.inventories), max_unit=True)
-                         for pid, p in providers.items()}
+            providers = {
+                pid: _room(p, list(p.inventories), max_unit=True) for pid, p in providers.items()
+            }
         else:
             assert pids, fault
             for pid in pids:
@@ -110,8 +117,7 @@ def _remove(world: World, query: Query, anchor: int,
     return World(providers.values()), (groups, wide)
 
 
-def _fixes(world: World, query: Query, anchor: int,
-           causes: dict[Fault, list[int]]) -> bool:
+def _fixes(world: World, query: Query, anchor: int, causes: dict[Fault, list[int]]) -> bool:
     """Whether removing ``causes`` makes the tree at ``anchor`` give a
     candidate, by the oracle."""
     fixed, (groups, wide) = _remove(world, query, anchor, causes)
@@ -122,8 +128,7 @@ def _fixes(world: World, query: Query, anchor: int,
 ROOM = ("no_inventory", "capacity", "min_unit", "max_unit", "step_size")
 
 
-def _check_blame(world: World, query: Query, anchor: int,
-                 causes: dict[Fault, list[int]]) -> None:
+def _check_blame(world: World, query: Query, anchor: int, causes: dict[Fault, list[int]]) -> None:
     """No cause about a group's class names a provider while another
     provider of the tree (or a sharing one serving it) could give that
     class to that group once the *other* reported causes are removed. A
@@ -155,18 +160,17 @@ def _check_blame(world: World, query: Query, anchor: int,
         if spec.group.same_provider:
             free = [p for p in others if not granular_faults(after, spec, p)]
         else:
-            free = [p for p in others
-                    if not spread_faults(after, spec, anchor, p, rc)]
+            free = [p for p in others if not spread_faults(after, spec, anchor, p, rc)]
         having = [p for p in others if rc in after.providers[p].inventories]
         if free or (fault.kind == "no_inventory" and having):
             # Another provider is nearer to serving that part there:
             # blaming what keeps the nearest from it instead (with the
             # other causes) must not be enough, or explain should have.
-            nearer = {f: p for f, p in group_faults(after, spec,
-                                                    anchor).items()
-                      if f not in rest}
-            assert fault in nearer or not _fixes(
-                world, query, anchor, {**rest, **nearer}), (fault, pids)
+            nearer = {f: p for f, p in group_faults(after, spec, anchor).items() if f not in rest}
+            assert fault in nearer or not _fixes(world, query, anchor, {**rest, **nearer}), (
+                fault,
+                pids,
+            )
 
 
 def check(world: World, query: Query) -> None:
@@ -186,24 +190,25 @@ def check(world: World, query: Query) -> None:
             continue
         _check_blame(world, query, tree.root, tree.causes)
         assert _fixes(world, query, tree.root, tree.causes), (
-            "removing %s did not make the tree a candidate" % tree.causes)
+            "removing %s did not make the tree a candidate" % tree.causes
+        )
         if len(tree.causes) == 1:
             continue
         for fault in tree.causes:
             rest = {f: p for f, p in tree.causes.items() if f != fault}
-            assert not _fixes(world, query, tree.root, rest), (
-                "%s is not needed among %s" % (fault, tree.causes))
+            assert not _fixes(world, query, tree.root, rest), "%s is not needed among %s" % (
+                fault,
+                tree.causes,
+            )
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_explain_matches_oracle(world: World, query: Query) -> None:
     check(world, query)
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_faults_agree_with_offers(world: World, query: Query) -> None:
     """A provider without faults for a suffixed group is exactly one the
@@ -217,8 +222,11 @@ def test_faults_agree_with_offers(world: World, query: Query) -> None:
         for spec in specs:
             pieces = Offers(world, spec).at(anchor)
             if spec.group.same_provider:
-                clean = {pid for pid in serving(world, anchor, spec)
-                         if not granular_faults(world, spec, pid)}
+                clean = {
+                    pid
+                    for pid in serving(world, anchor, spec)
+                    if not granular_faults(world, spec, pid)
+                }
                 assert clean == {p.providers[0] for p in pieces}
                 continue
             for piece in pieces:
@@ -227,44 +235,49 @@ def test_faults_agree_with_offers(world: World, query: Query) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(CLASSES), st.integers(1, 5), st.integers(0, 4),
-       st.integers(1, 3), st.integers(1, 5), st.integers(1, 3))
-def test_room_faults_agree_with_can_take(rc: str, n: int, used: int,
-                                         min_unit: int, max_unit: int,
-                                         step: int) -> None:
-    p = prov(1, inv={"VCPU": Inventory(total=4, min_unit=min_unit,
-                                       max_unit=max_unit, step_size=step)},
-             used={"VCPU": used})
+@given(
+    st.sampled_from(CLASSES),
+    st.integers(1, 5),
+    st.integers(0, 4),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(1, 3),
+)
+def test_room_faults_agree_with_can_take(
+    rc: str, n: int, used: int, min_unit: int, max_unit: int, step: int
+) -> None:
+    p = prov(
+        1,
+        inv={"VCPU": Inventory(total=4, min_unit=min_unit, max_unit=max_unit, step_size=step)},
+        used={"VCPU": used},
+    )
     assert (not room_faults(p, rc, n, "")) == p.can_take(rc, n)
 
 
 def test_report_names_the_short_class_and_the_missing_trait() -> None:
-    world = World([
-        prov(1, inv={"VCPU": 4}, used={"VCPU": 3}, traits=("T1",)),
-        prov(2, inv={"VCPU": 8}),
-    ])
-    spec = GroupSpec(group(resources={"VCPU": 2}, required=(
-        frozenset(["T1"]),)))
+    world = World(
+        [
+            prov(1, inv={"VCPU": 4}, used={"VCPU": 3}, traits=("T1",)),
+            prov(2, inv={"VCPU": 8}),
+        ]
+    )
+    spec = GroupSpec(group(resources={"VCPU": 2}, required=(frozenset(["T1"]),)))
     report = explain(world, [spec.group], [spec], RequestWide())
     assert [t.candidate for t in report.trees] == [False, False]
-    assert report.trees[0].causes == {
-        Fault("capacity", "", ("VCPU",), 2, 1): [1]}
-    assert report.trees[1].causes == {
-        Fault("trait_missing", "", ("T1",)): [2]}
+    assert report.trees[0].causes == {Fault("capacity", "", ("VCPU",), 2, 1): [1]}
+    assert report.trees[1].causes == {Fault("trait_missing", "", ("T1",)): [2]}
 
 
 def test_unknown_in_tree_excludes_every_tree() -> None:
     world = World([prov(1, inv={"VCPU": 4})])
-    g = group(resources={"VCPU": 1},
-              in_tree="99999999-0000-0000-0000-000000000000")
+    g = group(resources={"VCPU": 1}, in_tree="99999999-0000-0000-0000-000000000000")
     report = explain(world, [g], None, RequestWide())
     [tree] = report.trees
     assert list(tree.causes) == [Fault("in_tree", "", (g.in_tree or "",))]
 
 
 @pytest.mark.stress
-@settings(max_examples=1000, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_explain_matches_oracle_long(world: World, query: Query) -> None:
     check(world, query)

@@ -29,12 +29,10 @@ def _claimed(world: World, allocs: Alloc) -> World:
     used = {p.id: dict(p.used) for p in world.providers.values()}
     for pid, rc, n in allocs:
         used[pid][rc] = used[pid].get(rc, 0) + n
-    return World([dataclasses.replace(p, used=used[p.id])
-                  for p in world.providers.values()])
+    return World([dataclasses.replace(p, used=used[p.id]) for p in world.providers.values()])
 
 
-def claim_first_until_none(world: World, query: Query
-                           ) -> tuple[int, Counter[int], Counter[str]]:
+def claim_first_until_none(world: World, query: Query) -> tuple[int, Counter[int], Counter[str]]:
     groups, wide = query
     specs = group_specs(world, groups) or []
     trees: Counter[int] = Counter()
@@ -67,8 +65,7 @@ def most_claims(world: World, query: Query, states: int = 3000) -> int | None:
         seen[usage] = 0
         now = _claimed(base, usage)
         keys = oracle(now, groups, wide)
-        return max((1 + best(_merge(usage, key[0])) for key in keys),
-                   default=0)
+        return max((1 + best(_merge(usage, key[0])) for key in keys), default=0)
 
     try:
         return best(())
@@ -83,18 +80,22 @@ def _merge(usage: Alloc, allocs: Alloc) -> Alloc:
     return tuple(sorted((p, rc, n) for (p, rc), n in totals.items()))
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(worlds(most=8), queries())
 def test_fit_matches_claims(world: World, query: Query) -> None:
     check(world, query)
 
 
 @pytest.mark.stress
-@settings(max_examples=500, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(worlds(most=8), queries())
 def test_fit_matches_claims_long(world: World, query: Query) -> None:
     check(world, query)
@@ -109,11 +110,9 @@ def check(world: World, query: Query) -> None:
     assert answer.complete
     assert answer.total.placed == made
     assert made <= answer.total.bound
-    assert {r: c.placed for r, c in answer.trees.items() if c.placed} == \
-        dict(trees)
+    assert {r: c.placed for r, c in answer.trees.items() if c.placed} == dict(trees)
     assert all(c.placed <= c.bound for c in answer.trees.values())
-    assert {a: c.placed for a, c in answer.aggregates.items()
-            if c.placed} == dict(aggs)
+    assert {a: c.placed for a, c in answer.aggregates.items() if c.placed} == dict(aggs)
     assert all(c.placed <= c.bound for c in answer.aggregates.values())
     best = most_claims(world, query)
     assume(best is not None)
@@ -123,17 +122,23 @@ def check(world: World, query: Query) -> None:
 
 
 def test_lone_hosts_are_exact() -> None:
-    world = World([
-        prov(1, inv={"VCPU": Inventory(total=8, reserved=1,
-                                       allocation_ratio=2.0),
-                     "MEMORY_MB": 4096}, used={"VCPU": 3}),
-        prov(2, inv={"VCPU": 4, "MEMORY_MB": 1024}),
-    ])
+    world = World(
+        [
+            prov(
+                1,
+                inv={
+                    "VCPU": Inventory(total=8, reserved=1, allocation_ratio=2.0),
+                    "MEMORY_MB": 4096,
+                },
+                used={"VCPU": 3},
+            ),
+            prov(2, inv={"VCPU": 4, "MEMORY_MB": 1024}),
+        ]
+    )
     g = group(resources={"VCPU": 2, "MEMORY_MB": 512})
     answer = fit(world, [GroupSpec(g)], RequestWide())
     # Host 1: 11 VCPU free -> 5; 4096 MB -> 8. Host 2: 2 VCPU, 2 x 512.
-    assert [(c.placed, c.bound) for c in answer.trees.values()] == [
-        (5, 5), (2, 2)]
+    assert [(c.placed, c.bound) for c in answer.trees.values()] == [(5, 5), (2, 2)]
     assert answer.total.placed == answer.total.bound == 7
 
 

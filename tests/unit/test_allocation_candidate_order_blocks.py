@@ -32,8 +32,7 @@ def check_blocks(ranking: order.Ranking) -> None:
         if not roots:
             continue
         assert first == scores[0]
-        assert list(ties) == [int(a == b) for a, b in
-                              itertools.pairwise(scores)] + [0]
+        assert list(ties) == [int(a == b) for a, b in itertools.pairwise(scores)] + [0]
         if len(roots) > order.BLOCK:
             # Only a single run of ties is left longer.
             assert len(set(scores)) == 1
@@ -47,16 +46,20 @@ def sized_world(rng: random.Random, count: int) -> tuple[World, dict[int, int]]:
     ties of many lengths (the empty ones, longer than a small ``BLOCK``;
     those alike in size and use) among distinct scores."""
     size = {i: 4 + i % 7 for i in range(1, count + 1)}
-    world = World([prov(i, inv={"VCPU": size[i]},
-                        used={"VCPU": rng.choice((0, rng.randint(1, size[i])))})
-                   for i in range(1, count + 1)])
+    world = World(
+        [
+            prov(i, inv={"VCPU": size[i]}, used={"VCPU": rng.choice((0, rng.randint(1, size[i])))})
+            for i in range(1, count + 1)
+        ]
+    )
     return world, size
 
 
 @pytest.mark.parametrize("block", [4, 16])
 @pytest.mark.parametrize("name", ["spread", "pack"])
-def test_claims_keep_many_blocks_exact(monkeypatch: pytest.MonkeyPatch,
-                                       block: int, name: str) -> None:
+def test_claims_keep_many_blocks_exact(
+    monkeypatch: pytest.MonkeyPatch, block: int, name: str
+) -> None:
     """Claims in place (as ``berth serve``'s workers refresh) move trees
     within a block and from one block to another, into and out of runs
     of ties: after each, the ranking is the one built anew, and its
@@ -71,7 +74,8 @@ def test_claims_keep_many_blocks_exact(monkeypatch: pytest.MonkeyPatch,
     for _ in range(400):
         pid = rng.randint(1, 120)
         world = world_patch.with_usage(
-            world, {pid: {"VCPU": rng.randint(0, size[pid])}}, in_place=True)
+            world, {pid: {"VCPU": rng.randint(0, size[pid])}}, in_place=True
+        )
         assert world.rankings[want] is kept
         check_blocks(kept)
         assert kept == order.Ranking.build(world, want)
@@ -80,8 +84,7 @@ def test_claims_keep_many_blocks_exact(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("block", [4, 16])
-def test_roots_come_and_go_across_blocks(monkeypatch: pytest.MonkeyPatch,
-                                         block: int) -> None:
+def test_roots_come_and_go_across_blocks(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """Roots taken out (a tree gone) and put back (a new tree) empty
     blocks, merge small ones and cut full ones, and the ranking stays
     the one built anew, down to a single root and back."""
@@ -100,16 +103,13 @@ def test_roots_come_and_go_across_blocks(monkeypatch: pytest.MonkeyPatch,
         root = rng.choice(sorted(pool))
         was = order.key(full, root, want)
         present ^= {root}
-        world = World([p for p in full.providers.values()
-                       if p.id in present])
-        kept = kept.patched(world, {root: was if leave else None},
-                            in_place=True)
+        world = World([p for p in full.providers.values() if p.id in present])
+        kept = kept.patched(world, {root: was if leave else None}, in_place=True)
         check_blocks(kept)
         assert kept == order.Ranking.build(world, want)
 
 
-def test_a_copy_shares_the_blocks_it_leaves_alone(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copy_shares_the_blocks_it_leaves_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A refresh by copy (a threaded server's) edits copies of the blocks
     it touches and shares the rest; the old world's ranking is unchanged."""
     monkeypatch.setattr(order, "BLOCK", 4)
@@ -120,8 +120,7 @@ def test_a_copy_shares_the_blocks_it_leaves_alone(
     for _ in range(50):
         before = kept.keys
         pid = rng.randint(1, 60)
-        fresh = world_patch.with_usage(
-            world, {pid: {"VCPU": rng.randint(0, size[pid])}})
+        fresh = world_patch.with_usage(world, {pid: {"VCPU": rng.randint(0, size[pid])}})
         copied = fresh.rankings[want]
         assert kept.keys == before
         check_blocks(copied)
@@ -146,8 +145,7 @@ def test_a_draw_and_its_extra_number() -> None:
         assert all(100 <= p < 120 for p in picks) and 100 <= first < 120
         extra[first] += 1
     expected = 20_000 / 20
-    assert sum((extra[n] - expected) ** 2 / expected
-               for n in range(100, 120)) < 43.8
+    assert sum((extra[n] - expected) ** 2 / expected for n in range(100, 120)) < 43.8
 
 
 def test_a_ranking_of_no_roots_takes_one() -> None:
@@ -165,5 +163,3 @@ def test_a_ranking_of_no_roots_takes_one() -> None:
     kept = kept.patched(empty, {1: order.key(one, 1, want)}, in_place=True)
     assert kept == order.Ranking.build(empty, want)
     check_blocks(kept)
-
-

@@ -22,19 +22,20 @@ def _pairs(qs: str) -> list[tuple[str, str]]:
 
 
 def test_resources_parse() -> None:
-    assert parse.parse_resources("VCPU:2,MEMORY_MB:1024") == {
-        "VCPU": 2, "MEMORY_MB": 1024}
+    assert parse.parse_resources("VCPU:2,MEMORY_MB:1024") == {"VCPU": 2, "MEMORY_MB": 1024}
 
 
-@pytest.mark.parametrize("value,message", [
-    ("", "Got: empty string."),
-    ("VCPU", "Got: VCPU."),
-    ("DISK_GB:500,", "Got: ."),
-    ("VCPU:fred", "Requested resource VCPU expected positive integer "
-                  "amount. Got: fred."),
-    ("VCPU:-2", "Requested resource VCPU requires amount >= 1. Got: -2."),
-    ("VCPU:0", "requires amount >= 1. Got: 0."),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("", "Got: empty string."),
+        ("VCPU", "Got: VCPU."),
+        ("DISK_GB:500,", "Got: ."),
+        ("VCPU:fred", "Requested resource VCPU expected positive integer amount. Got: fred."),
+        ("VCPU:-2", "Requested resource VCPU requires amount >= 1. Got: -2."),
+        ("VCPU:0", "requires amount >= 1. Got: 0."),
+    ],
+)
 def test_resources_errors(value: str, message: str) -> None:
     with pytest.raises(errors.BadRequest) as exc:
         parse.parse_resources(value)
@@ -60,8 +61,7 @@ def test_traits_forms_by_version() -> None:
 
 
 def test_member_of_forms_by_version() -> None:
-    req, forb = parse.parse_member_of(["in:%s,%s" % (AGG1, AGG2), "!" + AGG1],
-                                      "", at("1.32"))
+    req, forb = parse.parse_member_of(["in:%s,%s" % (AGG1, AGG2), "!" + AGG1], "", at("1.32"))
     assert req == (frozenset({AGG1, AGG2}),) and forb == {AGG1}
     with pytest.raises(errors.BadRequest, match="Multiple member_of1 "):
         parse.parse_member_of([AGG1, AGG2], "1", at("1.23"))
@@ -81,47 +81,45 @@ def test_uuid_like() -> None:
 
 
 def test_groups_in_order_with_suffixes() -> None:
-    groups, wide = parse.parse_request(_pairs(
-        "resources_B=VCPU:1&resources=DISK_GB:5&resources1=VF:1"
-        "&group_policy=isolate&limit=3"), at("1.33"))
+    groups, wide = parse.parse_request(
+        _pairs(
+            "resources_B=VCPU:1&resources=DISK_GB:5&resources1=VF:1&group_policy=isolate&limit=3"
+        ),
+        at("1.33"),
+    )
     assert [g.suffix for g in groups] == ["_B", "", "1"]
     assert wide.limit == 3 and wide.group_policy == "isolate"
     # Named suffixes only count from 1.33.
-    groups, _ = parse.parse_request(_pairs("resources=VCPU:1&resources_B=X:1"),
-                                    at("1.32"))
+    groups, _ = parse.parse_request(_pairs("resources=VCPU:1&resources_B=X:1"), at("1.32"))
     assert [g.suffix for g in groups] == [""]
 
 
 def test_group_policy_required_for_two_groups() -> None:
     with pytest.raises(errors.BadRequest, match='"group_policy" parameter'):
-        parse.parse_request(_pairs("resources1=VCPU:1&resources2=VCPU:1"),
-                            at("1.25"))
+        parse.parse_request(_pairs("resources1=VCPU:1&resources2=VCPU:1"), at("1.25"))
 
 
 def test_orphans_before_1_36() -> None:
-    with pytest.raises(errors.BadRequest,
-                       match="orphaned traits keys: required, required1"):
-        parse.parse_request(_pairs("required=A&required1=B&resources2=X:1"
-                                   "&group_policy=none"), at("1.25"))
+    with pytest.raises(errors.BadRequest, match="orphaned traits keys: required, required1"):
+        parse.parse_request(
+            _pairs("required=A&required1=B&resources2=X:1&group_policy=none"), at("1.25")
+        )
     with pytest.raises(errors.BadRequest, match="orphaned member_of keys"):
-        parse.parse_request(_pairs("member_of=%s&resources1=X:1" % AGG1),
-                            at("1.25"))
+        parse.parse_request(_pairs("member_of=%s&resources1=X:1" % AGG1), at("1.25"))
 
 
 def test_resourceless_rules_from_1_36() -> None:
     with pytest.raises(errors.QueryMissingValue):
         parse.parse_request(_pairs("required1=A"), at("1.36"))
     with pytest.raises(errors.QueryBadValue, match=r"bad group\(s\) - \['2'\]"):
-        parse.parse_request(_pairs("resources1=X:1&required2=A"
-                                   "&group_policy=none"), at("1.36"))
+        parse.parse_request(_pairs("resources1=X:1&required2=A&group_policy=none"), at("1.36"))
     with pytest.raises(errors.QueryBadValue, match="Real suffixes"):
         parse.parse_request(_pairs("resources1=X:1&same_subtree=1,3"), at("1.36"))
     with pytest.raises(errors.QueryBadValue, match="Empty string"):
-        parse.parse_request(_pairs("resources1=X:1&same_subtree=1,,2"),
-                            at("1.36"))
-    groups, wide = parse.parse_request(_pairs(
-        "resources1=X:1&required2=A&same_subtree=1,2&group_policy=none"),
-        at("1.36"))
+        parse.parse_request(_pairs("resources1=X:1&same_subtree=1,,2"), at("1.36"))
+    groups, wide = parse.parse_request(
+        _pairs("resources1=X:1&required2=A&same_subtree=1,2&group_policy=none"), at("1.36")
+    )
     assert not groups[1].resources
     assert wide.same_subtrees == (frozenset({"1", "2"}),)
 
@@ -130,23 +128,18 @@ def test_conflicting_traits() -> None:
     with pytest.raises(errors.BadRequest, match=r"required1: \(A\)"):
         parse.parse_request(_pairs("resources1=X:1&required1=A,!A"), at("1.25"))
     # An any-of set conflicts only when all of it is forbidden.
-    parse.parse_request(_pairs("resources=X:1&required=in:A,B&required=!A"),
-                        at("1.39"))
+    parse.parse_request(_pairs("resources=X:1&required=in:A,B&required=!A"), at("1.39"))
 
 
 def test_root_required() -> None:
-    _, wide = parse.parse_request(_pairs("resources=X:1&root_required=A,!B"),
-                                  at("1.35"))
+    _, wide = parse.parse_request(_pairs("resources=X:1&root_required=A,!B"), at("1.35"))
     assert wide.root_required == {"A"} and wide.root_forbidden == {"B"}
     with pytest.raises(errors.QueryDuplicateKey):
-        parse.parse_request(_pairs("resources=X:1&root_required=A"
-                                   "&root_required=B"), at("1.35"))
+        parse.parse_request(_pairs("resources=X:1&root_required=A&root_required=B"), at("1.35"))
     with pytest.raises(errors.QueryBadValue, match="root_required: A"):
-        parse.parse_request(_pairs("resources=X:1&root_required=A,!A"),
-                            at("1.35"))
+        parse.parse_request(_pairs("resources=X:1&root_required=A,!A"), at("1.35"))
     with pytest.raises(errors.BadRequest, match="only supported since"):
-        parse.parse_request(_pairs("resources=X:1&root_required=in:A,B"),
-                            at("1.39"))
+        parse.parse_request(_pairs("resources=X:1&root_required=in:A,B"), at("1.39"))
 
 
 def test_in_tree() -> None:

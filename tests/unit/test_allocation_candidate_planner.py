@@ -21,20 +21,22 @@ from support.candidate_worlds import AGGS, TRAITS, prov, worlds
 def serving(world: World, root: int) -> list[int]:
     own = [p.id for p in world.providers.values() if p.root_id == root]
     own_aggs = set().union(*(world.providers[p].aggregates for p in own))
-    return own + [p.id for p in world.providers.values()
-                  if SHARING_TRAIT in p.traits and p.root_id != root
-                  and p.aggregates & own_aggs]
+    return own + [
+        p.id
+        for p in world.providers.values()
+        if SHARING_TRAIT in p.traits and p.root_id != root and p.aggregates & own_aggs
+    ]
 
 
 def viable(world: World, traits: Sets, aggs: Sets) -> list[int]:
     found = []
-    for root in sorted((p.id for p in world.providers.values()
-                        if p.root_id == p.id), key=world.uuid):
+    for root in sorted(
+        (p.id for p in world.providers.values() if p.root_id == p.id), key=world.uuid
+    ):
         labels = [world.providers[p] for p in serving(world, root)]
         have_traits = set().union(*(p.traits for p in labels))
         have_aggs = set().union(*(p.aggregates for p in labels))
-        if all(s & have_traits for s in traits) and all(
-                s & have_aggs for s in aggs):
+        if all(s & have_traits for s in traits) and all(s & have_aggs for s in aggs):
             found.append(root)
     return found
 
@@ -43,21 +45,18 @@ def shuffled_uuids(draw: Any, world: World) -> World:
     """``world`` with its uuids permuted, so that uuid order is not id
     order."""
     uuids = draw(st.permutations([p.uuid for p in world.providers.values()]))
-    return World(dataclasses.replace(p, uuid=u)
-                 for p, u in zip(world.providers.values(), uuids,
-                                 strict=True))
+    return World(
+        dataclasses.replace(p, uuid=u) for p, u in zip(world.providers.values(), uuids, strict=True)
+    )
 
 
 def label_sets(names: list[str]) -> st.SearchStrategy[Sets]:
-    return st.lists(st.frozensets(st.sampled_from(names), min_size=1),
-                    max_size=2).map(tuple)
+    return st.lists(st.frozensets(st.sampled_from(names), min_size=1), max_size=2).map(tuple)
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.data())
-def test_plan_is_the_rule_whichever_way_it_reads(world: World, data: Any
-                                                   ) -> None:
+def test_plan_is_the_rule_whichever_way_it_reads(world: World, data: Any) -> None:
     world = shuffled_uuids(data.draw, world)
     traits = data.draw(label_sets(TRAITS + [SHARING_TRAIT]))
     aggs = data.draw(label_sets(AGGS))
@@ -69,10 +68,11 @@ def test_plan_is_the_rule_whichever_way_it_reads(world: World, data: Any
 
 def many_hosts(count: int) -> World:
     """Hosts in one of ten aggregates; a pool sharing the first one."""
-    hosts = [prov(i, inv={"VCPU": 4}, traits=("T%d" % (i % 3),),
-                  aggs=("A%d" % (i % 10),)) for i in range(1, count + 1)]
-    pool = prov(count + 1, inv={"DISK_GB": 100},
-                traits=(SHARING_TRAIT, "POOL"), aggs=("A0",))
+    hosts = [
+        prov(i, inv={"VCPU": 4}, traits=("T%d" % (i % 3),), aggs=("A%d" % (i % 10),))
+        for i in range(1, count + 1)
+    ]
+    pool = prov(count + 1, inv={"DISK_GB": 100}, traits=(SHARING_TRAIT, "POOL"), aggs=("A0",))
     return World(hosts + [pool])
 
 
@@ -105,16 +105,18 @@ def test_a_set_nobody_carries_plans_nothing() -> None:
 
 
 def test_refreshes_keep_the_tree_labels() -> None:
-    world = World([prov(1, inv={"VCPU": 4}, aggs=("A1",)),
-                   prov(2, root=1, parent=1, inv={"VF": 2},
-                        traits=("NIC",)),
-                   prov(3, inv={"DISK_GB": 9},
-                        traits=(SHARING_TRAIT,), aggs=("A1",))])
-    assert world.tree_labels(1) == (frozenset(["NIC", SHARING_TRAIT]),
-                                    frozenset(["A1"]))
+    world = World(
+        [
+            prov(1, inv={"VCPU": 4}, aggs=("A1",)),
+            prov(2, root=1, parent=1, inv={"VF": 2}, traits=("NIC",)),
+            prov(3, inv={"DISK_GB": 9}, traits=(SHARING_TRAIT,), aggs=("A1",)),
+        ]
+    )
+    assert world.tree_labels(1) == (frozenset(["NIC", SHARING_TRAIT]), frozenset(["A1"]))
     used = world_patch.with_usage(world, {1: {"VCPU": 1}})
-    moved = world_patch.with_providers(world, [dataclasses.replace(
-        world.providers[2], used={"VF": 1})])
+    moved = world_patch.with_providers(
+        world, [dataclasses.replace(world.providers[2], used={"VF": 1})]
+    )
     assert moved is not None
     for other in (used, moved):
         assert other.tree_traits is world.tree_traits

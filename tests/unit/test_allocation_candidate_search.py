@@ -17,12 +17,12 @@ from berth.domain.capacity import Inventory
 from support.candidate_worlds import group, prov
 
 
-def run(world: World, groups: list[RequestGroup], **wide: Any
-        ) -> list[Candidate]:
+def run(world: World, groups: list[RequestGroup], **wide: Any) -> list[Candidate]:
     settings = wide.pop("settings", Settings())
     nested = wide.pop("nested_aware", True)
-    return search(world, [GroupSpec(g) for g in groups], RequestWide(**wide),
-                  settings, nested_aware=nested)
+    return search(
+        world, [GroupSpec(g) for g in groups], RequestWide(**wide), settings, nested_aware=nested
+    )
 
 
 def shape(cands: list[Candidate]) -> list[dict[int, dict[str, int]]]:
@@ -30,11 +30,13 @@ def shape(cands: list[Candidate]) -> list[dict[int, dict[str, int]]]:
 
 
 def two_computes_one_pool() -> World:
-    return World([
-        prov(1, inv={"VCPU": 8}, aggs=("A",)),
-        prov(2, inv={"VCPU": 8}, aggs=("A",)),
-        prov(3, inv={"DISK_GB": 100}, traits=(SHARING_TRAIT,), aggs=("A",)),
-    ])
+    return World(
+        [
+            prov(1, inv={"VCPU": 8}, aggs=("A",)),
+            prov(2, inv={"VCPU": 8}, aggs=("A",)),
+            prov(3, inv={"DISK_GB": 100}, traits=(SHARING_TRAIT,), aggs=("A",)),
+        ]
+    )
 
 
 def test_single_provider() -> None:
@@ -45,39 +47,42 @@ def test_single_provider() -> None:
 
 
 def test_capacity_usage_reserved_ratio_units() -> None:
-    world = World([
-        prov(1, inv={"VCPU": Inventory(total=4, reserved=1,
-                                       allocation_ratio=2.0)},
-             used={"VCPU": 5}),
-        prov(2, inv={"VCPU": Inventory(total=8, max_unit=2)}),
-        prov(3, inv={"VCPU": Inventory(total=8, step_size=3)}),
-    ])
-    assert shape(run(world, [group(resources={"VCPU": 1})])) == [
-        {1: {"VCPU": 1}}, {2: {"VCPU": 1}}]
-    assert shape(run(world, [group(resources={"VCPU": 3})])) == [
-        {3: {"VCPU": 3}}]
+    world = World(
+        [
+            prov(
+                1,
+                inv={"VCPU": Inventory(total=4, reserved=1, allocation_ratio=2.0)},
+                used={"VCPU": 5},
+            ),
+            prov(2, inv={"VCPU": Inventory(total=8, max_unit=2)}),
+            prov(3, inv={"VCPU": Inventory(total=8, step_size=3)}),
+        ]
+    )
+    assert shape(run(world, [group(resources={"VCPU": 1})])) == [{1: {"VCPU": 1}}, {2: {"VCPU": 1}}]
+    assert shape(run(world, [group(resources={"VCPU": 3})])) == [{3: {"VCPU": 3}}]
 
 
 def test_sharing_pool_serves_every_tree() -> None:
     world = two_computes_one_pool()
     cands = run(world, [group(resources={"VCPU": 1, "DISK_GB": 10})])
-    assert shape(cands) == [{1: {"VCPU": 1}, 3: {"DISK_GB": 10}},
-                            {2: {"VCPU": 1}, 3: {"DISK_GB": 10}}]
+    assert shape(cands) == [
+        {1: {"VCPU": 1}, 3: {"DISK_GB": 10}},
+        {2: {"VCPU": 1}, 3: {"DISK_GB": 10}},
+    ]
     # The pool alone is one candidate, however many trees it serves.
-    assert shape(run(world, [group(resources={"DISK_GB": 10})])) == [
-        {3: {"DISK_GB": 10}}]
+    assert shape(run(world, [group(resources={"DISK_GB": 10})])) == [{3: {"DISK_GB": 10}}]
 
 
 def test_shared_unsuffixed_group_keeps_every_tree() -> None:
     """Upstream keeps one tree here (its per-group sets merge the pool's
     offers to different trees); both trees are valid."""
     world = two_computes_one_pool()
-    cands = run(world, [group(resources={"DISK_GB": 10}),
-                        group("1", resources={"VCPU": 1})])
-    assert shape(cands) == [{3: {"DISK_GB": 10}, 1: {"VCPU": 1}},
-                            {3: {"DISK_GB": 10}, 2: {"VCPU": 1}}]
-    assert [c.mappings for c in cands] == [{"": (3,), "1": (1,)},
-                                           {"": (3,), "1": (2,)}]
+    cands = run(world, [group(resources={"DISK_GB": 10}), group("1", resources={"VCPU": 1})])
+    assert shape(cands) == [
+        {3: {"DISK_GB": 10}, 1: {"VCPU": 1}},
+        {3: {"DISK_GB": 10}, 2: {"VCPU": 1}},
+    ]
+    assert [c.mappings for c in cands] == [{"": (3,), "1": (1,)}, {"": (3,), "1": (2,)}]
 
 
 def test_same_class_in_two_groups_adds_up_once() -> None:
@@ -92,82 +97,81 @@ def test_same_class_in_two_groups_adds_up_once() -> None:
 
 def test_merged_amounts_respect_capacity_and_max_unit() -> None:
     world = World([prov(1, inv={"VCPU": Inventory(total=5, max_unit=4)})])
-    groups = [group("1", resources={"VCPU": 2}),
-              group("2", resources={"VCPU": 2})]
+    groups = [group("1", resources={"VCPU": 2}), group("2", resources={"VCPU": 2})]
     assert len(run(world, groups, group_policy="none")) == 1
     groups[1] = group("2", resources={"VCPU": 3})
     assert run(world, groups, group_policy="none") == []
 
 
 def nic_tree() -> World:
-    return World([
-        prov(1, inv={"VCPU": 8}),
-        prov(2, root=1, parent=1, inv={"SRIOV_NET_VF": 4}, traits=("P1",)),
-        prov(3, root=1, parent=1, inv={"SRIOV_NET_VF": 4}, traits=("P2",)),
-    ])
+    return World(
+        [
+            prov(1, inv={"VCPU": 8}),
+            prov(2, root=1, parent=1, inv={"SRIOV_NET_VF": 4}, traits=("P1",)),
+            prov(3, root=1, parent=1, inv={"SRIOV_NET_VF": 4}, traits=("P2",)),
+        ]
+    )
 
 
 def test_group_policy() -> None:
-    groups = [group("1", resources={"SRIOV_NET_VF": 1}),
-              group("2", resources={"SRIOV_NET_VF": 1})]
+    groups = [group("1", resources={"SRIOV_NET_VF": 1}), group("2", resources={"SRIOV_NET_VF": 1})]
     assert len(run(nic_tree(), groups, group_policy="none")) == 4
     isolated = run(nic_tree(), groups, group_policy="isolate")
-    assert [c.mappings for c in isolated] == [{"1": (2,), "2": (3,)},
-                                              {"1": (3,), "2": (2,)}]
+    assert [c.mappings for c in isolated] == [{"1": (2,), "2": (3,)}, {"1": (3,), "2": (2,)}]
 
 
 def test_traits_on_spread_group_are_collective() -> None:
     world = nic_tree()
-    cands = run(world, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1},
-                              required=(frozenset({"P2"}),))])
+    cands = run(
+        world, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1}, required=(frozenset({"P2"}),))]
+    )
     assert shape(cands) == [{1: {"VCPU": 1}, 3: {"SRIOV_NET_VF": 1}}]
-    cands = run(world, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1},
-                              forbidden=frozenset({"P2"}))])
+    cands = run(
+        world, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1}, forbidden=frozenset({"P2"}))]
+    )
     assert shape(cands) == [{1: {"VCPU": 1}, 2: {"SRIOV_NET_VF": 1}}]
 
 
 def test_aggregate_on_root_spans_tree_for_unsuffixed_group() -> None:
-    world = World([
-        prov(1, inv={"VCPU": 8}, aggs=("A",)),
-        prov(2, root=1, parent=1, inv={"SRIOV_NET_VF": 4}),
-    ])
+    world = World(
+        [
+            prov(1, inv={"VCPU": 8}, aggs=("A",)),
+            prov(2, root=1, parent=1, inv={"SRIOV_NET_VF": 4}),
+        ]
+    )
     member = (frozenset({"A"}),)
-    assert len(run(world, [group(resources={"SRIOV_NET_VF": 1},
-                                 member_of=member)])) == 1
+    assert len(run(world, [group(resources={"SRIOV_NET_VF": 1}, member_of=member)])) == 1
     # A suffixed group needs the provider itself in the aggregate.
-    assert run(world, [group("1", resources={"SRIOV_NET_VF": 1},
-                             member_of=member)]) == []
+    assert run(world, [group("1", resources={"SRIOV_NET_VF": 1}, member_of=member)]) == []
 
 
 def test_same_subtree() -> None:
-    world = World([
-        prov(1, inv={"VCPU": 8}),
-        prov(2, root=1, parent=1, traits=("NUMA",), inv={"MEMORY_MB": 64}),
-        prov(3, root=1, parent=2, inv={"SRIOV_NET_VF": 2}),
-        prov(4, root=1, parent=1, traits=("NUMA",), inv={"MEMORY_MB": 64}),
-    ])
-    groups = [group("_M", resources={"MEMORY_MB": 1}),
-              group("_N", resources={"SRIOV_NET_VF": 1})]
-    cands = run(world, groups, group_policy="none",
-                same_subtrees=(frozenset({"_M", "_N"}),))
+    world = World(
+        [
+            prov(1, inv={"VCPU": 8}),
+            prov(2, root=1, parent=1, traits=("NUMA",), inv={"MEMORY_MB": 64}),
+            prov(3, root=1, parent=2, inv={"SRIOV_NET_VF": 2}),
+            prov(4, root=1, parent=1, traits=("NUMA",), inv={"MEMORY_MB": 64}),
+        ]
+    )
+    groups = [group("_M", resources={"MEMORY_MB": 1}), group("_N", resources={"SRIOV_NET_VF": 1})]
+    cands = run(world, groups, group_policy="none", same_subtrees=(frozenset({"_M", "_N"}),))
     assert [c.mappings for c in cands] == [{"_M": (2,), "_N": (3,)}]
     # A resourceless group names the subtree root.
-    groups = [group("_N", resources={"SRIOV_NET_VF": 1}),
-              group("_R", required=(frozenset({"NUMA"}),))]
-    cands = run(world, groups, group_policy="none",
-                same_subtrees=(frozenset({"_N", "_R"}),))
+    groups = [
+        group("_N", resources={"SRIOV_NET_VF": 1}),
+        group("_R", required=(frozenset({"NUMA"}),)),
+    ]
+    cands = run(world, groups, group_policy="none", same_subtrees=(frozenset({"_N", "_R"}),))
     assert [c.mappings for c in cands] == [{"_N": (3,), "_R": (2,)}]
     assert shape(cands) == [{3: {"SRIOV_NET_VF": 1}}]
 
 
 def test_root_required() -> None:
-    world = World([prov(1, inv={"VCPU": 8}, traits=("GOLD",)),
-                   prov(2, inv={"VCPU": 8})])
+    world = World([prov(1, inv={"VCPU": 8}, traits=("GOLD",)), prov(2, inv={"VCPU": 8})])
     g = [group(resources={"VCPU": 1})]
-    assert shape(run(world, g, root_required=frozenset({"GOLD"}))) == [
-        {1: {"VCPU": 1}}]
-    assert shape(run(world, g, root_forbidden=frozenset({"GOLD"}))) == [
-        {2: {"VCPU": 1}}]
+    assert shape(run(world, g, root_required=frozenset({"GOLD"}))) == [{1: {"VCPU": 1}}]
+    assert shape(run(world, g, root_forbidden=frozenset({"GOLD"}))) == [{2: {"VCPU": 1}}]
 
 
 def test_old_versions_use_one_provider_per_tree() -> None:
@@ -194,10 +198,16 @@ def test_randomized_sample_is_valid() -> None:
 
 
 def test_breadth_first_takes_from_every_anchor_in_turn() -> None:
-    world = World([prov(1), prov(2, root=1, parent=1, inv={"VF": 1}),
-                   prov(3, root=1, parent=1, inv={"VF": 1}),
-                   prov(4), prov(5, root=4, parent=4, inv={"VF": 1}),
-                   prov(6, root=4, parent=4, inv={"VF": 1})])
+    world = World(
+        [
+            prov(1),
+            prov(2, root=1, parent=1, inv={"VF": 1}),
+            prov(3, root=1, parent=1, inv={"VF": 1}),
+            prov(4),
+            prov(5, root=4, parent=4, inv={"VF": 1}),
+            prov(6, root=4, parent=4, inv={"VF": 1}),
+        ]
+    )
     g = [group("1", resources={"VF": 1}), group("2", resources={"VF": 1})]
     settings = Settings(strategy="breadth-first", max_candidates=2)
     cands = run(world, g, group_policy="isolate", settings=settings)
@@ -234,51 +244,44 @@ def wide_computes(computes: int, pfs: int, vfs: int) -> World:
     for c in range(computes):
         root = 1000 * (c + 1)
         providers.append(prov(root, inv={"VCPU": 8}))
-        providers += [prov(root + i, root=root, parent=root,
-                           inv={"SRIOV_NET_VF": vfs})
-                      for i in range(1, pfs + 1)]
+        providers += [
+            prov(root + i, root=root, parent=root, inv={"SRIOV_NET_VF": vfs})
+            for i in range(1, pfs + 1)
+        ]
     return World(providers)
 
 
 @pytest.mark.parametrize("groups", [4, 6])
-def test_limit_reaches_every_host_before_a_second_candidate(
-        groups: int) -> None:
+def test_limit_reaches_every_host_before_a_second_candidate(groups: int) -> None:
     # Nova asks for max_placement_results (1,000): depth-first, every
     # candidate is a permutation of VFs on the first host; by default
     # each host's first comes before any host's second.
     world = wide_computes(2, 8, 8)
-    g = [group(str(i), resources={"SRIOV_NET_VF": 1})
-         for i in range(1, groups + 1)]
+    g = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, groups + 1)]
     cands = run(world, g, group_policy="none", limit=1000)
     assert len(cands) == 1000
     assert [c.anchor for c in cands[:2]] == [1000, 2000]
     assert {c.anchor for c in cands[2:]} <= {1000, 2000}
-    deep = run(world, g, group_policy="none", limit=1000,
-               settings=Settings(strategy="depth-first"))
+    deep = run(world, g, group_policy="none", limit=1000, settings=Settings(strategy="depth-first"))
     assert {c.anchor for c in deep} == {1000}
-    assert {c.key() for c in cands} <= {c.key() for c in run(
-        world, g, group_policy="none")}
+    assert {c.key() for c in cands} <= {c.key() for c in run(world, g, group_policy="none")}
 
 
 def test_hosts_first_in_every_order() -> None:
     world = wide_computes(5, 8, 8)
     g = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, 5)]
     for name in ("uuid", "random", "spread", "pack"):
-        cands = run(world, g, group_policy="none", limit=7,
-                    settings=Settings(order=Order(name)))
+        cands = run(world, g, group_policy="none", limit=7, settings=Settings(order=Order(name)))
         anchors = [c.anchor for c in cands]
         assert sorted(anchors[:5]) == [1000, 2000, 3000, 4000, 5000], name
         assert set(anchors[5:]) <= set(anchors[:5]), name
 
 
-def test_hosts_first_without_a_limit_is_the_whole_answer_tree_by_tree(
-        ) -> None:
+def test_hosts_first_without_a_limit_is_the_whole_answer_tree_by_tree() -> None:
     world = wide_computes(2, 3, 2)
-    g = [group("1", resources={"SRIOV_NET_VF": 1}),
-         group("2", resources={"SRIOV_NET_VF": 1})]
+    g = [group("1", resources={"SRIOV_NET_VF": 1}), group("2", resources={"SRIOV_NET_VF": 1})]
     cands = run(world, g, group_policy="none")
-    deep = run(world, g, group_policy="none",
-               settings=Settings(strategy="depth-first"))
+    deep = run(world, g, group_policy="none", settings=Settings(strategy="depth-first"))
     assert shape(cands) == shape(deep)
     anchors = [c.anchor for c in cands]
     assert anchors == sorted(anchors)

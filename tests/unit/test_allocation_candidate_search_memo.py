@@ -25,10 +25,8 @@ from berth.domain.capacity import Inventory
 from support.candidate_worlds import oracle, prov, queries, worlds
 
 
-def keys(world: World, groups: list[RequestGroup], wide: RequestWide
-         ) -> list[Any]:
-    return [c.key() for c in search(world, [GroupSpec(g) for g in groups],
-                                    wide)]
+def keys(world: World, groups: list[RequestGroup], wide: RequestWide) -> list[Any]:
+    return [c.key() for c in search(world, [GroupSpec(g) for g in groups], wide)]
 
 
 def memo_of(world: World) -> AnchorMemo:
@@ -39,26 +37,32 @@ def memo_of(world: World) -> AnchorMemo:
 
 def hosts(n: int, vcpus: int = 4) -> World:
     """``n`` trees of one provider each (kept on the provider)."""
-    return World([prov(i, inv={"VCPU": vcpus, "MEMORY_MB": 1024})
-                  for i in range(1, n + 1)])
+    return World([prov(i, inv={"VCPU": vcpus, "MEMORY_MB": 1024}) for i in range(1, n + 1)])
 
 
 def nested(n: int, vcpus: int = 4) -> World:
     """``n`` trees of two providers, VCPU on the child (root ``i``,
     child ``100 + i``: kept in the shape's map)."""
-    return World([p for i in range(1, n + 1) for p in (
-        prov(i, inv={"MEMORY_MB": 1024}),
-        prov(100 + i, root=i, parent=i, inv={"VCPU": vcpus}))])
+    return World(
+        [
+            p
+            for i in range(1, n + 1)
+            for p in (
+                prov(i, inv={"MEMORY_MB": 1024}),
+                prov(100 + i, root=i, parent=i, inv={"VCPU": vcpus}),
+            )
+        ]
+    )
 
 
 VCPU2 = [RequestGroup(resources={"VCPU": 2})]
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries(), st.data())
 def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
-        world: World, query: Any, data: Any) -> None:
+    world: World, query: Any, data: Any
+) -> None:
     """Search (warming the memo, maybe cut short by a limit), change some
     providers' usage or inventory, search again: the same answer, in the
     same order, as a world built from scratch, and as the oracle."""
@@ -69,20 +73,23 @@ def test_a_refreshed_world_with_a_warm_memo_answers_as_a_fresh_one(
     changed: dict[int, dict[str, int]] = {}
     for pid in data.draw(st.sets(st.sampled_from(sorted(world.providers)))):
         p = world.providers[pid]
-        changed[pid] = {rc: data.draw(st.integers(0, 6))
-                        for rc in p.inventories}
+        changed[pid] = {rc: data.draw(st.integers(0, 6)) for rc in p.inventories}
     refreshed = world_patch.with_usage(world, changed)
     # Amount-only inventory changes keep the indexes (and so the memo).
-    grown = [dataclasses.replace(
-        p, inventories={rc: inv._replace(total=inv.total + 1)
-                                 for rc, inv in p.inventories.items()})
+    grown = [
+        dataclasses.replace(
+            p,
+            inventories={
+                rc: inv._replace(total=inv.total + 1) for rc, inv in p.inventories.items()
+            },
+        )
         for pid, p in refreshed.providers.items()
-        if data.draw(st.booleans(), label="grow %d" % pid)]
+        if data.draw(st.booleans(), label="grow %d" % pid)
+    ]
     amended = world_patch.with_providers(refreshed, grown)
     assert amended is not None
     assert amended.memo is world.memo
-    fresh = World([dataclasses.replace(p)
-                   for p in amended.providers.values()])
+    fresh = World([dataclasses.replace(p) for p in amended.providers.values()])
     expected = keys(fresh, groups, wide)
     assert keys(amended, groups, wide) == expected
     # Twice: the second answer comes from the memo the first one filled.
@@ -105,17 +112,20 @@ def test_a_claim_makes_only_its_tree_be_searched_again() -> None:
     assert found[0] is before[1][0] and found[1] is before[3][0]
     assert entries[2][1] == [] and memo.held == 2
     # The world searched before the claim still answers as it did.
-    assert [c.anchor for c in search(world, [GroupSpec(VCPU2[0])],
-                                     RequestWide())] == [1, 2, 3]
+    assert [c.anchor for c in search(world, [GroupSpec(VCPU2[0])], RequestWide())] == [1, 2, 3]
 
 
 def test_an_anchor_cut_short_by_limit_is_not_kept() -> None:
     # Host 1 gives three candidates (VCPU from any of its three children).
-    world = World([prov(1, inv={"MEMORY_MB": 1024}),
-                   prov(2, root=1, parent=1, inv={"VCPU": 4}),
-                   prov(3, root=1, parent=1, inv={"VCPU": 4}),
-                   prov(4, root=1, parent=1, inv={"VCPU": 4}),
-                   prov(5, inv={"VCPU": 4, "MEMORY_MB": 1024})])
+    world = World(
+        [
+            prov(1, inv={"MEMORY_MB": 1024}),
+            prov(2, root=1, parent=1, inv={"VCPU": 4}),
+            prov(3, root=1, parent=1, inv={"VCPU": 4}),
+            prov(4, root=1, parent=1, inv={"VCPU": 4}),
+            prov(5, inv={"VCPU": 4, "MEMORY_MB": 1024}),
+        ]
+    )
     groups = [RequestGroup(resources={"VCPU": 1, "MEMORY_MB": 1})]
     assert len(keys(world, groups, RequestWide(limit=2))) == 2
     assert memo_of(world).held == 0
@@ -143,11 +153,9 @@ def test_a_lone_tree_is_kept_on_its_provider() -> None:
     assert found[0] is kept[1][1] and found[1] is kept[3][1]
     # (Full: kept as a tree with no candidate.)
     assert full.providers[2].kept == (kept[1][0],)
-    assert [c.anchor for c in search(world, spec, RequestWide())] == [
-        1, 2, 3]
+    assert [c.anchor for c in search(world, spec, RequestWide())] == [1, 2, 3]
     # A second shape while the first lives: in its map, under budget.
-    assert len(keys(full, [RequestGroup(resources={"VCPU": 1})],
-                    RequestWide())) == 2
+    assert len(keys(full, [RequestGroup(resources={"VCPU": 1})], RequestWide())) == 2
     assert memo.held == 2
     assert len(keys(full, VCPU2, RequestWide())) == 2
 
@@ -156,11 +164,17 @@ def test_the_kept_candidates_of_a_shape_share_their_amounts() -> None:
     """Hosts kept for one shape name one ``{class: amount}`` dict per
     distinct amounts (in the order the candidate lists them), in the
     shape's map as on providers; the answer is the same."""
-    world = World([prov(i, inv={"VCPU": 4, "MEMORY_MB": 1024})
-                   for i in (1, 2, 3)]
-                  + [p for i in (4, 5) for p in (
-                      prov(i, inv={"MEMORY_MB": 1024}),
-                      prov(100 + i, root=i, parent=i, inv={"VCPU": 4}))])
+    world = World(
+        [prov(i, inv={"VCPU": 4, "MEMORY_MB": 1024}) for i in (1, 2, 3)]
+        + [
+            p
+            for i in (4, 5)
+            for p in (
+                prov(i, inv={"MEMORY_MB": 1024}),
+                prov(100 + i, root=i, parent=i, inv={"VCPU": 4}),
+            )
+        ]
+    )
     world.memo[AnchorMemo] = AnchorMemo()
     group = [RequestGroup(resources={"VCPU": 2, "MEMORY_MB": 512})]
     fresh = keys(world, group, RequestWide())
@@ -175,8 +189,7 @@ def test_the_kept_candidates_of_a_shape_share_their_amounts() -> None:
     assert mems[0] == {"MEMORY_MB": 512} and mems[0] is mems[1]
 
 
-def test_a_lone_entry_of_a_dropped_shape_or_another_memo_is_stale(
-        ) -> None:
+def test_a_lone_entry_of_a_dropped_shape_or_another_memo_is_stale() -> None:
     world = hosts(2)
     memo = world.memo[AnchorMemo] = AnchorMemo(shapes=1)
     one = [RequestGroup(resources={"VCPU": 1})]
@@ -206,8 +219,7 @@ def test_the_budget_is_kept_and_the_oldest_shape_goes_first() -> None:
     assert memo.held == 10
     assert len(memo._shapes) == 1
     for n in (1, 2, 3):
-        keys(world, [RequestGroup(resources={"MEMORY_MB": n})],
-             RequestWide(limit=1))
+        keys(world, [RequestGroup(resources={"MEMORY_MB": n})], RequestWide(limit=1))
     assert len(memo._shapes) == 3
     assert memo.held <= 15
     # Whatever was dropped, answers stay right.
@@ -230,8 +242,9 @@ def test_an_exploding_anchor_is_searched_lazily_and_not_kept() -> None:
 def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
     world = hosts(2)
     keys(world, VCPU2, RequestWide())
-    moved = dataclasses.replace(world.providers[2], inventories={
-        "VCPU": Inventory(4), "DISK_GB": Inventory(10)})
+    moved = dataclasses.replace(
+        world.providers[2], inventories={"VCPU": Inventory(4), "DISK_GB": Inventory(10)}
+    )
     assert world_patch.with_providers(world, [moved]) is None  # indexes must be rebuilt
     rebuilt = World([world.providers[1], moved])
     assert AnchorMemo not in rebuilt.memo
@@ -240,8 +253,7 @@ def test_a_rebuilt_world_starts_with_an_empty_memo() -> None:
 
 def test_a_memo_of_zero_keeps_nothing() -> None:
     world = hosts(3)
-    found = search(world, [GroupSpec(VCPU2[0])], RequestWide(),
-                   Settings(memo=0))
+    found = search(world, [GroupSpec(VCPU2[0])], RequestWide(), Settings(memo=0))
     assert len(found) == 3
     assert AnchorMemo not in world.memo
     assert not any(c.kept for c in found)

@@ -47,41 +47,38 @@ def check(world: World, query: tuple[list[RequestGroup], RequestWide]) -> None:
         assert set(anchors) <= set(world.roots)
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries(), st.data())
-def test_usage_refresh_equals_a_fresh_world(world: World, query: Any,
-                                            data: Any) -> None:
+def test_usage_refresh_equals_a_fresh_world(world: World, query: Any, data: Any) -> None:
     """A world with some providers' usage swapped in answers exactly as a
     world built from scratch with that usage."""
     groups, wide = query
     changed: dict[int, dict[str, int]] = {}
     for pid in data.draw(st.sets(st.sampled_from(sorted(world.providers)))):
         p = world.providers[pid]
-        changed[pid] = {rc: data.draw(st.integers(0, 6))
-                        for rc in p.inventories}
-    fresh = World([dataclasses.replace(p, used=changed.get(p.id, p.used))
-                   for p in world.providers.values()])
+        changed[pid] = {rc: data.draw(st.integers(0, 6)) for rc in p.inventories}
+    fresh = World(
+        [dataclasses.replace(p, used=changed.get(p.id, p.used)) for p in world.providers.values()]
+    )
     specs = [GroupSpec(g) for g in groups]
     refreshed = world_patch.with_usage(world, changed)
-    assert ([c.key() for c in search(refreshed, specs, wide)]
-            == [c.key() for c in search(fresh, specs, wide)])
+    assert [c.key() for c in search(refreshed, specs, wide)] == [
+        c.key() for c in search(fresh, specs, wide)
+    ]
     # The original world is untouched (requests still using it see no
     # change).
     for pid in changed:
         assert world.providers[pid] is not refreshed.providers[pid]
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_search_matches_oracle(world: World, query: Any) -> None:
     check(world, query)
 
 
 @pytest.mark.stress
-@settings(max_examples=3000, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), queries())
 def test_search_matches_oracle_long(world: World, query: Any) -> None:
     check(world, query)

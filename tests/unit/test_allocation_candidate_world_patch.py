@@ -26,8 +26,7 @@ from berth.domain.capacity import Inventory
 from support.candidate_worlds import assert_same
 
 
-def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
-          ) -> World:
+def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()) -> World:
     """``world`` patched, checked against a world built anew, and the old
     world checked unchanged."""
     before = World(world.providers.values())
@@ -57,9 +56,10 @@ def patch(world: World, fresh: list[Provider], gone: tuple[int, ...] = ()
 
 #: Orders whose rankings the patched worlds keep (and ``assert_same``
 #: checks against rankings of the world built anew).
-ORDERS = (Order("spread", (("DISK_GB", 2.0), ("VCPU", 1.0)),
-                (("T1", -1.0), ("T3", 0.5))),
-          Order("pack"))
+ORDERS = (
+    Order("spread", (("DISK_GB", 2.0), ("VCPU", 1.0)), (("T1", -1.0), ("T3", 0.5))),
+    Order("pack"),
+)
 
 
 def ranked(world: World) -> World:
@@ -69,29 +69,42 @@ def ranked(world: World) -> World:
     return world
 
 
-def rp(pid: int, uuid: str, root: int | None = None,
-       parent: int | None = None, inv: tuple[str, ...] = ("VCPU",),
-       traits: tuple[str, ...] = (), aggs: tuple[str, ...] = ()
-       ) -> Provider:
-    return Provider(pid, uuid, root or pid, parent,
-                    {rc: Inventory(8) for rc in inv}, {},
-                    frozenset(traits), frozenset(aggs))
+def rp(
+    pid: int,
+    uuid: str,
+    root: int | None = None,
+    parent: int | None = None,
+    inv: tuple[str, ...] = ("VCPU",),
+    traits: tuple[str, ...] = (),
+    aggs: tuple[str, ...] = (),
+) -> Provider:
+    return Provider(
+        pid,
+        uuid,
+        root or pid,
+        parent,
+        {rc: Inventory(8) for rc in inv},
+        {},
+        frozenset(traits),
+        frozenset(aggs),
+    )
 
 
 def base() -> World:
     """Two hosts (one with NUMA children and a nested device), a third
     bare host, and a sharing disk pool in aggregate "A" with host 1.
     Uuids are not in id order."""
-    return World([
-        rp(1, "m-host1", traits=("AVX",), aggs=("A",)),
-        rp(2, "c-numa0", 1, 1, ("VCPU", "MEMORY_MB")),
-        rp(3, "x-numa1", 1, 1, ("VCPU", "MEMORY_MB"), traits=("HT",)),
-        rp(4, "a-pf", 1, 2, ("VF",), traits=("NIC",)),
-        rp(5, "f-host2", aggs=("B",)),
-        rp(6, "k-host3", traits=("AVX",)),
-        rp(9, "p-pool", inv=("DISK_GB",), traits=(SHARING_TRAIT, "SSD"),
-           aggs=("A",)),
-    ])
+    return World(
+        [
+            rp(1, "m-host1", traits=("AVX",), aggs=("A",)),
+            rp(2, "c-numa0", 1, 1, ("VCPU", "MEMORY_MB")),
+            rp(3, "x-numa1", 1, 1, ("VCPU", "MEMORY_MB"), traits=("HT",)),
+            rp(4, "a-pf", 1, 2, ("VF",), traits=("NIC",)),
+            rp(5, "f-host2", aggs=("B",)),
+            rp(6, "k-host3", traits=("AVX",)),
+            rp(9, "p-pool", inv=("DISK_GB",), traits=(SHARING_TRAIT, "SSD"), aggs=("A",)),
+        ]
+    )
 
 
 def change(world: World, pid: int, **fields: Any) -> Provider:
@@ -100,10 +113,14 @@ def change(world: World, pid: int, **fields: Any) -> Provider:
 
 def test_a_new_compute_node_tree() -> None:
     world = base()
-    patched = patch(world, [
-        rp(20, "d-host4", traits=("AVX",), aggs=("B",)),
-        rp(21, "z-numa", 20, 20, ("VCPU", "MEMORY_MB"), traits=("HT",)),
-        rp(22, "b-gpu", 20, 21, ("VGPU",))])
+    patched = patch(
+        world,
+        [
+            rp(20, "d-host4", traits=("AVX",), aggs=("B",)),
+            rp(21, "z-numa", 20, 20, ("VCPU", "MEMORY_MB"), traits=("HT",)),
+            rp(22, "b-gpu", 20, 21, ("VGPU",)),
+        ],
+    )
     assert patched.roots == [20, 5, 6, 1, 9]  # d-, f-, k-, m-, p-
     assert patched.trees[20] == [22, 20, 21]
     assert patched.tree_traits[20] == {"AVX", "HT"}
@@ -131,10 +148,17 @@ def test_a_child_s_traits_changed() -> None:
     world = base()
     patched = patch(world, [change(world, 2, traits=frozenset({"FAST"}))])
     assert "FAST" in patched.tree_traits[1]
-    assert patched.root_traits[patched.roots.index(1)] == \
-        patched.tree_traits[1]
-    for name in ("ordered", "trees", "by_class", "tree_class", "by_agg",
-                 "by_uuid", "roots", "anchors"):
+    assert patched.root_traits[patched.roots.index(1)] == patched.tree_traits[1]
+    for name in (
+        "ordered",
+        "trees",
+        "by_class",
+        "tree_class",
+        "by_agg",
+        "by_uuid",
+        "roots",
+        "anchors",
+    ):
         assert getattr(patched, name) is getattr(world, name), name
 
 
@@ -148,12 +172,10 @@ def test_a_bare_root_s_traits_changed() -> None:
 
 def test_joining_the_aggregate_of_a_sharing_provider() -> None:
     world = base()
-    patched = patch(world, [change(world, 5,
-                                   aggregates=frozenset({"A", "B"}))])
+    patched = patch(world, [change(world, 5, aggregates=frozenset({"A", "B"}))])
     assert patched.anchors[9] == {1, 5, 9}
     assert patched.shared_into == {1: [9], 5: [9]}
-    assert patched.tree_labels(5) == ({"SSD", SHARING_TRAIT},
-                                      {"A", "B"})
+    assert patched.tree_labels(5) == ({"SSD", SHARING_TRAIT}, {"A", "B"})
     assert world.anchors[9] == {1, 9} and 5 not in world.shared_into
 
 
@@ -168,11 +190,9 @@ def test_a_child_leaving_the_aggregate_of_a_sharing_provider() -> None:
 
 
 @pytest.mark.parametrize("classes", [("VCPU", "PCPU"), ()])
-def test_an_inventory_class_added_or_removed(classes: tuple[str, ...]
-                                             ) -> None:
+def test_an_inventory_class_added_or_removed(classes: tuple[str, ...]) -> None:
     world = base()
-    patch(world, [change(world, 6, inventories={
-        rc: Inventory(4) for rc in classes})])
+    patch(world, [change(world, 6, inventories={rc: Inventory(4) for rc in classes})])
 
 
 def test_moved_within_its_tree_shares_every_index() -> None:
@@ -187,8 +207,7 @@ def test_moved_within_its_tree_shares_every_index() -> None:
 
 def test_reparented_to_another_tree() -> None:
     world = base()
-    patched = patch(world, [change(world, 2, root_id=5, parent_id=5),
-                            change(world, 4, root_id=5)])
+    patched = patch(world, [change(world, 2, root_id=5, parent_id=5), change(world, 4, root_id=5)])
     assert patched.trees[5] == [4, 2, 5]
     assert patched.tree_class[(5, "VF")] == [4]
     assert (1, "VF") not in patched.tree_class
@@ -196,8 +215,7 @@ def test_reparented_to_another_tree() -> None:
 
 def test_a_child_made_a_root() -> None:
     world = base()
-    patch(world, [change(world, 2, root_id=2, parent_id=None),
-                  change(world, 4, root_id=2)])
+    patch(world, [change(world, 2, root_id=2, parent_id=None), change(world, 4, root_id=2)])
 
 
 def test_memos_start_empty() -> None:
@@ -216,17 +234,19 @@ def test_nothing_indexed_changed_shares_every_index() -> None:
     assert patched.root_traits is world.root_traits
 
 
-@pytest.mark.parametrize("fresh", [
-    # The sharing provider changes, or a provider becomes one.
-    lambda w: [change(w, 9, aggregates=frozenset({"A", "B"}))],
-    lambda w: [change(w, 5, traits=frozenset({SHARING_TRAIT}))],
-    lambda w: [rp(30, "q-pool", traits=(SHARING_TRAIT,))],
-    # A uuid another provider holds.
-    lambda w: [rp(30, "f-host2")],
-    # Too many.
-    lambda w: [rp(100 + i, "n-%03d" % i)
-               for i in range(world_patch.PATCH_MOST + 1)],
-])
+@pytest.mark.parametrize(
+    "fresh",
+    [
+        # The sharing provider changes, or a provider becomes one.
+        lambda w: [change(w, 9, aggregates=frozenset({"A", "B"}))],
+        lambda w: [change(w, 5, traits=frozenset({SHARING_TRAIT}))],
+        lambda w: [rp(30, "q-pool", traits=(SHARING_TRAIT,))],
+        # A uuid another provider holds.
+        lambda w: [rp(30, "f-host2")],
+        # Too many.
+        lambda w: [rp(100 + i, "n-%03d" % i) for i in range(world_patch.PATCH_MOST + 1)],
+    ],
+)
 def test_rebuilt_instead(fresh: Any) -> None:
     world = base()
     assert world_patch.with_changes(world, fresh(world)) is None
@@ -251,23 +271,27 @@ class Walk:
         self.providers: dict[int, Provider] = {}
         self.next_id = 1
 
-    def new(self, root: int | None, parent: int | None,
-            sharing: bool = False) -> Provider:
+    def new(self, root: int | None, parent: int | None, sharing: bool = False) -> Provider:
         pid = self.next_id
         self.next_id += 1
         traits = set(self.draw(st.sets(st.sampled_from(TRAITS))))
         if sharing:
             traits.add(SHARING_TRAIT)
-        p = Provider(pid, "%02d-%d" % (self.draw(st.integers(0, 30)), pid),
-                     root or pid, parent, self.inventories(), {},
-                     frozenset(traits),
-                     frozenset(self.draw(st.sets(st.sampled_from(AGGS)))))
+        p = Provider(
+            pid,
+            "%02d-%d" % (self.draw(st.integers(0, 30)), pid),
+            root or pid,
+            parent,
+            self.inventories(),
+            {},
+            frozenset(traits),
+            frozenset(self.draw(st.sets(st.sampled_from(AGGS)))),
+        )
         self.providers[pid] = p
         return p
 
     def inventories(self) -> dict[str, Inventory]:
-        return {rc: Inventory(4) for rc in self.draw(
-            st.sets(st.sampled_from(CLASSES), max_size=2))}
+        return {rc: Inventory(4) for rc in self.draw(st.sets(st.sampled_from(CLASSES), max_size=2))}
 
     def tree(self) -> list[int]:
         """A new tree: a root and up to four providers below, nested."""
@@ -282,13 +306,11 @@ class Walk:
         """``pid`` and every provider under it."""
         found = [pid]
         for p in found:
-            found.extend(c.id for c in self.providers.values()
-                         if c.parent_id == p)
+            found.extend(c.id for c in self.providers.values() if c.parent_id == p)
         return found
 
     def replace(self, pid: int, **fields: Any) -> list[int]:
-        self.providers[pid] = dataclasses.replace(
-            self.providers[pid], **fields)
+        self.providers[pid] = dataclasses.replace(self.providers[pid], **fields)
         return [pid]
 
     def step(self) -> list[int]:
@@ -298,9 +320,11 @@ class Walk:
         ids = sorted(self.providers)
         pid = self.draw(st.sampled_from(ids))
         p = self.providers[pid]
-        kind = self.draw(st.sampled_from([
-            "tree", "delete", "traits", "aggregates", "classes", "move",
-            "usage", "share"]))
+        kind = self.draw(
+            st.sampled_from(
+                ["tree", "delete", "traits", "aggregates", "classes", "move", "usage", "share"]
+            )
+        )
         if kind == "tree":
             return self.tree()
         if kind == "delete":
@@ -314,8 +338,9 @@ class Walk:
                 traits |= {SHARING_TRAIT}
             return self.replace(pid, traits=traits)
         if kind == "aggregates":
-            return self.replace(pid, aggregates=frozenset(
-                self.draw(st.sets(st.sampled_from(AGGS)))))
+            return self.replace(
+                pid, aggregates=frozenset(self.draw(st.sets(st.sampled_from(AGGS))))
+            )
         if kind == "classes":
             return self.replace(pid, inventories=self.inventories())
         if kind == "usage":
@@ -337,18 +362,15 @@ class Walk:
         return mine
 
 
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_patched_worlds_equal_built_ones(data: st.DataObject) -> None:
     patched_chain(data, in_place=False)
 
 
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_worlds_patched_in_place_equal_built_ones(data: st.DataObject
-                                                 ) -> None:
+def test_worlds_patched_in_place_equal_built_ones(data: st.DataObject) -> None:
     patched_chain(data, in_place=True)
 
 
@@ -367,14 +389,14 @@ def patched_chain(data: st.DataObject, in_place: bool) -> None:
         touched: set[int] = set()
         for _ in range(data.draw(st.integers(1, 3))):
             touched.update(walk.step())
-        fresh = [walk.providers[pid] for pid in sorted(touched)
-                 if pid in walk.providers]
+        fresh = [walk.providers[pid] for pid in sorted(touched) if pid in walk.providers]
         gone = tuple(pid for pid in touched if pid not in walk.providers)
         patched = world_patch.with_changes(world, fresh, gone, in_place=in_place)
         built = World(walk.providers.values())
-        sharing = any(SHARING_TRAIT in p.traits for p in
-                      [before[pid] for pid in touched if pid in before]
-                      + fresh)
+        sharing = any(
+            SHARING_TRAIT in p.traits
+            for p in [before[pid] for pid in touched if pid in before] + fresh
+        )
         if patched is None:
             assert sharing
             world = ranked(built)

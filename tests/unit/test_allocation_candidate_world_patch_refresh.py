@@ -20,43 +20,73 @@ from berth.domain.capacity import Inventory
 
 
 def _world() -> World:
-    return World([
-        Provider(1, "a", 1, None, {"VCPU": Inventory(8)}, {"VCPU": 2},
-                 frozenset({"HW_CPU_X86_AVX2"}), frozenset({"agg1"}),
-                 ("HW_CPU_X86_AVX2",)),
-        Provider(2, "b", 1, 1, {"SRIOV_NET_VF": Inventory(4)}),
-        Provider(3, "c", 3, None, {"VCPU": Inventory(16)}),
-    ])
+    return World(
+        [
+            Provider(
+                1,
+                "a",
+                1,
+                None,
+                {"VCPU": Inventory(8)},
+                {"VCPU": 2},
+                frozenset({"HW_CPU_X86_AVX2"}),
+                frozenset({"agg1"}),
+                ("HW_CPU_X86_AVX2",),
+            ),
+            Provider(2, "b", 1, 1, {"SRIOV_NET_VF": Inventory(4)}),
+            Provider(3, "c", 3, None, {"VCPU": Inventory(16)}),
+        ]
+    )
 
 
 def test_amounts_only_share_every_index() -> None:
     world = _world()
-    fresh = dataclasses.replace(world.providers[1],
-                                inventories={"VCPU": Inventory(32, reserved=4)},
-                                used={"VCPU": 5})
+    fresh = dataclasses.replace(
+        world.providers[1], inventories={"VCPU": Inventory(32, reserved=4)}, used={"VCPU": 5}
+    )
     other = world_patch.with_providers(world, [fresh])
     assert other is not None
     assert other.providers[1].room["VCPU"] == (23, 1, 2147483647, 1)
     assert world.providers[1].room["VCPU"][0] == 6  # the old world is intact
-    for index in ("by_trait", "by_agg", "trees", "tree_class", "ordered",
-                  "roots", "anchors", "shared_into", "by_uuid"):
+    for index in (
+        "by_trait",
+        "by_agg",
+        "trees",
+        "tree_class",
+        "ordered",
+        "roots",
+        "anchors",
+        "shared_into",
+        "by_uuid",
+    ):
         assert getattr(other, index) is getattr(world, index), index
     rebuilt = World(other.providers.values())
-    for index in ("by_trait", "by_agg", "trees", "tree_class", "ordered",
-                  "roots", "anchors", "shared_into", "by_uuid"):
+    for index in (
+        "by_trait",
+        "by_agg",
+        "trees",
+        "tree_class",
+        "ordered",
+        "roots",
+        "anchors",
+        "shared_into",
+        "by_uuid",
+    ):
         assert getattr(other, index) == getattr(rebuilt, index), index
 
 
-@pytest.mark.parametrize("change", [
-    {"inventories": {"VCPU": Inventory(8), "DISK_GB": Inventory(100)}},
-    {"inventories": {}},
-    {"traits": frozenset(), "trait_list": ()},
-    {"aggregates": frozenset({"agg2"})},
-    {"root_id": 3, "parent_id": 3},
-    {"uuid": "z"},
-])
-def test_anything_an_index_holds_forces_a_rebuild(change: dict[str, object]
-                                                  ) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"inventories": {"VCPU": Inventory(8), "DISK_GB": Inventory(100)}},
+        {"inventories": {}},
+        {"traits": frozenset(), "trait_list": ()},
+        {"aggregates": frozenset({"agg2"})},
+        {"root_id": 3, "parent_id": 3},
+        {"uuid": "z"},
+    ],
+)
+def test_anything_an_index_holds_forces_a_rebuild(change: dict[str, object]) -> None:
     world = _world()
     fresh = dataclasses.replace(world.providers[1], **change)
     assert world_patch.with_providers(world, [fresh]) is None

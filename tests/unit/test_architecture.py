@@ -23,8 +23,9 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def _lint(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(src))
-    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_tree_keeps_every_import_contract() -> None:
@@ -35,31 +36,52 @@ def test_the_tree_keeps_every_import_contract() -> None:
 
 #: (module to edit, import line planted at its end, contract it breaks)
 PLANTED = [
-    ("db/tables.py", "from berth.domain import errors as _up",
-     "each package imports only the packages below it"),
-    ("domain/capacity.py", "from berth.api import render as _up",
-     "each package imports only the packages below it"),
-    ("conf/check.py", "from berth.serve import memory as _up",
-     "each package imports only the packages below it"),
-    ("api/handlers/usage.py", "from berth.api.handlers import trait as _side",
-     "handlers never import handlers"),
-    ("domain/trait.py", "import falcon as _http",
-     "the domain and the database never import HTTP"),
-    ("serve/memory.py", "import gunicorn as _server",
-     "berth.wsgi (uwsgi, mod_wsgi) imports no gunicorn"),
-    ("client/records.py", "import sqlalchemy as _sql",
-     "the client library talks HTTP only"),
-    ("cli/common.py", "from berth.cli import db as _up",
-     "commands share berth.cli.common, not each other"),
-    ("domain/errors.py", "from berth.domain import trait as _round",
-     "no circle between the modules of any package"),
+    (
+        "db/tables.py",
+        "from berth.domain import errors as _up",
+        "each package imports only the packages below it",
+    ),
+    (
+        "domain/capacity.py",
+        "from berth.api import render as _up",
+        "each package imports only the packages below it",
+    ),
+    (
+        "conf/check.py",
+        "from berth.serve import memory as _up",
+        "each package imports only the packages below it",
+    ),
+    (
+        "api/handlers/usage.py",
+        "from berth.api.handlers import trait as _side",
+        "handlers never import handlers",
+    ),
+    ("domain/trait.py", "import falcon as _http", "the domain and the database never import HTTP"),
+    (
+        "serve/memory.py",
+        "import gunicorn as _server",
+        "berth.wsgi (uwsgi, mod_wsgi) imports no gunicorn",
+    ),
+    ("client/records.py", "import sqlalchemy as _sql", "the client library talks HTTP only"),
+    (
+        "cli/common.py",
+        "from berth.cli import db as _up",
+        "commands share berth.cli.common, not each other",
+    ),
+    (
+        "domain/errors.py",
+        "from berth.domain import trait as _round",
+        "no circle between the modules of any package",
+    ),
 ]
 
 
-@pytest.mark.parametrize("module,line,contract", PLANTED,
-                         ids=[p[0] + ":" + p[2].split()[0] for p in PLANTED])
-def test_a_planted_import_breaks_its_contract(tmp_path: Path, module: str,
-                                               line: str, contract: str) -> None:
+@pytest.mark.parametrize(
+    "module,line,contract", PLANTED, ids=[p[0] + ":" + p[2].split()[0] for p in PLANTED]
+)
+def test_a_planted_import_breaks_its_contract(
+    tmp_path: Path, module: str, line: str, contract: str
+) -> None:
     shutil.copytree(ROOT / "src" / "berth", tmp_path / "src" / "berth")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     target = tmp_path / "src" / "berth" / module

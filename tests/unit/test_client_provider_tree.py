@@ -13,17 +13,29 @@ import pytest
 import berth.client
 from berth.client import ProviderNotInTree, ProviderTree, move_allocations, normalize_inventory
 
-ROOT, CHILD, GRANDCHILD = ("11111111-1111-1111-1111-111111111111",
-                           "22222222-2222-2222-2222-222222222222",
-                           "33333333-3333-3333-3333-333333333333")
+ROOT, CHILD, GRANDCHILD = (
+    "11111111-1111-1111-1111-111111111111",
+    "22222222-2222-2222-2222-222222222222",
+    "33333333-3333-3333-3333-333333333333",
+)
 
 
 def test_public_names_are_pinned() -> None:
     assert sorted(berth.client.__all__) == [
-        "AllocationUpdateFailed", "PlacementAPIError", "PlacementError", "ProviderData",
-        "ProviderNotInTree", "ProviderTree", "ReportClient", "ReshapeFailed",
-        "ReshapeNeeded", "ResourceProviderUpdateFailed", "TreeDiff",
-        "move_allocations", "normalize_inventory"]
+        "AllocationUpdateFailed",
+        "PlacementAPIError",
+        "PlacementError",
+        "ProviderData",
+        "ProviderNotInTree",
+        "ProviderTree",
+        "ReportClient",
+        "ReshapeFailed",
+        "ReshapeNeeded",
+        "ResourceProviderUpdateFailed",
+        "TreeDiff",
+        "move_allocations",
+        "normalize_inventory",
+    ]
     for name in berth.client.__all__:
         assert getattr(berth.client, name) is not None
 
@@ -41,8 +53,13 @@ def test_exception_tree_matches_its_docstring() -> None:
     c = berth.client
     assert issubclass(c.ReshapeFailed, c.ResourceProviderUpdateFailed)
     assert issubclass(c.ProviderNotInTree, ValueError)
-    for name in ("PlacementAPIError", "ProviderNotInTree", "ReshapeNeeded",
-                 "ResourceProviderUpdateFailed", "AllocationUpdateFailed"):
+    for name in (
+        "PlacementAPIError",
+        "ProviderNotInTree",
+        "ReshapeNeeded",
+        "ResourceProviderUpdateFailed",
+        "AllocationUpdateFailed",
+    ):
         assert issubclass(getattr(c, name), c.PlacementError)
 
 
@@ -80,18 +97,21 @@ def test_inventory_compares_only_the_fields_given() -> None:
     tree = _tree()
     assert tree.update_inventory("node", {"VCPU": {"total": 8}})
     full = normalize_inventory({"VCPU": {"total": 8}})["VCPU"]
-    assert full == {"total": 8, "reserved": 0, "min_unit": 1,
-                    "max_unit": 2147483647, "step_size": 1,
-                    "allocation_ratio": 1.0}
+    assert full == {
+        "total": 8,
+        "reserved": 0,
+        "min_unit": 1,
+        "max_unit": 2147483647,
+        "step_size": 1,
+        "allocation_ratio": 1.0,
+    }
     # A field the current record lacks compares as Placement's default.
     assert not tree.has_inventory_changed("node", {"VCPU": full})
     assert not tree.update_inventory("node", {"VCPU": {"total": 8}})
     assert tree.has_inventory_changed("node", {"VCPU": {"total": 9}})
-    assert tree.has_inventory_changed("node", {"VCPU": {
-        "total": 8, "allocation_ratio": 4.0}})
-    assert tree.has_inventory_changed("node", {})           # class dropped
-    assert tree.has_inventory_changed("node", {"VCPU": {"total": 8},
-                                               "DISK_GB": {"total": 1}})
+    assert tree.has_inventory_changed("node", {"VCPU": {"total": 8, "allocation_ratio": 4.0}})
+    assert tree.has_inventory_changed("node", {})  # class dropped
+    assert tree.has_inventory_changed("node", {"VCPU": {"total": 8}, "DISK_GB": {"total": 1}})
     with pytest.raises(ValueError):
         tree.update_inventory("node", {"VCPU": {"total": 1, "bogus": 2}})
 
@@ -139,8 +159,7 @@ def test_traits_and_aggregates() -> None:
 
 def test_move_inventory() -> None:
     tree = _tree()
-    tree.update_inventory("node", {"VCPU": {"total": 8},
-                                   "VGPU": {"total": 4}})
+    tree.update_inventory("node", {"VCPU": {"total": 8}, "VGPU": {"total": 4}})
     tree.move_inventory("node", "node_gpu", "VGPU", {"total": 2})
     assert set(tree.data("node").inventory) == {"VCPU"}
     assert tree.data("node_gpu").inventory["VGPU"]["total"] == 2
@@ -185,12 +204,10 @@ def test_nova_query_methods() -> None:
     assert not tree.in_aggregates(CHILD, [agg])
     assert not tree.have_aggregates_changed("node", {agg})
     assert tree.have_aggregates_changed(CHILD, [agg])
-    assert tree.get_provider_uuids_in_tree(GRANDCHILD) == [ROOT, CHILD,
-                                                           GRANDCHILD]
+    assert tree.get_provider_uuids_in_tree(GRANDCHILD) == [ROOT, CHILD, GRANDCHILD]
     assert tree.update_resources(CHILD, {"CUSTOM_PMEM": ["ns0", "ns1"]})
     assert not tree.update_resources(CHILD, {"CUSTOM_PMEM": {"ns1", "ns0"}})
-    assert tree.data(CHILD).resources == {"CUSTOM_PMEM":
-                                          frozenset({"ns0", "ns1"})}
+    assert tree.data(CHILD).resources == {"CUSTOM_PMEM": frozenset({"ns0", "ns1"})}
 
 
 def test_sharing_provider_is_found_by_class_and_trait() -> None:
@@ -211,17 +228,17 @@ def test_names_are_unique_per_root_as_in_nova() -> None:
     # ...but not twice in one tree, nor two roots with one name.
     with pytest.raises(ProviderNotInTree):
         tree.new_child("node_gpu", ROOT)
-    tree.new_child("node_gpu_fn", dup)   # free in the tree of "other"
+    tree.new_child("node_gpu_fn", dup)  # free in the tree of "other"
     with pytest.raises(ProviderNotInTree):
         tree.new_root("other")
     # Lookup by name finds the first tree's provider.
     assert tree.data("node_gpu").uuid == CHILD
     with pytest.raises(ProviderNotInTree):
-        tree.rename(dup, "other")                 # its root's name
+        tree.rename(dup, "other")  # its root's name
     with pytest.raises(ProviderNotInTree):
-        tree.rename("other", "node_gpu")          # a name in its tree
+        tree.rename("other", "node_gpu")  # a name in its tree
     with pytest.raises(ProviderNotInTree):
-        tree.rename("other", "node")              # another root's name
+        tree.rename("other", "node")  # another root's name
     tree.rename("other", "node_gpu_fn_2")
     assert tree.data("node_gpu_fn_2").uuid == other
 
@@ -233,20 +250,26 @@ def test_deepcopy_and_populate_from_iterable() -> None:
     clone.update_inventory("node", {"VCPU": {"total": 1}})
     assert tree.data("node").inventory["VCPU"]["total"] == 8
     new = "55555555-5555-5555-5555-555555555555"
-    tree.populate_from_iterable([
-        {"uuid": CHILD, "name": "gpu-renamed", "generation": 3,
-         "parent_provider_uuid": ROOT},
-        {"uuid": new, "name": "pool", "generation": 1,
-         "parent_provider_uuid": None, "traits": ["CUSTOM_X"],
-         "inventories": {"DISK_GB": {"total": 10}}}])
+    tree.populate_from_iterable(
+        [
+            {"uuid": CHILD, "name": "gpu-renamed", "generation": 3, "parent_provider_uuid": ROOT},
+            {
+                "uuid": new,
+                "name": "pool",
+                "generation": 1,
+                "parent_provider_uuid": None,
+                "traits": ["CUSTOM_X"],
+                "inventories": {"DISK_GB": {"total": 10}},
+            },
+        ]
+    )
     # CHILD was replaced, and its unlisted descendant dropped.
     assert tree.data(CHILD).name == "gpu-renamed"
     assert tree.data(CHILD).generation == 3
     assert not tree.exists(GRANDCHILD)
     assert tree.roots == [ROOT, new] and tree.has_traits(new, ["CUSTOM_X"])
     with pytest.raises(ProviderNotInTree):
-        tree.populate_from_iterable([{"uuid": "x", "name": "x",
-                                      "parent_provider_uuid": "missing"}])
+        tree.populate_from_iterable([{"uuid": "x", "name": "x", "parent_provider_uuid": "missing"}])
 
 
 def test_reparent_moves_the_subtree_and_compares_as_moved() -> None:
@@ -257,7 +280,7 @@ def test_reparent_moves_the_subtree_and_compares_as_moved() -> None:
     assert new.get_provider_uuids(CHILD) == [CHILD]
     assert old.compare(new).reparented == (GRANDCHILD,)
     with pytest.raises(ProviderNotInTree):
-        new.reparent(ROOT, CHILD)        # under its own descendant
+        new.reparent(ROOT, CHILD)  # under its own descendant
     new.reparent(CHILD, None)
     assert new.roots == [ROOT, CHILD]
     # Parents before children, in the new tree's order.
@@ -284,10 +307,16 @@ def test_concurrent_edits_are_all_kept() -> None:
 
 def _allocs() -> dict:
     return {
-        "c1": {"allocations": {ROOT: {"resources": {"VGPU": 2, "VCPU": 1}}},
-               "project_id": "p", "user_id": "u"},
-        "c2": {"allocations": {ROOT: {"resources": {"VGPU": 1}}},
-               "project_id": "p", "user_id": "u"},
+        "c1": {
+            "allocations": {ROOT: {"resources": {"VGPU": 2, "VCPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+        },
+        "c2": {
+            "allocations": {ROOT: {"resources": {"VGPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+        },
     }
 
 
@@ -295,13 +324,13 @@ def test_move_allocations_all_or_part() -> None:
     allocs = _allocs()
     assert move_allocations(allocs, ROOT, CHILD, "VGPU") == 3
     assert allocs["c1"]["allocations"] == {
-        ROOT: {"resources": {"VCPU": 1}}, CHILD: {"resources": {"VGPU": 2}}}
+        ROOT: {"resources": {"VCPU": 1}},
+        CHILD: {"resources": {"VGPU": 2}},
+    }
     # c2 had only VGPU on the root: the emptied root entry goes away.
     assert allocs["c2"]["allocations"] == {CHILD: {"resources": {"VGPU": 1}}}
 
     allocs = _allocs()
-    assert move_allocations(allocs, ROOT, CHILD, "VGPU", amount=1,
-                            consumers=["c1"]) == 1
-    assert allocs["c1"]["allocations"][ROOT]["resources"] == {"VGPU": 1,
-                                                             "VCPU": 1}
+    assert move_allocations(allocs, ROOT, CHILD, "VGPU", amount=1, consumers=["c1"]) == 1
+    assert allocs["c1"]["allocations"][ROOT]["resources"] == {"VGPU": 1, "VCPU": 1}
     assert allocs["c2"] == _allocs()["c2"]

@@ -24,16 +24,19 @@ def _wrap(orig: Exception) -> sa.exc.DBAPIError:
     return sa.exc.OperationalError("stmt", {}, orig)
 
 
-@pytest.mark.parametrize("orig,expected", [
-    (sqlite3.OperationalError("database is locked"), True),
-    (_PgError("40001"), True),          # serialization failure
-    (_PgError("40P01"), True),          # deadlock
-    (_PgError("23505"), False),         # unique violation
-    (Exception(1213, "Deadlock found"), True),
-    (Exception(1205, "Lock wait timeout"), True),
-    (Exception(1062, "Duplicate entry"), False),
-    (sqlite3.OperationalError("no such table: x"), False),
-])
+@pytest.mark.parametrize(
+    "orig,expected",
+    [
+        (sqlite3.OperationalError("database is locked"), True),
+        (_PgError("40001"), True),  # serialization failure
+        (_PgError("40P01"), True),  # deadlock
+        (_PgError("23505"), False),  # unique violation
+        (Exception(1213, "Deadlock found"), True),
+        (Exception(1205, "Lock wait timeout"), True),
+        (Exception(1062, "Duplicate entry"), False),
+        (sqlite3.OperationalError("no such table: x"), False),
+    ],
+)
 def test_is_retryable(orig, expected):
     assert is_retryable(_wrap(orig)) is expected
 
@@ -123,15 +126,18 @@ def test_run_counts_retries_by_code_and_tells_listeners(tmp_path):
     assert heard == ["1213", "locked"]
 
 
-@pytest.mark.parametrize("orig,expected", [
-    (Exception(2003, "Can't connect to MySQL server"), True),
-    (Exception(2013, "Lost connection to MySQL server during query"), True),
-    (Exception(1047, "WSREP has not yet prepared node for application use"), True),
-    (Exception(1213, "Deadlock found"), False),
-    (_PgError("08006"), True),          # connection failure
-    (_PgError("57P01"), True),          # admin shutdown
-    (_PgError("23505"), False),
-])
+@pytest.mark.parametrize(
+    "orig,expected",
+    [
+        (Exception(2003, "Can't connect to MySQL server"), True),
+        (Exception(2013, "Lost connection to MySQL server during query"), True),
+        (Exception(1047, "WSREP has not yet prepared node for application use"), True),
+        (Exception(1213, "Deadlock found"), False),
+        (_PgError("08006"), True),  # connection failure
+        (_PgError("57P01"), True),  # admin shutdown
+        (_PgError("23505"), False),
+    ],
+)
 def test_is_unavailable(orig, expected):
     assert is_unavailable(_wrap(orig)) is expected
     assert not is_unavailable(ValueError("x"))
@@ -158,9 +164,9 @@ def test_unreachable_database_is_503_in_placement_format(scheme):
 
 def _lost() -> sa.exc.DBAPIError:
     """What SQLAlchemy raises when a statement finds its connection gone."""
-    return sa.exc.OperationalError("stmt", {}, Exception("server closed the "
-                                                         "connection"),
-                                   connection_invalidated=True)
+    return sa.exc.OperationalError(
+        "stmt", {}, Exception("server closed the connection"), connection_invalidated=True
+    )
 
 
 def test_a_lost_connection_runs_the_transaction_again_once(tmp_path):
@@ -208,14 +214,14 @@ def test_a_connection_lost_while_committing_is_not_run_again(tmp_path):
     assert len(calls) == 1
 
 
-def test_races_past_the_last_attempt_are_409_concurrent_update(
-        tmp_path, monkeypatch):
+def test_races_past_the_last_attempt_are_409_concurrent_update(tmp_path, monkeypatch):
     """When every attempt deadlocks (or, on Galera, loses certification),
     the client gets the 409 of a concurrent update, not a 500: nothing was
     written and trying again is what resolves it."""
     from berth.db import engine as engine_mod
     from berth.db import setup
     from berth.domain import allocation
+
     engine = create_engine("sqlite:///%s" % (tmp_path / "r.sqlite"))
     setup.prepare(engine)
     db = Database(engine)
@@ -224,15 +230,21 @@ def test_races_past_the_last_attempt_are_409_concurrent_update(
     def always_deadlocks(conn, requests, **kw):
         attempts.append(1)
         raise _wrap(Exception(1213, "Deadlock found"))
+
     monkeypatch.setattr(allocation, "replace_allocations", always_deadlocks)
     monkeypatch.setattr(engine_mod.time, "sleep", lambda s: None)
     consumer = "7f1c1e9a-1b2c-4d3e-8f4a-5b6c7d8e9f00"
     with Client(create_app(make_conf(), db)) as client:
-        resp = client.put("/allocations/" + consumer, json={
-            "allocations": {"0b7a2f4e-3f7e-4a61-9a55-d1d6b0b7a0aa": {
-                "resources": {"VCPU": 1}}},
-            "project_id": "p", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"})
+        resp = client.put(
+            "/allocations/" + consumer,
+            json={
+                "allocations": {"0b7a2f4e-3f7e-4a61-9a55-d1d6b0b7a0aa": {"resources": {"VCPU": 1}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
         assert resp.status_code == 409, resp.text
         error = resp.json()["errors"][0]
         assert error["code"] == "placement.concurrent_update"
@@ -246,6 +258,7 @@ def test_a_begin_that_finds_the_file_locked_is_retried(tmp_path, monkeypatch):
     # had within busy_timeout must still come out as SQLAlchemy's error,
     # which Database.run retries.
     from berth.db import engine as engine_mod
+
     monkeypatch.setattr(engine_mod, "SQLITE_BUSY_TIMEOUT_MS", 50)
     path = tmp_path / "x.sqlite"
     db = Database(create_engine("sqlite:///%s" % path))

@@ -43,8 +43,10 @@ def test_prepare_migrates_then_seeds_in_one_place(tmp_path):
 
     def names():
         with engine.connect() as conn:
-            return (set(conn.scalars(sa.select(t.resource_classes.c.name))),
-                    set(conn.scalars(sa.select(t.traits.c.name))))
+            return (
+                set(conn.scalars(sa.select(t.resource_classes.c.name))),
+                set(conn.scalars(sa.select(t.traits.c.name))),
+            )
 
     with pytest.raises(setup.NotMigrated, match="berth db sync"):
         setup.prepare(engine, upgrade=False)
@@ -86,31 +88,36 @@ def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
 
     def indexes():
         inspector = sa.inspect(engine)
-        return {table: sorted(i["name"] for i in inspector.get_indexes(table)
-                              if i["name"].startswith("ix_"))
-                for table in ("consumers", "allocations")}
+        return {
+            table: sorted(
+                i["name"] for i in inspector.get_indexes(table) if i["name"].startswith("ix_")
+            )
+            for table in ("consumers", "allocations")
+        }
 
     try:
         migrate.upgrade(engine, "0003")
         before = indexes()
         with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO projects (id, external_id) "
-                                 "VALUES (1, 'p')"))
-            conn.execute(sa.text("INSERT INTO users (id, external_id) "
-                                 "VALUES (1, 'u')"))
-            conn.execute(sa.text(
-                "INSERT INTO consumers (id, uuid, project_id, user_id, "
-                "generation) VALUES (1, 'c', 1, 1, 0)"))
+            conn.execute(sa.text("INSERT INTO projects (id, external_id) VALUES (1, 'p')"))
+            conn.execute(sa.text("INSERT INTO users (id, external_id) VALUES (1, 'u')"))
+            conn.execute(
+                sa.text(
+                    "INSERT INTO consumers (id, uuid, project_id, user_id, "
+                    "generation) VALUES (1, 'c', 1, 1, 0)"
+                )
+            )
         migrate.upgrade(engine)
         assert indexes() == {
             "consumers": ["ix_consumers_project_id_user_id_consumer_type_id_uuid"],
             "allocations": [
                 "ix_allocations_consumer_id_resource_class_id_used",
                 "ix_allocations_resource_class_id",
-                "ix_allocations_resource_provider_id_resource_class_id_used"]}
+                "ix_allocations_resource_provider_id_resource_class_id_used",
+            ],
+        }
         with engine.connect() as conn:
-            assert conn.execute(sa.text("SELECT uuid FROM consumers")
-                                ).scalars().all() == ["c"]
+            assert conn.execute(sa.text("SELECT uuid FROM consumers")).scalars().all() == ["c"]
         _downgrade(engine, "0003")
         assert indexes() == before
         assert "ix_consumers_project_id_user_id" in before["consumers"]
@@ -128,19 +135,22 @@ def test_0005_adds_usage_amounts_to_change_rows_and_back(kind, tmp_path):
 
     def columns():
         return [c["name"] for c in sa.inspect(engine).get_columns("berth_changes")]
+
     try:
         migrate.upgrade(engine, "0004")
         before = columns()
         with engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO berth_changes (slot, seq, kind, "
-                "resource_provider_id) VALUES (1, 1, 'u', 3)"))
+            conn.execute(
+                sa.text(
+                    "INSERT INTO berth_changes (slot, seq, kind, "
+                    "resource_provider_id) VALUES (1, 1, 'u', 3)"
+                )
+            )
         migrate.upgrade(engine)
-        assert columns() == before + ["user_id", "consumer_type_id",
-                                      "resource_class_id", "amount"]
+        assert columns() == before + ["user_id", "consumer_type_id", "resource_class_id", "amount"]
         with engine.connect() as conn:
-            assert conn.execute(sa.text(
-                "SELECT kind, resource_provider_id, amount FROM berth_changes")
+            assert conn.execute(
+                sa.text("SELECT kind, resource_provider_id, amount FROM berth_changes")
             ).all() == [("u", 3, None)]
         _downgrade(engine, "0004")
         assert columns() == before

@@ -60,14 +60,21 @@ from berth.db import events
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "berth"
-DOCS = sorted([ROOT / "README.md", ROOT / "tests" / "README.md",
-               ROOT / "bench" / "README.md",
-               *(ROOT / "docs").glob("*.md")])
+DOCS = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / "tests" / "README.md",
+        ROOT / "bench" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+    ]
+)
 
 #: Spans shaped like references that name no code, and why.
 NOT_CODE = {
     # logger names, published for operators' filters
-    "berth.server", "berth.request", "berth.log",
+    "berth.server",
+    "berth.request",
+    "berth.log",
     # oslo.policy's directory of rule files beside the policy file
     "policy.d",
     # a JSON pointer into the OpenAPI document
@@ -75,13 +82,29 @@ NOT_CODE = {
 }
 #: Published names that look dotted: event kinds and error codes.
 PUBLISHED = set(events.KINDS) | {
-    value for name, value in vars(api_errors).items()
-    if name.isupper() and isinstance(value, str) and "." in value}
+    value
+    for name, value in vars(api_errors).items()
+    if name.isupper() and isinstance(value, str) and "." in value
+}
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_SUFFIXES = (".py", ".md", ".toml", ".yaml", ".yml", ".json", ".sh",
-             ".ini", ".cfg", ".conf", ".txt", ".png", ".service", ".mako")
+_SUFFIXES = (
+    ".py",
+    ".md",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".sh",
+    ".ini",
+    ".cfg",
+    ".conf",
+    ".txt",
+    ".png",
+    ".service",
+    ".mako",
+)
 _PATH = re.compile(r"^\.?[\w.-]*(/[\w.-]+)*/?(::[\w\[\]-]+)?$")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?(\(\))?$")
 
@@ -114,8 +137,7 @@ def _names_in(path: Path) -> SimpleNamespace:
     """The names the Python file ``path`` assigns or defines at its top."""
     names: dict[str, Any] = {}
     for node in ast.parse(path.read_text()).body:
-        targets = ([node.target] if isinstance(node, ast.AnnAssign)
-                   else getattr(node, "targets", []))
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
         names.update({t.id: None for t in targets if isinstance(t, ast.Name)})
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names[node.name] = None
@@ -127,9 +149,11 @@ def _modules() -> dict[str, Any]:
     or read for those of ``_NOT_IMPORTED``."""
     found: dict[str, Any] = {"berth": berth}
     for info in pkgutil.walk_packages(berth.__path__, "berth."):
-        found[info.name] = (_top_level(info.name)
-                            if info.name in _NOT_IMPORTED
-                            else importlib.import_module(info.name))
+        found[info.name] = (
+            _top_level(info.name)
+            if info.name in _NOT_IMPORTED
+            else importlib.import_module(info.name)
+        )
     return found
 
 
@@ -142,8 +166,8 @@ for _name, _module in MODULES.items():
     BY_LAST.setdefault(_name.rsplit(".", 1)[-1], []).append(_module)
     for _attr, _value in vars(_module).items():
         if getattr(_value, "__module__", None) == _name or (
-                not callable(_value) and not inspect.ismodule(_value)
-                and _attr.isupper()):
+            not callable(_value) and not inspect.ismodule(_value) and _attr.isupper()
+        ):
             BY_NAME.setdefault(_attr, []).append(_module)
 
 
@@ -197,21 +221,32 @@ def _dotted(where: Path, text: str) -> bool | None:
 
 def _test_names(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                 ast.ClassDef))}
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
 
 
 #: Where a path may start, besides the doc's own directory.
-_BASES = [ROOT, ROOT / "src", SRC,
-          *sorted(p for p in SRC.iterdir() if (p / "__init__.py").exists())]
+_BASES = [
+    ROOT,
+    ROOT / "src",
+    SRC,
+    *sorted(p for p in SRC.iterdir() if (p / "__init__.py").exists()),
+]
 #: What git ignores: made by runs, so documented but never committed.
-_IGNORED = {line.strip() for line in (ROOT / ".gitignore").read_text(
-    ).splitlines() if line.strip() and not line.startswith("#")}
+_IGNORED = {
+    line.strip()
+    for line in (ROOT / ".gitignore").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
 #: Every file of the repository, by name (for bare file names).
-_NAMES = {p.name for top in ("src", "tests", "bench", "support", "deploy",
-                             "docs", ".ci") for p in (ROOT / top).rglob("*")
-          } | {p.name for p in ROOT.iterdir()}
+_NAMES = {
+    p.name
+    for top in ("src", "tests", "bench", "support", "deploy", "docs", ".ci")
+    for p in (ROOT / top).rglob("*")
+} | {p.name for p in ROOT.iterdir()}
 
 
 def _is_path(where: Path, text: str) -> bool:
@@ -262,20 +297,17 @@ def _path(where: Path, text: str) -> bool:
     return False
 
 
-def references(where: Path, markdown: str
-               ) -> Iterator[tuple[int, str, bool]]:
+def references(where: Path, markdown: str) -> Iterator[tuple[int, str, bool]]:
     """(line, text, resolves) of each reference ``markdown``, a doc in
     directory ``where``, makes."""
     for number, text in _spans(markdown):
-        if (text in NOT_CODE or text in PUBLISHED
-                or any(c in text for c in "<>*{} $=")):
+        if text in NOT_CODE or text in PUBLISHED or any(c in text for c in "<>*{} $="):
             continue
         if _is_path(where, text):
             yield number, text, _path(where, text)
         elif text.endswith(_SUFFIXES):
             continue  # a file of no repository's (``policy.yaml``)
-        elif _DOTTED.match(text) and text.split(".", 1)[0] not in (
-                sys.stdlib_module_names):
+        elif _DOTTED.match(text) and text.split(".", 1)[0] not in (sys.stdlib_module_names):
             found = _dotted(where, text)
             if found is not None:
                 yield number, text, found
@@ -288,38 +320,56 @@ def test_every_reference_in_the_docs_resolves() -> None:
         for number, text, ok in references(doc.parent, doc.read_text()):
             checked += 1
             if not ok:
-                broken.append("%s:%d: %s"
-                              % (doc.relative_to(ROOT), number, text))
+                broken.append("%s:%d: %s" % (doc.relative_to(ROOT), number, text))
     assert not broken, "\n".join(broken)
     # The rule above must keep finding references, or this test passes
     # for saying nothing.
     assert checked >= 300, checked
 
 
-@pytest.mark.parametrize("text", [
-    "domain/claim.py", "berth.domain.claim.lock_providers",
-    "claim.lock_providers", "db/engine.Database.run", "State.candidate_cache",
-    "berth.wsgi:application", "concurrency.md",
-    "tests/unit/test_docs_references.py::test_the_rule_finds_what_is_missing",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "domain/claim.py",
+        "berth.domain.claim.lock_providers",
+        "claim.lock_providers",
+        "db/engine.Database.run",
+        "State.candidate_cache",
+        "berth.wsgi:application",
+        "concurrency.md",
+        "tests/unit/test_docs_references.py::test_the_rule_finds_what_is_missing",
+    ],
+)
 def test_the_rule_resolves_what_exists(text: str) -> None:
     assert _judged(text) == [True]
 
 
-@pytest.mark.parametrize("text", [
-    "domain/no_such_module.py", "berth.domain.claim.no_such_function",
-    "claim.no_such_function", "db/engine.Database.no_such_method",
-    "ProviderTree.no_such_method", "tests/unit/test_docs.py::test_nothing",
-    "berth.no_such_module",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "domain/no_such_module.py",
+        "berth.domain.claim.no_such_function",
+        "claim.no_such_function",
+        "db/engine.Database.no_such_method",
+        "ProviderTree.no_such_method",
+        "tests/unit/test_docs.py::test_nothing",
+        "berth.no_such_module",
+    ],
+)
 def test_the_rule_finds_what_is_missing(text: str) -> None:
     assert _judged(text) == [False]
 
 
-@pytest.mark.parametrize("text", [
-    "os.environ", "placement.conf", "berth serve", "/allocations/{c}",
-    "handlers/<resource>.py",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "os.environ",
+        "placement.conf",
+        "berth serve",
+        "/allocations/{c}",
+        "handlers/<resource>.py",
+    ],
+)
 def test_the_rule_leaves_what_is_no_reference(text: str) -> None:
     assert _judged(text) == []
 

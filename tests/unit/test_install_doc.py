@@ -15,15 +15,22 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "install.md"
 def section() -> str:
     text = DOC.read_text()
     start = text.index("### Moving from upstream Placement")
-    return text[start:text.index("\n### ", start + 1)]
+    return text[start : text.index("\n### ", start + 1)]
 
 
 def test_every_berth_command_in_the_switch_over_parses():
     blocks = re.findall(r"```sh\n(.*?)```", section(), re.S)
-    commands = [line.strip() for block in blocks for line in block.splitlines()
-                if line.strip().startswith("berth ")]
+    commands = [
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.strip().startswith("berth ")
+    ]
     assert {c.split()[2] for c in commands if c.split()[1] == "db"} == {
-        "import", "verify", "export"}
+        "import",
+        "verify",
+        "export",
+    }
     parser = build_parser()
     for command in commands:
         args = parser.parse_args(shlex.split(command)[1:])

@@ -21,9 +21,23 @@ def test_text_is_by_slot_without_slots_at_their_start() -> None:
     assert Position.parse("7:3,1:5") == Position.of({1: 5, 7: 3})
 
 
-@pytest.mark.parametrize("text", [
-    "", "1", "1:", ":1", "a:1", "1:-2", "1:2,", "1:2,1:3", "0,1:2",
-    "1:2;2:3", "1" * 12 + ":1", "1:" + "9" * 19])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "1",
+        "1:",
+        ":1",
+        "a:1",
+        "1:-2",
+        "1:2,",
+        "1:2,1:3",
+        "0,1:2",
+        "1:2;2:3",
+        "1" * 12 + ":1",
+        "1:" + "9" * 19,
+    ],
+)
 def test_anything_else_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not a position"):
         Position.parse(text)

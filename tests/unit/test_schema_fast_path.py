@@ -33,12 +33,13 @@ from berth.domain.errors import DomainError
 #: The refusals read as the installed jsonschema words them: 4.21 says an
 #: emptiness check "should be non-empty" (before, "is too short"), and 4.23
 #: shows the schema in its own key order (before, sorted).
-_JSONSCHEMA = tuple(int(part) for part in
-                    importlib.metadata.version("jsonschema").split(".")[:2])
+_JSONSCHEMA = tuple(int(part) for part in importlib.metadata.version("jsonschema").split(".")[:2])
 _NON_EMPTY = "should be non-empty" if _JSONSCHEMA >= (4, 21) else "is too short"
-_TRAIT_ITEMS = ("{'type': 'string', 'minLength': 1, 'maxLength': 255}"
-                if _JSONSCHEMA >= (4, 23) else
-                "{'maxLength': 255, 'minLength': 1, 'type': 'string'}")
+_TRAIT_ITEMS = (
+    "{'type': 'string', 'minLength': 1, 'maxLength': 255}"
+    if _JSONSCHEMA >= (4, 23)
+    else "{'maxLength': 255, 'minLength': 1, 'type': 'string'}"
+)
 
 
 # -- every validator Berth builds ------------------------------------------
@@ -47,23 +48,31 @@ _TRAIT_ITEMS = ("{'type': 'string', 'minLength': 1, 'maxLength': 255}"
 def _validators() -> dict[str, schemas.FastValidator]:
     """Each ``FastValidator`` the schema modules and the OpenAPI document
     hold (alone or in a ``Versioned`` table), by a readable name."""
-    modules = [importlib.import_module("berth.api.schemas." + m.name)
-               for m in pkgutil.iter_modules(schemas.__path__)]
+    modules = [
+        importlib.import_module("berth.api.schemas." + m.name)
+        for m in pkgutil.iter_modules(schemas.__path__)
+    ]
     found: dict[int, tuple[str, schemas.FastValidator]] = {}
     for module in [*modules, operations]:
         for name, value in vars(module).items():
             rows: list[tuple[str, Any]] = []
             if isinstance(value, schemas.FastValidator):
                 rows = [(name, value)]
-            elif isinstance(value, tuple) and value and all(
-                    isinstance(row, tuple) and len(row) == 2
+            elif (
+                isinstance(value, tuple)
+                and value
+                and all(
+                    isinstance(row, tuple)
+                    and len(row) == 2
                     and isinstance(row[1], schemas.FastValidator)
-                    for row in value):
+                    for row in value
+                )
+            ):
                 rows = [("%s[%s]" % (name, since), v) for since, v in value]
             for label, checker in rows:
-                found.setdefault(id(checker), (
-                    "%s.%s" % (module.__name__.rsplit(".", 1)[1], label),
-                    checker))
+                found.setdefault(
+                    id(checker), ("%s.%s" % (module.__name__.rsplit(".", 1)[1], label), checker)
+                )
     return dict(found.values())
 
 
@@ -73,33 +82,73 @@ NAMES = sorted(VALIDATORS)
 
 def test_every_schema_is_found_and_has_a_fast_check() -> None:
     # The claim's, the inventories' and the candidates' query among them.
-    assert {"allocation.PUT_SCHEMAS[1.38]", "inventory.PUT_ALL_V",
-            "allocation_candidate.SCHEMAS[1.36]"} <= set(NAMES)
+    assert {
+        "allocation.PUT_SCHEMAS[1.38]",
+        "inventory.PUT_ALL_V",
+        "allocation_candidate.SCHEMAS[1.36]",
+    } <= set(NAMES)
     assert len(NAMES) >= 50
-    assert [n for n in NAMES
-            if schemas._compile(VALIDATORS[n].schema) is None] == []
+    assert [n for n in NAMES if schemas._compile(VALIDATORS[n].schema) is None] == []
 
 
 # -- bodies drawn from a schema ------------------------------------------
 
 _U = "2290d4af-9e6e-400b-9d65-1ee01376f71a"
 #: Strings that sit on some schema's edge.
-_STRINGS = ["", "a", "\n", "VCPU", "VCPU\n", "vcpu", "CUSTOM_X", "CUSTOM_X\n",
-            "CUSTOM_", "INSTANCE", "none", "isolate", "all", "unknown", "1",
-            "0", "01", "5\n", "1.0", _U, _U + "\n", _U.upper(), "{%s}" % _U,
-            "urn:uuid:" + _U, _U.replace("-", ""), _U[:-1], "resources",
-            "resources1", "resources_A", "resources1\n", "in_tree", "x" * 256]
+_STRINGS = [
+    "",
+    "a",
+    "\n",
+    "VCPU",
+    "VCPU\n",
+    "vcpu",
+    "CUSTOM_X",
+    "CUSTOM_X\n",
+    "CUSTOM_",
+    "INSTANCE",
+    "none",
+    "isolate",
+    "all",
+    "unknown",
+    "1",
+    "0",
+    "01",
+    "5\n",
+    "1.0",
+    _U,
+    _U + "\n",
+    _U.upper(),
+    "{%s}" % _U,
+    "urn:uuid:" + _U,
+    _U.replace("-", ""),
+    _U[:-1],
+    "resources",
+    "resources1",
+    "resources_A",
+    "resources1\n",
+    "in_tree",
+    "x" * 256,
+]
 _ATOMS = st.one_of(
-    st.none(), st.booleans(), st.integers(),
+    st.none(),
+    st.booleans(),
+    st.integers(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0, 1, -1, 1.0, 0.5, 2147483647, 2147483648, 3.5e38]),
-    st.text(max_size=8), st.sampled_from(_STRINGS))
+    st.text(max_size=8),
+    st.sampled_from(_STRINGS),
+)
 #: Any JSON value (no NaN or infinity: orjson refuses them).
 _JUNK = st.recursive(
-    _ATOMS, lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.one_of(st.text(max_size=6),
-                                st.sampled_from(_STRINGS)), inner,
-                      max_size=3), max_leaves=8)
+    _ATOMS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.one_of(st.text(max_size=6), st.sampled_from(_STRINGS)), inner, max_size=3
+        )
+    ),
+    max_leaves=8,
+)
 
 
 def _coin(draw: Any, chance: float) -> bool:
@@ -109,12 +158,16 @@ def _coin(draw: Any, chance: float) -> bool:
 
 def _uuid_string(draw: Any, odd: bool) -> str:
     value = draw(st.uuids())
-    spellings = [str(value), value.hex, str(value).upper(), "{%s}" % value,
-                 "urn:uuid:%s" % value]
+    spellings = [str(value), value.hex, str(value).upper(), "{%s}" % value, "urn:uuid:%s" % value]
     if odd:
-        spellings += [str(value)[:-1], str(value) + "0", str(value) + "\n",
-                      str(value).replace("a", "g").replace("1", "g"),
-                      " " + str(value), str(value)[:8] + "-" + value.hex]
+        spellings += [
+            str(value)[:-1],
+            str(value) + "0",
+            str(value) + "\n",
+            str(value).replace("a", "g").replace("1", "g"),
+            " " + str(value),
+            str(value)[:8] + "-" + value.hex,
+        ]
     return str(draw(st.sampled_from(spellings)))
 
 
@@ -131,19 +184,17 @@ def _string(draw: Any, schema: dict[str, Any], rate: float) -> str:
         if odd and _coin(draw, 0.3):
             text += "\n"
     else:
-        text = str(draw(st.text(max_size=10) if not odd
-                        else st.sampled_from(_STRINGS)))
+        text = str(draw(st.text(max_size=10) if not odd else st.sampled_from(_STRINGS)))
     longest = schema.get("maxLength")
     if longest is not None and _coin(draw, 0.2):
         size = draw(st.integers(longest - 1, longest + (1 if odd else 0)))
-        text = (text + "A" * size)[:max(size, len(text) if not odd else 0)]
+        text = (text + "A" * size)[: max(size, len(text) if not odd else 0)]
     if schema.get("minLength") and odd and _coin(draw, 0.3):
         text = ""
     return text
 
 
-def _number(draw: Any, schema: dict[str, Any], rate: float,
-            integer: bool) -> Any:
+def _number(draw: Any, schema: dict[str, Any], rate: float, integer: bool) -> Any:
     low, high = schema.get("minimum"), schema.get("maximum")
     if _coin(draw, rate):
         edges = [True, False, 0.5, -1, 2**63, 3.5e38, "1"]
@@ -151,22 +202,24 @@ def _number(draw: Any, schema: dict[str, Any], rate: float,
         edges += [high + 1, high * 1.0001] if high is not None else []
         return draw(st.sampled_from(edges))
     if integer:
-        value = draw(st.integers(low if low is not None else -2**40,
-                                 high if high is not None else 2**40))
+        value = draw(
+            st.integers(low if low is not None else -(2**40), high if high is not None else 2**40)
+        )
         # 1.0 is an integer to both validators.
-        return float(value) if abs(value) < 2**50 and _coin(draw, 0.1) \
-            else value
-    return draw(st.floats(low, high, allow_nan=False, allow_infinity=False)
-                | st.integers(int(low) if low is not None else -2**40,
-                              int(high) if high is not None else 2**40))
+        return float(value) if abs(value) < 2**50 and _coin(draw, 0.1) else value
+    return draw(
+        st.floats(low, high, allow_nan=False, allow_infinity=False)
+        | st.integers(
+            int(low) if low is not None else -(2**40), int(high) if high is not None else 2**40
+        )
+    )
 
 
 def _object(draw: Any, schema: dict[str, Any], rate: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     required = schema.get("required", [])
     for key, sub in schema.get("properties", {}).items():
-        wanted = (not _coin(draw, rate) if key in required
-                  else _coin(draw, 0.5))
+        wanted = not _coin(draw, rate) if key in required else _coin(draw, 0.5)
         if wanted:
             out[key] = _value(draw, sub, rate)
     least = 1 if schema.get("minProperties") else 0
@@ -174,14 +227,12 @@ def _object(draw: Any, schema: dict[str, Any], rate: float) -> dict[str, Any]:
         for _ in range(draw(st.integers(least, 3))):
             key = str(draw(st.from_regex(pattern, fullmatch=True)))
             if _coin(draw, rate):
-                key = draw(st.sampled_from([key + "\n", key.lower(),
-                                            key + "-", "", key[1:]]))
+                key = draw(st.sampled_from([key + "\n", key.lower(), key + "-", "", key[1:]]))
             out[key] = _value(draw, sub, rate)
     if _coin(draw, rate):
         extra = schema.get("additionalProperties", True)
         key = draw(st.one_of(st.text(max_size=6), st.sampled_from(_STRINGS)))
-        out[key] = (_value(draw, extra, rate) if isinstance(extra, dict)
-                    else draw(_JUNK))
+        out[key] = _value(draw, extra, rate) if isinstance(extra, dict) else draw(_JUNK)
     if _coin(draw, rate / 2):
         out = {}
     return out
@@ -189,29 +240,28 @@ def _object(draw: Any, schema: dict[str, Any], rate: float) -> dict[str, Any]:
 
 def _array(draw: Any, schema: dict[str, Any], rate: float) -> list[Any]:
     items = schema.get("items", True)
-    out = [_value(draw, items, rate)
-           for _ in range(draw(st.integers(schema.get("minItems", 0), 3)))]
+    out = [
+        _value(draw, items, rate) for _ in range(draw(st.integers(schema.get("minItems", 0), 3)))
+    ]
     if schema.get("uniqueItems") and not _coin(draw, rate):
         unique: list[Any] = []
         for item in out:
-            if item not in unique or any(
-                    type(item) is not type(u) for u in unique if u == item):
+            if item not in unique or any(type(item) is not type(u) for u in unique if u == item):
                 unique.append(item)
-        out = unique if all(type(a) is type(b) or a != b
-                            for a in unique for b in unique) else out[:1]
+        out = (
+            unique if all(type(a) is type(b) or a != b for a in unique for b in unique) else out[:1]
+        )
     elif out and _coin(draw, rate):
         # A repeat, or an equal of another type (1 and 1.0, 1 and true).
         first = out[0]
-        twin = (float(first) if isinstance(first, int)
-                and not isinstance(first, bool) else first)
+        twin = float(first) if isinstance(first, int) and not isinstance(first, bool) else first
         out.append(draw(st.sampled_from([first, twin, True, 1])))
     if schema.get("minItems") and _coin(draw, rate / 2):
         out = []
     return out
 
 
-_SHAPED = ("properties", "patternProperties", "additionalProperties",
-           "required", "minProperties")
+_SHAPED = ("properties", "patternProperties", "additionalProperties", "required", "minProperties")
 
 
 def _value(draw: Any, schema: Any, rate: float) -> Any:
@@ -222,14 +272,18 @@ def _value(draw: Any, schema: Any, rate: float) -> Any:
         return _value(draw, draw(st.sampled_from(schema["anyOf"])), rate)
     kinds = schema.get("type")
     if kinds is None:
-        kinds = ("object" if any(k in schema for k in _SHAPED) else
-                 "array" if "items" in schema else
-                 "string" if "pattern" in schema or "format" in schema
-                 else None)
+        kinds = (
+            "object"
+            if any(k in schema for k in _SHAPED)
+            else "array"
+            if "items" in schema
+            else "string"
+            if "pattern" in schema or "format" in schema
+            else None
+        )
         if kinds is None:
             return draw(_JUNK)
-    kind = draw(st.sampled_from(kinds if isinstance(kinds, list)
-                                else [kinds]))
+    kind = draw(st.sampled_from(kinds if isinstance(kinds, list) else [kinds]))
     if kind == "string":
         return _string(draw, schema, rate)
     if kind in ("integer", "number"):
@@ -275,13 +329,13 @@ def _verdicts(checker: schemas.FastValidator, body: Any) -> None:
             checker.validate(body)
         return
     assert _refusal(checker.validate, body) == _refusal(
-        lambda b: jsonschema.validate(b, judge.schema,
-                                      format_checker=judge.format_checker),
-        body)
+        lambda b: jsonschema.validate(b, judge.schema, format_checker=judge.format_checker), body
+    )
 
 
-_PROPERTY = settings(max_examples=100, deadline=None, database=None,
-                     suppress_health_check=list(HealthCheck))
+_PROPERTY = settings(
+    max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 #: Schemas that accept anything (the body nobody reads).
 _OPEN = {n for n in NAMES if not set(VALIDATORS[n].schema) - {"description"}}
 
@@ -324,45 +378,70 @@ _CLAIM = pick(allocation.PUT_SCHEMAS, (1, 38))
 
 
 def _claim(**changes: Any) -> dict[str, Any]:
-    body = {"allocations": {_U: {"resources": {"VCPU": 1}}},
-            "project_id": "p", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"}
+    body = {
+        "allocations": {_U: {"resources": {"VCPU": 1}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
     body.update(changes)
     return body
 
 
-@pytest.mark.parametrize("checker,body,words", [
-    (_CLAIM, _claim(allocations={_U: {"resources": {"VCPU": True}}}),
-     "True is not of type 'integer'"),
-    (_CLAIM, _claim(allocations={_U: {"resources": {"VCPU": 0}}}),
-     "0 is less than the minimum of 1"),
-    (_CLAIM, _claim(allocations={_U: {"resources": {"vcpu": 1}}}),
-     "'vcpu' does not match any of the regexes: '^[A-Z0-9_]+$'"),
-    (_CLAIM, _claim(consumer_type="instance"),
-     "'instance' does not match '^[A-Z0-9_]+$'"),
-    (_CLAIM, {"allocations": {}}, "'project_id' is a required property"),
-    (inventory.PUT_ALL_V, {"resource_provider_generation": 1,
-                           "inventories": {"VCPU": {"total": 2147483648}}},
-     "2147483648 is greater than the maximum of 2147483647"),
-    (trait.SET_PROVIDER_TRAITS_V, {"traits": [""],
-                                   "resource_provider_generation": 0},
-     "'' " + _NON_EMPTY),
-    (pick(allocation.PUT_SCHEMAS, (1, 0)), {"allocations": [{
-        "resource_provider": {"uuid": "harry"}, "resources": {"VCPU": 1}}]},
-     "'harry' is not a 'uuid'"),
-])
+@pytest.mark.parametrize(
+    "checker,body,words",
+    [
+        (
+            _CLAIM,
+            _claim(allocations={_U: {"resources": {"VCPU": True}}}),
+            "True is not of type 'integer'",
+        ),
+        (
+            _CLAIM,
+            _claim(allocations={_U: {"resources": {"VCPU": 0}}}),
+            "0 is less than the minimum of 1",
+        ),
+        (
+            _CLAIM,
+            _claim(allocations={_U: {"resources": {"vcpu": 1}}}),
+            "'vcpu' does not match any of the regexes: '^[A-Z0-9_]+$'",
+        ),
+        (_CLAIM, _claim(consumer_type="instance"), "'instance' does not match '^[A-Z0-9_]+$'"),
+        (_CLAIM, {"allocations": {}}, "'project_id' is a required property"),
+        (
+            inventory.PUT_ALL_V,
+            {"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 2147483648}}},
+            "2147483648 is greater than the maximum of 2147483647",
+        ),
+        (
+            trait.SET_PROVIDER_TRAITS_V,
+            {"traits": [""], "resource_provider_generation": 0},
+            "'' " + _NON_EMPTY,
+        ),
+        (
+            pick(allocation.PUT_SCHEMAS, (1, 0)),
+            {"allocations": [{"resource_provider": {"uuid": "harry"}, "resources": {"VCPU": 1}}]},
+            "'harry' is not a 'uuid'",
+        ),
+    ],
+)
 def test_refusal_reads_as_jsonschema_words_it(
-        checker: schemas.FastValidator, body: Any, words: str) -> None:
+    checker: schemas.FastValidator, body: Any, words: str
+) -> None:
     with pytest.raises(jsonschema.ValidationError) as caught:
         checker.validate(body)
     assert caught.value.message == words
     assert str(caught.value) == _refusal(checker._judge.validate, body)
 
 
-@pytest.mark.parametrize("body", [
-    {"name": "CUSTOM_X\n"},                      # "$" before a final newline
-    {"name": "CUSTOM_" + "A" * 248},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "CUSTOM_X\n"},  # "$" before a final newline
+        {"name": "CUSTOM_" + "A" * 248},
+    ],
+)
 def test_dollar_keeps_jsonschema_meaning(body: dict[str, Any]) -> None:
     # fastjsonschema alone reads "$" as the very end; the copy it compiles
     # checks the pattern with re.search, as jsonschema does (the handler
@@ -391,20 +470,22 @@ def _put(app_body: bytes, checker: schemas.FastValidator) -> testing.Result:
 
     app.add_route("/x", Resource())
     return testing.TestClient(app).simulate_put(
-        "/x", body=app_body, headers={"content-type": "application/json"})
+        "/x", body=app_body, headers={"content-type": "application/json"}
+    )
 
 
 def test_json_body_says_jsonschemas_words() -> None:
-    bad = _put(b'{"traits": [1], "resource_provider_generation": 0}',
-               trait.SET_PROVIDER_TRAITS_V)
+    bad = _put(b'{"traits": [1], "resource_provider_generation": 0}', trait.SET_PROVIDER_TRAITS_V)
     assert bad.status_code == 400
-    assert bad.text == ("JSON does not validate: 1 is not of type 'string'"
-                        "\n\nFailed validating 'type' in schema['properties']"
-                        "['traits']['items']:\n    " + _TRAIT_ITEMS
-                        + "\n\nOn instance"
-                        "['traits'][0]:\n    1")
-    good = _put(b'{"traits": ["X"], "resource_provider_generation": 0}',
-                trait.SET_PROVIDER_TRAITS_V)
+    assert bad.text == (
+        "JSON does not validate: 1 is not of type 'string'"
+        "\n\nFailed validating 'type' in schema['properties']"
+        "['traits']['items']:\n    " + _TRAIT_ITEMS + "\n\nOn instance"
+        "['traits'][0]:\n    1"
+    )
+    good = _put(
+        b'{"traits": ["X"], "resource_provider_generation": 0}', trait.SET_PROVIDER_TRAITS_V
+    )
     assert good.status_code == 204
 
 
@@ -424,18 +505,26 @@ def test_a_fast_refusal_jsonschema_accepts_is_accepted() -> None:
         checker.validate([])
 
 
-@pytest.mark.parametrize("schema,good,bad", [
-    ({"not": {"type": "string"}}, 1, "a"),
-    ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, -1, 1),
-    ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, 1, "a"),
-    ({"const": 1}, 1, True),
-    ({"enum": [1, "a"]}, 1, True),
-    ({"format": "uuid"}, 1, "harry"),  # a format on any type
-    ({"patternProperties": {"(a)\\1": {"type": "integer"}, "b": {}},
-      "additionalProperties": False}, {"aa": 1}, {"c": 1}),
-])
-def test_other_keywords_are_left_to_jsonschema(schema: dict[str, Any],
-                                               good: Any, bad: Any) -> None:
+@pytest.mark.parametrize(
+    "schema,good,bad",
+    [
+        ({"not": {"type": "string"}}, 1, "a"),
+        ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, -1, 1),
+        ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, 1, "a"),
+        ({"const": 1}, 1, True),
+        ({"enum": [1, "a"]}, 1, True),
+        ({"format": "uuid"}, 1, "harry"),  # a format on any type
+        (
+            {
+                "patternProperties": {"(a)\\1": {"type": "integer"}, "b": {}},
+                "additionalProperties": False,
+            },
+            {"aa": 1},
+            {"c": 1},
+        ),
+    ],
+)
+def test_other_keywords_are_left_to_jsonschema(schema: dict[str, Any], good: Any, bad: Any) -> None:
     checker = validator(schema)
     assert schemas._compile(schema) is None
     checker.validate(good)
@@ -445,8 +534,7 @@ def test_other_keywords_are_left_to_jsonschema(schema: dict[str, Any],
 
 def test_fast_check_leaves_the_body_alone() -> None:
     # Compiled without fastjsonschema's defaults: nothing is filled in.
-    checker = validator({"type": "object", "properties": {
-        "a": {"type": "integer", "default": 1}}})
+    checker = validator({"type": "object", "properties": {"a": {"type": "integer", "default": 1}}})
     body: dict[str, Any] = {}
     checker.validate(body)
     assert checker._fast_accepts(body)
@@ -456,10 +544,17 @@ def test_fast_check_leaves_the_body_alone() -> None:
 def test_uuid_spellings_match_the_format_checker() -> None:
     checker = validator({"type": "string", "format": "uuid"})
     value = uuid.uuid4()
-    for text in [str(value), value.hex, str(value).upper(), "{%s}" % value,
-                 "urn:uuid:%s" % value, str(value)[:-1], "harry", ""]:
-        assert checker._fast_accepts(text) is schemas.FORMATS.conforms(
-            text, "uuid"), text
+    for text in [
+        str(value),
+        value.hex,
+        str(value).upper(),
+        "{%s}" % value,
+        "urn:uuid:%s" % value,
+        str(value)[:-1],
+        "harry",
+        "",
+    ]:
+        assert checker._fast_accepts(text) is schemas.FORMATS.conforms(text, "uuid"), text
 
 
 def test_compile_all_leaves_no_schema_to_compile_later() -> None:
@@ -468,8 +563,7 @@ def test_compile_all_leaves_no_schema_to_compile_later() -> None:
     assert schemas_package.compile_all() == len(schemas_package._MADE)
     made = {id(checker) for checker in schemas_package._MADE}
     assert all(id(checker) in made for checker in VALIDATORS.values())
-    assert all(checker._fast is not schemas_package._PENDING
-               for checker in schemas_package._MADE)
+    assert all(checker._fast is not schemas_package._PENDING for checker in schemas_package._MADE)
 
 
 @pytest.mark.parametrize("query", [None, [None], "after=1", 7])
@@ -481,5 +575,5 @@ def test_the_feed_query_refuses_a_non_mapping_in_one_line(query: Any) -> None:
     with pytest.raises(DomainError) as caught:
         change.QUERY.validate(query)
     assert str(caught.value) == (
-        "the query must be name=value parameters, not %s"
-        % type(query).__name__)
+        "the query must be name=value parameters, not %s" % type(query).__name__
+    )

@@ -30,8 +30,7 @@ class Readings:
 
 def _worker(metrics: Metrics | None = None) -> Any:
     state = SimpleNamespace(metrics=metrics) if metrics else None
-    return SimpleNamespace(alive=True, pid=4242,
-                           wsgi=SimpleNamespace(state=state))
+    return SimpleNamespace(alive=True, pid=4242, wsgi=SimpleNamespace(state=state))
 
 
 def _sample(metrics: Metrics, name: str) -> float:
@@ -56,8 +55,7 @@ def test_a_worker_over_the_configured_limit_leaves_after_its_request() -> None:
 
 def test_the_automatic_limit_is_a_third_of_the_shared_memory() -> None:
     # 300 MiB shared at the first reading: the limit is 100 MiB.
-    read = Readings((10 * MIB, 300 * MIB), (100 * MIB, 100 * MIB),
-                    (101 * MIB, 90 * MIB))
+    read = Readings((10 * MIB, 300 * MIB), (100 * MIB, 100 * MIB), (101 * MIB, 90 * MIB))
     recycle = memory.Recycler(None, every=0, read=read)
     worker = _worker()
     recycle(worker)
@@ -98,8 +96,7 @@ def test_without_smaps_the_worker_is_never_checked_again() -> None:
     assert read.calls == 1 and worker.alive
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"),
-                    reason="reads /proc/self/smaps_rollup")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps_rollup")
 def test_memory_reads_this_process() -> None:
     found = memory.memory()
     assert found is not None

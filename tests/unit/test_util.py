@@ -11,7 +11,8 @@ from berth.api import util
 
 
 def test_now_is_formatted_once_a_second_and_follows_the_clock(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     clock = [1_700_000_000.2]
     monkeypatch.setattr(util.time, "time", lambda: clock[0])
     monkeypatch.setattr(util, "_now", (-1, ""))

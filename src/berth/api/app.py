@@ -81,8 +81,9 @@ class State:
     metrics, the health checks, and what the HTTP layer keeps between
     requests."""
 
-    def __init__(self, conf: cfg.ConfigOpts, db: Database,
-                 world_observers: Sequence[RefreshObserver] = ()) -> None:
+    def __init__(
+        self, conf: cfg.ConfigOpts, db: Database, world_observers: Sequence[RefreshObserver] = ()
+    ) -> None:
         self.conf = conf
         self.db = db
         self.policy = Policy(conf)
@@ -91,14 +92,14 @@ class State:
         db.event_retention = float(conf.berth.change_feed_retention)
         self.candidate_cache = CandidateCache(
             keep=conf.berth.candidate_cache,
-            observers=[self.metrics.world_refreshed, *world_observers])
+            observers=[self.metrics.world_refreshed, *world_observers],
+        )
         # Answers kept while the change sequence stands still (off, like
         # the candidate cache, where writers bypass the sequence).
-        self.usage_memo = Memo(keep=conf.berth.candidate_cache,
-                               by_project=usage.brought_up_to_date,
-                               limit=10_000)
-        self.provider_memo = Memo(keep=conf.berth.candidate_cache,
-                                  by_provider=True)
+        self.usage_memo = Memo(
+            keep=conf.berth.candidate_cache, by_project=usage.brought_up_to_date, limit=10_000
+        )
+        self.provider_memo = Memo(keep=conf.berth.candidate_cache, by_provider=True)
         self.health = healthcheck_middleware.Checks(conf, self)
         #: Allocation-candidate queries parsed, by microversion and query
         #: string (``handlers.allocation_candidate._parsed_query``).
@@ -129,15 +130,13 @@ class ContextMiddleware:
         ctx.state = self.state
         ctx.request_id = req.env.get("berth.request_id")
         ctx.version = None
-        headers = {"openstack-api-version":
-                   req.env.get("HTTP_OPENSTACK_API_VERSION", "")}
+        headers = {"openstack-api-version": req.env.get("HTTP_OPENSTACK_API_VERSION", "")}
         if not headers["openstack-api-version"]:
             headers = {}
         try:
             ctx.version = microversion.extract(headers)
         except microversion.VersionError as exc:
-            raise errors.HTTPProblem(exc.status, exc.message,
-                                     extra=exc.extra) from None
+            raise errors.HTTPProblem(exc.status, exc.message, extra=exc.extra) from None
         req.env["berth.microversion"] = str(ctx.version)
         ctx.auth = oslo_context.RequestContext.from_environ(req.env)
         if req.method in _READS:
@@ -164,15 +163,15 @@ class ContextMiddleware:
         self._position_read = (now, found)
         return found
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response,
-                         resource: object, req_succeeded: bool) -> None:
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
+    ) -> None:
         position = getattr(req.context, "position", None)
         if position is not None:
             resp.set_header(POSITION_HEADER, position)
         version = getattr(req.context, "version", None)
         if version is not None:
-            resp.set_header("openstack-api-version",
-                            microversion.header_value(version))
+            resp.set_header("openstack-api-version", microversion.header_value(version))
             resp.append_header("vary", "openstack-api-version")
         # The route template (never the raw URL) labels the metrics.
         req.env["berth.route"] = req.uri_template or "unmatched"
@@ -180,21 +179,22 @@ class ContextMiddleware:
             resp.content_type = None  # type: ignore[assignment]
 
 
-def _handle_error(req: falcon.Request, resp: falcon.Response,
-                  exc: Exception, params: dict[str, Any]) -> None:
+def _handle_error(
+    req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict[str, Any]
+) -> None:
     """The one error handler: every failure ends up in the same format
     (Falcon's own errors here, everything else as ``errors.from_exception``
     maps it, as the watch server does)."""
     if isinstance(exc, falcon.HTTPMethodNotAllowed):
         problem = errors.HTTPProblem(405, headers=dict(exc.headers or {}))
     elif isinstance(exc, falcon.HTTPError):
-        problem = errors.HTTPProblem(exc.status_code,
-                                     exc.description or "",
-                                     headers=dict(exc.headers or {}))
+        problem = errors.HTTPProblem(
+            exc.status_code, exc.description or "", headers=dict(exc.headers or {})
+        )
     else:
         problem = errors.from_exception(
-            exc, "serving %s %s" % (req.method, req.path), LOG,
-            req.context.state.metrics)
+            exc, "serving %s %s" % (req.method, req.path), LOG, req.context.state.metrics
+        )
     if dashboard.wants_page(req):  # a browser on a dashboard page
         dashboard.error_page(req, resp, problem)
         return
@@ -203,8 +203,11 @@ def _handle_error(req: falcon.Request, resp: falcon.Response,
     render.error(req, resp, problem, with_code=with_code)
 
 
-def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
-               world_observers: Sequence[RefreshObserver] = ()) -> WSGIApp:
+def create_app(
+    conf: cfg.ConfigOpts,
+    db: Database | None = None,
+    world_observers: Sequence[RefreshObserver] = (),
+) -> WSGIApp:
     """Build the full WSGI stack for ``conf``.
 
     ``db`` defaults to a database made (and prepared) from
@@ -214,10 +217,10 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     """
     if db is None:
         from berth.db import setup
+
         db = setup.database_from_conf(conf)
     state = State(conf, db, world_observers)
-    app = falcon.App(middleware=[ContextMiddleware(state)],
-                     cors_enable=False)
+    app = falcon.App(middleware=[ContextMiddleware(state)], cors_enable=False)
     app.req_options.keep_blank_qs_values = True
     app.req_options.strip_url_path_trailing_slash = False
     app.resp_options.secure_cookies_by_default = False
@@ -231,10 +234,12 @@ def create_app(conf: cfg.ConfigOpts, db: Database | None = None,
     app.add_error_handler(falcon.HTTPError, _handle_error)
     wsgi: WSGIApp = app
     from berth.api import auth
+
     wsgi = auth.wrap(wsgi, conf)
     wsgi = healthcheck_middleware.Anonymous(wsgi, state.health.plain)
     if conf.cors.allowed_origin:
         from oslo_middleware import cors
+
         wsgi = cors.CORS(wsgi, conf)
     edge = EdgeMiddleware(wsgi, conf, state.metrics)
     edge.state = state
@@ -254,8 +259,7 @@ class Forwarded(http_proxy_to_wsgi.HTTPProxyToWSGI):  # type: ignore[misc]
         self.state = state
 
 
-def _buffer_body(environ: dict[str, Any],
-                 limit: int) -> errors.HTTPProblem | None:
+def _buffer_body(environ: dict[str, Any], limit: int) -> errors.HTTPProblem | None:
     """Read the whole body before the app runs, so no handler can leave
     the server waiting on an unread body. A body sent without a length
     (chunked) is read up to ``limit`` bytes and refused beyond it."""
@@ -265,17 +269,14 @@ def _buffer_body(environ: dict[str, Any],
         return None
     if length > 0:
         environ["wsgi.input"] = io.BytesIO(stream.read(length))
-    elif "chunked" in environ.get(
-            "HTTP_TRANSFER_ENCODING", "").lower():
+    elif "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
         data = stream.read(limit + 1)
         if len(data) > limit:
-            return errors.HTTPProblem(
-                413, "The request body is larger than %d bytes." % limit)
+            return errors.HTTPProblem(413, "The request body is larger than %d bytes." % limit)
         environ["wsgi.input"] = io.BytesIO(data)
         environ["CONTENT_LENGTH"] = str(len(data))
         if data and not environ.get("CONTENT_TYPE"):
-            return errors.HTTPProblem(
-                400, "content-type header required when content-length > 0")
+            return errors.HTTPProblem(400, "content-type header required when content-length > 0")
     return None
 
 
@@ -286,32 +287,30 @@ def _latin1_path(environ: dict[str, Any]) -> None:
     U+00FF with a 500."""
     path = environ.get("PATH_INFO", "")
     if any(ord(ch) > 0xFF for ch in path):
-        environ["PATH_INFO"] = path.encode("utf-8", "surrogatepass").decode(
-            "latin-1")
+        environ["PATH_INFO"] = path.encode("utf-8", "surrogatepass").decode("latin-1")
 
 
-def _tagging(start_response: Callable[..., Any], request_id: str,
-             captured: dict[str, Any]) -> Callable[..., Any]:
+def _tagging(
+    start_response: Callable[..., Any], request_id: str, captured: dict[str, Any]
+) -> Callable[..., Any]:
     """``start_response`` adding ``x-openstack-request-id`` (in place of
     any the application set) and noting the status and length in
     ``captured``, for the log line."""
-    def start(status: str, headers: list[tuple[str, str]],
-              exc_info: Any = None) -> Any:
-        headers = [h for h in headers
-                   if h[0].lower() != "x-openstack-request-id"]
+
+    def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        headers = [h for h in headers if h[0].lower() != "x-openstack-request-id"]
         headers.append(("x-openstack-request-id", request_id))
         captured["status"] = status
-        captured["length"] = next((v for k, v in headers
-                                   if k.lower() == "content-length"), "-")
+        captured["length"] = next((v for k, v in headers if k.lower() == "content-length"), "-")
         return start_response(status, headers, exc_info)
+
     return start
 
 
 class EdgeMiddleware:
     """Outermost layer: request ids, limits, the log line, last resort."""
 
-    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts,
-                 metrics: Metrics) -> None:
+    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts, metrics: Metrics) -> None:
         self.app = app
         self.max_body = conf.berth.max_body_bytes
         self.log_requests = conf.berth.request_log
@@ -320,8 +319,9 @@ class EdgeMiddleware:
         #: serving layer (``berth.serve.preload``)
         self.state: State | None = None
 
-    def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         started = time.monotonic()
         request_id = "req-%s" % uuid.uuid4()
         environ["berth.request_id"] = environ["openstack.request_id"] = request_id
@@ -336,8 +336,7 @@ class EdgeMiddleware:
         logs.request_done()
         return result
 
-    def _answer(self, environ: dict[str, Any],
-                start: Callable[..., Any]) -> Iterable[bytes]:
+    def _answer(self, environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
         """The response: a refusal of what ``_precheck`` or the body's
         buffering finds wrong, else the application's; a 500 when
         anything fails."""
@@ -350,30 +349,35 @@ class EdgeMiddleware:
                 return render.error_body(environ, problem).send(start)
             return self.app(environ, start)
         except Exception:  # noqa: BLE001 - the last resort must catch all
-            LOG.exception("unhandled error in %s %s",
-                          environ.get("REQUEST_METHOD"),
-                          environ.get("PATH_INFO"))
+            LOG.exception(
+                "unhandled error in %s %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+            )
             problem = errors.HTTPProblem(500, "An unexpected error occurred.")
             return render.error_body(environ, problem).send(start)
 
-    def _record(self, environ: dict[str, Any], captured: dict[str, Any],
-                elapsed: float) -> None:
+    def _record(self, environ: dict[str, Any], captured: dict[str, Any], elapsed: float) -> None:
         """The request's metrics and, when ``[berth] request_log`` is on,
         its log line."""
         status = captured.get("status", "-").split(" ")[0]
-        self.metrics.request(environ.get("berth.route", "unrouted"),
-                             environ.get("REQUEST_METHOD", "-"), status,
-                             environ.get("berth.microversion", "-"), elapsed)
+        self.metrics.request(
+            environ.get("berth.route", "unrouted"),
+            environ.get("REQUEST_METHOD", "-"),
+            status,
+            environ.get("berth.microversion", "-"),
+            elapsed,
+        )
         if self.log_requests:
             REQUEST_LOG.info(
                 '%s "%s %s" status: %s len: %s microversion: %s time: %.6f',
                 environ.get("REMOTE_ADDR", "-"),
                 environ.get("REQUEST_METHOD"),
-                environ.get("PATH_INFO", "") + (
-                    "?" + environ["QUERY_STRING"]
-                    if environ.get("QUERY_STRING") else ""),
-                status, captured.get("length", "-"),
-                environ.get("berth.microversion", "-"), elapsed)
+                environ.get("PATH_INFO", "")
+                + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else ""),
+                status,
+                captured.get("length", "-"),
+                environ.get("berth.microversion", "-"),
+                elapsed,
+            )
 
     def _precheck(self, environ: dict[str, Any]) -> errors.HTTPProblem | None:
         """Limits and framing checks that no handler should ever see fail."""
@@ -383,35 +387,36 @@ class EdgeMiddleware:
         path = environ.get("PATH_INFO", "")
         query = environ.get("QUERY_STRING", "")
         if len(path) + (len(query) + 1 if query else 0) > MAX_URL:
-            return errors.HTTPProblem(414, "The URL is longer than %d "
-                                      "characters." % MAX_URL)
-        headers = [(k[5:] if k.startswith("HTTP_") else k, str(v))
-                   for k, v in environ.items()
-                   if k.startswith("HTTP_") or k in _BARE_HEADERS]
+            return errors.HTTPProblem(414, "The URL is longer than %d characters." % MAX_URL)
+        headers = [
+            (k[5:] if k.startswith("HTTP_") else k, str(v))
+            for k, v in environ.items()
+            if k.startswith("HTTP_") or k in _BARE_HEADERS
+        ]
         if len(headers) > HEADER_FIELDS or any(
-                len(k) + 1 + len(v) > HEADER_LINE_LIMIT for k, v in headers):
+            len(k) + 1 + len(v) > HEADER_LINE_LIMIT for k, v in headers
+        ):
             return errors.HTTPProblem(
-                431, "The request headers exceed %d bytes a line or %d "
-                "lines." % (HEADER_LINE_LIMIT, HEADER_FIELDS))
+                431,
+                "The request headers exceed %d bytes a line or %d "
+                "lines." % (HEADER_LINE_LIMIT, HEADER_FIELDS),
+            )
         if "\x00" in path or "%00" in query or "%00" in path:
-            return errors.HTTPProblem(400, "NUL bytes are not allowed in "
-                                      "the URL.")
+            return errors.HTTPProblem(400, "NUL bytes are not allowed in the URL.")
         clen = environ.get("CONTENT_LENGTH")
         if clen:
             try:
                 length = int(clen)
             except ValueError:
-                return errors.HTTPProblem(
-                    400, "content-length header must be an integer")
+                return errors.HTTPProblem(400, "content-length header must be an integer")
             if length < 0:
-                return errors.HTTPProblem(
-                    400, "content-length header must be an integer")
+                return errors.HTTPProblem(400, "content-length header must be an integer")
             if length > self.max_body:
                 return errors.HTTPProblem(
-                    413, "The request body is larger than %d bytes."
-                    % self.max_body)
+                    413, "The request body is larger than %d bytes." % self.max_body
+                )
             if length > 0 and not environ.get("CONTENT_TYPE"):
                 return errors.HTTPProblem(
-                    400, "content-type header required when "
-                    "content-length > 0")
+                    400, "content-type header required when content-length > 0"
+                )
         return None

@@ -35,8 +35,9 @@ PUBLIC_PREFIX = "/dashboard/static/"
 #: Set in the environ once keystonemiddleware has let a request through.
 _PASSED = "berth.auth_passed"
 #: What a caller is told while Keystone cannot be reached.
-KEYSTONE_DOWN = ("The identity service (Keystone) could not be reached to "
-                 "validate the token; try again shortly.")
+KEYSTONE_DOWN = (
+    "The identity service (Keystone) could not be reached to validate the token; try again shortly."
+)
 
 
 def _is_public(environ: dict[str, Any]) -> bool:
@@ -58,8 +59,9 @@ class NoAuth:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
 
-    def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         if _is_public(environ):
             return self.app(environ, start_response)
         token = environ.get("HTTP_X_AUTH_TOKEN")
@@ -74,8 +76,7 @@ class NoAuth:
         if not environ.get("HTTP_X_PROJECT_ID"):
             environ["HTTP_X_PROJECT_ID"] = project_id
         if not environ.get("HTTP_X_ROLES"):
-            environ["HTTP_X_ROLES"] = ("admin,member,reader"
-                                       if user_id == "admin" else "")
+            environ["HTTP_X_ROLES"] = "admin,member,reader" if user_id == "admin" else ""
         return self.app(environ, start_response)
 
 
@@ -85,23 +86,24 @@ class KeystoneAuth:
 
     def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
         from keystonemiddleware import auth_token
-        self.app = app
-        self.protected = auth_token.AuthProtocol(
-            self._passed, {"oslo_config_config": conf})
 
-    def _passed(self, environ: dict[str, Any],
-                start_response: Callable[..., Any]) -> Iterable[bytes]:
+        self.app = app
+        self.protected = auth_token.AuthProtocol(self._passed, {"oslo_config_config": conf})
+
+    def _passed(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         environ[_PASSED] = True
         return self.app(environ, start_response)
 
-    def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         if _is_public(environ):
             return self.app(environ, start_response)
         own: dict[str, Any] = {}
 
-        def _start(status: str, headers: list[tuple[str, str]],
-                   exc_info: Any = None) -> Any:
+        def _start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             if environ.get(_PASSED):
                 return start_response(status, headers, exc_info)
             own["status"], own["headers"] = status, headers
@@ -118,8 +120,7 @@ class KeystoneAuth:
         if close is not None:
             close()
         status = int(str(own.get("status", "500")).split(" ")[0])
-        keep = {k: v for k, v in own.get("headers", [])
-                if k.lower() == "www-authenticate"}
+        keep = {k: v for k, v in own.get("headers", []) if k.lower() == "www-authenticate"}
         detail = KEYSTONE_DOWN if status == 503 else ""
         problem = errors.HTTPProblem(status, detail, headers=keep)
         return render.error_body(environ, problem).send(start_response)

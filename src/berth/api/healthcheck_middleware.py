@@ -50,31 +50,38 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     def healthcheck(self, server_port: int) -> pluginbase.HealthcheckResult:
         if self.state is None:
             return pluginbase.HealthcheckResult(
-                False, "database unavailable", "no database to check")
+                False, "database unavailable", "no database to check"
+            )
         db = self.state.db
         start = time.perf_counter()
         try:
             seq = db.read(changes.current)
         except Exception as exc:  # noqa: BLE001 - any failure is unhealthy
             return pluginbase.HealthcheckResult(
-                False, "database unavailable",
-                "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0]))
+                False,
+                "database unavailable",
+                "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0]),
+            )
         elapsed = (time.perf_counter() - start) * 1000
         cached = self.state.candidate_cache.latest
-        cache = ("not loaded" if cached is None
-                 else "%d changes behind"
-                 % max(0, seq.total - cached.seq.total))
+        cache = (
+            "not loaded"
+            if cached is None
+            else "%d changes behind" % max(0, seq.total - cached.seq.total)
+        )
         return pluginbase.HealthcheckResult(
-            True, "OK", "%s answered in %.1f ms; change sequence %d; "
-            "candidate cache %s" % (db.backend, elapsed, seq.total, cache))
+            True,
+            "OK",
+            "%s answered in %.1f ms; change sequence %d; "
+            "candidate cache %s" % (db.backend, elapsed, seq.total, cache),
+        )
 
 
 class Health(healthcheck.Healthcheck):
     """oslo.middleware's healthcheck answering for one application,
     detailed or not whatever ``[healthcheck] detailed`` says."""
 
-    def __init__(self, conf: cfg.ConfigOpts, state: Any,
-                 *, detailed: bool) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, state: Any, *, detailed: bool) -> None:
         super().__init__(None, conf)
         self._show_details = detailed
         for ext in self._backends:
@@ -105,11 +112,14 @@ class Anonymous:
         self.app = app
         self.health = health
 
-    def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if (environ.get("PATH_INFO") == PATH
-                and environ.get("REQUEST_METHOD") in ("GET", "HEAD")
-                and not environ.get("HTTP_X_AUTH_TOKEN")):
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if (
+            environ.get("PATH_INFO") == PATH
+            and environ.get("REQUEST_METHOD") in ("GET", "HEAD")
+            and not environ.get("HTTP_X_AUTH_TOKEN")
+        ):
             answer = self.health.answer(environ)
             if answer is not None:
                 environ["berth.route"] = PATH

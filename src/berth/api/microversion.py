@@ -15,16 +15,16 @@ SERVICE_TYPE = "placement"
 HEADER = "openstack-api-version"
 
 VERSIONS: list[str] = [
-    "1.0",   # Initial version: providers, inventories, usages, allocations.
-    "1.1",   # Resource provider aggregates.
-    "1.2",   # Custom resource classes.
-    "1.3",   # member_of on GET /resource_providers.
-    "1.4",   # resources filter on GET /resource_providers.
-    "1.5",   # DELETE /resource_providers/{uuid}/inventories.
-    "1.6",   # Traits.
-    "1.7",   # PUT /resource_classes/{name} is create-or-validate.
-    "1.8",   # project_id and user_id required on PUT /allocations.
-    "1.9",   # GET /usages.
+    "1.0",  # Initial version: providers, inventories, usages, allocations.
+    "1.1",  # Resource provider aggregates.
+    "1.2",  # Custom resource classes.
+    "1.3",  # member_of on GET /resource_providers.
+    "1.4",  # resources filter on GET /resource_providers.
+    "1.5",  # DELETE /resource_providers/{uuid}/inventories.
+    "1.6",  # Traits.
+    "1.7",  # PUT /resource_classes/{name} is create-or-validate.
+    "1.8",  # project_id and user_id required on PUT /allocations.
+    "1.9",  # GET /usages.
     "1.10",  # GET /allocation_candidates.
     "1.11",  # 'allocations' links on providers.
     "1.12",  # Dict-shaped PUT /allocations body.
@@ -62,7 +62,8 @@ MAX = microversion_parse.parse_version_string(VERSIONS[-1])
 #: "1.14" -> (1, 14) for every version in the list, parsed once: the test
 #: below runs several times a request.
 _PARSED: dict[str, tuple[int, int]] = {
-    v: (int(v.split(".")[0]), int(v.split(".")[1])) for v in VERSIONS}
+    v: (int(v.split(".")[0]), int(v.split(".")[1])) for v in VERSIONS
+}
 
 
 class VersionError(Exception):
@@ -70,8 +71,7 @@ class VersionError(Exception):
     out of range; ``extra`` holds the fields the error body adds (the
     supported range, for a 406)."""
 
-    def __init__(self, status: int, message: str,
-                 extra: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -85,14 +85,15 @@ def extract(headers: dict[str, str]) -> Version:
     and the parser's message, with the supported range on a 406.
     """
     try:
-        return microversion_parse.extract_version(headers, SERVICE_TYPE,
-                                                  VERSIONS)
+        return microversion_parse.extract_version(headers, SERVICE_TYPE, VERSIONS)
     except TypeError as exc:
         raise VersionError(400, "Invalid microversion: %s" % exc) from None
     except ValueError as exc:
-        raise VersionError(406, "Invalid microversion: %s" % exc,
-                           {"max_version": VERSIONS[-1],
-                            "min_version": VERSIONS[0]}) from None
+        raise VersionError(
+            406,
+            "Invalid microversion: %s" % exc,
+            {"max_version": VERSIONS[-1], "min_version": VERSIONS[0]},
+        ) from None
 
 
 def at_least(version: tuple[int, int], minimum: str) -> bool:

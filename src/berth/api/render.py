@@ -70,8 +70,9 @@ def _status_line(status: int) -> str:
     return "%d %s" % (status, STATUS_TEXT.get(status, ("Error", ""))[0])
 
 
-def _encode(problem: HTTPProblem, media: str, request_id: str | None,
-            with_code: bool, method: str) -> bytes:
+def _encode(
+    problem: HTTPProblem, media: str, request_id: str | None, with_code: bool, method: str
+) -> bytes:
     data = problem.to_dict(request_id, with_code=with_code, method=method)
     if media == JSON:
         return dumps(data)
@@ -79,10 +80,13 @@ def _encode(problem: HTTPProblem, media: str, request_id: str | None,
     if media == "text/html":
         # WebOb's page keeps the detail's lines and marks, escaped.
         page = "%s<br /><br />\n%s\n\n" % (
-            _escape(problem.explanation(method)), _escape(problem.detail))
-        return ("<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
-                "  <h1>%s</h1>\n  %s\n </body>\n</html>" % (
-                    line, line, page)).encode()
+            _escape(problem.explanation(method)),
+            _escape(problem.detail),
+        )
+        return (
+            "<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
+            "  <h1>%s</h1>\n  %s\n </body>\n</html>" % (line, line, page)
+        ).encode()
     return ("%s\n\n%s" % (line, data["errors"][0]["detail"])).encode()
 
 
@@ -92,23 +96,22 @@ def _escape(text: str) -> str:
     return html.escape(text).encode("ascii", "xmlcharrefreplace").decode()
 
 
-def error(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem,
-          *, with_code: bool) -> None:
+def error(
+    req: falcon.Request, resp: falcon.Response, problem: HTTPProblem, *, with_code: bool
+) -> None:
     """Fill ``resp`` with ``problem`` in the Placement error format."""
     media = error_media(req.get_header("accept"))
     resp.status = problem.status
     resp.content_type = media if media == JSON else media + "; charset=UTF-8"
     for key, value in problem.headers.items():
         resp.set_header(key, value)
-    resp.data = _encode(problem, media, req.context.get("request_id"),
-                        with_code, req.method)
+    resp.data = _encode(problem, media, req.context.get("request_id"), with_code, req.method)
 
 
 class RawResponse:
     """A complete response for the WSGI layers outside Falcon."""
 
-    def __init__(self, status: int, headers: list[tuple[str, str]],
-                 body: bytes) -> None:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self.status, self.headers, self.body = status, headers, body
 
     def send(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -119,8 +122,9 @@ class RawResponse:
 def error_body(environ: dict[str, Any], problem: HTTPProblem) -> RawResponse:
     """An error response built straight from a WSGI environ."""
     media = error_media(environ.get("HTTP_ACCEPT"))
-    body = _encode(problem, media, environ.get("berth.request_id"), False,
-                   environ.get("REQUEST_METHOD", ""))
+    body = _encode(
+        problem, media, environ.get("berth.request_id"), False, environ.get("REQUEST_METHOD", "")
+    )
     ctype = media if media == JSON else media + "; charset=UTF-8"
     headers = [("Content-Type", ctype), ("Content-Length", str(len(body)))]
     headers += list(problem.headers.items())

@@ -164,6 +164,7 @@ def _gate(spec: Gated) -> Handler:
                 headers["Allow"] = req.context.allow
             raise HTTPProblem(status, headers=headers)
         handler(req, resp, **kw)
+
     return gated
 
 
@@ -183,14 +184,13 @@ class _Route:
     def _bind(self, handler: Handler) -> Handler:
         allow = self.allow
 
-        def responder(req: falcon.Request, resp: falcon.Response,
-                      **kw: Any) -> None:
+        def responder(req: falcon.Request, resp: falcon.Response, **kw: Any) -> None:
             req.context.allow = allow
             handler(req, resp, **kw)
+
         return responder
 
-    def _not_allowed(self, req: falcon.Request, resp: falcon.Response,
-                     **kw: Any) -> None:
+    def _not_allowed(self, req: falcon.Request, resp: falcon.Response, **kw: Any) -> None:
         raise falcon.HTTPMethodNotAllowed(self.allow.split(", "))
 
 

@@ -58,8 +58,7 @@ def memo(req: falcon.Request, name: str) -> Memo:
     return getattr(req.context.state, name + "_memo")  # type: ignore[no-any-return]
 
 
-def authorize(req: falcon.Request, rule: str,
-              target: dict[str, str | None] | None = None) -> None:
+def authorize(req: falcon.Request, rule: str, target: dict[str, str | None] | None = None) -> None:
     """Apply policy ``rule`` to the caller (raises Forbidden)."""
     req.context.state.policy.authorize(req.context.auth, rule, target)
 
@@ -75,19 +74,16 @@ def _check_depth(data: Any, limit: int) -> None:
     while stack:
         item, depth = stack.pop()
         if depth > limit:
-            raise HTTPProblem(400, "Malformed JSON: nested deeper than %d "
-                              "levels" % limit)
+            raise HTTPProblem(400, "Malformed JSON: nested deeper than %d levels" % limit)
         if isinstance(item, dict):
             for key, value in item.items():
                 if "\x00" in key:
-                    raise HTTPProblem(400, "Malformed JSON: NUL characters "
-                                      "are not allowed")
+                    raise HTTPProblem(400, "Malformed JSON: NUL characters are not allowed")
                 stack.append((value, depth + 1))
         elif isinstance(item, list):
             stack.extend((value, depth + 1) for value in item)
         elif isinstance(item, str) and "\x00" in item:
-            raise HTTPProblem(400, "Malformed JSON: NUL characters are not "
-                              "allowed")
+            raise HTTPProblem(400, "Malformed JSON: NUL characters are not allowed")
 
 
 def require_json(req: falcon.Request) -> None:
@@ -95,12 +91,12 @@ def require_json(req: falcon.Request) -> None:
     in this order call it before policy, so the order of errors matches."""
     ctype = (req.content_type or "").split(";")[0].strip().lower()
     if ctype != "application/json":
-        raise HTTPProblem(415, "The media type %s is not supported, use "
-                          "application/json" % (ctype or "None"))
+        raise HTTPProblem(
+            415, "The media type %s is not supported, use application/json" % (ctype or "None")
+        )
 
 
-def json_body(req: falcon.Request,
-              schema: Validates) -> Any:
+def json_body(req: falcon.Request, schema: Validates) -> Any:
     """The request body, decoded and validated against ``schema``.
 
     415 for a wrong media type, 400 for malformed JSON (including NaN,
@@ -133,8 +129,9 @@ def check_body(schema: Validates, data: Any) -> None:
 T = TypeVar("T")
 
 
-def parse_or_not_found(req: falcon.Request, parse: Callable[[], T],
-                       exists: Callable[[Any], object]) -> T:
+def parse_or_not_found(
+    req: falcon.Request, parse: Callable[[], T], exists: Callable[[Any], object]
+) -> T:
     """``parse()`` (reading and checking a write's body); when it refuses
     the body, ``exists(conn)`` runs first, so that its 404 (a missing
     provider) comes before the body's 400 or 415, in upstream's order.
@@ -152,11 +149,11 @@ def parse_or_not_found(req: falcon.Request, parse: Callable[[], T],
 def query(req: falcon.Request) -> list[tuple[str, str]]:
     """The query string as (key, value) pairs, blanks kept, in order."""
     try:
-        return parse_qsl(req.query_string, keep_blank_values=True,
-                         errors="strict", max_num_fields=1000)
+        return parse_qsl(
+            req.query_string, keep_blank_values=True, errors="strict", max_num_fields=1000
+        )
     except (UnicodeDecodeError, ValueError) as exc:
-        raise HTTPProblem(400, "Invalid query string parameters: %s"
-                          % exc) from None
+        raise HTTPProblem(400, "Invalid query string parameters: %s" % exc) from None
 
 
 def query_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -164,22 +161,17 @@ def query_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     return dict(pairs)
 
 
-def validate_query(req: falcon.Request,
-                   schema: Validates
-                   ) -> list[tuple[str, str]]:
+def validate_query(req: falcon.Request, schema: Validates) -> list[tuple[str, str]]:
     """Parse and validate the query string; 400 with jsonschema's words."""
     return validate_pairs(query(req), schema)
 
 
-def validate_pairs(pairs: list[tuple[str, str]],
-                   schema: Validates
-                   ) -> list[tuple[str, str]]:
+def validate_pairs(pairs: list[tuple[str, str]], schema: Validates) -> list[tuple[str, str]]:
     """``pairs`` once validated (see ``validate_query``)."""
     try:
         schema.validate(query_dict(pairs))
     except jsonschema.ValidationError as exc:
-        raise HTTPProblem(400, "Invalid query string parameters: %s"
-                          % exc) from None
+        raise HTTPProblem(400, "Invalid query string parameters: %s" % exc) from None
     return pairs
 
 
@@ -194,16 +186,14 @@ def _http_date(when: dt.datetime | None) -> str:
     if when is None:
         second = int(time.time())
         if _now[0] != second:
-            _now = (second, falcon.dt_to_http(
-                dt.datetime.fromtimestamp(second, dt.UTC)))
+            _now = (second, falcon.dt_to_http(dt.datetime.fromtimestamp(second, dt.UTC)))
         return _now[1]
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return falcon.dt_to_http(when)
 
 
-def cache_headers(req: falcon.Request, resp: falcon.Response,
-                  when: dt.datetime | None) -> None:
+def cache_headers(req: falcon.Request, resp: falcon.Response, when: dt.datetime | None) -> None:
     """From 1.15, ``last-modified`` (``when``, else now) and
     ``cache-control: no-cache``, with or without a body."""
     if want(req, "1.15"):
@@ -211,9 +201,15 @@ def cache_headers(req: falcon.Request, resp: falcon.Response,
         resp.set_header("cache-control", "no-cache")
 
 
-def send(req: falcon.Request, resp: falcon.Response, data: Any,
-         status: int = 200, last_modified: dt.datetime | None = None,
-         *, cache: bool = True) -> None:
+def send(
+    req: falcon.Request,
+    resp: falcon.Response,
+    data: Any,
+    status: int = 200,
+    last_modified: dt.datetime | None = None,
+    *,
+    cache: bool = True,
+) -> None:
     """Reply with ``data`` as JSON; from 1.15, with caching headers."""
     resp.status = status
     resp.content_type = render.JSON

@@ -34,4 +34,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     The commands load only here, so that ``from berth.cli import common``
     (as every command module does) imports nothing else."""
     from berth.cli import run
+
     return run.main(argv)

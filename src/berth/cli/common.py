@@ -34,9 +34,11 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         super().error(message + _did_you_mean(self, message))
 
-    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                   namespace: argparse.Namespace | None = None
-                   ) -> argparse.Namespace:
+    def parse_args(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        namespace: argparse.Namespace | None = None,
+    ) -> argparse.Namespace:
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             # argparse hands a sub-command's leftovers to the top parser,
@@ -67,17 +69,25 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config-file", action="append", default=[],
-                        metavar="FILE",
-                        help="placement.conf to read (repeatable; later "
-                             "files override earlier ones)")
-    parser.add_argument("--config-dir", action="append", default=[],
-                        metavar="DIR",
-                        help="folder of *.conf files read after the files")
+    parser.add_argument(
+        "--config-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="placement.conf to read (repeatable; later files override earlier ones)",
+    )
+    parser.add_argument(
+        "--config-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder of *.conf files read after the files",
+    )
 
 
-def add_command(sub: Subparsers, name: str, help: str, func: Command,
-                *, config: bool = True) -> argparse.ArgumentParser:
+def add_command(
+    sub: Subparsers, name: str, help: str, func: Command, *, config: bool = True
+) -> argparse.ArgumentParser:
     """A sub-command ``name`` running ``func``, with the configuration
     arguments unless ``config`` is false."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help)
@@ -90,8 +100,7 @@ def add_command(sub: Subparsers, name: str, help: str, func: Command,
 def add_group(sub: Subparsers, name: str, help: str) -> Subparsers:
     """A sub-command ``name`` that only holds sub-commands (ACTION)."""
     parser = sub.add_parser(name, help=help)
-    group = parser.add_subparsers(dest=name.replace("-", "_") + "_command",
-                                  metavar="ACTION")
+    group = parser.add_subparsers(dest=name.replace("-", "_") + "_command", metavar="ACTION")
     group.required = True
     return group
 
@@ -121,8 +130,9 @@ def checked_conf(argv: list[str], prog: str = "berth") -> cfg.ConfigOpts:
     try:
         conf = berth_conf.load(argv)
     except (cfg.Error, ValueError) as exc:
-        raise SystemExit("%s: error: bad configuration: %s"
-                         % (prog, str(exc).splitlines()[0])) from None
+        raise SystemExit(
+            "%s: error: bad configuration: %s" % (prog, str(exc).splitlines()[0])
+        ) from None
     report_unknown(conf, prog)
     return conf
 
@@ -132,6 +142,7 @@ def readable_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     ``berth: error:`` line naming the database when there is none (an
     SQLite file that does not exist), which it never creates."""
     from berth.db import setup
+
     conf = load_conf(args)
     try:
         setup.engine_to_read(conf).dispose()
@@ -144,11 +155,11 @@ def report_unknown(conf: cfg.ConfigOpts, prog: str) -> None:
     """Print a line for each unknown section or option of the files read;
     exit 1 after them when ``[berth] strict_config`` is set."""
     from berth.conf import check
+
     unknown = check.unknown_names(conf)
     fatal = conf.berth.strict_config
     for line in unknown:
-        print("%s: %s: %s" % (prog, "error" if fatal else "warning", line),
-              file=sys.stderr)
+        print("%s: %s: %s" % (prog, "error" if fatal else "warning", line), file=sys.stderr)
     if unknown and fatal:
         raise SystemExit(1)
 

@@ -17,17 +17,24 @@ if TYPE_CHECKING:
 
 
 def register(sub: common.Subparsers) -> None:
-    mig = common.add_command(sub, "migrate-inventory",
-                             "run a driver's start-up reshape offline, "
-                             "through direct database access",
-                             cmd_migrate_inventory)
-    mig.add_argument("--driver", required=True, metavar="MODULE:CLASS",
-                     help="the virt driver class to load")
-    mig.add_argument("--nodename", action="append", default=[],
-                     help="node to migrate (repeatable; default: the "
-                          "driver's nodes)")
-    mig.add_argument("--retries", type=int, default=4,
-                     help="attempts per node on generation conflicts")
+    mig = common.add_command(
+        sub,
+        "migrate-inventory",
+        "run a driver's start-up reshape offline, through direct database access",
+        cmd_migrate_inventory,
+    )
+    mig.add_argument(
+        "--driver", required=True, metavar="MODULE:CLASS", help="the virt driver class to load"
+    )
+    mig.add_argument(
+        "--nodename",
+        action="append",
+        default=[],
+        help="node to migrate (repeatable; default: the driver's nodes)",
+    )
+    mig.add_argument(
+        "--retries", type=int, default=4, help="attempts per node on generation conflicts"
+    )
 
 
 def cmd_migrate_inventory(args: argparse.Namespace) -> int:
@@ -39,6 +46,7 @@ def cmd_migrate_inventory(args: argparse.Namespace) -> int:
     from berth.client import ReportClient
     from berth.client.agent import ResourceUpdater, load_driver
     from berth.direct import PlacementDirect
+
     conf = common.load_conf(args)
     logging.basicConfig(level=logging.WARNING)
     driver = load_driver(args.driver)
@@ -51,8 +59,10 @@ def cmd_migrate_inventory(args: argparse.Namespace) -> int:
         for node in nodes:
             if node not in known:
                 failed += 1
-                print("%s: failed: the driver has no node %s (its nodes: %s)"
-                      % (node, node, ", ".join(known) or "none"))
+                print(
+                    "%s: failed: the driver has no node %s (its nodes: %s)"
+                    % (node, node, ", ".join(known) or "none")
+                )
                 continue
             try:
                 result = updater.sync_node(node, startup=True)
@@ -76,6 +86,9 @@ def _reason(exc: Exception) -> str:
 def _describe(result: NodeResult) -> str:
     if result.status == "unchanged":
         return "%s: nothing to migrate; no changes made" % result.nodename
-    return "%s: %s (%d write%s)" % (result.nodename, result.status,
-                                     result.writes,
-                                     "" if result.writes == 1 else "s")
+    return "%s: %s (%d write%s)" % (
+        result.nodename,
+        result.status,
+        result.writes,
+        "" if result.writes == 1 else "s",
+    )

@@ -26,14 +26,11 @@ from berth.cli import (
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``berth`` parser, its commands in the order ``--help``
     lists them."""
-    parser = common.Parser(
-        prog="berth", description="Berth: a fast OpenStack Placement service.")
-    parser.add_argument("--version", action="version",
-                        version="berth %s" % __version__)
+    parser = common.Parser(prog="berth", description="Berth: a fast OpenStack Placement service.")
+    parser.add_argument("--version", action="version", version="berth %s" % __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (serve, db, policy, status, migrate_inventory, explain,
-                   watch):
+    for module in (serve, db, policy, status, migrate_inventory, explain, watch):
         module.register(sub)
     return parser
 

@@ -31,8 +31,7 @@ from oslo_config import cfg
 from berth.cli import common
 from berth.db import tables as t
 
-__all__ = ["Code", "CheckResult", "CHECKS", "run_checks", "render", "report",
-           "cmd_upgrade_check"]
+__all__ = ["Code", "CheckResult", "CHECKS", "run_checks", "render", "report", "cmd_upgrade_check"]
 
 
 class Code(enum.IntEnum):
@@ -52,55 +51,72 @@ Check = Callable[[cfg.ConfigOpts, sa.engine.Engine], CheckResult]
 
 def check_migrations(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     from berth.db import migrate, setup
+
     if setup.missing(engine.url):  # this check creates no database
-        return CheckResult(Code.FAILURE, "There is no database at %s. Run "
-                           "'berth db sync' to create it." % _named(engine))
+        return CheckResult(
+            Code.FAILURE,
+            "There is no database at %s. Run 'berth db sync' to create it." % _named(engine),
+        )
     current, head = migrate.current_revision(engine), migrate.head_revision()
     if current == head:
-        return CheckResult(Code.SUCCESS, "The database %s is at migration %s, "
-                           "the newest." % (_named(engine), head))
-    return CheckResult(Code.FAILURE, "The database %s is at migration %s but "
-                       "this release needs %s. Run 'berth db sync'."
-                       % (_named(engine), current or "none (empty)", head))
+        return CheckResult(
+            Code.SUCCESS, "The database %s is at migration %s, the newest." % (_named(engine), head)
+        )
+    return CheckResult(
+        Code.FAILURE,
+        "The database %s is at migration %s but "
+        "this release needs %s. Run 'berth db sync'."
+        % (_named(engine), current or "none (empty)", head),
+    )
 
 
 def _named(engine: sa.engine.Engine) -> str:
     """The database's URL, its password hidden."""
     from berth.db import urls
+
     return urls.masked(engine.url)
 
 
-def check_incomplete_consumers(conf: cfg.ConfigOpts,
-                               engine: sa.engine.Engine) -> CheckResult:
+def check_incomplete_consumers(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     c, p, u = t.consumers, t.projects, t.users
-    query = (sa.select(sa.func.count()).select_from(
-        c.join(p, c.c.project_id == p.c.id).join(u, c.c.user_id == u.c.id))
-        .where(sa.or_(
-            p.c.external_id == conf.placement.incomplete_consumer_project_id,
-            u.c.external_id == conf.placement.incomplete_consumer_user_id)))
+    query = (
+        sa.select(sa.func.count())
+        .select_from(c.join(p, c.c.project_id == p.c.id).join(u, c.c.user_id == u.c.id))
+        .where(
+            sa.or_(
+                p.c.external_id == conf.placement.incomplete_consumer_project_id,
+                u.c.external_id == conf.placement.incomplete_consumer_user_id,
+            )
+        )
+    )
     with engine.connect() as conn:
         count = conn.execute(query).scalar_one()
     if not count:
         return CheckResult(Code.SUCCESS)
-    return CheckResult(Code.WARNING, "There are %d incomplete consumers (written "
-                       "before microversion 1.8, without a real project and "
-                       "user). Rewrite their allocations with the real project "
-                       "and user (PUT /allocations/{consumer}) before a release "
-                       "that drops the placeholder." % count)
+    return CheckResult(
+        Code.WARNING,
+        "There are %d incomplete consumers (written "
+        "before microversion 1.8, without a real project and "
+        "user). Rewrite their allocations with the real project "
+        "and user (PUT /allocations/{consumer}) before a release "
+        "that drops the placeholder." % count,
+    )
 
 
-def check_root_providers(conf: cfg.ConfigOpts,
-                         engine: sa.engine.Engine) -> CheckResult:
+def check_root_providers(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     rp = t.resource_providers
     with engine.connect() as conn:
-        count = conn.execute(sa.select(sa.func.count()).select_from(rp)
-                             .where(rp.c.root_provider_id.is_(None))
-                             ).scalar_one()
+        count = conn.execute(
+            sa.select(sa.func.count()).select_from(rp).where(rp.c.root_provider_id.is_(None))
+        ).scalar_one()
     if not count:
         return CheckResult(Code.SUCCESS)
-    return CheckResult(Code.FAILURE, "There are %d resource providers without a "
-                       "root provider. Set root_provider_id (the provider's own "
-                       "id for a root) before upgrading." % count)
+    return CheckResult(
+        Code.FAILURE,
+        "There are %d resource providers without a "
+        "root provider. Set root_provider_id (the provider's own "
+        "id for a root) before upgrading." % count,
+    )
 
 
 def _load_policy(path: str) -> tuple[dict[str, Any], bool]:
@@ -115,6 +131,7 @@ def _load_policy(path: str) -> tuple[dict[str, Any], bool]:
 
 def _unparsable(check: str) -> bool:
     from oslo_policy import _checks, _parser
+
     logger = logging.getLogger("oslo_policy._parser")
     level, logger.level = logger.level, logging.CRITICAL + 1
     try:
@@ -128,38 +145,41 @@ def _unparsable(check: str) -> bool:
 
 def check_policy(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResult:
     from berth import policy
+
     path = conf.find_file(conf.oslo_policy.policy_file)
     if path is None:
         return CheckResult(Code.SUCCESS)
     try:
         rules, is_json = _load_policy(path)
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        return CheckResult(Code.FAILURE, "Policy file %s cannot be read: %s"
-                           % (path, str(exc).splitlines()[0]))
+        return CheckResult(
+            Code.FAILURE, "Policy file %s cannot be read: %s" % (path, str(exc).splitlines()[0])
+        )
     known = {r.name for r in policy.rule_defaults()}
     defined = known | set(rules)
-    bad = sorted(n for n, c in rules.items()
-                 if not isinstance(c, str) or _unparsable(c))
+    bad = sorted(n for n, c in rules.items() if not isinstance(c, str) or _unparsable(c))
     if bad:
-        return CheckResult(Code.FAILURE, "Policy file %s has rules that do not "
-                           "parse: %s" % (path, ", ".join(bad)))
+        return CheckResult(
+            Code.FAILURE, "Policy file %s has rules that do not parse: %s" % (path, ", ".join(bad))
+        )
     problems = []
     unknown = sorted(set(rules) - known)
     if unknown:
-        problems.append("unknown rule names (ignored): %s"
-                        % ", ".join(unknown))
-    dangling = sorted({ref for c in rules.values()
-                       for ref in re.findall(r"rule:([\w:.-]+)", c)
-                       if ref not in defined})
+        problems.append("unknown rule names (ignored): %s" % ", ".join(unknown))
+    dangling = sorted(
+        {
+            ref
+            for c in rules.values()
+            for ref in re.findall(r"rule:([\w:.-]+)", c)
+            if ref not in defined
+        }
+    )
     if dangling:
-        problems.append("references to undefined rules: %s"
-                        % ", ".join(dangling))
+        problems.append("references to undefined rules: %s" % ", ".join(dangling))
     if is_json:
-        problems.append("the file is JSON; convert it to YAML "
-                        "(oslopolicy-convert-json-to-yaml)")
+        problems.append("the file is JSON; convert it to YAML (oslopolicy-convert-json-to-yaml)")
     if problems:
-        return CheckResult(Code.WARNING, "Policy file %s: %s."
-                           % (path, "; ".join(problems)))
+        return CheckResult(Code.WARNING, "Policy file %s: %s." % (path, "; ".join(problems)))
     return CheckResult(Code.SUCCESS)
 
 
@@ -169,6 +189,7 @@ def check_keystone(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> CheckResul
     ``[keystone_authtoken]``."""
     from berth import conf as berth_conf
     from berth.conf import check
+
     if berth_conf.is_embedded(conf):  # berth serve: noauth2 on loopback
         return CheckResult(Code.SUCCESS)
     try:
@@ -192,28 +213,32 @@ def _skipped(engine: sa.engine.Engine) -> CheckResult:
     to check in an empty database (Success), unknown in an old one
     (Warning: run the check again after ``berth db sync``)."""
     from berth.db import migrate, setup
+
     if setup.missing(engine.url):
-        return CheckResult(Code.SUCCESS, "Skipped: there is no database, so "
-                           "there is nothing to check.")
+        return CheckResult(
+            Code.SUCCESS, "Skipped: there is no database, so there is nothing to check."
+        )
     if migrate.current_revision(engine) is None:
-        return CheckResult(Code.SUCCESS, "Skipped: the database is empty, so "
-                           "there is nothing to check.")
-    return CheckResult(Code.WARNING, "Skipped: the database schema is not "
-                       "current. Run 'berth db sync', then this check again.")
+        return CheckResult(
+            Code.SUCCESS, "Skipped: the database is empty, so there is nothing to check."
+        )
+    return CheckResult(
+        Code.WARNING,
+        "Skipped: the database schema is not current. Run 'berth db sync', then this check again.",
+    )
 
 
-def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
-               ) -> list[tuple[str, CheckResult]]:
+def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine) -> list[tuple[str, CheckResult]]:
     """Every check's result. Data checks are skipped when the schema is
     not in place, since they would only fail obscurely; a skipped check
     is not a failure (see ``_skipped``). Nothing creates a database: a
     missing SQLite file fails the migrations check, naming it."""
     from berth.db import setup
+
     results: list[tuple[str, CheckResult]] = []
     skipped: CheckResult | None = None
     for name, check in CHECKS:
-        if skipped is not None and check in (check_incomplete_consumers,
-                                             check_root_providers):
+        if skipped is not None and check in (check_incomplete_consumers, check_root_providers):
             results.append((name, skipped))
             continue
         try:
@@ -221,8 +246,9 @@ def run_checks(conf: cfg.ConfigOpts, engine: sa.engine.Engine
             if check is check_migrations and result.code != Code.SUCCESS:
                 skipped = _skipped(engine)
         except sa.exc.SQLAlchemyError as exc:
-            result = CheckResult(Code.FAILURE, "Database error at %s: %s"
-                                 % (_named(engine), setup.first_line(exc)))
+            result = CheckResult(
+                Code.FAILURE, "Database error at %s: %s" % (_named(engine), setup.first_line(exc))
+            )
         results.append((name, result))
     return results
 
@@ -231,16 +257,18 @@ def render(results: list[tuple[str, CheckResult]], width: int = 60) -> str:
     """The results as the boxed table ``placement-status`` prints."""
     rows: list[list[str]] = [["Upgrade Check Results"]]
     for name, result in results:
-        rows.append(["Check: %s" % name,
-                     "Result: %s" % result.code.name.capitalize()]
-                    # A URL or path stays whole, to be copied.
-                    + textwrap.wrap("Details: %s" % result.details, width,
-                                    break_long_words=False,
-                                    break_on_hyphens=False)
-                    if result.details else
-                    ["Check: %s" % name,
-                     "Result: %s" % result.code.name.capitalize(),
-                     "Details: None"])
+        rows.append(
+            ["Check: %s" % name, "Result: %s" % result.code.name.capitalize()]
+            # A URL or path stays whole, to be copied.
+            + textwrap.wrap(
+                "Details: %s" % result.details,
+                width,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            if result.details
+            else ["Check: %s" % name, "Result: %s" % result.code.name.capitalize(), "Details: None"]
+        )
     inner = max(len(line) for block in rows for line in block)
     rule = "+" + "-" * (inner + 2) + "+"
     out = [rule]
@@ -254,6 +282,7 @@ def report(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
     """Run every check, print the table (or oslo.upgradecheck's JSON
     document) and return the exit code: the worst result."""
     from berth.db import setup
+
     try:
         engine = setup.engine_to_read(conf)
     except setup.NoDatabase as exc:
@@ -264,9 +293,17 @@ def report(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
     finally:
         engine.dispose()
     if as_json:
-        print(json.dumps({"name": "Upgrade Check Results", "checks": [
-            {"check": name, "result": int(r.code), "details": r.details}
-            for name, r in results]}))
+        print(
+            json.dumps(
+                {
+                    "name": "Upgrade Check Results",
+                    "checks": [
+                        {"check": name, "result": int(r.code), "details": r.details}
+                        for name, r in results
+                    ],
+                }
+            )
+        )
     else:
         print(render(results))
     return int(max((r.code for _, r in results), default=Code.SUCCESS))
@@ -275,14 +312,15 @@ def report(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
 def register(sub: common.Subparsers) -> None:
     group = common.add_group(sub, "status", "operator checks")
     upgrade = common.add_group(group, "upgrade", "upgrade readiness")
-    check = common.add_command(upgrade, "check", "report migrations, "
-                                                  "incomplete consumers, "
-                                                  "orphans and policy "
-                                                  "problems; exit 0, 1 or 2",
-                               cmd_upgrade_check)
-    check.add_argument("--json", action="store_true",
-                       help="print the results as JSON, as "
-                            "oslo.upgradecheck does")
+    check = common.add_command(
+        upgrade,
+        "check",
+        "report migrations, incomplete consumers, orphans and policy problems; exit 0, 1 or 2",
+        cmd_upgrade_check,
+    )
+    check.add_argument(
+        "--json", action="store_true", help="print the results as JSON, as oslo.upgradecheck does"
+    )
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:

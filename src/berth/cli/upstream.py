@@ -37,25 +37,33 @@ LOG = logging.getLogger("berth.manage")
 DEFAULT_BATCH = 50
 
 
-def _conf(prog: str, argv: Sequence[str],
-          handler: Callable[[Any], None], name: str) -> cfg.ConfigOpts:
+def _conf(
+    prog: str, argv: Sequence[str], handler: Callable[[Any], None], name: str
+) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     berth_conf.register_opts(conf)
     # A title, or argparse prints an empty section header above {db}.
-    conf.register_cli_opt(cfg.SubCommandOpt(name, dest="command",
-                                            title="commands",
-                                            handler=handler))
+    conf.register_cli_opt(
+        cfg.SubCommandOpt(name, dest="command", title="commands", handler=handler)
+    )
     try:
-        conf(list(argv), project=berth_conf.PROJECT, prog=prog,
-             version="berth %s" % __version__, validate_default_values=True,
-             default_config_files=berth_conf.config_files_from_env())
+        conf(
+            list(argv),
+            project=berth_conf.PROJECT,
+            prog=prog,
+            version="berth %s" % __version__,
+            validate_default_values=True,
+            default_config_files=berth_conf.config_files_from_env(),
+        )
         berth_conf.validate(conf)
     except (cfg.Error, ValueError) as exc:
-        raise SystemExit("%s: error: bad configuration: %s"
-                         % (prog, str(exc).splitlines()[0])) from None
+        raise SystemExit(
+            "%s: error: bad configuration: %s" % (prog, str(exc).splitlines()[0])
+        ) from None
     common.report_unknown(conf, prog)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
+    )
     return conf
 
 
@@ -66,20 +74,21 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def line(row: list[str]) -> str:
-        return "|" + "|".join(" %s " % v.ljust(w)
-                              for v, w in zip(row, widths, strict=True)) + "|"
+        return "|" + "|".join(" %s " % v.ljust(w) for v, w in zip(row, widths, strict=True)) + "|"
+
     out = [rule, line(cells[0]), rule] + [line(r) for r in cells[1:]]
     return "\n".join(out + [rule])
 
 
 # -- placement-manage -----------------------------------------------------
 
-def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object],
-               read: bool = False) -> int:
+
+def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object], read: bool = False) -> int:
     """Run ``fn(engine)`` on the configured database; exit code 0. With
     ``read`` (a command that only reads), no database is created: a
     missing one raises ``setup.NoDatabase``."""
     from berth.db import setup
+
     engine = (setup.engine_to_read if read else setup.engine_from_conf)(conf)
     try:
         fn(engine)
@@ -90,39 +99,41 @@ def _on_engine(conf: cfg.ConfigOpts, fn: Callable[[Any], object],
 
 def _db_sync(conf: cfg.ConfigOpts) -> int:
     from berth.db import setup
+
     return _on_engine(conf, setup.prepare)
 
 
 def _db_version(conf: cfg.ConfigOpts) -> int:
     from berth.db import migrate
-    return _on_engine(conf, lambda e: print(migrate.current_revision(e)),
-                      read=True)
+
+    return _on_engine(conf, lambda e: print(migrate.current_revision(e)), read=True)
 
 
 def _db_stamp(conf: cfg.ConfigOpts) -> int:
     from berth.db import migrate
+
     return _on_engine(conf, lambda e: migrate.stamp(e, conf.command.version))
 
 
-def _one_batch(conf: cfg.ConfigOpts, db: Any, limit: int
-               ) -> tuple[dict[str, tuple[int, int]], bool]:
+def _one_batch(
+    conf: cfg.ConfigOpts, db: Any, limit: int
+) -> tuple[dict[str, tuple[int, int]], bool]:
     """Each migration once, sharing ``limit`` rows between them; every
     migration in its own transaction. Returns (name -> (found, done),
     whether any raised)."""
     from berth.domain import online
+
     results: dict[str, tuple[int, int]] = {}
     failed, moved = False, 0
     for name, migration in online.MIGRATIONS:
         try:
-            found, done = db.run(
-                lambda conn, m=migration, n=limit - moved: m(conn, conf, n))
+            found, done = db.run(lambda conn, m=migration, n=limit - moved: m(conn, conf, n))
         except Exception:  # noqa: BLE001 - report it, run the others
             print("Error attempting to run %s" % name)
             LOG.exception("online data migration %s failed", name)
             failed, found, done = True, 0, 0
         if found:
-            print("%d rows matched query %s, %d migrated"
-                  % (found, name, done))
+            print("%d rows matched query %s, %d migrated" % (found, name, done))
         results[name] = (found, done)
         moved += done
         if moved >= limit:
@@ -133,6 +144,7 @@ def _one_batch(conf: cfg.ConfigOpts, db: Any, limit: int
 def _db_online_data_migrations(conf: cfg.ConfigOpts) -> int:
     from berth.db.engine import Database
     from berth.db.setup import engine_from_conf
+
     given = conf.command.max_count
     limited = given is not None
     if limited:
@@ -161,8 +173,12 @@ def _db_online_data_migrations(conf: cfg.ConfigOpts) -> int:
                 break
     finally:
         db.dispose()
-    print(_table(["Migration", "Total Found", "Completed"],
-                 [[name, f, d] for name, (f, d) in totals.items()]))
+    print(
+        _table(
+            ["Migration", "Total Found", "Completed"],
+            [[name, f, d] for name, (f, d) in totals.items()],
+        )
+    )
     if failed and not (limited and moved):
         print("Some migrations failed unexpectedly. Check log for details.")
         return 2
@@ -174,26 +190,26 @@ def _manage_parsers(subparsers: Any) -> None:
     # No action prints the db commands' help and exits 0, as upstream.
     db.set_defaults(func=lambda conf: db.print_help())
     actions = db.add_subparsers(description="database commands")
-    actions.add_parser("sync", help="Sync the database to the current "
-                       "version.").set_defaults(func=_db_sync)
-    actions.add_parser("version", help="Report the current database "
-                       "version.").set_defaults(func=_db_version)
-    stamp = actions.add_parser("stamp", help="Stamp the revision table with "
-                               "the given version.")
+    actions.add_parser("sync", help="Sync the database to the current version.").set_defaults(
+        func=_db_sync
+    )
+    actions.add_parser("version", help="Report the current database version.").set_defaults(
+        func=_db_version
+    )
+    stamp = actions.add_parser("stamp", help="Stamp the revision table with the given version.")
     stamp.add_argument("version", help="the version to stamp")
     stamp.set_defaults(func=_db_stamp)
-    online = actions.add_parser("online_data_migrations",
-                                help="Run the online data migrations.")
-    online.add_argument("--max-count", metavar="<number>",
-                        help="Maximum number of objects to consider")
+    online = actions.add_parser("online_data_migrations", help="Run the online data migrations.")
+    online.add_argument(
+        "--max-count", metavar="<number>", help="Maximum number of objects to consider"
+    )
     online.set_defaults(func=_db_online_data_migrations)
 
 
 def manage_main(argv: Sequence[str] | None = None) -> int:
     """``placement-manage``."""
     prog = "placement-manage"
-    conf = _conf(prog, sys.argv[1:] if argv is None else argv,
-                 _manage_parsers, "db")
+    conf = _conf(prog, sys.argv[1:] if argv is None else argv, _manage_parsers, "db")
     func = getattr(conf.command, "func", None)
     if func is None:
         conf.print_help()
@@ -207,20 +223,19 @@ def manage_main(argv: Sequence[str] | None = None) -> int:
 
 # -- placement-status -----------------------------------------------------
 
+
 def _status_parsers(subparsers: Any) -> None:
     upgrade = subparsers.add_parser("upgrade", help="upgrade readiness")
-    upgrade.add_argument("check", choices=["check"],
-                         help="run the upgrade checks")
-    upgrade.add_argument("--json", action="store_true",
-                         help="Output the results in JSON format.")
+    upgrade.add_argument("check", choices=["check"], help="run the upgrade checks")
+    upgrade.add_argument("--json", action="store_true", help="Output the results in JSON format.")
 
 
 def status_main(argv: Sequence[str] | None = None) -> int:
     """``placement-status``."""
     from berth.cli import status
+
     prog = "placement-status"
-    conf = _conf(prog, sys.argv[1:] if argv is None else argv,
-                 _status_parsers, "command")
+    conf = _conf(prog, sys.argv[1:] if argv is None else argv, _status_parsers, "command")
     if getattr(conf.command, "name", None) != "upgrade":
         conf.print_help()
         return 1

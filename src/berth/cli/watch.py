@@ -27,37 +27,49 @@ _BACKOFF = (0.5, 10.0)
 
 def register(sub: common.Subparsers) -> None:
     parser = common.add_command(
-        sub, "watch", "print the change feed's events as JSON lines",
-        cmd_watch)
-    parser.add_argument("--after", metavar="POSITION",
-                        help="print the events after this position (a "
-                             "Berth-Position header's value); default: "
-                             "from now on")
+        sub, "watch", "print the change feed's events as JSON lines", cmd_watch
+    )
+    parser.add_argument(
+        "--after",
+        metavar="POSITION",
+        help="print the events after this position (a "
+        "Berth-Position header's value); default: "
+        "from now on",
+    )
     parser.add_argument("--kind", help="only these kinds (comma separated)")
-    parser.add_argument("--tree", metavar="UUID",
-                        help="only events of this provider's tree")
-    parser.add_argument("--consumer", metavar="UUID",
-                        help="only this consumer's allocation events")
-    parser.add_argument("--project", help="only allocation events of this "
-                                          "project's consumers")
-    parser.add_argument("--interval", type=float, default=1.0,
-                        metavar="SECONDS",
-                        help="how often to read on (default 1)")
-    parser.add_argument("--once", action="store_true",
-                        help="print the events there are, then stop")
-    parser.add_argument("--url", metavar="URL",
-                        help="follow this server's watch stream instead "
-                             "(its [berth] watch_listen, as "
-                             "http://host:8779), as it commits")
-    parser.add_argument("--token", default="admin",
-                        help="X-Auth-Token for --url (default admin, as "
-                             "noauth2 reads it)")
-    parser.add_argument("--retry-for", type=float, default=300.0,
-                        metavar="SECONDS",
-                        help="with --url, how long to keep reconnecting "
-                             "(from the last frame's position) once the "
-                             "server cannot be reached, before giving up "
-                             "(default 300; 0: give up at once)")
+    parser.add_argument("--tree", metavar="UUID", help="only events of this provider's tree")
+    parser.add_argument("--consumer", metavar="UUID", help="only this consumer's allocation events")
+    parser.add_argument("--project", help="only allocation events of this project's consumers")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often to read on (default 1)",
+    )
+    parser.add_argument("--once", action="store_true", help="print the events there are, then stop")
+    parser.add_argument(
+        "--url",
+        metavar="URL",
+        help="follow this server's watch stream instead "
+        "(its [berth] watch_listen, as "
+        "http://host:8779), as it commits",
+    )
+    parser.add_argument(
+        "--token",
+        default="admin",
+        help="X-Auth-Token for --url (default admin, as noauth2 reads it)",
+    )
+    parser.add_argument(
+        "--retry-for",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --url, how long to keep reconnecting "
+        "(from the last frame's position) once the "
+        "server cannot be reached, before giving up "
+        "(default 300; 0: give up at once)",
+    )
 
 
 def _refused(body: dict[str, Any]) -> SystemExit:
@@ -65,8 +77,8 @@ def _refused(body: dict[str, Any]) -> SystemExit:
     410's detail says itself whether history was pruned, naming the
     oldest position kept, or the position is ahead of the database)."""
     from berth.api.errors import for_people
-    return SystemExit("berth: error: %s"
-                      % for_people(body["errors"][0]["detail"]))
+
+    return SystemExit("berth: error: %s" % for_people(body["errors"][0]["detail"]))
 
 
 def _page(http: Any, after: str, filters: dict[str, str]) -> dict[str, Any]:
@@ -86,18 +98,22 @@ class _Lost(Exception):
         self.opened = opened
 
 
-def _follow(args: argparse.Namespace, url: str, params: dict[str, str],
-            attempt: int) -> bool:
+def _follow(args: argparse.Namespace, url: str, params: dict[str, str], attempt: int) -> bool:
     """Print the stream's events from ``params["after"]``, moving it to
     each frame's ``after``; True once ``--once`` has caught up. Raises
     _Lost when the connection fails or ends, SystemExit when the server
     refuses (a 410: the position is gone, list again)."""
     import httpx
+
     opened = False
     try:
-        with httpx.stream("GET", url, params=params,
-                          headers={"x-auth-token": args.token},
-                          timeout=httpx.Timeout(30, read=None)) as resp:
+        with httpx.stream(
+            "GET",
+            url,
+            params=params,
+            headers={"x-auth-token": args.token},
+            timeout=httpx.Timeout(30, read=None),
+        ) as resp:
             if resp.status_code in (502, 503, 504):  # a proxy's: retry
                 raise _Lost("HTTP %d" % resp.status_code, False)
             if resp.status_code != 200:
@@ -105,13 +121,13 @@ def _follow(args: argparse.Namespace, url: str, params: dict[str, str],
                 try:
                     body = resp.json()
                 except ValueError:
-                    raise SystemExit("berth: error: %s answers %d" % (
-                        url, resp.status_code)) from None
+                    raise SystemExit(
+                        "berth: error: %s answers %d" % (url, resp.status_code)
+                    ) from None
                 raise _refused(body)
             opened = True
             if attempt:
-                _say("reconnected to %s; reading on from %s"
-                     % (url, params["after"]))
+                _say("reconnected to %s; reading on from %s" % (url, params["after"]))
             if _print_writes(args, resp.iter_lines(), params):
                 return True
     except httpx.TransportError as exc:
@@ -119,8 +135,7 @@ def _follow(args: argparse.Namespace, url: str, params: dict[str, str],
     raise _Lost("the server ended the stream", True)
 
 
-def _print_writes(args: argparse.Namespace, lines: Iterator[str],
-                  params: dict[str, str]) -> bool:
+def _print_writes(args: argparse.Namespace, lines: Iterator[str], params: dict[str, str]) -> bool:
     """Print each write's events once its last one has come, and move
     ``params["after"]`` past it: an event followed by more of its write
     has the position before the write as ``after`` (resuming from it
@@ -129,6 +144,7 @@ def _print_writes(args: argparse.Namespace, lines: Iterator[str],
     with an ``after`` past the write). True at ``--once``'s first
     bookmark, False when the stream ends."""
     from berth.position import Position
+
     write: list[dict[str, Any]] = []
     for line in lines:
         frame = json.loads(line)
@@ -169,18 +185,26 @@ def _stream(args: argparse.Namespace, filters: dict[str, str]) -> int:
             attempt += 1
             waited = time.monotonic() - lost_at
             if waited >= args.retry_for:
-                _say("giving up on %s after %d attempt%s in %.0f s "
-                     "(--retry-for %g): %s; resume with --after %s"
-                     % (url, attempt, "" if attempt == 1 else "s", waited,
-                        args.retry_for, exc, params["after"]))
+                _say(
+                    "giving up on %s after %d attempt%s in %.0f s "
+                    "(--retry-for %g): %s; resume with --after %s"
+                    % (
+                        url,
+                        attempt,
+                        "" if attempt == 1 else "s",
+                        waited,
+                        args.retry_for,
+                        exc,
+                        params["after"],
+                    )
+                )
                 return 1
-            what = ("connection to %s lost" if reached
-                    else "cannot connect to %s") % url
-            _say("%s (%s); reconnecting from %s (attempt %d)"
-                 % (what, exc, params["after"], attempt))
+            what = ("connection to %s lost" if reached else "cannot connect to %s") % url
+            _say(
+                "%s (%s); reconnecting from %s (attempt %d)" % (what, exc, params["after"], attempt)
+            )
             delay = min(_BACKOFF[0] * 2 ** (attempt - 1), _BACKOFF[1])
-            time.sleep(min(delay * (1 + random.random() / 4),
-                           args.retry_for - waited))
+            time.sleep(min(delay * (1 + random.random() / 4), args.retry_for - waited))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -191,8 +215,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from berth.direct import PlacementDirect
     from berth.domain.change import parse_position
     from berth.position import Position
-    filters = {name: getattr(args, name) for name in _FILTERS
-               if getattr(args, name) is not None}
+
+    filters = {name: getattr(args, name) for name in _FILTERS if getattr(args, name) is not None}
     if args.url:
         return _stream(args, filters)
     conf = common.readable_conf(args)
@@ -210,11 +234,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 before = str(seen)
                 ((slot, seq),) = parse_position(event["position"]).seqs
                 seen = Position.of({**seen.as_dict(), slot: seq})
-                more = (n + 1 < len(listed)
-                        and listed[n + 1]["position"] == event["position"])
-                print(json.dumps({**event, "after": before if more
-                                  else str(seen)},
-                                 sort_keys=True))
+                more = n + 1 < len(listed) and listed[n + 1]["position"] == event["position"]
+                print(json.dumps({**event, "after": before if more else str(seen)}, sort_keys=True))
             sys.stdout.flush()
             after = page["position"]
             if page["more"]:

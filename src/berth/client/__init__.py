@@ -12,20 +12,20 @@ Names listed in ``__all__`` are the public surface; a test pins them.
 from __future__ import annotations
 
 from berth.client.exceptions import (
-                                     AllocationUpdateFailed,
-                                     PlacementAPIError,
-                                     PlacementError,
-                                     ProviderNotInTree,
-                                     ReshapeFailed,
-                                     ReshapeNeeded,
-                                     ResourceProviderUpdateFailed,
+    AllocationUpdateFailed,
+    PlacementAPIError,
+    PlacementError,
+    ProviderNotInTree,
+    ReshapeFailed,
+    ReshapeNeeded,
+    ResourceProviderUpdateFailed,
 )
 from berth.client.provider_tree import (
-                                     ProviderData,
-                                     ProviderTree,
-                                     TreeDiff,
-                                     move_allocations,
-                                     normalize_inventory,
+    ProviderData,
+    ProviderTree,
+    TreeDiff,
+    move_allocations,
+    normalize_inventory,
 )
 from berth.client.report import ReportClient
 

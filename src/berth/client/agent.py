@@ -49,10 +49,9 @@ class Driver(Protocol):
         """Names of the nodes (root providers) this driver manages."""
         ...
 
-    def update_provider_tree(self, provider_tree: ProviderTree,
-                             nodename: str,
-                             allocations: AllocationsDict | None = None
-                             ) -> None:
+    def update_provider_tree(
+        self, provider_tree: ProviderTree, nodename: str, allocations: AllocationsDict | None = None
+    ) -> None:
         """Edit ``provider_tree`` in place to describe ``nodename``.
 
         With ``allocations`` None the driver must not move inventory that
@@ -92,9 +91,13 @@ class ResourceUpdater:
             except ResourceProviderUpdateFailed as exc:
                 if not exc.is_conflict or attempt == attempts:
                     raise
-                LOG.info("generation conflict updating %s (attempt %d of "
-                         "%d); trying again from a refreshed view",
-                         nodename, attempt, attempts)
+                LOG.info(
+                    "generation conflict updating %s (attempt %d of "
+                    "%d); trying again from a refreshed view",
+                    nodename,
+                    attempt,
+                    attempts,
+                )
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _pass(self, nodename: str, startup: bool) -> NodeResult:
@@ -105,51 +108,53 @@ class ResourceUpdater:
         except ReshapeNeeded:
             if not startup:
                 raise
-            LOG.info("performing resource provider inventory and "
-                     "allocation data migration for %s", nodename)
-            allocations = self.client.get_allocations_for_provider_tree(
-                nodename)
+            LOG.info(
+                "performing resource provider inventory and allocation data migration for %s",
+                nodename,
+            )
+            allocations = self.client.get_allocations_for_provider_tree(nodename)
             try:
-                self.driver.update_provider_tree(tree, nodename,
-                                                 allocations=allocations)
+                self.driver.update_provider_tree(tree, nodename, allocations=allocations)
             except ReshapeNeeded as exc:
                 raise ReshapeFailed(
                     "the driver raised ReshapeNeeded for %s although it was "
                     "given the allocations; that is a driver bug, and the "
                     "reshape was not attempted: %s" % (nodename, exc)
                 ) from exc
-        writes = self.client.update_from_provider_tree(
-            tree, allocations=allocations)
-        status = ("reshaped" if allocations is not None
-                  else "updated" if writes else "unchanged")
+        writes = self.client.update_from_provider_tree(tree, allocations=allocations)
+        status = "reshaped" if allocations is not None else "updated" if writes else "unchanged"
         return NodeResult(nodename, status, writes)
 
-    def update_node(self, nodename: str, *, startup: bool = False
-                    ) -> NodeResult:
+    def update_node(self, nodename: str, *, startup: bool = False) -> NodeResult:
         """One pass, with Nova's error policy: a failed reshape at
         start-up raises; anything else is logged and reported."""
         try:
             return self.sync_node(nodename, startup=startup)
         except ReshapeFailed as exc:
             if startup:
-                LOG.critical("resource provider data migration failed for "
-                             "%s; the service must not start: %s",
-                             nodename, exc)
+                LOG.critical(
+                    "resource provider data migration failed for "
+                    "%s; the service must not start: %s",
+                    nodename,
+                    exc,
+                )
                 raise
             LOG.error("reshape of %s failed: %s", nodename, exc)
             return NodeResult(nodename, "failed", error=str(exc))
         except ResourceProviderUpdateFailed as exc:
-            LOG.error("updating resource provider tree of %s failed; the "
-                      "next pass starts from a refreshed view: %s",
-                      nodename, exc)
+            LOG.error(
+                "updating resource provider tree of %s failed; the "
+                "next pass starts from a refreshed view: %s",
+                nodename,
+                exc,
+            )
             return NodeResult(nodename, "failed", error=str(exc))
         except Exception as exc:  # noqa: BLE001 - a periodic must survive
             LOG.exception("error updating resources of node %s", nodename)
             return NodeResult(nodename, "failed", error=str(exc))
 
     def update_all(self, *, startup: bool = False) -> list[NodeResult]:
-        return [self.update_node(n, startup=startup)
-                for n in self.driver.get_available_nodes()]
+        return [self.update_node(n, startup=startup) for n in self.driver.get_available_nodes()]
 
     def run(self, interval: float, stop: threading.Event) -> None:
         """Start-up pass, then a periodic pass every ``interval`` seconds
@@ -163,8 +168,7 @@ def load_driver(spec: str) -> Driver:
     """Instantiate ``module:Class`` with no arguments."""
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise ValueError("driver must be given as module:Class, not %r"
-                         % spec)
+        raise ValueError("driver must be given as module:Class, not %r" % spec)
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:

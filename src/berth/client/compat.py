@@ -10,8 +10,9 @@ from berth.client.provider_tree import AllocationsDict, ProviderTree
 __all__ = ["ensure_root_args", "flush_args"]
 
 
-def ensure_root_args(args: tuple[Any, ...], kwargs: dict[str, Any]
-                      ) -> tuple[str, str | None, str | None]:
+def ensure_root_args(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, str | None, str | None]:
     """(name, uuid, parent) from Berth's or Nova's arguments."""
     parent = kwargs.pop("parent_provider_uuid", None)
     if args and not isinstance(args[0], str):  # Nova: (context, rp_uuid, ...)
@@ -30,8 +31,9 @@ def ensure_root_args(args: tuple[Any, ...], kwargs: dict[str, Any]
     return nodename, uuid, parent
 
 
-def flush_args(args: tuple[Any, ...], allocations: AllocationsDict | None
-                ) -> tuple[ProviderTree, AllocationsDict | None]:
+def flush_args(
+    args: tuple[Any, ...], allocations: AllocationsDict | None
+) -> tuple[ProviderTree, AllocationsDict | None]:
     """(tree, allocations) from ``(tree[, allocations])`` or Nova's
     ``(context, tree[, allocations])``."""
     rest = list(args)

@@ -38,9 +38,15 @@ The whole tree, in one place::
 
 from __future__ import annotations
 
-__all__ = ["PlacementError", "PlacementAPIError", "ProviderNotInTree",
-           "ReshapeNeeded", "ResourceProviderUpdateFailed", "ReshapeFailed",
-           "AllocationUpdateFailed"]
+__all__ = [
+    "PlacementError",
+    "PlacementAPIError",
+    "ProviderNotInTree",
+    "ReshapeNeeded",
+    "ResourceProviderUpdateFailed",
+    "ReshapeFailed",
+    "AllocationUpdateFailed",
+]
 
 CONCURRENT_UPDATE = "placement.concurrent_update"
 
@@ -52,10 +58,10 @@ class PlacementError(Exception):
 class PlacementAPIError(PlacementError):
     """The service answered a request with an unexpected status."""
 
-    def __init__(self, method: str, url: str, status: int,
-                 detail: str = "", code: str | None = None) -> None:
-        super().__init__("%s %s answered %d: %s" % (method, url, status,
-                                                     detail or "(no detail)"))
+    def __init__(
+        self, method: str, url: str, status: int, detail: str = "", code: str | None = None
+    ) -> None:
+        super().__init__("%s %s answered %d: %s" % (method, url, status, detail or "(no detail)"))
         self.method = method
         self.url = url
         self.status = status
@@ -89,8 +95,7 @@ class ResourceProviderUpdateFailed(PlacementError):
     been refreshed from the service before this is raised.
     """
 
-    def __init__(self, message: str,
-                 cause: PlacementAPIError | None = None) -> None:
+    def __init__(self, message: str, cause: PlacementAPIError | None = None) -> None:
         super().__init__(message)
         self.cause = cause
 
@@ -111,9 +116,7 @@ class AllocationUpdateFailed(PlacementError):
     """A ReportClient allocation call could not write a consumer's
     allocations; nothing of that call was written."""
 
-    def __init__(self, consumer: str, message: str,
-                 cause: PlacementAPIError | None = None) -> None:
-        super().__init__("allocations of consumer %s: %s"
-                         % (consumer, message))
+    def __init__(self, consumer: str, message: str, cause: PlacementAPIError | None = None) -> None:
+        super().__init__("allocations of consumer %s: %s" % (consumer, message))
         self.consumer = consumer
         self.cause = cause

@@ -46,9 +46,16 @@ LOG = logging.getLogger(__name__)
 PATH = "/berth/changes"
 #: The kinds that can make a cached tree out of date (not claims: see
 #: above); resource class and trait creations change no provider.
-KINDS = ("provider.created", "provider.updated", "provider.deleted",
-         "inventories.set", "traits.set", "aggregates.set",
-         "resource_class.updated", "resync")
+KINDS = (
+    "provider.created",
+    "provider.updated",
+    "provider.deleted",
+    "inventories.set",
+    "traits.set",
+    "aggregates.set",
+    "resource_class.updated",
+    "resync",
+)
 #: Kinds after which nothing cached can be trusted: a custom class renamed
 #: (inventories are keyed by class name) or a write no event describes.
 _EVERYTHING = frozenset(("resource_class.updated", "resync"))
@@ -93,16 +100,18 @@ class Follower:
         if not self.active or self.position is not None:
             return
         if position is None:
-            self.stop("the service sends no Berth-Position header (it is "
-                      "not Berth)")
+            self.stop("the service sends no Berth-Position header (it is not Berth)")
             return
         self.position, self.polled = position, now
 
     def stop(self, reason: str) -> None:
         """Fall back to the interval refresh for good, saying why once."""
         if self.active:
-            LOG.warning("not following the change feed, checking each tree "
-                        "every refresh interval instead: %s", reason)
+            LOG.warning(
+                "not following the change feed, checking each tree "
+                "every refresh interval instead: %s",
+                reason,
+            )
         self.active = False
 
     def poll(self, now: float, trees: list[str]) -> list[dict[str, Any]]:
@@ -116,7 +125,7 @@ class Follower:
         found: list[dict[str, Any]] = []
         reached: list[str] = []
         for start in range(0, max(len(trees), 1), MAX_TREES):
-            chunk = ",".join(trees[start:start + MAX_TREES])
+            chunk = ",".join(trees[start : start + MAX_TREES])
             position = after
             for _ in range(MAX_PAGES):
                 page = self._page(position, chunk)
@@ -125,8 +134,9 @@ class Follower:
                 if not page["more"]:
                     break
             else:
-                raise FeedUnavailable("more than %d events waiting"
-                                      % (PAGE * MAX_PAGES), permanent=False)
+                raise FeedUnavailable(
+                    "more than %d events waiting" % (PAGE * MAX_PAGES), permanent=False
+                )
             reached.append(position)
         # Each chunk read up to its own position: read on from the
         # earliest (events seen twice apply twice harmlessly).
@@ -170,8 +180,9 @@ class Judged:
     applied: int = 0
 
 
-def judge(events: Iterable[Mapping[str, Any]], cache: ProviderTree,
-          sharing: Mapping[str, list[str]]) -> Judged:
+def judge(
+    events: Iterable[Mapping[str, Any]], cache: ProviderTree, sharing: Mapping[str, list[str]]
+) -> Judged:
     """Apply what can be applied to ``cache`` in place and say which
     managed trees (the keys of ``sharing``, each mapped to the sharing
     providers read with it) must be read again.
@@ -193,26 +204,30 @@ def judge(events: Iterable[Mapping[str, Any]], cache: ProviderTree,
     return result
 
 
-def _owners(provider: str, cache: ProviderTree,
-            sharing: Mapping[str, list[str]]) -> set[str]:
+def _owners(provider: str, cache: ProviderTree, sharing: Mapping[str, list[str]]) -> set[str]:
     """The managed roots whose cached view holds ``provider``."""
     if not cache.exists(provider):
         return set()
     root = cache.get_provider_uuids_in_tree(provider)[0]
-    return {r for r, shared in sharing.items()
-            if r == root or root in shared}
+    return {r for r, shared in sharing.items() if r == root or root in shared}
 
 
-def _in_aggregates(aggregates: set[str], cache: ProviderTree,
-                   sharing: Mapping[str, list[str]]) -> set[str]:
+def _in_aggregates(
+    aggregates: set[str], cache: ProviderTree, sharing: Mapping[str, list[str]]
+) -> set[str]:
     """The managed roots with a provider in one of ``aggregates``."""
-    return {r for r in sharing if any(
-        not aggregates.isdisjoint(cache.data(u).aggregates)
-        for u in cache.get_provider_uuids(r))}
+    return {
+        r
+        for r in sharing
+        if any(
+            not aggregates.isdisjoint(cache.data(u).aggregates) for u in cache.get_provider_uuids(r)
+        )
+    }
 
 
-def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
-               sharing: Mapping[str, list[str]]) -> set[str] | None:
+def _judge_one(
+    event: Mapping[str, Any], cache: ProviderTree, sharing: Mapping[str, list[str]]
+) -> set[str] | None:
     """None when the event was applied in place (or changes nothing),
     else the managed roots to read again."""
     kind, subject = event["kind"], event["subject"]
@@ -224,19 +239,23 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
         # Another host's provider: it matters only if it may have become
         # (or stopped being) a sharing provider of one of our trees.
         if kind == "aggregates.set":
-            return _in_aggregates(set(new.get("aggregates", ()))
-                                  | set(old.get("aggregates", ())),
-                                  cache, sharing) or None
+            return (
+                _in_aggregates(
+                    set(new.get("aggregates", ())) | set(old.get("aggregates", ())), cache, sharing
+                )
+                or None
+            )
         if kind == "traits.set" and _sharing_changed(new, old):
-            return {r for r in sharing
-                    if any(cache.data(u).aggregates
-                           for u in cache.get_provider_uuids(r))} or None
+            return {
+                r
+                for r in sharing
+                if any(cache.data(u).aggregates for u in cache.get_provider_uuids(r))
+            } or None
         return None
     data = cache.data(subject)
     generation = new.get("generation")
-    if data.generation is not None and generation is not None \
-            and generation < data.generation:
-        return None                      # older than what the cache holds
+    if data.generation is not None and generation is not None and generation < data.generation:
+        return None  # older than what the cache holds
     if kind == "inventories.set":
         cache.update_inventory(subject, new["inventories"], generation)
         return None
@@ -249,25 +268,26 @@ def _judge_one(event: Mapping[str, Any], cache: ProviderTree,
 
 
 def _sharing_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
-    return ((SHARING_TRAIT in new.get("traits", ()))
-            != (SHARING_TRAIT in old.get("traits", ())))
+    return (SHARING_TRAIT in new.get("traits", ())) != (SHARING_TRAIT in old.get("traits", ()))
 
 
-def _provider_event(kind: str, subject: str, new: Mapping[str, Any],
-                    owners: set[str], cache: ProviderTree,
-                    sharing: Mapping[str, list[str]]) -> set[str] | None:
+def _provider_event(
+    kind: str,
+    subject: str,
+    new: Mapping[str, Any],
+    owners: set[str],
+    cache: ProviderTree,
+    sharing: Mapping[str, list[str]],
+) -> set[str] | None:
     if kind == "provider.deleted":
-        return owners or None            # our own delete left the cache
+        return owners or None  # our own delete left the cache
     if kind == "provider.created":
         if owners:
-            return None                  # our own creation, or read since
-        return _owners(new.get("root_provider_uuid") or "", cache,
-                       sharing) or None
+            return None  # our own creation, or read since
+        return _owners(new.get("root_provider_uuid") or "", cache, sharing) or None
     # Renamed or moved: nothing to do if the cache shows it already.
     if owners:
         data = cache.data(subject)
-        if (data.name, data.parent_uuid) == (
-                new.get("name"), new.get("parent_provider_uuid")):
+        if (data.name, data.parent_uuid) == (new.get("name"), new.get("parent_provider_uuid")):
             return None
-    return owners | _owners(new.get("root_provider_uuid") or "", cache,
-                            sharing) or None
+    return owners | _owners(new.get("root_provider_uuid") or "", cache, sharing) or None

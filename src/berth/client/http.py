@@ -67,33 +67,35 @@ class Connection:
         #: had none: a write, or upstream Placement).
         self.position: str | None = None
 
-    def _send(self, method: str, path: str, version: str,
-              body: Any | None) -> Response:
+    def _send(self, method: str, path: str, version: str, body: Any | None) -> Response:
         if isinstance(self.http, httpx.Client):
             return self.http.request(
-                method, path, json=body,
-                headers={"openstack-api-version": "placement %s" % version})
-        kwargs: dict[str, Any] = {"microversion": version,
-                                  "raise_exc": False}
+                method, path, json=body, headers={"openstack-api-version": "placement %s" % version}
+            )
+        kwargs: dict[str, Any] = {"microversion": version, "raise_exc": False}
         if body is not None:
             kwargs["json"] = body
         # A keystoneauth Adapter already knows its service; a Session
         # needs to be told which endpoint to use.
         if getattr(self.http, "service_type", None) is None:
-            kwargs["endpoint_filter"] = {"service_type": "placement",
-                                         "interface": self.interface}
+            kwargs["endpoint_filter"] = {"service_type": "placement", "interface": self.interface}
         response: Response = self.http.request(path, method, **kwargs)
         return response
 
-    def call(self, method: str, path: str, version: str,
-             body: Any | None = None, ok: tuple[int, ...] = (200,)) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        version: str,
+        body: Any | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> Any:
         """The decoded JSON body (None for 204), or PlacementAPIError."""
         response = self._send(method, path, version, body)
         self.position = response.headers.get("berth-position")
         if response.status_code not in ok:
             code, detail = _error_of(response)
-            raise PlacementAPIError(method, path, response.status_code,
-                                    detail, code)
+            raise PlacementAPIError(method, path, response.status_code, detail, code)
         if response.status_code == 204 or not response.text:
             return None
         return response.json()

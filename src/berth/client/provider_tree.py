@@ -38,9 +38,18 @@ from berth.client.records import (
     normalize_inventory,
 )
 
-__all__ = ["ProviderTree", "ProviderData", "TreeDiff", "normalize_inventory",
-           "move_allocations", "inventory_changed", "merge_inventory",
-           "SHARING_TRAIT", "AllocationsDict", "InventoryDict"]
+__all__ = [
+    "ProviderTree",
+    "ProviderData",
+    "TreeDiff",
+    "normalize_inventory",
+    "move_allocations",
+    "inventory_changed",
+    "merge_inventory",
+    "SHARING_TRAIT",
+    "AllocationsDict",
+    "InventoryDict",
+]
 
 #: Marks a provider whose inventory serves the members of its aggregates.
 SHARING_TRAIT: str = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -97,9 +106,15 @@ class TreeDiff:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.renamed
-                    or self.inventory or self.traits or self.aggregates
-                    or self.reparented)
+        return not (
+            self.added
+            or self.removed
+            or self.renamed
+            or self.inventory
+            or self.traits
+            or self.aggregates
+            or self.reparented
+        )
 
 
 class ProviderTree:
@@ -145,10 +160,15 @@ class ProviderTree:
         with self._lock:
             n = self._find(provider)
             return ProviderData(
-                n.uuid, n.name, n.parent_uuid, n.generation,
-                copy.deepcopy(n.inventory), frozenset(n.traits),
+                n.uuid,
+                n.name,
+                n.parent_uuid,
+                n.generation,
+                copy.deepcopy(n.inventory),
+                frozenset(n.traits),
                 frozenset(n.aggregates),
-                {rc: frozenset(v) for rc, v in n.resources.items()})
+                {rc: frozenset(v) for rc, v in n.resources.items()},
+            )
 
     @property
     def roots(self) -> list[str]:
@@ -166,8 +186,7 @@ class ProviderTree:
         """Uuids of ``provider``'s subtree (default: every tree), parents
         before children."""
         with self._lock:
-            start = self._roots if provider is None else [
-                self._find(provider).uuid]
+            start = self._roots if provider is None else [self._find(provider).uuid]
             return [n.uuid for n in self._walk(start)]
 
     def get_provider_uuids_in_tree(self, provider: str) -> list[str]:
@@ -190,8 +209,7 @@ class ProviderTree:
 
     # -- structure ------------------------------------------------------
 
-    def _name_taken(self, name: str, parent: _Node | None,
-                    ignore: str | None = None) -> bool:
+    def _name_taken(self, name: str, parent: _Node | None, ignore: str | None = None) -> bool:
         """Whether ``name`` is used by another root (for a root) or by
         another provider of the tree it goes into; ``ignore`` is the
         provider being renamed."""
@@ -203,15 +221,16 @@ class ProviderTree:
             tree = ignore
         else:
             tree = self._root(parent).uuid
-        return any(n.name == name and n.uuid != ignore
-                   for n in self._walk([tree]))
+        return any(n.name == name and n.uuid != ignore for n in self._walk([tree]))
 
-    def _add(self, name: str, uuid: str | None, parent: _Node | None,
-             generation: int | None) -> str:
+    def _add(
+        self, name: str, uuid: str | None, parent: _Node | None, generation: int | None
+    ) -> str:
         uuid = uuid or str(uuidlib.uuid4())
         if uuid in self._nodes or self._name_taken(name, parent):
-            raise ProviderNotInTree("a provider named %r or with uuid %s is "
-                                    "already in the tree" % (name, uuid))
+            raise ProviderNotInTree(
+                "a provider named %r or with uuid %s is already in the tree" % (name, uuid)
+            )
         node = _Node(uuid, name, parent.uuid if parent else None, generation)
         self._nodes[uuid] = node
         if parent is None:
@@ -221,14 +240,14 @@ class ProviderTree:
             parent.children.append(uuid)
         return uuid
 
-    def new_root(self, name: str, uuid: str | None = None,
-                 generation: int | None = None) -> str:
+    def new_root(self, name: str, uuid: str | None = None, generation: int | None = None) -> str:
         """Add a root provider; return its uuid (generated if not given)."""
         with self._lock:
             return self._add(name, uuid, None, generation)
 
-    def new_child(self, name: str, parent: str, uuid: str | None = None,
-                  generation: int | None = None) -> str:
+    def new_child(
+        self, name: str, parent: str, uuid: str | None = None, generation: int | None = None
+    ) -> str:
         """Add a child of ``parent``; return its uuid."""
         with self._lock:
             return self._add(name, uuid, self._find(parent), generation)
@@ -252,8 +271,7 @@ class ProviderTree:
         """Give the provider another (unused) name."""
         with self._lock:
             node = self._find(provider)
-            parent = (None if node.parent_uuid is None
-                      else self._nodes[node.parent_uuid])
+            parent = None if node.parent_uuid is None else self._nodes[node.parent_uuid]
             if self._name_taken(name, parent, ignore=node.uuid):
                 raise ProviderNotInTree("name %r is taken" % name)
             if parent is None:
@@ -269,19 +287,15 @@ class ProviderTree:
             target = None if parent is None else self._find(parent)
             moved = {n.uuid for n in self._walk([node.uuid])}
             if target is not None and target.uuid in moved:
-                raise ProviderNotInTree("%s cannot move under itself or "
-                                        "its descendant" % node.name)
+                raise ProviderNotInTree("%s cannot move under itself or its descendant" % node.name)
             names = [n.name for n in self._walk([node.uuid])]
             if target is None:
-                taken = node.name in self._root_names and (
-                    self._root_names[node.name] != node.uuid)
+                taken = node.name in self._root_names and (self._root_names[node.name] != node.uuid)
             else:
                 tree = self._walk([self._root(target).uuid])
-                taken = any(n.name in names and n.uuid not in moved
-                            for n in tree)
+                taken = any(n.name in names and n.uuid not in moved for n in tree)
             if taken:
-                raise ProviderNotInTree("a name under %s is taken at the "
-                                        "destination" % node.name)
+                raise ProviderNotInTree("a name under %s is taken at the destination" % node.name)
             self._unlink(node)
             node.parent_uuid = None if target is None else target.uuid
             if target is None:
@@ -290,8 +304,7 @@ class ProviderTree:
             else:
                 target.children.append(node.uuid)
 
-    def populate_from_iterable(self, providers: Iterable[Mapping[str, Any]]
-                               ) -> None:
+    def populate_from_iterable(self, providers: Iterable[Mapping[str, Any]]) -> None:
         """Add or replace providers from dicts shaped like Placement's
         (``uuid``, ``name``, ``generation``, ``parent_provider_uuid``;
         optionally ``inventories``, ``traits``, ``aggregates``).
@@ -302,22 +315,32 @@ class ProviderTree:
         """
         pending = {p["uuid"]: p for p in providers}
         with self._lock:
-            missing = {p.get("parent_provider_uuid") for p in pending.values()
-                       } - {None} - set(pending) - set(self._nodes)
+            missing = (
+                {p.get("parent_provider_uuid") for p in pending.values()}
+                - {None}
+                - set(pending)
+                - set(self._nodes)
+            )
             if missing:
-                raise ProviderNotInTree("parents not found: %s"
-                                        % ", ".join(sorted(map(str, missing))))
+                raise ProviderNotInTree(
+                    "parents not found: %s" % ", ".join(sorted(map(str, missing)))
+                )
             while pending:
-                uuid, row = next((u, r) for u, r in pending.items()
-                                 if r.get("parent_provider_uuid")
-                                 not in pending)
+                uuid, row = next(
+                    (u, r)
+                    for u, r in pending.items()
+                    if r.get("parent_provider_uuid") not in pending
+                )
                 del pending[uuid]
                 if uuid in self._nodes:
                     self.remove(uuid)
                 parent = row.get("parent_provider_uuid")
-                self._add(row["name"], uuid,
-                          None if parent is None else self._nodes[parent],
-                          row.get("generation"))
+                self._add(
+                    row["name"],
+                    uuid,
+                    None if parent is None else self._nodes[parent],
+                    row.get("generation"),
+                )
                 node = self._nodes[uuid]
                 node.inventory = checked_inventory(row.get("inventories", {}))
                 node.traits = set(row.get("traits", ()))
@@ -335,18 +358,20 @@ class ProviderTree:
         with self._lock:
             return bool(self._find(provider).inventory)
 
-    def has_inventory_changed(self, provider: str,
-                              inventory: Mapping[str, Mapping[str, Any]]
-                              ) -> bool:
+    def has_inventory_changed(
+        self, provider: str, inventory: Mapping[str, Mapping[str, Any]]
+    ) -> bool:
         """True when ``inventory`` adds or drops a class or states a field
         with another value (fields it leaves out are not compared)."""
         with self._lock:
-            return inventory_changed(self._find(provider).inventory,
-                                     checked_inventory(inventory))
+            return inventory_changed(self._find(provider).inventory, checked_inventory(inventory))
 
-    def update_inventory(self, provider: str,
-                         inventory: Mapping[str, Mapping[str, Any]],
-                         generation: int | None = None) -> bool:
+    def update_inventory(
+        self,
+        provider: str,
+        inventory: Mapping[str, Mapping[str, Any]],
+        generation: int | None = None,
+    ) -> bool:
         """Replace the provider's inventory if it changed (see
         :meth:`has_inventory_changed`); True if it did. An unchanged
         inventory keeps the fuller records it had.
@@ -363,8 +388,9 @@ class ProviderTree:
             node.inventory = new
             return True
 
-    def move_inventory(self, source: str, target: str, resource_class: str,
-                       record: Mapping[str, Any] | None = None) -> None:
+    def move_inventory(
+        self, source: str, target: str, resource_class: str, record: Mapping[str, Any] | None = None
+    ) -> None:
         """Move one class of inventory from ``source`` to ``target``.
 
         ``record`` replaces the moved record (for example a smaller total
@@ -374,8 +400,7 @@ class ProviderTree:
         with self._lock:
             src, dst = self._find(source), self._find(target)
             if resource_class not in src.inventory:
-                raise ProviderNotInTree("%s has no %s inventory"
-                                        % (src.name, resource_class))
+                raise ProviderNotInTree("%s has no %s inventory" % (src.name, resource_class))
             moved = src.inventory.pop(resource_class)
             if record is not None:
                 moved = checked_inventory({resource_class: record})[resource_class]
@@ -385,12 +410,12 @@ class ProviderTree:
         """True when a provider in the tree shares ``resource_class``
         (has inventory of it and the MISC_SHARES_VIA_AGGREGATE trait)."""
         with self._lock:
-            return any(resource_class in n.inventory
-                       and SHARING_TRAIT in n.traits
-                       for n in self._walk(self._roots))
+            return any(
+                resource_class in n.inventory and SHARING_TRAIT in n.traits
+                for n in self._walk(self._roots)
+            )
 
-    def update_resources(self, provider: str,
-                         resources: Mapping[str, Iterable[Any]]) -> bool:
+    def update_resources(self, provider: str, resources: Mapping[str, Iterable[Any]]) -> bool:
         """Record the driver's assignable resources by class (kept only
         in the tree, never sent to Placement); True if they changed."""
         new = {rc: set(items) for rc, items in resources.items()}
@@ -403,8 +428,7 @@ class ProviderTree:
 
     # -- traits and aggregates -----------------------------------------
 
-    def _set(self, provider: str, attr: str, values: Iterable[str],
-             generation: int | None) -> bool:
+    def _set(self, provider: str, attr: str, values: Iterable[str], generation: int | None) -> bool:
         with self._lock:
             node = self._find(provider)
             if generation is not None:
@@ -414,13 +438,11 @@ class ProviderTree:
             setattr(node, attr, new)
             return changed
 
-    def _differs(self, provider: str, attr: str, values: Iterable[str]
-                 ) -> bool:
+    def _differs(self, provider: str, attr: str, values: Iterable[str]) -> bool:
         with self._lock:
             return bool(getattr(self._find(provider), attr) != set(values))
 
-    def _has_all(self, provider: str, attr: str, values: Iterable[str]
-                 ) -> bool:
+    def _has_all(self, provider: str, attr: str, values: Iterable[str]) -> bool:
         with self._lock:
             have: set[str] = getattr(self._find(provider), attr)
             return set(values) <= have
@@ -429,18 +451,17 @@ class ProviderTree:
         """True when the provider has every one of ``traits``."""
         return self._has_all(provider, "traits", traits)
 
-    def have_traits_changed(self, provider: str, traits: Iterable[str]
-                            ) -> bool:
+    def have_traits_changed(self, provider: str, traits: Iterable[str]) -> bool:
         """True when ``traits`` is not exactly the provider's traits."""
         return self._differs(provider, "traits", traits)
 
-    def update_traits(self, provider: str, traits: Iterable[str],
-                      generation: int | None = None) -> bool:
+    def update_traits(
+        self, provider: str, traits: Iterable[str], generation: int | None = None
+    ) -> bool:
         """Replace the provider's traits; True if they changed."""
         return self._set(provider, "traits", traits, generation)
 
-    def _edit(self, provider: str, attr: str, add: bool,
-              values: tuple[str, ...]) -> None:
+    def _edit(self, provider: str, attr: str, add: bool, values: tuple[str, ...]) -> None:
         with self._lock:
             current: set[str] = getattr(self._find(provider), attr)
             if add:
@@ -458,13 +479,13 @@ class ProviderTree:
         """True when the provider is in every one of ``aggregates``."""
         return self._has_all(provider, "aggregates", aggregates)
 
-    def have_aggregates_changed(self, provider: str,
-                                aggregates: Iterable[str]) -> bool:
+    def have_aggregates_changed(self, provider: str, aggregates: Iterable[str]) -> bool:
         """True when ``aggregates`` is not exactly the provider's."""
         return self._differs(provider, "aggregates", aggregates)
 
-    def update_aggregates(self, provider: str, aggregates: Iterable[str],
-                          generation: int | None = None) -> bool:
+    def update_aggregates(
+        self, provider: str, aggregates: Iterable[str], generation: int | None = None
+    ) -> bool:
         """Replace the provider's aggregates; True if they changed."""
         return self._set(provider, "aggregates", aggregates, generation)
 
@@ -485,16 +506,16 @@ class ProviderTree:
         mine, theirs = self.snapshot(), other.snapshot()
         old, new = mine._nodes, theirs._nodes
         added = [u for u in theirs.get_provider_uuids() if u not in old]
-        removed = [u for u in reversed(mine.get_provider_uuids())
-                   if u not in new]
+        removed = [u for u in reversed(mine.get_provider_uuids()) if u not in new]
         both = [u for u in theirs.get_provider_uuids() if u in old]
         return TreeDiff(
-            added=tuple(added), removed=tuple(removed),
+            added=tuple(added),
+            removed=tuple(removed),
             renamed=tuple(u for u in both if old[u].name != new[u].name),
-            inventory=tuple(u for u in both if inventory_changed(
-                old[u].inventory, new[u].inventory)),
+            inventory=tuple(
+                u for u in both if inventory_changed(old[u].inventory, new[u].inventory)
+            ),
             traits=tuple(u for u in both if old[u].traits != new[u].traits),
-            aggregates=tuple(u for u in both
-                             if old[u].aggregates != new[u].aggregates),
-            reparented=tuple(u for u in both
-                             if old[u].parent_uuid != new[u].parent_uuid))
+            aggregates=tuple(u for u in both if old[u].aggregates != new[u].aggregates),
+            reparented=tuple(u for u in both if old[u].parent_uuid != new[u].parent_uuid),
+        )

@@ -9,9 +9,15 @@ from typing import Any
 
 from berth.domain.capacity import Inventory
 
-__all__ = ["InventoryDict", "AllocationsDict", "normalize_inventory",
-           "checked_inventory", "inventory_changed", "merge_inventory",
-           "move_allocations"]
+__all__ = [
+    "InventoryDict",
+    "AllocationsDict",
+    "normalize_inventory",
+    "checked_inventory",
+    "inventory_changed",
+    "merge_inventory",
+    "move_allocations",
+]
 
 InventoryDict = dict[str, dict[str, Any]]
 #: ``{consumer_uuid: {"allocations": {rp_uuid: {"resources": {...}}}, ...}}``
@@ -19,8 +25,7 @@ AllocationsDict = dict[str, dict[str, Any]]
 _DEFAULTS: dict[str, Any] = Inventory(total=0)._asdict()
 
 
-def normalize_inventory(inventory: Mapping[str, Mapping[str, Any]]
-                        ) -> InventoryDict:
+def normalize_inventory(inventory: Mapping[str, Mapping[str, Any]]) -> InventoryDict:
     """Every record completed with Placement's defaults.
 
     Raises ValueError for a record without ``total`` or with a field
@@ -31,8 +36,7 @@ def normalize_inventory(inventory: Mapping[str, Mapping[str, Any]]
         try:
             full = Inventory(**record)
         except TypeError as exc:
-            raise ValueError("bad inventory record for %s: %s"
-                             % (rc, exc)) from None
+            raise ValueError("bad inventory record for %s: %s" % (rc, exc)) from None
         result[rc] = full._asdict()
     return result
 
@@ -43,8 +47,9 @@ def checked_inventory(inventory: Mapping[str, Mapping[str, Any]]) -> InventoryDi
     return {rc: dict(record) for rc, record in inventory.items()}
 
 
-def inventory_changed(current: Mapping[str, Mapping[str, Any]],
-                      new: Mapping[str, Mapping[str, Any]]) -> bool:
+def inventory_changed(
+    current: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]
+) -> bool:
     """True when ``new`` adds or drops a class, or states a field whose
     value differs from ``current``'s (a field ``current`` lacks counts as
     Placement's default). Fields ``new`` leaves out are not compared."""
@@ -58,18 +63,23 @@ def inventory_changed(current: Mapping[str, Mapping[str, Any]],
     return False
 
 
-def merge_inventory(current: Mapping[str, Mapping[str, Any]],
-                    new: Mapping[str, Mapping[str, Any]]) -> InventoryDict:
+def merge_inventory(
+    current: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]
+) -> InventoryDict:
     """``new``'s classes, each record being ``current``'s (if it had the
     class) with ``new``'s fields laid over it: what to write so that the
     fields a driver leaves out keep their value in Placement."""
-    return {rc: {**current.get(rc, {}), **record}
-            for rc, record in new.items()}
+    return {rc: {**current.get(rc, {}), **record} for rc, record in new.items()}
 
 
-def move_allocations(allocations: AllocationsDict, source: str, target: str,
-                     resource_class: str, amount: int | None = None,
-                     consumers: Iterable[str] | None = None) -> int:
+def move_allocations(
+    allocations: AllocationsDict,
+    source: str,
+    target: str,
+    resource_class: str,
+    amount: int | None = None,
+    consumers: Iterable[str] | None = None,
+) -> int:
     """Move allocations of ``resource_class`` from provider ``source`` to
     ``target``, editing ``allocations`` in place (the shape of
     ``get_allocations_for_provider_tree``).

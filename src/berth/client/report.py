@@ -77,11 +77,16 @@ class ReportClient(AllocationCalls):
     logged once. See :mod:`berth.client.feed`.
     """
 
-    def __init__(self, http: Any, *, interface: str = "internal",
-                 retries: int = DEFAULT_RETRIES,
-                 association_refresh: float = DEFAULT_ASSOCIATION_REFRESH,
-                 change_feed: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        http: Any,
+        *,
+        interface: str = "internal",
+        retries: int = DEFAULT_RETRIES,
+        association_refresh: float = DEFAULT_ASSOCIATION_REFRESH,
+        change_feed: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1, not %r" % retries)
         if association_refresh < 0:
@@ -96,26 +101,33 @@ class ReportClient(AllocationCalls):
         self._checked: dict[str, float] = {}
         #: root uuid -> the sharing roots read with it
         self._sharing: dict[str, list[str]] = {}
-        self._feed = (feed.Follower(lambda method, path: self._call(
-            method, path)) if change_feed else None)
+        self._feed = (
+            feed.Follower(lambda method, path: self._call(method, path)) if change_feed else None
+        )
 
     @classmethod
-    def from_url(cls, url: str, token: str,
-                 timeout: float = 30.0) -> ReportClient:
+    def from_url(cls, url: str, token: str, timeout: float = 30.0) -> ReportClient:
         """A client for ``url`` sending ``X-Auth-Token: token``."""
-        http = httpx.Client(base_url=url, timeout=timeout,
-                            headers={"x-auth-token": token,
-                                     "accept": "application/json"})
+        http = httpx.Client(
+            base_url=url,
+            timeout=timeout,
+            headers={"x-auth-token": token, "accept": "application/json"},
+        )
         return cls(http)
 
-    def _call(self, method: str, path: str, version: str = PROVIDER_VERSION,
-              body: Any | None = None, ok: tuple[int, ...] = (200,)) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        version: str = PROVIDER_VERSION,
+        body: Any | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> Any:
         return self._conn.call(method, path, version, body, ok)
 
     # -- reading ----------------------------------------------------------
 
-    def _find_provider(self, nodename: str,
-                       uuid: str | None) -> dict[str, Any] | None:
+    def _find_provider(self, nodename: str, uuid: str | None) -> dict[str, Any] | None:
         if uuid is not None:
             try:
                 found: dict[str, Any] = self._call("GET", rp_path(uuid))
@@ -141,11 +153,13 @@ class ReportClient(AllocationCalls):
         tree = ProviderTree()
         pending = self._list_tree(root_uuid)
         while pending:  # parents before children, whatever the order
-            placed = [r for r in pending if r["parent_provider_uuid"] is None
-                      or tree.exists(r["parent_provider_uuid"])]
+            placed = [
+                r
+                for r in pending
+                if r["parent_provider_uuid"] is None or tree.exists(r["parent_provider_uuid"])
+            ]
             if not placed:
-                raise ResourceProviderUpdateFailed(
-                    "tree %s is not connected" % root_uuid)
+                raise ResourceProviderUpdateFailed("tree %s is not connected" % root_uuid)
             for row in placed:
                 pending.remove(row)
                 self._load_provider(tree, row)
@@ -162,8 +176,7 @@ class ReportClient(AllocationCalls):
         traits = self._call("GET", rp_path(uuid, "/traits"))
         tree.update_traits(uuid, traits["traits"])
         aggs = self._call("GET", rp_path(uuid, "/aggregates"))
-        tree.update_aggregates(uuid, aggs["aggregates"],
-                               aggs["resource_provider_generation"])
+        tree.update_aggregates(uuid, aggs["aggregates"], aggs["resource_provider_generation"])
 
     def _cache_tree(self, tree: ProviderTree) -> None:
         for root in tree.roots:
@@ -175,28 +188,34 @@ class ReportClient(AllocationCalls):
         """Root providers outside ``tree`` sharing through an aggregate of
         one of its providers (MISC_SHARES_VIA_AGGREGATE), as Nova adds
         them. A sharing provider that is itself a child is left out."""
-        aggs = sorted({a for u in tree.get_provider_uuids()
-                       for a in tree.data(u).aggregates})
+        aggs = sorted({a for u in tree.get_provider_uuids() for a in tree.data(u).aggregates})
         if not aggs:
             return []
-        rows = self._call("GET", "%s?member_of=in:%s&required=%s" % (
-            RP, quote(",".join(aggs), safe=","), SHARING_TRAIT))
-        return [r for r in rows["resource_providers"]
-                if not tree.exists(r["uuid"])
-                and r["parent_provider_uuid"] is None]
+        rows = self._call(
+            "GET",
+            "%s?member_of=in:%s&required=%s" % (RP, quote(",".join(aggs), safe=","), SHARING_TRAIT),
+        )
+        return [
+            r
+            for r in rows["resource_providers"]
+            if not tree.exists(r["uuid"]) and r["parent_provider_uuid"] is None
+        ]
 
     @overload
     def get_provider_tree_and_ensure_root(
-            self, nodename: str, uuid: str | None = None,
-            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+        self, nodename: str, uuid: str | None = None, parent_provider_uuid: str | None = None
+    ) -> ProviderTree: ...
 
     @overload
     def get_provider_tree_and_ensure_root(
-            self, context: object, rp_uuid: str, name: str | None = None,
-            parent_provider_uuid: str | None = None) -> ProviderTree: ...
+        self,
+        context: object,
+        rp_uuid: str,
+        name: str | None = None,
+        parent_provider_uuid: str | None = None,
+    ) -> ProviderTree: ...
 
-    def get_provider_tree_and_ensure_root(self, *args: Any, **kwargs: Any
-                                          ) -> ProviderTree:
+    def get_provider_tree_and_ensure_root(self, *args: Any, **kwargs: Any) -> ProviderTree:
         """The tree holding the provider (created if missing), freshly
         read from Placement, with the sharing providers associated to it
         through aggregates as extra roots. Edit the copy returned and hand
@@ -222,8 +241,7 @@ class ReportClient(AllocationCalls):
                 if parent is not None:
                     body["parent_provider_uuid"] = parent
                 row = self._call("POST", RP, body=body)
-                LOG.info("created resource provider %s (%s)", nodename,
-                         row["uuid"])
+                LOG.info("created resource provider %s (%s)", nodename, row["uuid"])
             root = row["root_provider_uuid"]
             tree = self._read_tree(root)
             sharing = self._sharing_providers(tree)
@@ -257,24 +275,23 @@ class ReportClient(AllocationCalls):
             return False
         now = self._clock()
         if self.association_refresh == 0 or (
-                follower.polled is not None
-                and now - follower.polled < self.association_refresh):
+            follower.polled is not None and now - follower.polled < self.association_refresh
+        ):
             return True
-        trees = sorted({u for root, shared in self._sharing.items()
-                        for u in [root, *shared]})
+        trees = sorted({u for root, shared in self._sharing.items() for u in [root, *shared]})
         try:
-            judged = feed.judge(follower.poll(now, trees), self._cache,
-                                self._sharing)
+            judged = feed.judge(follower.poll(now, trees), self._cache, self._sharing)
         except feed.FeedGone:
-            LOG.info("the change feed's history was pruned past this "
-                     "client's position; reading every tree again")
+            LOG.info(
+                "the change feed's history was pruned past this "
+                "client's position; reading every tree again"
+            )
             self._checked.clear()
             return True
         except feed.FeedUnavailable as exc:
             if exc.permanent:
                 return False
-            LOG.warning("could not read the change feed (%s); reading "
-                        "every tree again", exc)
+            LOG.warning("could not read the change feed (%s); reading every tree again", exc)
             follower.polled = now
             self._checked.clear()
             return True
@@ -299,20 +316,19 @@ class ReportClient(AllocationCalls):
         checked = self._checked.get(root)
         if checked is None:
             return False
-        return (self.association_refresh == 0
-                or self._clock() - checked < self.association_refresh)
+        return self.association_refresh == 0 or self._clock() - checked < self.association_refresh
 
     def _still_current(self, root: str) -> bool:
         """One cheap read (two with aggregates): do the cached tree and its
         sharing providers still have the generations Placement has?"""
         rows = self._list_tree(root)
-        cached = {u: self._cache.data(u).generation
-                  for u in self._cache.get_provider_uuids(root)}
+        cached = {u: self._cache.data(u).generation for u in self._cache.get_provider_uuids(root)}
         if {r["uuid"]: r["generation"] for r in rows} != cached:
             return False
         sharing = self._sharing_providers(self._cached_subset([root]))
-        known = {u: self._cache.data(u).generation
-                 for u in self._sharing[root] if self._cache.exists(u)}
+        known = {
+            u: self._cache.data(u).generation for u in self._sharing[root] if self._cache.exists(u)
+        }
         if {r["uuid"]: r["generation"] for r in sharing} != known:
             return False
         self._checked[root] = self._clock()
@@ -325,9 +341,9 @@ class ReportClient(AllocationCalls):
             self._checked.clear()
             self._sharing.clear()
 
-    def get_allocations_for_provider_tree(self, *args: Any,
-                                          nodename: str | None = None
-                                          ) -> AllocationsDict:
+    def get_allocations_for_provider_tree(
+        self, *args: Any, nodename: str | None = None
+    ) -> AllocationsDict:
         """``(nodename)``, or Nova's ``(context, nodename)``: every
         allocation of every consumer of the tree holding ``nodename``,
         keyed by consumer uuid, in the shape of ``GET /allocations/{consumer}``
@@ -341,24 +357,21 @@ class ReportClient(AllocationCalls):
         """
         if nodename is None:
             if not args:
-                raise TypeError("get_allocations_for_provider_tree needs "
-                                "the nodename")
+                raise TypeError("get_allocations_for_provider_tree needs the nodename")
             nodename = str(args[-1])
         with self._lock:
             if not self._cache.exists(nodename):
-                raise ProviderNotInTree("no provider %r was read yet; call "
-                                        "get_provider_tree_and_ensure_root"
-                                        % nodename)
+                raise ProviderNotInTree(
+                    "no provider %r was read yet; call get_provider_tree_and_ensure_root" % nodename
+                )
             root = self._root_of(nodename)
             consumers: list[str] = []
             for uuid in self._cache.get_provider_uuids(root):
                 found = self._call("GET", rp_path(uuid, "/allocations"))
-                consumers += [c for c in found["allocations"]
-                              if c not in consumers]
+                consumers += [c for c in found["allocations"] if c not in consumers]
             result: AllocationsDict = {}
             for consumer in consumers:
-                record = self._call("GET", "/allocations/" + quote(consumer),
-                                    ALLOCATION_VERSION)
+                record = self._call("GET", "/allocations/" + quote(consumer), ALLOCATION_VERSION)
                 if record.get("allocations"):
                     result[consumer] = record
             return result
@@ -371,9 +384,9 @@ class ReportClient(AllocationCalls):
 
     # -- writing ----------------------------------------------------------
 
-    def update_from_provider_tree(self, *args: Any,
-                                  allocations: AllocationsDict | None = None
-                                  ) -> int:
+    def update_from_provider_tree(
+        self, *args: Any, allocations: AllocationsDict | None = None
+    ) -> int:
         """``(new_tree, allocations=None)``, or Nova's ``(context,
         new_tree, allocations=None)``: make Placement match ``new_tree``;
         return the writes made (0 when it already matched).
@@ -392,8 +405,7 @@ class ReportClient(AllocationCalls):
         with self._lock:
             old = self._cached_subset(new_tree.roots)
             diff = old.compare(new_tree)
-            flush = Flush(self._call, old, new_tree,
-                          self.refresh_generations)
+            flush = Flush(self._call, old, new_tree, self.refresh_generations)
             try:
                 flush.run(diff, allocations)
             except ValueError as exc:
@@ -402,8 +414,7 @@ class ReportClient(AllocationCalls):
                 self._refresh(new_tree.roots)
                 raise _failure(flush, allocations is not None, exc) from exc
             self._cache_tree(flush.result())
-            if diff.aggregates or any(new_tree.data(u).aggregates
-                                      for u in diff.added):
+            if diff.aggregates or any(new_tree.data(u).aggregates for u in diff.added):
                 # Sharing providers may join or leave: check next time.
                 for root in new_tree.roots:
                     self._checked.pop(root, None)
@@ -434,8 +445,7 @@ class ReportClient(AllocationCalls):
         gens: dict[str, int] = {}
         for root in roots:
             rows = self._call("GET", RP + "?in_tree=" + quote(root))
-            gens.update({r["uuid"]: r["generation"]
-                         for r in rows["resource_providers"]})
+            gens.update({r["uuid"]: r["generation"] for r in rows["resource_providers"]})
         return gens
 
 
@@ -452,17 +462,15 @@ def _graft(dest: ProviderTree, source: ProviderTree, root: str) -> None:
         dest.update_aggregates(uuid, d.aggregates)
 
 
-
-def _failure(flush: Flush, reshape: bool, exc: PlacementAPIError
-             ) -> ResourceProviderUpdateFailed:
+def _failure(flush: Flush, reshape: bool, exc: PlacementAPIError) -> ResourceProviderUpdateFailed:
     """The exception for a failed flush: ReshapeFailed when a reshape was
     asked for and not made, naming any provider its undo left behind."""
     if not reshape or flush.reshaped:
-        return ResourceProviderUpdateFailed(
-            "updating provider tree failed: %s" % exc, exc)
+        return ResourceProviderUpdateFailed("updating provider tree failed: %s" % exc, exc)
     message = "reshape failed, nothing of it was applied: %s" % exc
     if flush.left_behind:
-        message = ("reshape failed: %s; the empty provider(s) %s created "
-                   "for it could not be deleted again"
-                   % (exc, ", ".join(flush.left_behind)))
+        message = (
+            "reshape failed: %s; the empty provider(s) %s created "
+            "for it could not be deleted again" % (exc, ", ".join(flush.left_behind))
+        )
     return ReshapeFailed(message, exc)

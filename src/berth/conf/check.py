@@ -44,9 +44,11 @@ IGNORED_SECTIONS = {
 #: The section keystonemiddleware reads.
 AUTHTOKEN = "keystone_authtoken"
 #: What [keystone_authtoken] holds in upstream's install guide.
-AUTHTOKEN_EXAMPLE = ("auth_type = password with auth_url, username, password, "
-                     "user_domain_name, project_name, project_domain_name; "
-                     "and www_authenticate_uri")
+AUTHTOKEN_EXAMPLE = (
+    "auth_type = password with auth_url, username, password, "
+    "user_domain_name, project_name, project_domain_name; "
+    "and www_authenticate_uri"
+)
 
 
 class ConfigProblem(ValueError):
@@ -58,13 +60,12 @@ def known_names(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
     deprecated names, which oslo.config still honours). The keystoneauth
     plugin's options are known where keystonemiddleware reads them."""
     from keystoneauth1 import loading
+
     group, plugin = _auth_plugin(conf)
     options = _plugin_options(plugin)
-    listed = berth_opts.list_opts(plugin if options and group == AUTHTOKEN
-                                  else None)
+    listed = berth_opts.list_opts(plugin if options and group == AUTHTOKEN else None)
     if group != AUTHTOKEN:
-        listed.append((group, loading.get_auth_common_conf_options()
-                       + (options or [])))
+        listed.append((group, loading.get_auth_common_conf_options() + (options or [])))
     known: dict[str, set[str]] = {}
     for section, opts in listed:
         for opt in opts:
@@ -80,6 +81,7 @@ def _auth_plugin(conf: cfg.ConfigOpts) -> tuple[str, str | None]:
     ([keystone_authtoken], or the section its ``auth_section`` names),
     and the plugin's name (``auth_type``; None when unset)."""
     from keystoneauth1 import loading
+
     try:
         loading.register_auth_conf_options(conf, AUTHTOKEN)
         group: str = conf[AUTHTOKEN].auth_section or AUTHTOKEN
@@ -93,6 +95,7 @@ def _plugin_names() -> set[str]:
     """keystoneauth's plugin names, found without loading any plugin
     (stevedore logs every plugin that fails to load)."""
     from importlib.metadata import entry_points
+
     return {ep.name for ep in entry_points(group="keystoneauth1.plugin")}
 
 
@@ -100,6 +103,7 @@ def _plugin_options(plugin: str | None) -> list[Any] | None:
     """keystoneauth ``plugin``'s options; None for no plugin, or one
     that does not exist or does not load."""
     from keystoneauth1 import exceptions, loading
+
     if not plugin or plugin not in _plugin_names():
         return None
     try:
@@ -131,16 +135,18 @@ def unknown_names(conf: cfg.ConfigOpts) -> list[str]:
                 continue
             if section not in known:
                 near = _nearest(section, set(known))
-                lines.append("%s: unknown section [%s]%s" % (
-                    path, section,
-                    " (did you mean [%s]?)" % near if near else ""))
+                lines.append(
+                    "%s: unknown section [%s]%s"
+                    % (path, section, " (did you mean [%s]?)" % near if near else "")
+                )
                 continue
             for name in values:
                 if name not in known[section]:
                     near = _nearest(name, known[section])
-                    lines.append("%s: [%s] unknown option %s%s" % (
-                        path, section, name,
-                        " (did you mean %s?)" % near if near else ""))
+                    lines.append(
+                        "%s: [%s] unknown option %s%s"
+                        % (path, section, name, " (did you mean %s?)" % near if near else "")
+                    )
     return lines
 
 
@@ -152,8 +158,8 @@ def is_loopback(host: str) -> bool:
         return False
     addresses = {str(info[4][0]) for info in infos}
     return bool(addresses) and all(
-        ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-        for address in addresses)
+        ipaddress.ip_address(address.split("%", 1)[0]).is_loopback for address in addresses
+    )
 
 
 def parse_listen(value: str, option: str) -> tuple[str, int]:
@@ -161,8 +167,7 @@ def parse_listen(value: str, option: str) -> tuple[str, int]:
     naming ``[berth] option`` for anything else."""
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError("[berth] %s must be host:port, not %r"
-                         % (option, value))
+        raise ValueError("[berth] %s must be host:port, not %r" % (option, value))
     return host.strip("[]"), int(port)
 
 
@@ -175,8 +180,11 @@ def check_bind(conf: cfg.ConfigOpts, host: str) -> None:
         return
     where = conf.get_location("auth_strategy", "api")
     source = where.location.name if where is not None else "unknown"
-    if (where is not None and where.location == cfg.Locations.user
-            and where.detail in set(berth_conf.config_files(conf))):
+    if (
+        where is not None
+        and where.location == cfg.Locations.user
+        and where.detail in set(berth_conf.config_files(conf))
+    ):
         return
     if berth_conf.is_embedded(conf):
         raise ConfigProblem(
@@ -184,12 +192,13 @@ def check_bind(conf: cfg.ConfigOpts, host: str) -> None:
             "on %s: with no configuration file Berth binds only to a "
             "loopback address (127.0.0.1); to serve the network, write a "
             "placement.conf with [placement_database] connection and [api] "
-            "auth_strategy" % host)
+            "auth_strategy" % host
+        )
     raise ConfigProblem(
         "refusing to serve noauth2 (no authentication) on %s: "
         "auth_strategy = noauth2 must be written in a configuration file "
-        "to serve beyond a loopback address (it came from %s)"
-        % (host, source))
+        "to serve beyond a loopback address (it came from %s)" % (host, source)
+    )
 
 
 def check_tls(conf: cfg.ConfigOpts) -> bool:
@@ -207,16 +216,19 @@ def check_tls(conf: cfg.ConfigOpts) -> bool:
         if ca:
             raise ConfigProblem(
                 "[berth] ssl_ca_file is set without ssl_cert_file and "
-                "ssl_key_file: refusing to serve plain HTTP")
+                "ssl_key_file: refusing to serve plain HTTP"
+            )
         return False
     if not (cert and key):
         raise ConfigProblem(
             "[berth] %s is set without %s: TLS needs both (refusing to "
-            "serve plain HTTP)" % (("ssl_cert_file", "ssl_key_file") if cert
-                                   else ("ssl_key_file", "ssl_cert_file")))
+            "serve plain HTTP)"
+            % (("ssl_cert_file", "ssl_key_file") if cert else ("ssl_key_file", "ssl_cert_file"))
+        )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _load_tls("ssl_cert_file %s and ssl_key_file %s" % (cert, key),
-              context.load_cert_chain, cert, key)
+    _load_tls(
+        "ssl_cert_file %s and ssl_key_file %s" % (cert, key), context.load_cert_chain, cert, key
+    )
     if ca:
         _load_tls("ssl_ca_file %s" % ca, context.load_verify_locations, ca)
     return True
@@ -234,8 +246,8 @@ def _tls_misspelled(conf: cfg.ConfigOpts) -> None:
             if name not in known and near.startswith("ssl_"):
                 raise ConfigProblem(
                     "%s: [berth] %s is no option (did you mean %s?): "
-                    "refusing to serve plain HTTP where TLS was meant"
-                    % (path, name, near))
+                    "refusing to serve plain HTTP where TLS was meant" % (path, name, near)
+                )
 
 
 def _load_tls(what: str, load: Any, *files: str) -> None:
@@ -247,8 +259,7 @@ def _load_tls(what: str, load: Any, *files: str) -> None:
         reason = exc.reason or str(exc)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-    raise ConfigProblem("[berth] %s: cannot be used for TLS: %s"
-                        % (what, reason))
+    raise ConfigProblem("[berth] %s: cannot be used for TLS: %s" % (what, reason))
 
 
 def check_auth(conf: cfg.ConfigOpts) -> None:
@@ -264,41 +275,38 @@ def check_auth(conf: cfg.ConfigOpts) -> None:
     if conf.api.auth_strategy != "keystone":
         return
     group, plugin = _auth_plugin(conf)
-    section = "[%s]" % group + ("" if group == AUTHTOKEN else
-                                " (auth_section of [%s])" % AUTHTOKEN)
+    section = "[%s]" % group + ("" if group == AUTHTOKEN else " (auth_section of [%s])" % AUTHTOKEN)
     files = _files_with(conf, group)
     where = _names(conf, files)
     if not plugin:
         raise ConfigProblem(
             "%s: %s %s: with [api] auth_strategy = keystone, "
             "keystonemiddleware needs it to validate tokens (%s)"
-            % (where, section, "sets no auth_type" if files else "is missing",
-               AUTHTOKEN_EXAMPLE))
+            % (where, section, "sets no auth_type" if files else "is missing", AUTHTOKEN_EXAMPLE)
+        )
     options = _plugin_options(plugin)
     if options is None:
         near = _nearest(plugin, _plugin_names())
         raise ConfigProblem(
             "%s: %s auth_type = %s is no keystoneauth plugin Berth can load%s"
-            % (where, section, plugin,
-               " (did you mean %s?)" % near if near else ""))
+            % (where, section, plugin, " (did you mean %s?)" % near if near else "")
+        )
     conf.register_opts(options, group=group)  # as keystonemiddleware does
-    missing = _missing(options, {opt.dest: conf[group][opt.dest]
-                                 for opt in options})
+    missing = _missing(options, {opt.dest: conf[group][opt.dest] for opt in options})
     if missing:
         raise ConfigProblem(
             "%s: %s auth_type = %s needs %s to sign in to Keystone and "
-            "validate tokens" % (where, section, plugin, " and ".join(missing)))
+            "validate tokens" % (where, section, plugin, " and ".join(missing))
+        )
 
 
 def _missing(options: list[Any], values: dict[str, Any]) -> list[str]:
     """What a keystoneauth plugin lacks: its required options, and for
     the password plugins a user and a password (keystoneauth marks
     neither required, but no password plugin signs in without them)."""
-    missing = [opt.dest for opt in options
-               if opt.required and values.get(opt.dest) is None]
+    missing = [opt.dest for opt in options if opt.required and values.get(opt.dest) is None]
     if "password" in values:
-        if "username" not in missing and not (
-                values.get("username") or values.get("user_id")):
+        if "username" not in missing and not (values.get("username") or values.get("user_id")):
             missing.append("username (or user_id)")
         if "password" not in missing and not values.get("password"):
             missing.append("password")
@@ -307,11 +315,9 @@ def _missing(options: list[Any], values: dict[str, Any]) -> list[str]:
 
 def _files_with(conf: cfg.ConfigOpts, section: str) -> list[str]:
     """The configuration files that have ``[section]``."""
-    return [path for path in berth_conf.config_files(conf)
-            if section in _read(path)]
+    return [path for path in berth_conf.config_files(conf) if section in _read(path)]
 
 
 def _names(conf: cfg.ConfigOpts, files: list[str]) -> str:
     """``files``, else every file read, as one line names them."""
-    return ", ".join(files or berth_conf.config_files(conf)
-                     ) or "no configuration file"
+    return ", ".join(files or berth_conf.config_files(conf)) or "no configuration file"

@@ -35,10 +35,12 @@ AUTH_PLUGIN = "password"
 
 def list_own_opts() -> OptList:
     """Berth's own groups (upstream's ``placement.conf`` namespace)."""
-    return [("placement_database", list(berth_conf.database_opts)),
-            ("api", list(berth_conf.api_opts)),
-            ("placement", list(berth_conf.placement_opts)),
-            ("berth", list(berth_conf.berth_opts))]
+    return [
+        ("placement_database", list(berth_conf.database_opts)),
+        ("api", list(berth_conf.api_opts)),
+        ("placement", list(berth_conf.placement_opts)),
+        ("berth", list(berth_conf.berth_opts)),
+    ]
 
 
 def list_opts(plugin: str | None = AUTH_PLUGIN) -> OptList:
@@ -50,14 +52,15 @@ def list_opts(plugin: str | None = AUTH_PLUGIN) -> OptList:
     from oslo_policy import opts as policy_opts
 
     found = list_own_opts()
-    found += [("DEFAULT", [opt for _, opts in log_options.list_opts()
-                           for opt in opts])]
+    found += [("DEFAULT", [opt for _, opts in log_options.list_opts() for opt in opts])]
     found += [(group, list(opts)) for group, opts in policy_opts.list_opts()]
     found += [("oslo_policy", [berth_conf.ENFORCE_SCOPE])]
-    found += [("cors", list(cors.CORS_OPTS)),
-              ("oslo_middleware", list(http_proxy_to_wsgi.OPTS)),
-              ("healthcheck", list(healthcheck_opts.HEALTHCHECK_OPTS)),
-              ("keystone_authtoken", auth_token_opts(plugin))]
+    found += [
+        ("cors", list(cors.CORS_OPTS)),
+        ("oslo_middleware", list(http_proxy_to_wsgi.OPTS)),
+        ("healthcheck", list(healthcheck_opts.HEALTHCHECK_OPTS)),
+        ("keystone_authtoken", auth_token_opts(plugin)),
+    ]
     return _merged(found)
 
 
@@ -74,8 +77,7 @@ def auth_token_opts(plugin: str | None) -> list[Any]:
         except Exception:  # noqa: BLE001 - an unknown plugin adds nothing
             pass
     names = {opt.dest for opt in found}
-    return found + [opt for opt in loading.get_session_conf_options()
-                    if opt.dest not in names]
+    return found + [opt for opt in loading.get_session_conf_options() if opt.dest not in names]
 
 
 def _merged(found: OptList) -> OptList:
@@ -96,7 +98,7 @@ def set_defaults() -> None:
     from oslo_policy import opts as policy_opts
 
     from berth import logs
-    cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
-                     backends=[berth_conf.HEALTHCHECK_BACKEND])
+
+    cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS, backends=[berth_conf.HEALTHCHECK_BACKEND])
     cfg.set_defaults(policy_opts._options, **berth_conf.POLICY_DEFAULTS)
     logs.set_defaults()

@@ -85,20 +85,17 @@ def slot(conn: Connection) -> int:
     if found is None:
         found = ONE_SLOT
         if conn.dialect.name == "mysql":
-            row = conn.execute(sa.text(
-                "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
+            row = conn.execute(sa.text("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
             if row is not None and str(row.Value).upper() == "ON":
-                name = conn.execute(sa.text(
-                    "SELECT @@wsrep_node_name")).scalar_one()
+                name = conn.execute(sa.text("SELECT @@wsrep_node_name")).scalar_one()
                 # Slot 1 stays for single servers; a collision of two
                 # nodes' slots costs retries, never correctness.
-                found = 2 + zlib.crc32(str(name).encode()) % (2 ** 30)
+                found = 2 + zlib.crc32(str(name).encode()) % (2**30)
         conn.info[_SLOT] = found
     return int(found)
 
 
-def note(conn: Connection, kind: str,
-         provider_ids: Iterable[int] | None = None) -> None:
+def note(conn: Connection, kind: str, provider_ids: Iterable[int] | None = None) -> None:
     """Record, for the running transaction, that ``provider_ids`` (None:
     everything) changed in the way ``kind`` says."""
     pending: set[tuple[str, int | None]] = conn.info.setdefault(_PENDING, set())
@@ -131,8 +128,7 @@ def discard(conn: Connection) -> None:
     events.take(conn)
 
 
-def flush(conn: Connection,
-          retention: float = events.DEFAULT_RETENTION) -> int | None:
+def flush(conn: Connection, retention: float = events.DEFAULT_RETENTION) -> int | None:
     """Write the transaction's notes, and the change feed's events its
     writers recorded (``berth.db.events``), under a new sequence number
     of this connection's slot (None when nothing was noted). Call last,
@@ -149,26 +145,27 @@ def flush(conn: Connection,
     # Every numbered write leaves a change row (:func:`since` counts on
     # it); one that only recorded events (a trait or class created) names
     # provider 0, which is none: readers refresh their classes and traits.
-    rows = [{**_EMPTY, **row} for row in (
-        _rows(pending, deltas) if pending or deltas
-        else [{"kind": STRUCTURE, "resource_provider_id": 0}])]
-    seq = (_flush_at_once(conn, mine, rows, recorded)
-           if conn.dialect.name == "postgresql" else None)
+    rows = [
+        {**_EMPTY, **row}
+        for row in (
+            _rows(pending, deltas)
+            if pending or deltas
+            else [{"kind": STRUCTURE, "resource_provider_id": 0}]
+        )
+    ]
+    seq = _flush_at_once(conn, mine, rows, recorded) if conn.dialect.name == "postgresql" else None
     if seq is None:
         seq = _next(conn, mine)
-        conn.execute(_INSERT, [{**row, "slot": mine, "seq": seq}
-                               for row in rows])
+        conn.execute(_INSERT, [{**row, "slot": mine, "seq": seq} for row in rows])
         if recorded:  # else nothing a feed reader keeps changed
             events.write(conn, mine, seq, recorded)
     if seq % PRUNE_EVERY == 0:
-        conn.execute(ch.delete().where(ch.c.slot == mine,
-                                       ch.c.seq <= seq - KEEP))
+        conn.execute(ch.delete().where(ch.c.slot == mine, ch.c.seq <= seq - KEEP))
         events.prune(conn, mine, time.time() - retention)
     return seq
 
 
-_EMPTY = {"user_id": None, "consumer_type_id": None,
-          "resource_class_id": None, "amount": None}
+_EMPTY = {"user_id": None, "consumer_type_id": None, "resource_class_id": None, "amount": None}
 _INSERT = t.berth_changes.insert()
 
 #: PostgreSQL: the counter bump, the change rows and the events in one
@@ -197,16 +194,20 @@ e AS (INSERT INTO {t.berth_events.name} (slot, seq, idx, kind, subject,
               AS v(idx, kind, subject, tree, project, created_at, body))
 SELECT seq FROM s
 """
-_CHANGE_ARRAYS = {"kind": "kind", "rp": "resource_provider_id",
-                  "usr": "user_id", "ct": "consumer_type_id",
-                  "rc": "resource_class_id", "amount": "amount"}
-_EVENT_ARRAYS = ("idx", "kind", "subject", "tree", "project", "created_at",
-                 "body")
+_CHANGE_ARRAYS = {
+    "kind": "kind",
+    "rp": "resource_provider_id",
+    "usr": "user_id",
+    "ct": "consumer_type_id",
+    "rc": "resource_class_id",
+    "amount": "amount",
+}
+_EVENT_ARRAYS = ("idx", "kind", "subject", "tree", "project", "created_at", "body")
 
 
-def _flush_at_once(conn: Connection, mine: int,
-                   rows: list[dict[str, Any]],
-                   recorded: list[events.Event]) -> int | None:
+def _flush_at_once(
+    conn: Connection, mine: int, rows: list[dict[str, Any]], recorded: list[events.Event]
+) -> int | None:
     """PostgreSQL: number the write and write its change rows and events
     in one statement (:data:`_AT_ONCE`); None when the slot has no
     counter row yet (nothing written: the caller goes the long way)."""
@@ -222,9 +223,11 @@ def _flush_at_once(conn: Connection, mine: int,
 
 #: Built once (every numbered write runs one): the slot's counter +1,
 #: and the same returning the new number where the database can.
-_BUMP = t.berth_state.update().where(
-    t.berth_state.c.id == sa.bindparam("b_slot")).values(
-        seq=t.berth_state.c.seq + 1)
+_BUMP = (
+    t.berth_state.update()
+    .where(t.berth_state.c.id == sa.bindparam("b_slot"))
+    .values(seq=t.berth_state.c.seq + 1)
+)
 _BUMP_RETURNING = _BUMP.returning(t.berth_state.c.seq)
 
 
@@ -243,8 +246,9 @@ def _next(conn: Connection, mine: int) -> int:
     return seq
 
 
-def _rows(pending: set[tuple[str, int | None]],
-          deltas: Counter[UsageKey]) -> list[dict[str, object]]:
+def _rows(
+    pending: set[tuple[str, int | None]], deltas: Counter[UsageKey]
+) -> list[dict[str, object]]:
     """The change rows for the notes: one per (kind, provider) and one
     per project delta, or one global row when there are too many."""
     kinds = {kind for kind, _ in pending}
@@ -255,16 +259,23 @@ def _rows(pending: set[tuple[str, int | None]],
         if not pending:
             pending = {(USAGE, None)}
     if len(pending) > MAX_ROWS or (STRUCTURE, None) in pending:
-        return [{"kind": STRUCTURE if STRUCTURE in kinds else USAGE,
-                 "resource_provider_id": None}]
+        return [{"kind": STRUCTURE if STRUCTURE in kinds else USAGE, "resource_provider_id": None}]
     rows: list[dict[str, object]] = [
         {"kind": kind, "resource_provider_id": pid}
-        for kind, pid in sorted(pending, key=_by_kind_and_provider)]
+        for kind, pid in sorted(pending, key=_by_kind_and_provider)
+    ]
     for key in sorted(deltas, key=repr):
         project, user, type_id, rc = key
-        rows.append({"kind": PROJECT, "resource_provider_id": project,
-                     "user_id": user, "consumer_type_id": type_id,
-                     "resource_class_id": rc, "amount": deltas[key]})
+        rows.append(
+            {
+                "kind": PROJECT,
+                "resource_provider_id": project,
+                "user_id": user,
+                "consumer_type_id": type_id,
+                "resource_class_id": rc,
+                "amount": deltas[key],
+            }
+        )
     return rows
 
 
@@ -280,13 +291,19 @@ def _first(conn: Connection, mine: int) -> int:
     the slot left behind: numbers never go back, so no cache that saw
     the old ones takes itself for newer than the database."""
     state, ch = t.berth_state, t.berth_changes
-    first = int(conn.scalar(sa.select(sa.func.coalesce(sa.func.max(ch.c.seq), 0))
-                            .where(ch.c.slot == mine)) or 0) + 1
+    first = (
+        int(
+            conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.max(ch.c.seq), 0)).where(ch.c.slot == mine)
+            )
+            or 0
+        )
+        + 1
+    )
     try:
         with conn.begin_nested():
             # The feed kept no events of the numbers before ``first``.
-            conn.execute(state.insert().values(id=mine, seq=first,
-                                               pruned=first - 1))
+            conn.execute(state.insert().values(id=mine, seq=first, pruned=first - 1))
         return first
     except sa.exc.IntegrityError:
         conn.execute(_BUMP, {"b_slot": mine})
@@ -295,14 +312,13 @@ def _first(conn: Connection, mine: int) -> int:
 
 def _seq_of(conn: Connection, mine: int) -> int:
     state = t.berth_state
-    return int(conn.scalar(sa.select(state.c.seq).where(state.c.id == mine))
-               or 0)
+    return int(conn.scalar(sa.select(state.c.seq).where(state.c.id == mine)) or 0)
 
 
 #: How far :func:`skip_past_restore` moves each slot's number: past any
 #: number the history a restore lost can have given (four billion writes,
 #: over a year of 100 writes a second).
-RESTORE_JUMP = 2 ** 32
+RESTORE_JUMP = 2**32
 
 
 def skip_past_restore(conn: Connection) -> Position:
@@ -333,8 +349,7 @@ _CURRENT = "SELECT id, seq FROM %s ORDER BY id" % t.berth_state.name
 
 def current(conn: Connection) -> Position:
     """The newest committed position (every slot, one statement)."""
-    return Position(tuple((int(mine), int(seq))
-                          for mine, seq in conn.exec_driver_sql(_CURRENT)))
+    return Position(tuple((int(mine), int(seq)) for mine, seq in conn.exec_driver_sql(_CURRENT)))
 
 
 @dataclass(frozen=True)
@@ -364,11 +379,13 @@ EVERYTHING = Changes(True, frozenset(), frozenset(), None)
 #: every write by each cache and memo that reads on, so, like
 #: :data:`_CURRENT`, it skips SQLAlchemy's statement building. A project
 #: row brings its project's external id along.
-_SINCE = ("SELECT c.slot, c.seq, c.kind, c.resource_provider_id, c.user_id, "
-          "c.consumer_type_id, c.resource_class_id, c.amount, p.external_id "
-          f"FROM {t.berth_changes.name} c LEFT OUTER JOIN {t.projects.name} p "
-          f"ON c.kind = '{PROJECT}' AND p.id = c.resource_provider_id "
-          "WHERE ")
+_SINCE = (
+    "SELECT c.slot, c.seq, c.kind, c.resource_provider_id, c.user_id, "
+    "c.consumer_type_id, c.resource_class_id, c.amount, p.external_id "
+    f"FROM {t.berth_changes.name} c LEFT OUTER JOIN {t.projects.name} p "
+    f"ON c.kind = '{PROJECT}' AND p.id = c.resource_provider_id "
+    "WHERE "
+)
 
 
 def placeholder(conn: Connection) -> str:
@@ -392,7 +409,8 @@ def since(conn: Connection, after: Position, upto: Position) -> Changes:
     mark = placeholder(conn)
     one = f"(c.slot = {mark} AND c.seq > {mark} AND c.seq <= {mark})"
     rows = conn.exec_driver_sql(
-        _SINCE + " OR ".join([one] * (len(ranges) // 3)), tuple(ranges)).all()
+        _SINCE + " OR ".join([one] * (len(ranges) // 3)), tuple(ranges)
+    ).all()
     return _read(rows, wanted)
 
 
@@ -430,5 +448,11 @@ def _read(rows: Iterable[Sequence[Any]], wanted: int) -> Changes:
             usage.add(pid)
             used.add((mine, seq))
     known = not unknown and used <= named
-    return Changes(False, frozenset(structure), frozenset(usage),
-                   frozenset(projects) if known else None, deltas, names)
+    return Changes(
+        False,
+        frozenset(structure),
+        frozenset(usage),
+        frozenset(projects) if known else None,
+        deltas,
+        names,
+    )

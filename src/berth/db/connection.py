@@ -90,8 +90,7 @@ from sqlalchemy.sql import compiler, elements, visitors
 #: 2.0 and 2.1 differ in two places: ``_compile_w_cache`` returns three
 #: values in 2.0, four in 2.1 (the statement's collected parameters,
 #: which ``construct_params`` then takes as ``_collected_params``).
-VERIFIED: dict[tuple[int, int], tuple[int, int]] = {
-    (2, 0): (0, 58), (2, 1): (0, 9)}
+VERIFIED: dict[tuple[int, int], tuple[int, int]] = {(2, 0): (0, 58), (2, 1): (0, 9)}
 
 
 def private_api_checked(version: str) -> bool:
@@ -104,8 +103,11 @@ def private_api_checked(version: str) -> bool:
         return False
     major, minor, patch = (int(part) for part in parts)
     span = VERIFIED.get((major, minor))
-    return (span is not None and span[0] <= patch <= span[1]
-            and _private_api_shaped(collects=(major, minor) >= (2, 1)))
+    return (
+        span is not None
+        and span[0] <= patch <= span[1]
+        and _private_api_shaped(collects=(major, minor) >= (2, 1))
+    )
 
 
 def _private_api_shaped(*, collects: bool) -> bool:
@@ -114,29 +116,36 @@ def _private_api_shaped(*, collects: bool) -> bool:
     ``construct_params`` should take ``_collected_params``)."""
     try:
         compile_kw = inspect.signature(sa.Select._compile_w_cache).parameters
-        construct_kw = inspect.signature(
-            compiler.SQLCompiler.construct_params).parameters
+        construct_kw = inspect.signature(compiler.SQLCompiler.construct_params).parameters
     except (AttributeError, TypeError, ValueError):  # gone, or compiled
         return False
     attributes = {
-        sa_engine.Connection: ("_handle_dbapi_exception",
-                               "_safe_close_cursor", "_trans_context_manager"),
+        sa_engine.Connection: (
+            "_handle_dbapi_exception",
+            "_safe_close_cursor",
+            "_trans_context_manager",
+        ),
         compiler.SQLCompiler: (
-            "_bind_processors", "positiontup", "escaped_bind_names",
-            "literal_execute_params", "post_compile_params",
-            "schema_translate_map", "has_out_parameters"),
+            "_bind_processors",
+            "positiontup",
+            "escaped_bind_names",
+            "literal_execute_params",
+            "post_compile_params",
+            "schema_translate_map",
+            "has_out_parameters",
+        ),
         sa_cursor.CursorResultMetaData: ("_safe_for_cache",),
-        sa_engine.default.DefaultExecutionContext: (
-            "_is_server_side", "cursor_fetch_strategy"),
+        sa_engine.default.DefaultExecutionContext: ("_is_server_side", "cursor_fetch_strategy"),
         sa_cursor: ("_DEFAULT_FETCH",),
         BindTyping: ("SETINPUTSIZES",),
     }
-    return ({"dialect", "compiled_cache", "column_keys", "for_executemany",
-             "schema_translate_map"} <= compile_kw.keys()
-            and {"extracted_parameters", "escape_names"} <= construct_kw.keys()
-            and ("_collected_params" in construct_kw) == collects
-            and all(hasattr(owner, name) for owner, names in attributes.items()
-                    for name in names))
+    return (
+        {"dialect", "compiled_cache", "column_keys", "for_executemany", "schema_translate_map"}
+        <= compile_kw.keys()
+        and {"extracted_parameters", "escape_names"} <= construct_kw.keys()
+        and ("_collected_params" in construct_kw) == collects
+        and all(hasattr(owner, name) for owner, names in attributes.items() for name in names)
+    )
 
 
 #: Whether the shortcuts run (decided once, at import): when False every
@@ -178,33 +187,36 @@ class ThinConnection(sa_engine.Connection):
     ``SELECT`` statements thin (see the module's docstring). Results,
     errors and reconnection are SQLAlchemy's."""
 
-    def execute(self, statement: Any, parameters: Any = None, *,
-                execution_options: Any = None) -> Any:
+    def execute(
+        self, statement: Any, parameters: Any = None, *, execution_options: Any = None
+    ) -> Any:
         if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
             if type(statement) in _SELECTS and not execution_options:
                 return self._select(statement, parameters)
-        return super().execute(statement, parameters,
-                               execution_options=execution_options)
+        return super().execute(statement, parameters, execution_options=execution_options)
 
-    def scalar(self, statement: Any, parameters: Any = None, *,
-               execution_options: Any = None) -> Any:
+    def scalar(
+        self, statement: Any, parameters: Any = None, *, execution_options: Any = None
+    ) -> Any:
         if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
             if type(statement) in _SELECTS and not execution_options:
                 return self._select(statement, parameters).scalar()
-        return super().scalar(statement, parameters,
-                              execution_options=execution_options)
+        return super().scalar(statement, parameters, execution_options=execution_options)
 
-    def exec_driver_sql(self, statement: Any, parameters: Any = None,
-                        execution_options: Any = None) -> Any:
-        if (not THIN or type(statement) is not str or execution_options
-                or type(parameters) not in (tuple, dict, type(None))):
+    def exec_driver_sql(
+        self, statement: Any, parameters: Any = None, execution_options: Any = None
+    ) -> Any:
+        if (
+            not THIN
+            or type(statement) is not str
+            or execution_options
+            or type(parameters) not in (tuple, dict, type(None))
+        ):
             # Options, or a list of parameter sets (executemany).
-            return super().exec_driver_sql(statement, parameters,
-                                           execution_options)
-        texts: dict[str, tuple[str, ...] | None] | None = getattr(
-            self.dialect, _TEXTS, None)
+            return super().exec_driver_sql(statement, parameters, execution_options)
+        texts: dict[str, tuple[str, ...] | None] | None = getattr(self.dialect, _TEXTS, None)
         if texts is None:
             texts = {}
             setattr(self.dialect, _TEXTS, texts)
@@ -216,12 +228,10 @@ class ThinConnection(sa_engine.Connection):
             texts[statement] = _text_keys(self.dialect, result)
         return result
 
-    def _select(self, statement: Any, params: dict[str, Any]
-                ) -> Any:
+    def _select(self, statement: Any, params: dict[str, Any]) -> Any:
         """``statement`` run thin once planned, else SQLAlchemy's way
         (planned on its second run)."""
-        plans: weakref.WeakKeyDictionary[Any, Any] | None = getattr(
-            self.dialect, _PLANS, None)
+        plans: weakref.WeakKeyDictionary[Any, Any] | None = getattr(self.dialect, _PLANS, None)
         if plans is None:
             plans = weakref.WeakKeyDictionary()
             setattr(self.dialect, _PLANS, plans)
@@ -248,31 +258,39 @@ class ThinConnection(sa_engine.Connection):
         trans = self._transaction
         nested = self._nested_transaction
         manager = self._trans_context_manager
-        if (self._dbapi_connection is None or trans is None
-                or not trans.is_active
-                or (nested is not None and not nested.is_active)
-                or (manager is not None
-                    and not manager._transaction_is_active())
-                or self._echo or self.dialect._has_events
-                or not THIN_OPTIONS.issuperset(self._execution_options)):
+        if (
+            self._dbapi_connection is None
+            or trans is None
+            or not trans.is_active
+            or (nested is not None and not nested.is_active)
+            or (manager is not None and not manager._transaction_is_active())
+            or self._echo
+            or self.dialect._has_events
+            or not THIN_OPTIONS.issuperset(self._execution_options)
+        ):
             return False
-        return not ((self._has_events or self.engine._has_events) and (
-            self.dispatch.before_execute or self.dispatch.after_execute))
+        return not (
+            (self._has_events or self.engine._has_events)
+            and (self.dispatch.before_execute or self.dispatch.after_execute)
+        )
 
 
 def _text_keys(dialect: Any, result: Any) -> tuple[str, ...] | None:
     """The column names of driver SQL just run into ``result``, when later
     runs of it may go thin; else None."""
     context = result.context
-    if (not result.returns_rows or dialect.server_side_cursors
-            or context._is_server_side or context.executemany
-            or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH):
+    if (
+        not result.returns_rows
+        or dialect.server_side_cursors
+        or context._is_server_side
+        or context.executemany
+        or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH
+    ):
         return None
     return tuple(result.keys())
 
 
-def _run_text(conn: ThinConnection, statement: str, parameters: Any,
-              keys: tuple[str, ...]) -> Any:
+def _run_text(conn: ThinConnection, statement: str, parameters: Any, keys: tuple[str, ...]) -> Any:
     """Driver SQL ``statement`` run thin: the parameters as SQLAlchemy's
     path hands them to the driver (none: an empty dict, or tuple where
     the driver's style is positional), its rows under ``keys``."""
@@ -288,8 +306,7 @@ def _run_text(conn: ThinConnection, statement: str, parameters: Any,
         conn._handle_dbapi_exception(e, statement, sent, None, None)
     context = _ThinTextContext(conn, statement, cursor, sent)
     rows = _send(conn, statement, cursor, sent, context)
-    return sa_engine.IteratorResult(
-        sa_engine.result.SimpleResultMetaData(keys), iter(rows))
+    return sa_engine.IteratorResult(sa_engine.result.SimpleResultMetaData(keys), iter(rows))
 
 
 class _ThinContext:
@@ -299,13 +316,26 @@ class _ThinContext:
     of one (a context present means errors raised by listeners are not
     wrapped, as on the normal path)."""
 
-    __slots__ = ("root_connection", "compiled", "invoked_statement",
-                 "execution_options", "cursor", "statement", "parameters")
+    __slots__ = (
+        "root_connection",
+        "compiled",
+        "invoked_statement",
+        "execution_options",
+        "cursor",
+        "statement",
+        "parameters",
+    )
     executemany = False
     isinsert = isupdate = isdelete = is_crud = is_text = isddl = False
 
-    def __init__(self, conn: ThinConnection, compiled: compiler.SQLCompiler,
-                 invoked: Any, cursor: Any, parameters: Any) -> None:
+    def __init__(
+        self,
+        conn: ThinConnection,
+        compiled: compiler.SQLCompiler,
+        invoked: Any,
+        cursor: Any,
+        parameters: Any,
+    ) -> None:
         self.root_connection = conn
         self.compiled = compiled
         self.invoked_statement = invoked
@@ -324,8 +354,7 @@ class _ThinTextContext(_ThinContext):
     __slots__ = ()
     is_text = True
 
-    def __init__(self, conn: ThinConnection, statement: str, cursor: Any,
-                 parameters: Any) -> None:
+    def __init__(self, conn: ThinConnection, statement: str, cursor: Any, parameters: Any) -> None:
         self.root_connection = conn
         self.compiled = None  # type: ignore[assignment]
         self.invoked_statement = None
@@ -338,12 +367,27 @@ class _ThinTextContext(_ThinContext):
 class _Plan:
     """What a thin run of one statement on one dialect needs."""
 
-    __slots__ = ("compiled", "invoked", "extracted", "collected",
-                 "metadata", "positional", "binds", "sequence", "__weakref__")
+    __slots__ = (
+        "compiled",
+        "invoked",
+        "extracted",
+        "collected",
+        "metadata",
+        "positional",
+        "binds",
+        "sequence",
+        "__weakref__",
+    )
 
-    def __init__(self, compiled: compiler.SQLCompiler, invoked: Any,
-                 extracted: Any, collected: Any, metadata: Any,
-                 dialect: Any) -> None:
+    def __init__(
+        self,
+        compiled: compiler.SQLCompiler,
+        invoked: Any,
+        extracted: Any,
+        collected: Any,
+        metadata: Any,
+        dialect: Any,
+    ) -> None:
         #: weak: the engine's compiled cache owns it (see the module's
         #: docstring); gone means evicted, and the statement is planned again
         self.compiled = weakref.ref(compiled)
@@ -351,16 +395,15 @@ class _Plan:
         self.extracted = extracted
         self.collected = collected
         self.metadata = metadata
-        processors: dict[str, Callable[[Any], Any]] = dict(
-            compiled._bind_processors)  # type: ignore[arg-type]
+        processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)  # type: ignore[arg-type]
         self.positional = compiled.positional
         #: (key in construct_params, key sent, bind processor or None)
         #: in the order the driver wants them
-        names = (compiled.positiontup if compiled.positional
-                 else list(compiled.bind_names.values())) or []
+        names = (
+            compiled.positiontup if compiled.positional else list(compiled.bind_names.values())
+        ) or []
         escaped: dict[str, str] = dict(compiled.escaped_bind_names or {})
-        self.binds = [(name, escaped.get(name, name), processors.get(name))
-                      for name in names]
+        self.binds = [(name, escaped.get(name, name), processors.get(name)) for name in names]
         self.sequence = dialect.execute_sequence_format
 
     def run(self, conn: ThinConnection, params: dict[str, Any]) -> Any:
@@ -373,19 +416,24 @@ class _Plan:
         try:
             if self.collected is None:  # always, before SQLAlchemy 2.1
                 values = compiled.construct_params(
-                    params, extracted_parameters=self.extracted,
-                    escape_names=False)
+                    params, extracted_parameters=self.extracted, escape_names=False
+                )
             else:
                 values = compiled.construct_params(
-                    params, extracted_parameters=self.extracted,
-                    escape_names=False, _collected_params=self.collected)
+                    params,
+                    extracted_parameters=self.extracted,
+                    escape_names=False,
+                    _collected_params=self.collected,
+                )
             if self.positional:
-                sent: Any = self.sequence([
-                    value(values[key]) if value else values[key]
-                    for key, _, value in self.binds])
+                sent: Any = self.sequence(
+                    [value(values[key]) if value else values[key] for key, _, value in self.binds]
+                )
             else:
-                sent = {name: value(values[key]) if value else values[key]
-                        for key, name, value in self.binds}
+                sent = {
+                    name: value(values[key]) if value else values[key]
+                    for key, name, value in self.binds
+                }
             dbapi_connection = conn._dbapi_connection
             assert dbapi_connection is not None  # _thin_ready checked
             cursor = dbapi_connection.cursor()
@@ -393,13 +441,13 @@ class _Plan:
             # Where the normal path fails building its context: no cursor,
             # no context (so a TypeError from a bind processor is wrapped
             # in a StatementError there as here).
-            conn._handle_dbapi_exception(e, compiled.string, [params],
-                                         None, None)
+            conn._handle_dbapi_exception(e, compiled.string, [params], None, None)
         return _execute(conn, compiled, self, cursor, sent)
 
 
-def _execute(conn: ThinConnection, compiled: compiler.SQLCompiler, plan: _Plan,
-             cursor: Any, sent: Any) -> Any:
+def _execute(
+    conn: ThinConnection, compiled: compiler.SQLCompiler, plan: _Plan, cursor: Any, sent: Any
+) -> Any:
     """Send ``compiled`` with ``sent`` on ``cursor`` as SQLAlchemy's
     ``_exec_single_context`` does, and return all its rows."""
     context = _ThinContext(conn, compiled, plan.invoked(), cursor, sent)
@@ -407,8 +455,9 @@ def _execute(conn: ThinConnection, compiled: compiler.SQLCompiler, plan: _Plan,
     return sa_engine.IteratorResult(plan.metadata, iter(rows))
 
 
-def _send(conn: ThinConnection, statement: str, cursor: Any, sent: Any,
-          context: _ThinContext) -> list[Any]:
+def _send(
+    conn: ThinConnection, statement: str, cursor: Any, sent: Any, context: _ThinContext
+) -> list[Any]:
     """Send ``statement`` with ``sent`` on ``cursor`` as SQLAlchemy's
     ``_exec_single_context`` does (listeners, the dialect's
     ``do_execute``, errors), and fetch all its rows."""
@@ -416,56 +465,62 @@ def _send(conn: ThinConnection, statement: str, cursor: Any, sent: Any,
     try:
         if events:
             for fn in conn.dispatch.before_cursor_execute:
-                statement, sent = fn(conn, cursor, statement, sent, context,
-                                     False)
-        conn.dialect.do_execute(cursor, statement, sent,
-                                context)  # type: ignore[arg-type]
+                statement, sent = fn(conn, cursor, statement, sent, context, False)
+        conn.dialect.do_execute(cursor, statement, sent, context)  # type: ignore[arg-type]
         if events:
-            conn.dispatch.after_cursor_execute(conn, cursor, statement, sent,
-                                               context, False)
+            conn.dispatch.after_cursor_execute(conn, cursor, statement, sent, context, False)
         rows = cursor.fetchall()
     except BaseException as e:
-        conn._handle_dbapi_exception(e, statement, sent, cursor,
-                                     context)  # type: ignore[arg-type]
+        conn._handle_dbapi_exception(e, statement, sent, cursor, context)  # type: ignore[arg-type]
     conn._safe_close_cursor(cursor)
     return rows  # type: ignore[no-any-return]
 
 
-def _plan(conn: ThinConnection, statement: Any,
-          params: dict[str, Any], result: Any) -> _Plan | int:
+def _plan(conn: ThinConnection, statement: Any, params: dict[str, Any], result: Any) -> _Plan | int:
     """The plan of ``statement``, just run by SQLAlchemy into ``result``
     with ``params``; :data:`_NEVER` when it cannot run thin."""
     dialect = conn.dialect
     context = result.context
-    if (statement._execution_options or not result.returns_rows
-            or dialect.bind_typing is BindTyping.SETINPUTSIZES
-            or dialect.server_side_cursors or context._is_server_side
-            or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH):
+    if (
+        statement._execution_options
+        or not result.returns_rows
+        or dialect.bind_typing is BindTyping.SETINPUTSIZES
+        or dialect.server_side_cursors
+        or context._is_server_side
+        or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH
+    ):
         return _NEVER
     # (compiled, extracted, cache_hit) in 2.0; collected before cache_hit
     # in 2.1 (see VERIFIED).
     found = statement._compile_w_cache(
-        dialect=dialect, compiled_cache=conn.engine._compiled_cache,
-        column_keys=sorted(params), for_executemany=False,
+        dialect=dialect,
+        compiled_cache=conn.engine._compiled_cache,
+        column_keys=sorted(params),
+        for_executemany=False,
         schema_translate_map=None,
-        linting=dialect.compiler_linting | compiler.WARN_LINTING)
+        linting=dialect.compiler_linting | compiler.WARN_LINTING,
+    )
     compiled, extracted = found[0], found[1]
     collected = found[2] if len(found) == 4 else None
     metadata = result._metadata
-    if (compiled is not context.compiled  # not cached: nothing to keep
-            or not isinstance(compiled, compiler.SQLCompiler)
-            or compiled.literal_execute_params or compiled.post_compile_params
-            or compiled.schema_translate_map or compiled.has_out_parameters
-            or compiled.isinsert or compiled.isupdate or compiled.isdelete
-            or not getattr(metadata, "_safe_for_cache", False)
-            or any(isinstance(p, tuple)
-                   for p in compiled._bind_processors.values())):
+    if (
+        compiled is not context.compiled  # not cached: nothing to keep
+        or not isinstance(compiled, compiler.SQLCompiler)
+        or compiled.literal_execute_params
+        or compiled.post_compile_params
+        or compiled.schema_translate_map
+        or compiled.has_out_parameters
+        or compiled.isinsert
+        or compiled.isupdate
+        or compiled.isdelete
+        or not getattr(metadata, "_safe_for_cache", False)
+        or any(isinstance(p, tuple) for p in compiled._bind_processors.values())
+    ):
         return _NEVER
     return _Plan(compiled, statement, extracted, collected, metadata, dialect)
 
 
-def _maybe_sized(statement: Any, params: dict[str, Any]
-                 ) -> tuple[Any, dict[str, Any]]:
+def _maybe_sized(statement: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """:func:`sized`, once a list is seen among ``params`` (the check
     that every statement pays, a fraction of a microsecond)."""
     for value in params.values():
@@ -483,10 +538,13 @@ def sized(statement: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     expanding = _expanding(statement)
     if not expanding:
         return statement, params
-    sizes = tuple(sorted(
-        (key, len(value)) for key, value in params.items()
-        if key in expanding and isinstance(value, list)
-        and 0 < len(value) <= SIZED_LIST_MAX))
+    sizes = tuple(
+        sorted(
+            (key, len(value))
+            for key, value in params.items()
+            if key in expanding and isinstance(value, list) and 0 < len(value) <= SIZED_LIST_MAX
+        )
+    )
     if not sizes:
         return statement, params
     flat = dict(params)
@@ -502,8 +560,10 @@ def _expanding(statement: Any) -> frozenset[str]:
     if not isinstance(statement, sa.sql.ClauseElement):
         return frozenset()
     return frozenset(
-        element.key for element in visitors.iterate(statement)
-        if isinstance(element, elements.BindParameter) and element.expanding)
+        element.key
+        for element in visitors.iterate(statement)
+        if isinstance(element, elements.BindParameter) and element.expanding
+    )
 
 
 @functools.lru_cache(maxsize=512)
@@ -513,11 +573,17 @@ def _sized(statement: Any, sizes: tuple[tuple[str, int], ...]) -> Any:
     wanted = dict(sizes)
 
     def replace(element: Any, **_: Any) -> Any:
-        if (isinstance(element, elements.BindParameter) and element.expanding
-                and element.key in wanted):
-            return sa.tuple_(*[
-                sa.bindparam("%s_%d" % (element.key, i), type_=element.type)
-                for i in range(wanted[element.key])])
+        if (
+            isinstance(element, elements.BindParameter)
+            and element.expanding
+            and element.key in wanted
+        ):
+            return sa.tuple_(
+                *[
+                    sa.bindparam("%s_%d" % (element.key, i), type_=element.type)
+                    for i in range(wanted[element.key])
+                ]
+            )
         return None
 
     return visitors.replacement_traverse(statement, {}, replace)

@@ -25,18 +25,30 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "projects": ("id", "external_id"),
     "users": ("id", "external_id"),
     "consumer_types": ("id", "name"),
-    "resource_providers": ("id", "uuid", "name", "generation",
-                           "root_provider_id", "parent_provider_id"),
+    "resource_providers": (
+        "id",
+        "uuid",
+        "name",
+        "generation",
+        "root_provider_id",
+        "parent_provider_id",
+    ),
     "placement_aggregates": ("id", "uuid"),
     "resource_provider_aggregates": ("resource_provider_id", "aggregate_id"),
-    "inventories": ("id", "resource_provider_id", "resource_class_id", "total",
-                    "reserved", "min_unit", "max_unit", "step_size",
-                    "allocation_ratio"),
+    "inventories": (
+        "id",
+        "resource_provider_id",
+        "resource_class_id",
+        "total",
+        "reserved",
+        "min_unit",
+        "max_unit",
+        "step_size",
+        "allocation_ratio",
+    ),
     "resource_provider_traits": ("resource_provider_id", "trait_id"),
-    "consumers": ("id", "uuid", "project_id", "user_id", "generation",
-                  "consumer_type_id"),
-    "allocations": ("id", "resource_provider_id", "consumer_id",
-                    "resource_class_id", "used"),
+    "consumers": ("id", "uuid", "project_id", "user_id", "generation", "consumer_type_id"),
+    "allocations": ("id", "resource_provider_id", "consumer_id", "resource_class_id", "used"),
 }
 #: Every table the report counts, in the order it is written.
 TABLES = ("resource_classes", "traits", *COLUMNS)
@@ -65,8 +77,7 @@ class Dump:
 
 def _select(conn: Connection, table: str, columns: tuple[str, ...]) -> list[Row]:
     # Typed stamps: SQLite keeps them as text, to be parsed back.
-    tbl = sa.table(table, *[sa.column(c, sa.DateTime() if c in STAMPS else None)
-                            for c in columns])
+    tbl = sa.table(table, *[sa.column(c, sa.DateTime() if c in STAMPS else None) for c in columns])
     return [dict(r._mapping) for r in conn.execute(sa.select(tbl))]
 
 
@@ -77,8 +88,7 @@ def read(conn: Connection, *, consumer_types: bool = True) -> Dump:
     ``upstream.CONSUMER_TYPES_FROM``.
     """
     dump = Dump()
-    for table, target in (("resource_classes", dump.classes),
-                          ("traits", dump.traits)):
+    for table, target in (("resource_classes", dump.classes), ("traits", dump.traits)):
         for row in _select(conn, table, ("id", "name", *STAMPS)):
             target[row["id"]] = row
     for table, columns in COLUMNS.items():
@@ -117,15 +127,26 @@ def fingerprint(dump: Dump) -> Fingerprint:
     project = {r["id"]: r["external_id"] for r in rows["projects"]}
     user = {r["id"]: r["external_id"] for r in rows["users"]}
     ctype = {r["id"]: r["name"] for r in rows["consumer_types"]}
-    providers = {r["uuid"]: (r["name"], r["generation"] or 0,
-                             rp.get(r["parent_provider_id"]),
-                             rp.get(r["root_provider_id"]))
-                 for r in rows["resource_providers"]}
+    providers = {
+        r["uuid"]: (
+            r["name"],
+            r["generation"] or 0,
+            rp.get(r["parent_provider_id"]),
+            rp.get(r["root_provider_id"]),
+        )
+        for r in rows["resource_providers"]
+    }
     inventories = {
         (rp[r["resource_provider_id"]], _name(cls, r["resource_class_id"])): (
-            r["total"], r["reserved"], r["min_unit"], r["max_unit"],
-            r["step_size"], round(float(r["allocation_ratio"]), 6))
-        for r in rows["inventories"]}
+            r["total"],
+            r["reserved"],
+            r["min_unit"],
+            r["max_unit"],
+            r["step_size"],
+            round(float(r["allocation_ratio"]), 6),
+        )
+        for r in rows["inventories"]
+    }
     usage: dict[tuple[str, str], int] = defaultdict(int)
     held: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for r in rows["allocations"]:
@@ -133,36 +154,55 @@ def fingerprint(dump: Dump) -> Fingerprint:
         usage[key] += r["used"]
         held[r["consumer_id"]].append((*key, r["used"]))
     consumers = {
-        r["uuid"]: (r["generation"], project[r["project_id"]],
-                    user[r["user_id"]], ctype.get(r.get("consumer_type_id")),
-                    tuple(sorted(held.pop(r["uuid"], []))))
-        for r in rows["consumers"]}
+        r["uuid"]: (
+            r["generation"],
+            project[r["project_id"]],
+            user[r["user_id"]],
+            ctype.get(r.get("consumer_type_id")),
+            tuple(sorted(held.pop(r["uuid"], []))),
+        )
+        for r in rows["consumers"]
+    }
     # Allocations with no consumer record (possible before b5c396305c25).
-    consumers.update({uuid: (None, None, None, None, tuple(sorted(allocs)))
-                      for uuid, allocs in held.items()})
+    consumers.update(
+        {uuid: (None, None, None, None, tuple(sorted(allocs))) for uuid, allocs in held.items()}
+    )
     return Fingerprint(
-        frozenset(cls.values()), frozenset(trait.values()), providers,
-        inventories, dict(usage),
-        frozenset((rp[r["resource_provider_id"]], trait[r["trait_id"]])
-                  for r in rows["resource_provider_traits"]),
-        frozenset((rp[r["resource_provider_id"]], agg[r["aggregate_id"]])
-                  for r in rows["resource_provider_aggregates"]),
-        consumers)
+        frozenset(cls.values()),
+        frozenset(trait.values()),
+        providers,
+        inventories,
+        dict(usage),
+        frozenset(
+            (rp[r["resource_provider_id"]], trait[r["trait_id"]])
+            for r in rows["resource_provider_traits"]
+        ),
+        frozenset(
+            (rp[r["resource_provider_id"]], agg[r["aggregate_id"]])
+            for r in rows["resource_provider_aggregates"]
+        ),
+        consumers,
+    )
 
 
 def _name(classes: dict[int, str], class_id: int) -> str:
     name = classes.get(class_id) or upstream.standard_class_name(class_id)
     if name is None:
-        raise ValueError("resource class id %d is used but not defined"
-                         % class_id)
+        raise ValueError("resource class id %d is used but not defined" % class_id)
     return name
 
 
 #: The checks ``compare`` reports, by name.
-CHECKS = ("resource classes", "traits", "providers", "inventories",
-          "usage per provider and class", "provider traits",
-          "provider aggregates", "consumers (generation, owner, type, "
-          "allocations)")
+CHECKS = (
+    "resource classes",
+    "traits",
+    "providers",
+    "inventories",
+    "usage per provider and class",
+    "provider traits",
+    "provider aggregates",
+    "consumers (generation, owner, type, allocations)",
+)
 
 
 def compare(source: Fingerprint, target: Fingerprint) -> dict[str, list[str]]:
@@ -177,7 +217,8 @@ def compare(source: Fingerprint, target: Fingerprint) -> dict[str, list[str]]:
         (source.usage, target.usage),
         (source.provider_traits, target.provider_traits),
         (source.provider_aggregates, target.provider_aggregates),
-        (source.consumers, target.consumers)]
+        (source.consumers, target.consumers),
+    ]
     for check, (want, got) in zip(CHECKS, pairs, strict=True):
         found[check] = _differences(want, got)
     return found
@@ -186,8 +227,11 @@ def compare(source: Fingerprint, target: Fingerprint) -> dict[str, list[str]]:
 def _differences(want: Any, got: Any) -> list[str]:
     if isinstance(want, dict):
         keys = sorted(set(want) | set(got), key=repr)
-        out = ["%s: source %r, target %r" % (k, want.get(k), got.get(k))
-               for k in keys if want.get(k) != got.get(k)]
+        out = [
+            "%s: source %r, target %r" % (k, want.get(k), got.get(k))
+            for k in keys
+            if want.get(k) != got.get(k)
+        ]
     else:
         out = ["missing %r" % (k,) for k in sorted(want - got, key=repr)]
         out += ["extra %r" % (k,) for k in sorted(got - want, key=repr)]

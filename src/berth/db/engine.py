@@ -73,10 +73,17 @@ CONNECT_TIMEOUT = 5
 MYSQL_IO_TIMEOUT = 70
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
-                  pool_timeout: int = 30, recycle: int = 3600,
-                  echo: bool = False, sqlite_synchronous: bool = True,
-                  mysql_sql_mode: str | None = "TRADITIONAL") -> Engine:
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int = 50,
+    pool_timeout: int = 30,
+    recycle: int = 3600,
+    echo: bool = False,
+    sqlite_synchronous: bool = True,
+    mysql_sql_mode: str | None = "TRADITIONAL",
+) -> Engine:
     """Create an engine configured for Berth's transaction discipline.
 
     ``url`` may be any form upstream's configs use (``berth.db.urls``);
@@ -89,22 +96,31 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {"echo": echo, "future": True}
     if backend == "sqlite":
-        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
-                                  "check_same_thread": False}
+        kwargs["connect_args"] = {
+            "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+            "check_same_thread": False,
+        }
         if parsed.database in (None, "", ":memory:"):
             kwargs["poolclass"] = sa.pool.StaticPool
     else:
-        kwargs.update(pool_size=pool_size, max_overflow=max_overflow,
-                      pool_timeout=pool_timeout, pool_recycle=recycle,
-                      # PostgreSQL: a lost connection is retried instead
-                      # (see the module's docstring).
-                      pool_pre_ping=backend != "postgresql")
+        kwargs.update(
+            pool_size=pool_size,
+            max_overflow=max_overflow,
+            pool_timeout=pool_timeout,
+            pool_recycle=recycle,
+            # PostgreSQL: a lost connection is retried instead
+            # (see the module's docstring).
+            pool_pre_ping=backend != "postgresql",
+        )
     if backend == "postgresql":
         kwargs.setdefault("connect_args", {})["connect_timeout"] = CONNECT_TIMEOUT
     if backend == "mysql":
         kwargs.setdefault("connect_args", {}).update(
-            charset="utf8mb4", connect_timeout=CONNECT_TIMEOUT,
-            read_timeout=MYSQL_IO_TIMEOUT, write_timeout=MYSQL_IO_TIMEOUT)
+            charset="utf8mb4",
+            connect_timeout=CONNECT_TIMEOUT,
+            read_timeout=MYSQL_IO_TIMEOUT,
+            write_timeout=MYSQL_IO_TIMEOUT,
+        )
         kwargs["isolation_level"] = "READ COMMITTED"
     engine = sa.create_engine(parsed, **kwargs)
     _time_statements(engine.dialect)
@@ -113,11 +129,13 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 50,
     if backend == "sqlite":
         _setup_sqlite(engine, sqlite_synchronous)
     if backend == "mysql" and mysql_sql_mode:
+
         @event.listens_for(engine, "connect")
         def _mysql_mode(dbapi_conn: Any, _rec: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("SET SESSION sql_mode = %s", (mysql_sql_mode,))
             cur.close()
+
     return engine
 
 
@@ -155,10 +173,10 @@ def _timed(real: Callable[..., Any]) -> Callable[..., Any]:
             return real(cursor, statement, *args)
         finally:
             context = args[-1] if args else None
-            observer = (context.execution_options.get(_OBSERVER)
-                        if context is not None else None)
+            observer = context.execution_options.get(_OBSERVER) if context is not None else None
             if observer is not None:
                 observer.sql_time(time.perf_counter() - start)
+
     return timed
 
 
@@ -229,7 +247,8 @@ def _setup_sqlite(engine: Engine, synchronous: bool) -> None:
             driver.execute(statement)
         except error as exc:
             raise sa.exc.DBAPIError.instance(
-                statement, None, exc, error, dialect=conn.dialect) from exc
+                statement, None, exc, error, dialect=conn.dialect
+            ) from exc
         finally:
             if observer is not None:
                 observer.sql_time(time.perf_counter() - start)
@@ -344,10 +363,13 @@ class Database:
         #: execution options of a write and of a read transaction
         self._options: dict[bool, dict[str, Any]] = {True: {}, False: {}}
         if self.backend == "sqlite":
-            self._options = {True: {"sqlite_begin": "IMMEDIATE"},
-                             False: {"sqlite_begin": "DEFERRED"}}
-        elif (self.backend == "postgresql" and "isolation_level"
-              not in engine.get_execution_options()):
+            self._options = {
+                True: {"sqlite_begin": "IMMEDIATE"},
+                False: {"sqlite_begin": "DEFERRED"},
+            }
+        elif (
+            self.backend == "postgresql" and "isolation_level" not in engine.get_execution_options()
+        ):
             # At READ COMMITTED (an engine set to a stricter level keeps
             # its transactions): see the module's docstring.
             self._options[False] = {"isolation_level": "AUTOCOMMIT"}
@@ -401,14 +423,15 @@ class Database:
                     committing = True
                 return result
             except sa.exc.DBAPIError as exc:
-                if (exc.connection_invalidated and not committing
-                        and not reconnected):
+                if exc.connection_invalidated and not committing and not reconnected:
                     # Nothing was committed (the server rolls back what a
                     # lost connection left open), so running it again
                     # cannot apply it twice.
                     reconnected = True
-                    LOG.info("database connection lost; running the "
-                             "transaction again on a new one: %s", exc.orig)
+                    LOG.info(
+                        "database connection lost; running the transaction again on a new one: %s",
+                        exc.orig,
+                    )
                     continue
                 code = error_code(exc)
                 if code is None or attempt == TX_ATTEMPTS - 1:
@@ -416,9 +439,10 @@ class Database:
                 self.retries.add(code)
                 if self.observer is not None:
                     self.observer.transaction_retried()
-                LOG.debug("retrying transaction (attempt %d, code %s): %s",
-                          attempt + 2, code, exc.orig)
-                time.sleep(random.uniform(0.005, 0.02) * (2 ** attempt))
+                LOG.debug(
+                    "retrying transaction (attempt %d, code %s): %s", attempt + 2, code, exc.orig
+                )
+                time.sleep(random.uniform(0.005, 0.02) * (2**attempt))
         raise AssertionError("unreachable")
 
     def read(self, fn: Callable[[Connection], T]) -> T:

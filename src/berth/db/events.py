@@ -51,11 +51,22 @@ TRAIT_CREATED = "trait.created"
 TRAIT_DELETED = "trait.deleted"
 RESYNC = "resync"
 
-KINDS = (PROVIDER_CREATED, PROVIDER_UPDATED, PROVIDER_DELETED,
-         INVENTORIES_SET, TRAITS_SET, AGGREGATES_SET,
-         ALLOCATIONS_REPLACED, ALLOCATIONS_REMOVED,
-         RESOURCE_CLASS_CREATED, RESOURCE_CLASS_UPDATED,
-         RESOURCE_CLASS_DELETED, TRAIT_CREATED, TRAIT_DELETED, RESYNC)
+KINDS = (
+    PROVIDER_CREATED,
+    PROVIDER_UPDATED,
+    PROVIDER_DELETED,
+    INVENTORIES_SET,
+    TRAITS_SET,
+    AGGREGATES_SET,
+    ALLOCATIONS_REPLACED,
+    ALLOCATIONS_REMOVED,
+    RESOURCE_CLASS_CREATED,
+    RESOURCE_CLASS_UPDATED,
+    RESOURCE_CLASS_DELETED,
+    TRAIT_CREATED,
+    TRAIT_DELETED,
+    RESYNC,
+)
 #: The kinds about one consumer's allocations.
 ALLOCATION_KINDS = (ALLOCATIONS_REPLACED, ALLOCATIONS_REMOVED)
 
@@ -90,8 +101,7 @@ def resync(conn: Connection) -> None:
     record(conn, Event(RESYNC, None, None, None))
 
 
-def note_generation(conn: Connection, provider_id: int,
-                    generation: int) -> None:
+def note_generation(conn: Connection, provider_id: int, generation: int) -> None:
     """Keep, for the running transaction, a provider's new generation
     (allocation events carry those of the providers they touch)."""
     conn.info.setdefault(_GENERATIONS, {})[provider_id] = generation
@@ -116,21 +126,27 @@ def rows(recorded: list[Event]) -> list[dict[str, Any]]:
     """The ``berth_events`` rows of ``recorded``, but for their slot and
     sequence number."""
     stamp = time.time()
-    return [{"idx": idx, "kind": e.kind, "subject": e.subject,
-             "tree": e.tree, "project": e.project, "created_at": stamp,
-             "body": orjson.dumps({"new": e.new, "old": e.old}).decode()}
-            for idx, e in enumerate(recorded)]
+    return [
+        {
+            "idx": idx,
+            "kind": e.kind,
+            "subject": e.subject,
+            "tree": e.tree,
+            "project": e.project,
+            "created_at": stamp,
+            "body": orjson.dumps({"new": e.new, "old": e.old}).decode(),
+        }
+        for idx, e in enumerate(recorded)
+    ]
 
 
 #: Built once: every numbered write that recorded events runs it.
 _INSERT = t.berth_events.insert()
 
 
-def write(conn: Connection, slot: int, seq: int,
-          recorded: list[Event]) -> None:
+def write(conn: Connection, slot: int, seq: int, recorded: list[Event]) -> None:
     """Insert the events of write (``slot``, ``seq``): one statement."""
-    conn.execute(_INSERT, [{**row, "slot": slot, "seq": seq}
-                           for row in rows(recorded)])
+    conn.execute(_INSERT, [{**row, "slot": slot, "seq": seq} for row in rows(recorded)])
 
 
 def prune(conn: Connection, slot: int, before: float) -> int:
@@ -140,14 +156,15 @@ def prune(conn: Connection, slot: int, before: float) -> int:
     Runs inside a write that holds the slot's counter row, so the mark
     and the deletion commit together."""
     ev, state = t.berth_events, t.berth_state
-    last = conn.scalar(sa.select(sa.func.max(ev.c.seq)).where(
-        ev.c.slot == slot, ev.c.created_at < before))
+    last = conn.scalar(
+        sa.select(sa.func.max(ev.c.seq)).where(ev.c.slot == slot, ev.c.created_at < before)
+    )
     if last is None:
         return 0
     conn.execute(ev.delete().where(ev.c.slot == slot, ev.c.seq <= last))
-    conn.execute(state.update().where(state.c.id == slot,
-                                      state.c.pruned < last)
-                 .values(pruned=last))
+    conn.execute(
+        state.update().where(state.c.id == slot, state.c.pruned < last).values(pruned=last)
+    )
     return int(last)
 
 
@@ -158,10 +175,8 @@ class Gone(Exception):
     is the oldest position a reader can still read on from, ``current``
     the database's newest."""
 
-    def __init__(self, oldest: dict[int, int], current: dict[int, int],
-                 *, ahead: bool) -> None:
-        super().__init__("ahead of the database" if ahead
-                         else "history pruned")
+    def __init__(self, oldest: dict[int, int], current: dict[int, int], *, ahead: bool) -> None:
+        super().__init__("ahead of the database" if ahead else "history pruned")
         self.oldest, self.current, self.ahead = oldest, current, ahead
 
 
@@ -216,8 +231,7 @@ def marks(conn: Connection) -> tuple[dict[int, int], dict[int, int]]:
     return current, pruned
 
 
-def _check(after: Mapping[int, int], current: Mapping[int, int],
-           pruned: Mapping[int, int]) -> None:
+def _check(after: Mapping[int, int], current: Mapping[int, int], pruned: Mapping[int, int]) -> None:
     lost = any(after.get(slot, 0) < mark for slot, mark in pruned.items())
     ahead = any(seq > current.get(slot, 0) for slot, seq in after.items())
     if lost or ahead:
@@ -226,8 +240,7 @@ def _check(after: Mapping[int, int], current: Mapping[int, int],
         raise Gone(dict(pruned), dict(current), ahead=ahead)
 
 
-def read(conn: Connection, after: Mapping[int, int], filters: Filters,
-         limit: int) -> EventPage:
+def read(conn: Connection, after: Mapping[int, int], filters: Filters, limit: int) -> EventPage:
     """The events after ``after`` (slot -> seq), in the order a reader
     can see them, at most about ``limit`` (whole writes only).
 
@@ -260,7 +273,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters,
     # earliest cut, and read each slot on from what was kept.
     bound = min(cuts)
     kept = [e for e in merged if _key(e) <= bound]
-    for e in merged[len(kept):]:
+    for e in merged[len(kept) :]:
         if upto[e.slot] >= e.seq:
             upto[e.slot] = e.seq - 1
     return EventPage(kept, upto, True)
@@ -275,15 +288,18 @@ def _key(e: Stored) -> Key:
     return (e.created_at, e.slot, e.seq)
 
 
-def _slot_rows(conn: Connection, slot: int, first: int, last: int,
-               filters: Filters, limit: int
-               ) -> tuple[list[Stored], int | None]:
+def _slot_rows(
+    conn: Connection, slot: int, first: int, last: int, filters: Filters, limit: int
+) -> tuple[list[Stored], int | None]:
     """One slot's events in (first, last], and the number it stopped at
     when ``limit`` cut it short (None: all of them)."""
     ev = t.berth_events
-    query = (sa.select(ev).where(ev.c.slot == slot, ev.c.seq > first,
-                                 ev.c.seq <= last)
-             .order_by(ev.c.seq, ev.c.idx).limit(limit + 1))
+    query = (
+        sa.select(ev)
+        .where(ev.c.slot == slot, ev.c.seq > first, ev.c.seq <= last)
+        .order_by(ev.c.seq, ev.c.idx)
+        .limit(limit + 1)
+    )
     if filters.kinds is not None:
         query = query.where(ev.c.kind.in_(sorted(filters.kinds)))
     if filters.subjects is not None:
@@ -291,8 +307,9 @@ def _slot_rows(conn: Connection, slot: int, first: int, last: int,
     if filters.project is not None:
         query = query.where(ev.c.project == filters.project)
     if filters.trees is not None:
-        query = query.where(sa.or_(ev.c.tree.in_(sorted(filters.trees)),
-                                   ev.c.kind.in_(sorted(filters.any_tree))))
+        query = query.where(
+            sa.or_(ev.c.tree.in_(sorted(filters.trees)), ev.c.kind.in_(sorted(filters.any_tree)))
+        )
     rows = [_stored(row) for row in conn.execute(query)]
     if len(rows) <= limit:
         return rows, None
@@ -300,14 +317,21 @@ def _slot_rows(conn: Connection, slot: int, first: int, last: int,
     cut = rows[limit].seq
     kept = [e for e in rows if e.seq < cut]
     if not kept:  # one write with more events than the limit: all of it
-        kept = [_stored(row) for row in conn.execute(
-            query.where(ev.c.seq == cut).limit(None))]
+        kept = [_stored(row) for row in conn.execute(query.where(ev.c.seq == cut).limit(None))]
     return kept, kept[-1].seq
 
 
 def _stored(row: Any) -> Stored:
     body = orjson.loads(row.body)
-    return Stored(int(row.slot), int(row.seq), int(row.idx), row.kind,
-                  row.subject, row.tree, row.project, float(row.created_at),
-                  body["new"], body["old"])
-
+    return Stored(
+        int(row.slot),
+        int(row.seq),
+        int(row.idx),
+        row.kind,
+        row.subject,
+        row.tree,
+        row.project,
+        float(row.created_at),
+        body["new"],
+        body["old"],
+    )

@@ -28,11 +28,15 @@ def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
     except urls.BadURL as exc:
         raise ValueError("[placement_database] connection: %s" % exc) from None
     return create_engine(
-        url, pool_size=db.max_pool_size,
-        max_overflow=db.max_overflow, pool_timeout=db.pool_timeout,
-        recycle=db.connection_recycle_time, echo=db.connection_debug >= 50,
+        url,
+        pool_size=db.max_pool_size,
+        max_overflow=db.max_overflow,
+        pool_timeout=db.pool_timeout,
+        recycle=db.connection_recycle_time,
+        echo=db.connection_debug >= 50,
         sqlite_synchronous=db.sqlite_synchronous,
-        mysql_sql_mode=db.mysql_sql_mode)
+        mysql_sql_mode=db.mysql_sql_mode,
+    )
 
 
 class NoDatabase(RuntimeError):
@@ -41,18 +45,21 @@ class NoDatabase(RuntimeError):
     names it."""
 
     def __init__(self, url: sa.engine.URL) -> None:
-        super().__init__("there is no database at %s (run 'berth db sync' "
-                         "to create it)" % urls.masked(url))
+        super().__init__(
+            "there is no database at %s (run 'berth db sync' to create it)" % urls.masked(url)
+        )
         self.url = url
 
 
 def missing(url: sa.engine.URL) -> bool:
     """Whether ``url`` is an SQLite file that does not exist (connecting
     would create it, empty)."""
-    return (url.get_backend_name() == "sqlite"
-            and url.database not in (None, "", ":memory:")
-            and url.query.get("uri") != "true"
-            and not os.path.exists(url.database or ""))
+    return (
+        url.get_backend_name() == "sqlite"
+        and url.database not in (None, "", ":memory:")
+        and url.query.get("uri") != "true"
+        and not os.path.exists(url.database or "")
+    )
 
 
 def engine_to_read(conf: cfg.ConfigOpts) -> sa.engine.Engine:
@@ -87,8 +94,7 @@ def announce(conf: cfg.ConfigOpts) -> str:
 WAITING_REMINDER = 60.0
 
 
-def wait_for_database(engine: sa.engine.Engine, retries: int,
-                      interval: int) -> None:
+def wait_for_database(engine: sa.engine.Engine, retries: int, interval: int) -> None:
     """Connect once, retrying as ``[placement_database]`` asks
     (``max_retries``, -1 for ever; ``retry_interval``): one WARNING when
     the wait begins, then a reminder every ``WAITING_REMINDER`` seconds.
@@ -101,8 +107,7 @@ def wait_for_database(engine: sa.engine.Engine, retries: int,
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
             if attempt:
-                LOG.info("the database at %s answered after %d attempts",
-                         where, attempt + 1)
+                LOG.info("the database at %s answered after %d attempts", where, attempt + 1)
             return
         except sa.exc.OperationalError as exc:
             attempt += 1
@@ -110,17 +115,20 @@ def wait_for_database(engine: sa.engine.Engine, retries: int,
                 raise
             reason = first_line(exc)
             if attempt == 1:
-                LOG.warning("waiting for the database at %s (retrying every "
-                            "%ss, %s): %s", where, interval,
-                            "for ever" if retries < 0 else
-                            "up to %d times" % retries, reason)
+                LOG.warning(
+                    "waiting for the database at %s (retrying every %ss, %s): %s",
+                    where,
+                    interval,
+                    "for ever" if retries < 0 else "up to %d times" % retries,
+                    reason,
+                )
             elif time.monotonic() - reminded >= WAITING_REMINDER:
                 reminded = time.monotonic()
-                LOG.info("still waiting for the database at %s (%d "
-                         "attempts): %s", where, attempt, reason)
+                LOG.info(
+                    "still waiting for the database at %s (%d attempts): %s", where, attempt, reason
+                )
             else:
-                LOG.debug("database at %s: attempt %d: %s", where, attempt,
-                          reason)
+                LOG.debug("database at %s: attempt %d: %s", where, attempt, reason)
             time.sleep(interval)
 
 
@@ -150,12 +158,14 @@ def prepare(engine: sa.engine.Engine, *, upgrade: bool = True) -> None:
         if current != migrate.head_revision():
             raise NotMigrated(
                 "database is at revision %s, not %s: run `berth db sync`"
-                % (current or "none", migrate.head_revision()))
+                % (current or "none", migrate.head_revision())
+            )
     standard.sync(engine)
 
 
-def prepare_from_conf(conf: cfg.ConfigOpts, engine: sa.engine.Engine,
-                      *, wait: bool = False) -> None:
+def prepare_from_conf(
+    conf: cfg.ConfigOpts, engine: sa.engine.Engine, *, wait: bool = False
+) -> None:
     """``prepare`` as ``conf`` asks: migrate when ``[placement_database]
     sync_on_startup`` is set or the database is the embedded one. With
     ``wait`` (servers starting), first wait for the database as
@@ -163,8 +173,7 @@ def prepare_from_conf(conf: cfg.ConfigOpts, engine: sa.engine.Engine,
     db = conf.placement_database
     if wait:
         wait_for_database(engine, db.max_retries, db.retry_interval)
-    prepare(engine, upgrade=db.sync_on_startup
-            or berth_conf.is_embedded(conf))
+    prepare(engine, upgrade=db.sync_on_startup or berth_conf.is_embedded(conf))
 
 
 def database_from_conf(conf: cfg.ConfigOpts, *, wait: bool = False) -> Database:

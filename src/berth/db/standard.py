@@ -24,8 +24,7 @@ def _sync_names(engine: Engine, table: sa.Table, names: list[str]) -> int:
                 return added
             now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
             try:
-                conn.execute(table.insert(), [
-                    {"name": n, "created_at": now} for n in missing])
+                conn.execute(table.insert(), [{"name": n, "created_at": now} for n in missing])
                 added += len(missing)
                 return added
             except sa.exc.IntegrityError:
@@ -41,7 +40,6 @@ def sync(engine: Engine) -> tuple[int, int]:
     Returns how many classes and traits were added. Safe to run from many
     workers at once.
     """
-    classes = _sync_names(engine, t.resource_classes,
-                          list(os_resource_classes.STANDARDS))
+    classes = _sync_names(engine, t.resource_classes, list(os_resource_classes.STANDARDS))
     traits = _sync_names(engine, t.traits, list(os_traits.get_traits()))
     return classes, traits

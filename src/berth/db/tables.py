@@ -12,12 +12,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-metadata = sa.MetaData(naming_convention={
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s",
-    "pk": "pk_%(table_name)s",
-})
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
 
 # MySQL needs a bounded length for indexed strings; 255 matches upstream.
 NAME = sa.String(255)
@@ -39,7 +41,8 @@ def _stamps() -> list[sa.Column[object]]:
 def _names(name: str, column: str = "name") -> sa.Table:
     """A table of unique names (or external ids), each with its id."""
     return sa.Table(
-        name, metadata,
+        name,
+        metadata,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column(column, NAME, nullable=False, unique=True),
         *_stamps(),
@@ -51,29 +54,44 @@ resource_classes = _names("resource_classes")
 traits = _names("traits")
 
 resource_providers = sa.Table(
-    "resource_providers", metadata,
+    "resource_providers",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", UUID, nullable=False, unique=True),
     sa.Column("name", sa.String(200), nullable=False, unique=True),
     sa.Column("generation", sa.Integer, nullable=False, default=0),
-    sa.Column("root_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), nullable=True,
-              index=True),
-    sa.Column("parent_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), nullable=True,
-              index=True),
+    sa.Column(
+        "root_provider_id",
+        sa.Integer,
+        sa.ForeignKey("resource_providers.id"),
+        nullable=True,
+        index=True,
+    ),
+    sa.Column(
+        "parent_provider_id",
+        sa.Integer,
+        sa.ForeignKey("resource_providers.id"),
+        nullable=True,
+        index=True,
+    ),
     *_stamps(),
     **MYSQL,
 )
 
 inventories = sa.Table(
-    "inventories", metadata,
+    "inventories",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("resource_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), nullable=False),
-    sa.Column("resource_class_id", sa.Integer,
-              sa.ForeignKey("resource_classes.id"), nullable=False,
-              index=True),
+    sa.Column(
+        "resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=False
+    ),
+    sa.Column(
+        "resource_class_id",
+        sa.Integer,
+        sa.ForeignKey("resource_classes.id"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("total", sa.Integer, nullable=False),
     sa.Column("reserved", sa.Integer, nullable=False),
     sa.Column("min_unit", sa.Integer, nullable=False),
@@ -92,16 +110,14 @@ users = _names("users", "external_id")
 consumer_types = _names("consumer_types")
 
 consumers = sa.Table(
-    "consumers", metadata,
+    "consumers",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", UUID, nullable=False, unique=True),
-    sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"),
-              nullable=False),
-    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"),
-              nullable=False),
+    sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
     sa.Column("generation", sa.Integer, nullable=False, default=0),
-    sa.Column("consumer_type_id", sa.Integer,
-              sa.ForeignKey("consumer_types.id"), nullable=True),
+    sa.Column("consumer_type_id", sa.Integer, sa.ForeignKey("consumer_types.id"), nullable=True),
     *_stamps(),
     # GET /usages reads a project's (and user's) consumers, their types
     # and uuids from this index alone.
@@ -110,13 +126,16 @@ consumers = sa.Table(
 )
 
 allocations = sa.Table(
-    "allocations", metadata,
+    "allocations",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("resource_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), nullable=False),
+    sa.Column(
+        "resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=False
+    ),
     sa.Column("consumer_id", UUID, nullable=False),
-    sa.Column("resource_class_id", sa.Integer,
-              sa.ForeignKey("resource_classes.id"), nullable=False),
+    sa.Column(
+        "resource_class_id", sa.Integer, sa.ForeignKey("resource_classes.id"), nullable=False
+    ),
     sa.Column("used", sa.Integer, nullable=False),
     *_stamps(),
     # Usage per (provider, class) is summed on every claim and candidate
@@ -129,7 +148,8 @@ allocations = sa.Table(
 )
 
 placement_aggregates = sa.Table(
-    "placement_aggregates", metadata,
+    "placement_aggregates",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", UUID, nullable=False, unique=True),
     *_stamps(),
@@ -137,22 +157,29 @@ placement_aggregates = sa.Table(
 )
 
 resource_provider_aggregates = sa.Table(
-    "resource_provider_aggregates", metadata,
-    sa.Column("resource_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), primary_key=True),
-    sa.Column("aggregate_id", sa.Integer,
-              sa.ForeignKey("placement_aggregates.id"), primary_key=True,
-              index=True),
+    "resource_provider_aggregates",
+    metadata,
+    sa.Column(
+        "resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), primary_key=True
+    ),
+    sa.Column(
+        "aggregate_id",
+        sa.Integer,
+        sa.ForeignKey("placement_aggregates.id"),
+        primary_key=True,
+        index=True,
+    ),
     *_stamps(),
     **MYSQL,
 )
 
 resource_provider_traits = sa.Table(
-    "resource_provider_traits", metadata,
-    sa.Column("resource_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), primary_key=True),
-    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"),
-              primary_key=True, index=True),
+    "resource_provider_traits",
+    metadata,
+    sa.Column(
+        "resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), primary_key=True
+    ),
+    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"), primary_key=True, index=True),
     *_stamps(),
     **MYSQL,
 )
@@ -162,7 +189,8 @@ resource_provider_traits = sa.Table(
 # candidate engine caches, and one row per (slot, number, provider) it
 # changed.
 berth_state = sa.Table(
-    "berth_state", metadata,
+    "berth_state",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("seq", sa.BigInteger, nullable=False),
     # The newest number of this slot whose events the change feed pruned
@@ -175,7 +203,8 @@ berth_state = sa.Table(
 BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 berth_changes = sa.Table(
-    "berth_changes", metadata,
+    "berth_changes",
+    metadata,
     sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
     # The counter row (berth_state.id) that numbered this change.
     sa.Column("slot", sa.Integer, nullable=False, server_default="1"),
@@ -199,7 +228,8 @@ berth_changes = sa.Table(
 #: write did, written by ``berth.db.changes.flush`` in the write's own
 #: transaction, one row per event under the write's (slot, seq).
 berth_events = sa.Table(
-    "berth_events", metadata,
+    "berth_events",
+    metadata,
     sa.Column("slot", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
@@ -213,7 +243,6 @@ berth_events = sa.Table(
     # When the write committed, in seconds since the epoch (retention).
     sa.Column("created_at", sa.Double, nullable=False),
     # {"new": ..., "old": ...} as JSON.
-    sa.Column("body", sa.Text().with_variant(
-        mysql.MEDIUMTEXT(), "mysql"), nullable=False),
+    sa.Column("body", sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql"), nullable=False),
     **MYSQL,
 )

@@ -62,26 +62,31 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (all(c.ok for c in self.tables)
-                and not any(self.checks.values()))
+        return all(c.ok for c in self.tables) and not any(self.checks.values())
 
     def failures(self) -> list[str]:
         """One line per table count or check that differs."""
-        out = ["%s: source %d + %d added, target %d"
-               % (c.table, c.source, c.added, c.target)
-               for c in self.tables if not c.ok]
-        return out + ["%s: %s" % (name, "; ".join(diffs))
-                      for name, diffs in self.checks.items() if diffs]
+        out = [
+            "%s: source %d + %d added, target %d" % (c.table, c.source, c.added, c.target)
+            for c in self.tables
+            if not c.ok
+        ]
+        return out + [
+            "%s: %s" % (name, "; ".join(diffs)) for name, diffs in self.checks.items() if diffs
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "direction": self.direction, "revision": self.revision,
+            "direction": self.direction,
+            "revision": self.revision,
             "ok": self.ok,
-            "tables": {c.table: {"source": c.source, "added": c.added,
-                                 "target": c.target, "ok": c.ok}
-                       for c in self.tables},
-            "checks": {name: {"ok": not diffs, "differences": diffs}
-                       for name, diffs in self.checks.items()},
+            "tables": {
+                c.table: {"source": c.source, "added": c.added, "target": c.target, "ok": c.ok}
+                for c in self.tables
+            },
+            "checks": {
+                name: {"ok": not diffs, "differences": diffs} for name, diffs in self.checks.items()
+            },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -93,10 +98,10 @@ def source_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
             raise TransferError("the source must be a database file or server")
-        return sa.create_engine("sqlite:///file:%s?mode=ro&uri=true"
-                                % parsed.database)
+        return sa.create_engine("sqlite:///file:%s?mode=ro&uri=true" % parsed.database)
     return create_engine(url, pool_size=1, max_overflow=0).execution_options(
-        isolation_level="REPEATABLE READ", postgresql_readonly=True)
+        isolation_level="REPEATABLE READ", postgresql_readonly=True
+    )
 
 
 def read_upstream(url: str) -> tuple[str, Dump]:
@@ -110,21 +115,26 @@ def read_upstream(url: str) -> tuple[str, Dump]:
     try:
         with engine.connect() as conn, conn.begin():
             revision = upstream.detect_revision(conn)
-            return revision, dump.read(
-                conn, consumer_types=upstream.has_consumer_types(revision))
+            return revision, dump.read(conn, consumer_types=upstream.has_consumer_types(revision))
     except sa.exc.OperationalError as exc:
-        raise TransferError("cannot read the upstream database: %s"
-                            % str(exc.orig).strip().splitlines()[0]) from None
+        raise TransferError(
+            "cannot read the upstream database: %s" % str(exc.orig).strip().splitlines()[0]
+        ) from None
     finally:
         engine.dispose()
 
 
 # -- import ---------------------------------------------------------------
 
-def import_database(source_url: str, target: Database, *,
-                    replace: bool = False,
-                    incomplete_ids: tuple[str, str],
-                    progress: Progress | None = None) -> Report:
+
+def import_database(
+    source_url: str,
+    target: Database,
+    *,
+    replace: bool = False,
+    incomplete_ids: tuple[str, str],
+    progress: Progress | None = None,
+) -> Report:
     """Copy the upstream database at ``source_url`` into ``target`` (a
     migrated Berth database) and verify it.
 
@@ -153,49 +163,68 @@ def import_database(source_url: str, target: Database, *,
         clock["write"] = time.monotonic() - began
         _verify(conn, source, raw, report, clock, consumer_types=True)
         if not report.ok:
-            raise TransferError("the copy did not verify (%s); nothing was "
-                                "written" % " | ".join(report.failures()))
+            raise TransferError(
+                "the copy did not verify (%s); nothing was written" % " | ".join(report.failures())
+            )
 
     try:
         target.run(copy)
     except sa.exc.IntegrityError as exc:
         raise TransferError(
             "the source breaks a rule Berth's schema keeps (%s); nothing was "
-            "written" % str(exc.orig).strip().splitlines()[0]) from None
+            "written" % str(exc.orig).strip().splitlines()[0]
+        ) from None
     finally:
         report.seconds = clock
     return report
 
 
 def _make_room(conn: Connection, replace: bool) -> None:
-    custom = {tb: tb.c.name.like("CUSTOM\\_%", escape="\\")
-              for tb in (t.resource_classes, t.traits)}
+    custom = {
+        tb: tb.c.name.like("CUSTOM\\_%", escape="\\") for tb in (t.resource_classes, t.traits)
+    }
 
     def count(table: sa.Table) -> int:
         query = sa.select(sa.func.count()).select_from(table)
         if table in custom:
             query = query.where(custom[table])
         return int(conn.scalar(query) or 0)
-    held = {what: count(table) for what, table in (
-        ("providers", t.resource_providers), ("consumers", t.consumers),
-        ("projects", t.projects), ("users", t.users),
-        ("aggregates", t.placement_aggregates),
-        ("consumer types", t.consumer_types),
-        ("custom resource classes", t.resource_classes),
-        ("custom traits", t.traits))}
+
+    held = {
+        what: count(table)
+        for what, table in (
+            ("providers", t.resource_providers),
+            ("consumers", t.consumers),
+            ("projects", t.projects),
+            ("users", t.users),
+            ("aggregates", t.placement_aggregates),
+            ("consumer types", t.consumer_types),
+            ("custom resource classes", t.resource_classes),
+            ("custom traits", t.traits),
+        )
+    }
     if not any(held.values()):
         return
     if not replace:
         raise TransferError(
             "the Berth database is not empty (%s); pass --replace to "
-            "overwrite it" % ", ".join("%d %s" % (n, what)
-                                       for what, n in held.items() if n))
-    for table in (t.allocations, t.consumers, t.resource_provider_traits,
-                  t.resource_provider_aggregates, t.placement_aggregates,
-                  t.inventories, t.consumer_types, t.projects, t.users):
+            "overwrite it" % ", ".join("%d %s" % (n, what) for what, n in held.items() if n)
+        )
+    for table in (
+        t.allocations,
+        t.consumers,
+        t.resource_provider_traits,
+        t.resource_provider_aggregates,
+        t.placement_aggregates,
+        t.inventories,
+        t.consumer_types,
+        t.projects,
+        t.users,
+    ):
         conn.execute(table.delete())
-    conn.execute(t.resource_providers.update().values(
-        root_provider_id=None, parent_provider_id=None))
+    conn.execute(
+        t.resource_providers.update().values(root_provider_id=None, parent_provider_id=None)
+    )
     conn.execute(t.resource_providers.delete())
     for table, where in custom.items():
         conn.execute(table.delete().where(where))
@@ -210,8 +239,7 @@ def _complete(source: Dump, incomplete_ids: tuple[str, str]) -> None:
     by_id = {r["id"]: r for r in rows["resource_providers"]}
     for row in rows["resource_providers"]:
         if row["name"] is None:
-            raise TransferError("provider %s has no name; Berth needs one"
-                                % row["uuid"])
+            raise TransferError("provider %s has no name; Berth needs one" % row["uuid"])
         row["generation"] = row["generation"] or 0
         top = row
         while top["parent_provider_id"] is not None:
@@ -224,12 +252,14 @@ def _complete(source: Dump, incomplete_ids: tuple[str, str]) -> None:
     for class_id in sorted(used - set(source.classes)):
         name = upstream.standard_class_name(class_id)
         if name is None:
-            raise TransferError("resource class id %d is used but not defined"
-                                % class_id)
-        source.classes[class_id] = {"id": class_id, "name": name,
-                                    "created_at": None, "updated_at": None}
-        source.added["resource_classes"] = source.added.get(
-            "resource_classes", 0) + 1
+            raise TransferError("resource class id %d is used but not defined" % class_id)
+        source.classes[class_id] = {
+            "id": class_id,
+            "name": name,
+            "created_at": None,
+            "updated_at": None,
+        }
+        source.added["resource_classes"] = source.added.get("resource_classes", 0) + 1
     have = {r["uuid"] for r in rows["consumers"]}
     missing = sorted({r["consumer_id"] for r in rows["allocations"]} - have)
     if missing:
@@ -237,10 +267,18 @@ def _complete(source: Dump, incomplete_ids: tuple[str, str]) -> None:
         user = _owner(source, "users", incomplete_ids[1])
         next_id = max((r["id"] for r in rows["consumers"]), default=0) + 1
         rows["consumers"] += [
-            {"id": next_id + i, "uuid": uuid, "project_id": project,
-             "user_id": user, "generation": 0, "consumer_type_id": None,
-             "created_at": None, "updated_at": None}
-            for i, uuid in enumerate(missing)]
+            {
+                "id": next_id + i,
+                "uuid": uuid,
+                "project_id": project,
+                "user_id": user,
+                "generation": 0,
+                "consumer_type_id": None,
+                "created_at": None,
+                "updated_at": None,
+            }
+            for i, uuid in enumerate(missing)
+        ]
         source.added["consumers"] = len(missing)
 
 
@@ -266,56 +304,62 @@ def _owner(source: Dump, table: str, external_id: str) -> int:
         if row["external_id"] == external_id:
             return int(row["id"])
     new_id = max((r["id"] for r in rows), default=0) + 1
-    rows.append({"id": new_id, "external_id": external_id,
-                 "created_at": None, "updated_at": None})
+    rows.append({"id": new_id, "external_id": external_id, "created_at": None, "updated_at": None})
     source.added[table] = source.added.get(table, 0) + 1
     return new_id
 
 
-def _by_name(conn: Connection, table: sa.Table,
-             wanted: dict[int, Row]) -> dict[int, int]:
+def _by_name(conn: Connection, table: sa.Table, wanted: dict[int, Row]) -> dict[int, int]:
     """Source id -> target id for classes or traits, adding the names the
     target lacks."""
+
     def ids() -> dict[str, int]:
-        return {row.name: row.id for row in
-                conn.execute(sa.select(table.c.name, table.c.id))}
+        return {row.name: row.id for row in conn.execute(sa.select(table.c.name, table.c.id))}
 
     have = ids()
     missing = [r for r in wanted.values() if r["name"] not in have]
     if missing:
-        conn.execute(table.insert(), [
-            {"name": r["name"], "created_at": r["created_at"],
-             "updated_at": r["updated_at"]} for r in missing])
+        conn.execute(
+            table.insert(),
+            [
+                {"name": r["name"], "created_at": r["created_at"], "updated_at": r["updated_at"]}
+                for r in missing
+            ],
+        )
         have = ids()
     return {source_id: have[r["name"]] for source_id, r in wanted.items()}
 
 
-def _write_berth(conn: Connection, source: Dump,
-                 progress: Progress | None) -> None:
+def _write_berth(conn: Connection, source: Dump, progress: Progress | None) -> None:
     began = time.monotonic()
     class_ids = _by_name(conn, t.resource_classes, source.classes)
     trait_ids = _by_name(conn, t.traits, source.traits)
     if progress:
-        progress("resource_classes + traits", len(class_ids) + len(trait_ids),
-                 time.monotonic() - began)
+        progress(
+            "resource_classes + traits", len(class_ids) + len(trait_ids), time.monotonic() - began
+        )
     _write_rows(conn, t.metadata, source, class_ids, trait_ids, progress)
 
 
-def _write_rows(conn: Connection, metadata: sa.MetaData, source: Dump,
-                class_ids: dict[int, int], trait_ids: dict[int, int],
-                progress: Progress | None) -> None:
+def _write_rows(
+    conn: Connection,
+    metadata: sa.MetaData,
+    source: Dump,
+    class_ids: dict[int, int],
+    trait_ids: dict[int, int],
+    progress: Progress | None,
+) -> None:
     _parents_first(source)
     for name in dump.COLUMNS:
         began = time.monotonic()
         rows = source.rows[name]
         if name in ("inventories", "allocations"):
-            rows = [{**r, "resource_class_id": class_ids[r["resource_class_id"]]}
-                    for r in rows]
+            rows = [{**r, "resource_class_id": class_ids[r["resource_class_id"]]} for r in rows]
         elif name == "resource_provider_traits":
             rows = [{**r, "trait_id": trait_ids[r["trait_id"]]} for r in rows]
         table = metadata.tables[name]
         for i in range(0, len(rows), CHUNK):
-            conn.execute(table.insert(), rows[i:i + CHUNK])
+            conn.execute(table.insert(), rows[i : i + CHUNK])
         if "id" in table.c:
             _reset_sequence(conn, name)
         if progress:
@@ -327,39 +371,47 @@ def _reset_sequence(conn: Connection, table: str) -> None:
     them (MySQL and SQLite do so by themselves)."""
     if conn.dialect.name != "postgresql":
         return
-    conn.execute(sa.text(
-        "SELECT setval(pg_get_serial_sequence(:t, 'id'), "
-        "COALESCE(MAX(id), 0) + 1, false) FROM %s" % table), {"t": table})
+    conn.execute(
+        sa.text(
+            "SELECT setval(pg_get_serial_sequence(:t, 'id'), "
+            "COALESCE(MAX(id), 0) + 1, false) FROM %s" % table
+        ),
+        {"t": table},
+    )
 
 
-def _verify(conn: Connection, source: Dump, raw: dict[str, int],
-            report: Report, clock: dict[str, float], *,
-            consumer_types: bool) -> None:
+def _verify(
+    conn: Connection,
+    source: Dump,
+    raw: dict[str, int],
+    report: Report,
+    clock: dict[str, float],
+    *,
+    consumer_types: bool,
+) -> None:
     began = time.monotonic()
     report.tables = []  # the transaction may be a retry
     written = dump.read(conn, consumer_types=consumer_types)
-    names = {"resource_classes": {r["name"] for r in source.classes.values()},
-             "traits": {r["name"] for r in source.traits.values()}}
-    target_rows = {"resource_classes": written.classes,
-                   "traits": written.traits}
+    names = {
+        "resource_classes": {r["name"] for r in source.classes.values()},
+        "traits": {r["name"] for r in source.traits.values()},
+    }
+    target_rows = {"resource_classes": written.classes, "traits": written.traits}
     for table in dump.TABLES:
         if table in names:
             # The target may know more standard names than the source.
-            target = sum(1 for r in target_rows[table].values()
-                         if r["name"] in names[table])
+            target = sum(1 for r in target_rows[table].values() if r["name"] in names[table])
         else:
             target = written.count(table)
-        report.tables.append(TableCount(table, raw[table],
-                                        source.added.get(table, 0), target))
-    report.checks = dump.compare(dump.fingerprint(source),
-                                 dump.fingerprint(written))
+        report.tables.append(TableCount(table, raw[table], source.added.get(table, 0), target))
+    report.checks = dump.compare(dump.fingerprint(source), dump.fingerprint(written))
     clock["verify"] = time.monotonic() - began
 
 
 # -- verify ---------------------------------------------------------------
 
-def verify_database(berth: Database, other_url: str, *,
-                    incomplete_ids: tuple[str, str]) -> Report:
+
+def verify_database(berth: Database, other_url: str, *, incomplete_ids: tuple[str, str]) -> Report:
     """Compare Berth's database with the upstream one at ``other_url``
     (read only), as the copy's own verification does, but between two
     committed databases: before switching over, or after an export.
@@ -374,16 +426,17 @@ def verify_database(berth: Database, other_url: str, *,
     # An old upstream database compares as the import completed it.
     _complete(other, incomplete_ids)
     clock["read"] = time.monotonic() - began
-    berth.read(lambda conn: _verify(conn, other, raw, report, clock,
-                                    consumer_types=True))
+    berth.read(lambda conn: _verify(conn, other, raw, report, clock, consumer_types=True))
     report.seconds = clock
     return report
 
 
 # -- export ---------------------------------------------------------------
 
-def export_database(source: Database, target_url: str, *,
-                    progress: Progress | None = None) -> Report:
+
+def export_database(
+    source: Database, target_url: str, *, progress: Progress | None = None
+) -> Report:
     """Write Berth's database into the empty database at ``target_url`` as
     upstream's schema at the 16.0.0 head, and verify it.
 
@@ -396,8 +449,9 @@ def export_database(source: Database, target_url: str, *,
     raw = {name: berth.count(name) for name in dump.TABLES}
     clock["read"] = time.monotonic() - began
     report = Report("export", upstream.HEAD)
-    engine = create_engine(target_url, pool_size=1, max_overflow=0,
-                           mysql_sql_mode="TRADITIONAL,NO_AUTO_VALUE_ON_ZERO")
+    engine = create_engine(
+        target_url, pool_size=1, max_overflow=0, mysql_sql_mode="TRADITIONAL,NO_AUTO_VALUE_ON_ZERO"
+    )
     metadata = upstream.head_metadata()
     try:
         with engine.connect() as conn:
@@ -405,7 +459,8 @@ def export_database(source: Database, target_url: str, *,
         if present:
             raise TransferError(
                 "the export target must be an empty database; it has tables "
-                "(%s)" % ", ".join(sorted(present)[:5]))
+                "(%s)" % ", ".join(sorted(present)[:5])
+            )
         metadata.create_all(engine)
         try:
             with engine.connect() as conn, conn.begin():
@@ -414,8 +469,9 @@ def export_database(source: Database, target_url: str, *,
                 clock["write"] = time.monotonic() - began
                 _verify(conn, berth, raw, report, clock, consumer_types=True)
                 if not report.ok:
-                    raise TransferError("the export did not verify (%s)"
-                                        % " | ".join(report.failures()))
+                    raise TransferError(
+                        "the export did not verify (%s)" % " | ".join(report.failures())
+                    )
         except BaseException:
             metadata.drop_all(engine)
             raise
@@ -425,8 +481,9 @@ def export_database(source: Database, target_url: str, *,
     return report
 
 
-def _write_upstream(conn: Connection, metadata: sa.MetaData, berth: Dump,
-                    progress: Progress | None) -> None:
+def _write_upstream(
+    conn: Connection, metadata: sa.MetaData, berth: Dump, progress: Progress | None
+) -> None:
     began = time.monotonic()
     next_custom = upstream.CUSTOM_CLASS_ID_MIN
     class_ids: dict[int, int] = {}
@@ -435,16 +492,18 @@ def _write_upstream(conn: Connection, metadata: sa.MetaData, berth: Dump,
         if std is None:
             std, next_custom = next_custom, next_custom + 1
         class_ids[berth_id] = std
-    conn.execute(metadata.tables["resource_classes"].insert(), [
-        {**row, "id": class_ids[i]} for i, row in berth.classes.items()])
+    conn.execute(
+        metadata.tables["resource_classes"].insert(),
+        [{**row, "id": class_ids[i]} for i, row in berth.classes.items()],
+    )
     conn.execute(metadata.tables["traits"].insert(), list(berth.traits.values()))
     for name in ("resource_classes", "traits"):
         _reset_sequence(conn, name)
-    conn.execute(metadata.tables["alembic_version"].insert().values(
-        version_num=upstream.HEAD))
+    conn.execute(metadata.tables["alembic_version"].insert().values(version_num=upstream.HEAD))
     if progress:
-        progress("resource_classes + traits",
-                 len(berth.classes) + len(berth.traits),
-                 time.monotonic() - began)
-    _write_rows(conn, metadata, berth, class_ids,
-                {i: i for i in berth.traits}, progress)
+        progress(
+            "resource_classes + traits",
+            len(berth.classes) + len(berth.traits),
+            time.monotonic() - began,
+        )
+    _write_rows(conn, metadata, berth, class_ids, {i: i for i in berth.traits}, progress)

@@ -24,24 +24,43 @@ __all__ = ["resolve", "masked", "BadURL", "SUPPORTED"]
 #: under MariaDB's name).
 SUPPORTED = ("postgresql", "mysql", "mariadb", "sqlite")
 #: Names people write for a supported backend.
-_ALIASES = {"postgres": "postgresql", "pgsql": "postgresql", "pg": "postgresql",
-            "psql": "postgresql", "maria": "mariadb", "sqlite3": "sqlite"}
+_ALIASES = {
+    "postgres": "postgresql",
+    "pgsql": "postgresql",
+    "pg": "postgresql",
+    "psql": "postgresql",
+    "maria": "mariadb",
+    "sqlite3": "sqlite",
+}
 
 
 class BadURL(ValueError):
     """A connection URL Berth cannot serve; the message is one line
     saying why, and what was probably meant."""
 
+
 #: The driver Berth ships for each backend, and the module that proves a
 #: named driver is installed.
 _SHIPPED = {"postgresql": "psycopg", "mysql": "pymysql"}
-_MODULES = {"psycopg2": "psycopg2", "psycopg": "psycopg", "pg8000": "pg8000",
-            "pymysql": "pymysql", "mysqldb": "MySQLdb",
-            "mysqlconnector": "mysql.connector", "mariadbconnector": "mariadb"}
+_MODULES = {
+    "psycopg2": "psycopg2",
+    "psycopg": "psycopg",
+    "pg8000": "pg8000",
+    "pymysql": "pymysql",
+    "mysqldb": "MySQLdb",
+    "mysqlconnector": "mysql.connector",
+    "mariadbconnector": "mariadb",
+}
 #: Query arguments the standard library's sqlite3 driver accepts; others
 #: (``charset=utf8`` copied from a MySQL URL) mean nothing to SQLite.
-_SQLITE_ARGS = {"timeout", "isolation_level", "detect_types",
-                "check_same_thread", "cached_statements", "uri"}
+_SQLITE_ARGS = {
+    "timeout",
+    "isolation_level",
+    "detect_types",
+    "check_same_thread",
+    "cached_statements",
+    "uri",
+}
 
 
 def _installed(module: str) -> bool:
@@ -59,6 +78,7 @@ def _plugins_installed(url: URL) -> tuple[URL, list[str]]:
         return url, []
     names = [wanted] if isinstance(wanted, str) else list(wanted)
     from sqlalchemy.dialects import plugins as registry
+
     keep, dropped = [], []
     for name in names:
         try:
@@ -71,8 +91,7 @@ def _plugins_installed(url: URL) -> tuple[URL, list[str]]:
     url = url.difference_update_query(["plugin"])
     if keep:
         url = url.update_query_dict({"plugin": keep})
-    return url, ["SQLAlchemy plugin(s) %s not installed: ignored"
-                 % ", ".join(dropped)]
+    return url, ["SQLAlchemy plugin(s) %s not installed: ignored" % ", ".join(dropped)]
 
 
 def resolve(url: str | URL) -> tuple[URL, list[str]]:
@@ -94,14 +113,15 @@ def resolve(url: str | URL) -> tuple[URL, list[str]]:
             parsed = parsed.set(drivername="%s+%s" % (backend, shipped))
         elif named != shipped and not _installed(_MODULES.get(named, named)):
             parsed = parsed.set(drivername="%s+%s" % (backend, shipped))
-            notes.append("the connection URL names driver %s, which is not "
-                         "installed: %s serves it" % (named, shipped))
+            notes.append(
+                "the connection URL names driver %s, which is not "
+                "installed: %s serves it" % (named, shipped)
+            )
     elif backend == "sqlite":
         extra = sorted(k for k in parsed.query if k not in _SQLITE_ARGS)
         if extra and parsed.query.get("uri") != "true":
             parsed = parsed.difference_update_query(extra)
-            notes.append("query argument(s) %s mean nothing to SQLite: "
-                         "ignored" % ", ".join(extra))
+            notes.append("query argument(s) %s mean nothing to SQLite: ignored" % ", ".join(extra))
     parsed, plugin_notes = _plugins_installed(parsed)
     return parsed, notes + plugin_notes
 
@@ -110,17 +130,21 @@ def _parse(url: str | URL) -> URL:
     try:
         parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):
-        raise BadURL("%r is not a database URL (for example postgresql://"
-                     "user:password@host/placement, mysql+pymysql://user:"
-                     "password@host/placement or sqlite:////var/lib/"
-                     "placement/placement.sqlite)" % _shown(url)) from None
+        raise BadURL(
+            "%r is not a database URL (for example postgresql://"
+            "user:password@host/placement, mysql+pymysql://user:"
+            "password@host/placement or sqlite:////var/lib/"
+            "placement/placement.sqlite)" % _shown(url)
+        ) from None
     backend = parsed.get_backend_name()
     if backend not in SUPPORTED:
         near = _ALIASES.get(backend) or next(
-            iter(difflib.get_close_matches(backend, SUPPORTED, n=1)), "")
-        raise BadURL("unknown database %r: Berth serves %s%s" % (
-            backend, ", ".join(SUPPORTED),
-            " (did you mean %s://?)" % near if near else ""))
+            iter(difflib.get_close_matches(backend, SUPPORTED, n=1)), ""
+        )
+        raise BadURL(
+            "unknown database %r: Berth serves %s%s"
+            % (backend, ", ".join(SUPPORTED), " (did you mean %s://?)" % near if near else "")
+        )
     return parsed
 
 
@@ -129,12 +153,14 @@ def check_folder(url: str | URL) -> None:
     that does not exist (checked when a server or command starts; a
     folder that goes away later is a lost database, not a bad URL)."""
     parsed = _parse(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (
-            None, "", ":memory:") and parsed.query.get("uri") != "true":
+    if (
+        parsed.get_backend_name() == "sqlite"
+        and parsed.database not in (None, "", ":memory:")
+        and parsed.query.get("uri") != "true"
+    ):
         folder = Path(parsed.database or "").resolve().parent
         if not folder.is_dir():
-            raise BadURL("the folder of the SQLite file, %s, does not exist"
-                         % folder)
+            raise BadURL("the folder of the SQLite file, %s, does not exist" % folder)
 
 
 def _shown(url: str | URL) -> str:

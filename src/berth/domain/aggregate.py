@@ -40,31 +40,37 @@ def storable(uuids: Iterable[str]) -> list[str]:
 
 def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
     """The aggregate uuids of one provider, sorted."""
-    return sorted(conn.scalars(
-        sa.select(AGG.c.uuid)
-        .join(LINK, LINK.c.aggregate_id == AGG.c.id)
-        .where(LINK.c.resource_provider_id == provider_id)))
+    return sorted(
+        conn.scalars(
+            sa.select(AGG.c.uuid)
+            .join(LINK, LINK.c.aggregate_id == AGG.c.id)
+            .where(LINK.c.resource_provider_id == provider_id)
+        )
+    )
 
 
 # Built once: every aggregate write of a provider runs them. In one
 # statement, the ids of the uuids named (``linked`` 0) and what the
 # provider is in, with the uuids (1: the change feed's old value).
-_NAMED = sa.select(AGG.c.uuid, AGG.c.id,
-                   sa.literal_column("0").label("linked")).where(
-    AGG.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)))
+_NAMED = sa.select(AGG.c.uuid, AGG.c.id, sa.literal_column("0").label("linked")).where(
+    AGG.c.uuid.in_(sa.bindparam("b_uuids", expanding=True))
+)
 _NAMED_AND_LINKED = sa.union_all(
     _NAMED,
     sa.select(AGG.c.uuid, AGG.c.id, sa.literal_column("1"))
     .join(LINK, AGG.c.id == LINK.c.aggregate_id)
-    .where(LINK.c.resource_provider_id == sa.bindparam("b_rp")))
+    .where(LINK.c.resource_provider_id == sa.bindparam("b_rp")),
+)
 _LINK = LINK.insert()
 _UNLINK = LINK.delete().where(
     LINK.c.resource_provider_id == sa.bindparam("b_rp"),
-    LINK.c.aggregate_id.in_(sa.bindparam("b_ids", expanding=True)))
+    LINK.c.aggregate_id.in_(sa.bindparam("b_ids", expanding=True)),
+)
 
 
-def ensure_aggregates(conn: Connection, uuids: Iterable[str],
-                      found: dict[str, int] | None = None) -> dict[str, int]:
+def ensure_aggregates(
+    conn: Connection, uuids: Iterable[str], found: dict[str, int] | None = None
+) -> dict[str, int]:
     """Map each (storable) aggregate uuid to its id, recording new ones
     (``found``: those of them the caller has read already, all that
     exist)."""
@@ -72,20 +78,19 @@ def ensure_aggregates(conn: Connection, uuids: Iterable[str],
     if not wanted:
         return {}
     if found is None:
-        found = {str(uuid): int(id_) for uuid, id_, _ in conn.execute(
-            _NAMED, {"b_uuids": wanted})}
+        found = {str(uuid): int(id_) for uuid, id_, _ in conn.execute(_NAMED, {"b_uuids": wanted})}
     for value in wanted:
         if value not in found:
             new = common.insert_unique(conn, AGG.c.uuid, value)
             if new is None:  # lost a race: the winner's
-                new = conn.execute(sa.select(AGG.c.id).where(
-                    AGG.c.uuid == value)).scalar_one()
+                new = conn.execute(sa.select(AGG.c.id).where(AGG.c.uuid == value)).scalar_one()
             found[value] = new
     return {k: int(v) for k, v in found.items()}
 
 
-def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
-                   generation: int | None = None) -> tuple[list[str], int]:
+def set_aggregates(
+    conn: Connection, provider_uuid: str, uuids: list[str], generation: int | None = None
+) -> tuple[list[str], int]:
     """Replace a provider's aggregates; return (stored uuids, generation).
 
     With ``generation`` (microversion 1.19 on) the caller's view must be
@@ -97,26 +102,29 @@ def set_aggregates(conn: Connection, provider_uuid: str, uuids: list[str],
     return _set_aggregates(conn, row, uuids, generation)
 
 
-def _set_aggregates(conn: Connection, row: common.WrittenProvider,
-                    uuids: list[str], generation: int | None
-                    ) -> tuple[list[str], int]:
+def _set_aggregates(
+    conn: Connection, row: common.WrittenProvider, uuids: list[str], generation: int | None
+) -> tuple[list[str], int]:
     new_generation = int(row.generation)
     if generation is not None:
         if generation != row.generation:
             raise errors.ConcurrentUpdate(
                 "Resource provider's generation already changed. Please "
-                "update the generation and try again.")
-        new_generation = common.bump_provider_generation(
-            conn, row.id, generation)
+                "update the generation and try again."
+            )
+        new_generation = common.bump_provider_generation(conn, row.id, generation)
     else:
-        conn.execute(sa.select(t.resource_providers.c.id)
-                     .where(t.resource_providers.c.id == row.id)
-                     .with_for_update())
+        conn.execute(
+            sa.select(t.resource_providers.c.id)
+            .where(t.resource_providers.c.id == row.id)
+            .with_for_update()
+        )
     stored = storable(uuids)
     named: dict[str, int] = {}
     linked: dict[int, str] = {}
-    for uuid, id_, is_linked in conn.execute(_NAMED_AND_LINKED, {
-            "b_uuids": sorted(set(stored)), "b_rp": row.id}):
+    for uuid, id_, is_linked in conn.execute(
+        _NAMED_AND_LINKED, {"b_uuids": sorted(set(stored)), "b_rp": row.id}
+    ):
         if is_linked:
             linked[int(id_)] = str(uuid)
         else:
@@ -130,13 +138,21 @@ def _set_aggregates(conn: Connection, row: common.WrittenProvider,
     added = sorted(keep - current)
     if added:
         stamp = common.now()
-        conn.execute(_LINK, [
-            {"resource_provider_id": row.id, "aggregate_id": agg_id,
-             "created_at": stamp} for agg_id in added])
+        conn.execute(
+            _LINK,
+            [
+                {"resource_provider_id": row.id, "aggregate_id": agg_id, "created_at": stamp}
+                for agg_id in added
+            ],
+        )
     changes.note(conn, changes.STRUCTURE, [row.id])
     # Uuids compare exactly (a binary collation on MySQL), so the stored
     # spellings are those the table holds.
-    change.set_event(conn, change.AGGREGATES, row,
-                     (int(row.generation), sorted(linked.values())),
-                     (new_generation, sorted(stored)))
+    change.set_event(
+        conn,
+        change.AGGREGATES,
+        row,
+        (int(row.generation), sorted(linked.values())),
+        (new_generation, sorted(stored)),
+    )
     return stored, new_generation

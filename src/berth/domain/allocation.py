@@ -87,7 +87,6 @@ T = TypeVar("T")
 _Owners = tuple["Owner | None", Owner]
 
 
-
 @dataclass(slots=True)
 class ConsumerAllocations:
     """What one consumer should hold after the write.
@@ -124,11 +123,18 @@ _PROVIDER, _CLASS = 0, 1
 #: ``consumer.PARTS``. One statement reads the parts a write needs (one
 #: round trip where there were up to three, and one per consumer).
 _PARTS: dict[str, list[AnySelect]] = {
-    "uuids": [consumer.read_part(_PROVIDER, _RP.c.id, _RP.c.uuid).where(
-        _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True)))],
-    "names": [consumer.read_part(_CLASS, _RC.c.id, _RC.c.name).where(
-        _RC.c.name.in_(sa.bindparam("names", expanding=True)))],
-    **consumer.PARTS}
+    "uuids": [
+        consumer.read_part(_PROVIDER, _RP.c.id, _RP.c.uuid).where(
+            _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True))
+        )
+    ],
+    "names": [
+        consumer.read_part(_CLASS, _RC.c.id, _RC.c.name).where(
+            _RC.c.name.in_(sa.bindparam("names", expanding=True))
+        )
+    ],
+    **consumer.PARTS,
+}
 
 
 @functools.cache
@@ -147,10 +153,8 @@ def _read(conn: Connection, lists: dict[str, list[str]]) -> Iterable[Any]:
     return conn.execute(_first_read(tuple(given)), given)  # type: ignore[no-any-return]
 
 
-_DELETE_CONSUMER = t.consumers.delete().where(
-    t.consumers.c.uuid == sa.bindparam("b_uuid"))
-_DELETE = _A.delete().where(
-    _A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_DELETE_CONSUMER = t.consumers.delete().where(t.consumers.c.uuid == sa.bindparam("b_uuid"))
+_DELETE = _A.delete().where(_A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
 
 
 @dataclass(slots=True)
@@ -164,23 +168,31 @@ class _Resolved:
     found: consumer.Found
 
 
-def _resolve(conn: Connection, requests: list[ConsumerAllocations]
-             ) -> _Resolved:
+def _resolve(conn: Connection, requests: list[ConsumerAllocations]) -> _Resolved:
     """Step 1 (unknown classes are raised for after the consumers, in
     upstream's order); 400 for a missing provider."""
     given = [u for r in requests for u in r.allocations]
     found: dict[str, tuple[int, str]] = {}
     classes: dict[str, int] = {}
     rest = consumer.Found()
-    for row in _read(conn, {
+    for row in _read(
+        conn,
+        {
             "uuids": sorted({_provider_key(u) for u in given}),
-            "names": sorted({name for r in requests for resources in
-                             r.allocations.values() for name in resources}),
+            "names": sorted(
+                {
+                    name
+                    for r in requests
+                    for resources in r.allocations.values()
+                    for name in resources
+                }
+            ),
             "projects": sorted({r.project_id for r in requests}),
             "users": sorted({r.user_id for r in requests}),
-            "types": sorted({r.consumer_type for r in requests
-                             if r.consumer_type is not None}),
-            "consumers": sorted({r.consumer_uuid for r in requests})}):
+            "types": sorted({r.consumer_type for r in requests if r.consumer_type is not None}),
+            "consumers": sorted({r.consumer_uuid for r in requests}),
+        },
+    ):
         if row[0] == _PROVIDER:
             found[row[2]] = (row[1], row[2])
         elif row[0] == _CLASS:
@@ -192,8 +204,8 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]
         hit = found.get(_provider_key(value))
         if hit is None:
             raise errors.ProviderNotFoundForWrite(
-                "Allocation for resource provider '%s' that does not exist."
-                % value)
+                "Allocation for resource provider '%s' that does not exist." % value
+            )
         result[value] = hit
     return _Resolved(result, classes, rest)
 
@@ -205,9 +217,13 @@ _Taking = tuple[consumer.Consumer, Owner]
 _Creating = tuple[str, Owner]
 
 
-def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
-                     found: consumer.Lookup, creating: list[_Creating],
-                     taking: list[_Taking]) -> tuple[_Owners, bool] | None:
+def _ensure_consumer(
+    conn: Connection,
+    req: ConsumerAllocations,
+    found: consumer.Lookup,
+    creating: list[_Creating],
+    taking: list[_Taking],
+) -> tuple[_Owners, bool] | None:
     """Check the generation and queue the consumer in ``creating`` or in
     ``taking`` (to be taken for writing); the owner it had before (None:
     created here) and the one it has after, and whether allocations no
@@ -234,8 +250,7 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
         creating.append((req.consumer_uuid, (project, user, type_id)))
         return (None, (project, user, type_id)), found.holds
     if req.check_generation and current.generation != req.generation:
-        raise consumer.generation_conflict(current.generation,
-                                            req.generation)
+        raise consumer.generation_conflict(current.generation, req.generation)
     if type_id is None:
         type_id = current.consumer_type_id
     after: Owner = (project, user, type_id)
@@ -243,9 +258,9 @@ def _ensure_consumer(conn: Connection, req: ConsumerAllocations,
     return (usage.owner_of(current), after), False
 
 
-def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
-                    found: consumer.Found
-                    ) -> tuple[dict[str, _Owners], list[str]]:
+def _take_consumers(
+    conn: Connection, requests: list[ConsumerAllocations], found: consumer.Found
+) -> tuple[dict[str, _Owners], list[str]]:
     """Step 2, in consumer uuid order: the consumers this transaction
     holds (created here in one statement, then the existing ones
     row-locked in one more), each with its owner before and after, and
@@ -260,9 +275,13 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
     creating: list[_Creating] = []
     taking: list[_Taking] = []
     for req in sorted(requests, key=lambda r: r.consumer_uuid):
-        taken = _ensure_consumer(conn, req, found.lookup(
-            req.consumer_uuid, req.project_id, req.user_id,
-            req.consumer_type), creating, taking)
+        taken = _ensure_consumer(
+            conn,
+            req,
+            found.lookup(req.consumer_uuid, req.project_id, req.user_id, req.consumer_type),
+            creating,
+            taking,
+        )
         if taken is not None:
             owners[req.consumer_uuid] = taken[0]
             if taken[1]:
@@ -274,9 +293,12 @@ def _take_consumers(conn: Connection, requests: list[ConsumerAllocations],
     return owners, legacy
 
 
-def _holding(found: consumer.Found, uuid: str,
-             owner: tuple[str | None, str | None, str | None],
-             generation: int | None) -> change.Holding | None:
+def _holding(
+    found: consumer.Found,
+    uuid: str,
+    owner: tuple[str | None, str | None, str | None],
+    generation: int | None,
+) -> change.Holding | None:
     """What consumer ``uuid`` held when ``found`` was read (None:
     nothing), shown with ``owner`` (project, user, type name) and
     ``generation``."""
@@ -289,9 +311,13 @@ def _holding(found: consumer.Found, uuid: str,
     return held
 
 
-def _held(conn: Connection, requests: list[ConsumerAllocations],
-          found: consumer.Found, owners: dict[str, _Owners],
-          legacy: list[str]) -> _Held:
+def _held(
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    found: consumer.Found,
+    owners: dict[str, _Owners],
+    legacy: list[str],
+) -> _Held:
     """What the taken consumers hold now: as the first read found it for
     those that existed (their generation is the one read, so nothing
     changed it), read again for ``legacy``. The owner shown is the one
@@ -302,8 +328,9 @@ def _held(conn: Connection, requests: list[ConsumerAllocations],
         taken = found.consumers.get(req.consumer_uuid)
         if taken is None or req.consumer_uuid not in owners:
             continue
-        entry = _holding(found, req.consumer_uuid,
-                         found.owners[req.consumer_uuid], taken.generation)
+        entry = _holding(
+            found, req.consumer_uuid, found.owners[req.consumer_uuid], taken.generation
+        )
         if entry is not None:
             held[req.consumer_uuid] = entry
     return held
@@ -319,42 +346,47 @@ def _providers_of(held: _Held, uuids: Iterable[str]) -> set[int]:
     return {pid for u in uuids if u in held for pid in held[u].provider_ids}
 
 
-def _lock(conn: Connection, claims: list[Claim], held: _Held,
-          emptied: list[str]) -> None:
+def _lock(conn: Connection, claims: list[Claim], held: _Held, emptied: list[str]) -> None:
     """Step 4: lock the providers whose generation moves (those claimed
     on, and those of the ``emptied`` consumers)."""
-    claim.lock_providers(conn, {c.provider_id for c in claims}
-                   | _providers_of(held, emptied))
+    claim.lock_providers(conn, {c.provider_id for c in claims} | _providers_of(held, emptied))
 
 
-def _claims(requests: list[ConsumerAllocations],
-            providers: dict[str, tuple[int, str]]) -> list[Claim]:
+def _claims(
+    requests: list[ConsumerAllocations], providers: dict[str, tuple[int, str]]
+) -> list[Claim]:
     claims = []
     for req in requests:
         for given, resources in req.allocations.items():
             provider_id, provider_uuid = providers[given]
-            claims += [Claim(provider_id, provider_uuid, name, amount,
-                             req.consumer_uuid)
-                       for name, amount in resources.items()]
+            claims += [
+                Claim(provider_id, provider_uuid, name, amount, req.consumer_uuid)
+                for name, amount in resources.items()
+            ]
     return claims
 
 
-def _note_usages(conn: Connection,
-                 owners: dict[str, _Owners],
-                 old: dict[str, dict[int, int]], claims: list[Claim]) -> None:
+def _note_usages(
+    conn: Connection,
+    owners: dict[str, _Owners],
+    old: dict[str, dict[int, int]],
+    claims: list[Claim],
+) -> None:
     """Note how the owners' usages change: each consumer in ``owners``
     held ``old`` under its first owner and holds ``claims`` under its
     second."""
     new: dict[str, Counter[int]] = {u: Counter() for u in owners}
     for c in claims:
         new[c.consumer_uuid][c.class_id] += c.amount
-    changes.note_usage(conn, usage.deltas(
-        (before, old.get(u, {}), after, new[u])
-        for u, (before, after) in owners.items()))
+    changes.note_usage(
+        conn,
+        usage.deltas(
+            (before, old.get(u, {}), after, new[u]) for u, (before, after) in owners.items()
+        ),
+    )
 
 
-def replace_allocations(conn: Connection,
-                        requests: list[ConsumerAllocations]) -> None:
+def replace_allocations(conn: Connection, requests: list[ConsumerAllocations]) -> None:
     """Replace all allocations of each consumer in ``requests``.
 
     Runs in the caller's transaction; on any error the caller's rollback
@@ -370,8 +402,7 @@ def replace_allocations(conn: Connection,
     owners, legacy = _take_consumers(conn, requests, resolved.found)
     claims = _claims(requests, resolved.providers)
     claim.resolve_classes(claims, resolved.classes)
-    emptied = [r.consumer_uuid for r in requests
-               if not r.allocations and r.consumer_uuid in owners]
+    emptied = [r.consumer_uuid for r in requests if not r.allocations and r.consumer_uuid in owners]
     held = _held(conn, requests, resolved.found, owners, legacy)
     _lock(conn, claims, held, emptied)
     # Providers the consumers leave see their usage drop too.
@@ -390,17 +421,24 @@ def replace_allocations(conn: Connection,
     _record(conn, requests, owners, claims, before)
 
 
-def _record(conn: Connection, requests: list[ConsumerAllocations],
-            owners: dict[str, _Owners], claims: list[Claim],
-            before: dict[str, change.Holding]) -> None:
+def _record(
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    owners: dict[str, _Owners],
+    claims: list[Claim],
+    before: dict[str, change.Holding],
+) -> None:
     """Record the change feed's event of each consumer written."""
-    written = {r.consumer_uuid: change.Written(
-        r.consumer_uuid, {}, {}, r.project_id, r.user_id, r.consumer_type, 1)
-        for r in requests if r.consumer_uuid in owners}
+    written = {
+        r.consumer_uuid: change.Written(
+            r.consumer_uuid, {}, {}, r.project_id, r.user_id, r.consumer_type, 1
+        )
+        for r in requests
+        if r.consumer_uuid in owners
+    }
     for c in claims:
         entry = written[c.consumer_uuid]
-        entry.allocations.setdefault(c.provider_uuid, {})[c.class_name] = (
-            c.amount)
+        entry.allocations.setdefault(c.provider_uuid, {})[c.class_name] = c.amount
         entry.provider_ids[c.provider_id] = c.provider_uuid
     for uuid, entry in sorted(written.items()):
         old = before.get(uuid)
@@ -410,10 +448,9 @@ def _record(conn: Connection, requests: list[ConsumerAllocations],
                 type_id = owners[uuid][1][2]
                 entry.generation = old_row.generation if old_row else 1
                 if entry.consumer_type is None and type_id is not None:
-                    entry.consumer_type = consumer.names_of_types(
-                        conn, [type_id]).get(type_id)
+                    entry.consumer_type = consumer.names_of_types(conn, [type_id]).get(type_id)
             else:
-                entry.generation = (old.generation or 0)
+                entry.generation = old.generation or 0
                 if entry.consumer_type is None:
                     entry.consumer_type = old.consumer_type
         change.allocations_event(conn, entry, old)
@@ -451,25 +488,25 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     if owner is None and consumer_uuid not in found.held:
         raise _nothing_held(consumer_uuid)
     if owner is not None:
-        held = _holding(found, consumer_uuid, found.owners[consumer_uuid],
-                        owner.generation)
+        held = _holding(found, consumer_uuid, found.owners[consumer_uuid], owner.generation)
         if held is not None and consumer.delete_unchanged(conn, owner):
             _remove(conn, consumer_uuid, owner, held)
             return
     owner = consumer.get(conn, consumer_uuid, lock=True)
-    _remove(conn, consumer_uuid, owner,
-            change.holdings(conn, [consumer_uuid]).get(consumer_uuid))
+    _remove(conn, consumer_uuid, owner, change.holdings(conn, [consumer_uuid]).get(consumer_uuid))
     conn.execute(_DELETE_CONSUMER, {"b_uuid": consumer_uuid})
 
 
 def _nothing_held(consumer_uuid: str) -> errors.NotFound:
-    return errors.NotFound("No allocations for consumer '%s'"
-                           % consumer_uuid)
+    return errors.NotFound("No allocations for consumer '%s'" % consumer_uuid)
 
 
-def _remove(conn: Connection, consumer_uuid: str,
-            owner: consumer.Consumer | None,
-            held: change.Holding | None) -> None:
+def _remove(
+    conn: Connection,
+    consumer_uuid: str,
+    owner: consumer.Consumer | None,
+    held: change.Holding | None,
+) -> None:
     """Delete the allocations ``held`` of a consumer locked (or deleted)
     here, noting and recording it; NotFound (404) when it holds none."""
     if held is None:
@@ -478,9 +515,9 @@ def _remove(conn: Connection, consumer_uuid: str,
     # Allocations without a consumer row count in no project; their
     # usage rows alone then make every project's kept answers go.
     if owner is not None:
-        changes.note_usage(conn, usage.deltas(
-            [(usage.owner_of(owner), held.by_class, usage.owner_of(owner),
-              {})]))
+        changes.note_usage(
+            conn, usage.deltas([(usage.owner_of(owner), held.by_class, usage.owner_of(owner), {})])
+        )
     change.removed_event(conn, consumer_uuid, held)
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
 
@@ -521,27 +558,37 @@ def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
     a, rp, rc = t.allocations, t.resource_providers, t.resource_classes
     c, p, u = t.consumers, t.projects, t.users
     ct = t.consumer_types
-    query = (sa.select(rp.c.uuid, rp.c.generation, rc.c.name, a.c.used,
-                       a.c.created_at, a.c.updated_at,
-                       p.c.external_id.label("project_id"),
-                       u.c.external_id.label("user_id"),
-                       c.c.generation.label("consumer_generation"),
-                       ct.c.name.label("consumer_type"))
-             .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id)
-                          .join(rc, rc.c.id == a.c.resource_class_id)
-                          .outerjoin(c, c.c.uuid == a.c.consumer_id)
-                          .outerjoin(p, p.c.id == c.c.project_id)
-                          .outerjoin(u, u.c.id == c.c.user_id)
-                          .outerjoin(ct, ct.c.id == c.c.consumer_type_id))
-             .where(a.c.consumer_id == consumer_uuid)
-             .order_by(a.c.id))
+    query = (
+        sa.select(
+            rp.c.uuid,
+            rp.c.generation,
+            rc.c.name,
+            a.c.used,
+            a.c.created_at,
+            a.c.updated_at,
+            p.c.external_id.label("project_id"),
+            u.c.external_id.label("user_id"),
+            c.c.generation.label("consumer_generation"),
+            ct.c.name.label("consumer_type"),
+        )
+        .select_from(
+            a.join(rp, rp.c.id == a.c.resource_provider_id)
+            .join(rc, rc.c.id == a.c.resource_class_id)
+            .outerjoin(c, c.c.uuid == a.c.consumer_id)
+            .outerjoin(p, p.c.id == c.c.project_id)
+            .outerjoin(u, u.c.id == c.c.user_id)
+            .outerjoin(ct, ct.c.id == c.c.consumer_type_id)
+        )
+        .where(a.c.consumer_id == consumer_uuid)
+        .order_by(a.c.id)
+    )
     view = ConsumerView()
     for row in conn.execute(query):
         entry = view.allocations.setdefault(
-            row.uuid, {"resources": {}, "generation": row.generation})
+            row.uuid, {"resources": {}, "generation": row.generation}
+        )
         entry["resources"][row.name] = row.used
-        view.last_modified = _later(view.last_modified,
-                                    row.updated_at or row.created_at)
+        view.last_modified = _later(view.last_modified, row.updated_at or row.created_at)
         view.project_id, view.user_id = row.project_id, row.user_id
         view.generation = row.consumer_generation
         view.consumer_type = row.consumer_type or consumer.UNKNOWN_TYPE
@@ -554,8 +601,9 @@ def _later(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
     return a
 
 
-def for_provider(conn: Connection, provider_id: int
-                 ) -> tuple[dict[str, dict[str, Any]], dt.datetime | None]:
+def for_provider(
+    conn: Connection, provider_id: int
+) -> tuple[dict[str, dict[str, Any]], dt.datetime | None]:
     """Allocations on one provider by consumer uuid, each with its
     ``resources`` and ``consumer_generation`` (None for a consumer record
     that is missing), and the newest allocation timestamp.
@@ -565,20 +613,22 @@ def for_provider(conn: Connection, provider_id: int
     (standard ones in os-resource-classes' order, then custom ones as
     created), and each consumer where its first row falls."""
     a, rc, c = t.allocations, t.resource_classes, t.consumers
-    query = (sa.select(a.c.consumer_id, rc.c.name, a.c.used, c.c.generation,
-                       a.c.created_at, a.c.updated_at)
-             .select_from(a.join(rc, rc.c.id == a.c.resource_class_id)
-                          .outerjoin(c, c.c.uuid == a.c.consumer_id))
-             .where(a.c.resource_provider_id == provider_id)
-             .order_by(a.c.resource_class_id, a.c.used, a.c.id))
+    query = (
+        sa.select(
+            a.c.consumer_id, rc.c.name, a.c.used, c.c.generation, a.c.created_at, a.c.updated_at
+        )
+        .select_from(
+            a.join(rc, rc.c.id == a.c.resource_class_id).outerjoin(c, c.c.uuid == a.c.consumer_id)
+        )
+        .where(a.c.resource_provider_id == provider_id)
+        .order_by(a.c.resource_class_id, a.c.used, a.c.id)
+    )
     result: dict[str, dict[str, Any]] = {}
     newest: dt.datetime | None = None
     # A shared provider may hold thousands: unpacked, which costs a
     # fraction of reading each column by attribute.
-    for uuid, class_name, used, generation, created, updated in conn.execute(
-            query):
-        entry = result.setdefault(uuid, {"resources": {},
-                                         "consumer_generation": generation})
+    for uuid, class_name, used, generation, created, updated in conn.execute(query):
+        entry = result.setdefault(uuid, {"resources": {}, "consumer_generation": generation})
         entry["resources"][class_name] = used
         newest = _later(newest, updated or created)
     return result, newest

@@ -18,7 +18,7 @@ from berth.domain.limits import MAX_INT
 #: ``berth.domain.inventory.make_inventory``); a stored row beyond it,
 #: which only a database written by something else can hold, is read as
 #: this bound so that it cannot break a read.
-MAX_CAPACITY = 2 ** 53
+MAX_CAPACITY = 2**53
 
 
 class Inventory(NamedTuple):

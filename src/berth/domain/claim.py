@@ -47,8 +47,7 @@ def resolve_classes(claims: list[Claim], ids: dict[str, int]) -> None:
     names = {c.class_name for c in claims}
     for name in sorted(names):
         if name not in ids:
-            raise errors.UnknownResourceClass(
-                "No such resource class %s." % name)
+            raise errors.UnknownResourceClass("No such resource class %s." % name)
     for claim in claims:
         claim.class_id = ids[claim.class_name]
 
@@ -59,11 +58,11 @@ def check(conn: Connection, claims: list[Claim]) -> None:
 
     Raises CapacityExceeded.
     """
-    inventories, used = _capacity(conn, {c.provider_id for c in claims},
-                                  {c.class_id for c in claims})
+    inventories, used = _capacity(
+        conn, {c.provider_id for c in claims}, {c.class_id for c in claims}
+    )
     with_inventory = {rp for rp, _ in inventories}
-    missing = sorted({c.provider_uuid for c in claims
-                      if c.provider_id not in with_inventory})
+    missing = sorted({c.provider_uuid for c in claims if c.provider_id not in with_inventory})
     if missing:
         names = sorted({(c.class_id, c.class_name) for c in claims})
         raise _invalid(", ".join(n for _, n in names), ", ".join(missing))
@@ -75,51 +74,69 @@ _ALLOC = t.allocations
 # Built once (every claim runs it): each inventory with what is allocated
 # of it, in one statement.
 _CAPACITY = sa.select(
-    _INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.total,
-    _INV.c.reserved, _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size,
+    _INV.c.resource_provider_id,
+    _INV.c.resource_class_id,
+    _INV.c.total,
+    _INV.c.reserved,
+    _INV.c.min_unit,
+    _INV.c.max_unit,
+    _INV.c.step_size,
     _INV.c.allocation_ratio,
-    sa.select(common.sum_used(_ALLOC)).where(
+    sa.select(common.sum_used(_ALLOC))
+    .where(
         _ALLOC.c.resource_provider_id == _INV.c.resource_provider_id,
-        _ALLOC.c.resource_class_id == _INV.c.resource_class_id)
-    .scalar_subquery()).where(
-        _INV.c.resource_provider_id.in_(sa.bindparam("rps", expanding=True)),
-        _INV.c.resource_class_id.in_(sa.bindparam("rcs", expanding=True)))
+        _ALLOC.c.resource_class_id == _INV.c.resource_class_id,
+    )
+    .scalar_subquery(),
+).where(
+    _INV.c.resource_provider_id.in_(sa.bindparam("rps", expanding=True)),
+    _INV.c.resource_class_id.in_(sa.bindparam("rcs", expanding=True)),
+)
 
 
-def _capacity(conn: Connection, provider_ids: set[int], class_ids: set[int]
-              ) -> tuple[dict[tuple[int, int], capacity.Inventory],
-                         dict[tuple[int, int], int]]:
+def _capacity(
+    conn: Connection, provider_ids: set[int], class_ids: set[int]
+) -> tuple[dict[tuple[int, int], capacity.Inventory], dict[tuple[int, int], int]]:
     """(provider id, class id) -> inventory, of those that exist, and ->
     the amount allocated of it (rows unpacked: reading a column by
     attribute costs several times as much)."""
     inventories: dict[tuple[int, int], capacity.Inventory] = {}
     used: dict[tuple[int, int], int] = {}
-    for (provider_id, class_id, total, reserved, min_unit, max_unit,
-         step_size, ratio, allocated) in conn.execute(
-            _CAPACITY, {"rps": sorted(provider_ids),
-                        "rcs": sorted(class_ids)}):
+    for (
+        provider_id,
+        class_id,
+        total,
+        reserved,
+        min_unit,
+        max_unit,
+        step_size,
+        ratio,
+        allocated,
+    ) in conn.execute(_CAPACITY, {"rps": sorted(provider_ids), "rcs": sorted(class_ids)}):
         key = (provider_id, class_id)
-        inventories[key] = capacity.Inventory(
-            total, reserved, min_unit, max_unit, step_size, ratio)
+        inventories[key] = capacity.Inventory(total, reserved, min_unit, max_unit, step_size, ratio)
         used[key] = int(allocated or 0)
     return inventories, used
 
 
 def _invalid(class_name: str, provider: str) -> errors.CapacityExceeded:
     return errors.CapacityExceeded(
-        "Inventory for '%s' on resource provider '%s' invalid."
-        % (class_name, provider))
+        "Inventory for '%s' on resource provider '%s' invalid." % (class_name, provider)
+    )
 
 
 def _unable(class_name: str, provider: str, why: str) -> errors.CapacityExceeded:
     return errors.CapacityExceeded(
         "Unable to create allocation for '%s' on resource provider '%s'. "
-        "The requested amount would %s." % (class_name, provider, why))
+        "The requested amount would %s." % (class_name, provider, why)
+    )
 
 
-def _verify(claims: list[Claim],
-            inventories: dict[tuple[int, int], capacity.Inventory],
-            used: dict[tuple[int, int], int]) -> None:
+def _verify(
+    claims: list[Claim],
+    inventories: dict[tuple[int, int], capacity.Inventory],
+    used: dict[tuple[int, int], int],
+) -> None:
     """Each claim against its inventory: present, within the units, and
     (with the claims before it and ``used``) within capacity."""
     wanted: dict[tuple[int, int], int] = defaultdict(int)
@@ -130,11 +147,9 @@ def _verify(claims: list[Claim],
         if inv is None:
             raise _invalid(claim.class_name, claim.provider_uuid)
         if capacity.unit_problem(inv, claim.amount) is not None:
-            raise _unable(claim.class_name, claim.provider_uuid,
-                          "violate inventory constraints")
+            raise _unable(claim.class_name, claim.provider_uuid, "violate inventory constraints")
         if used.get(key, 0) + wanted[key] > inv.capacity:
-            raise _unable(claim.class_name, claim.provider_uuid,
-                          "exceed the capacity")
+            raise _unable(claim.class_name, claim.provider_uuid, "exceed the capacity")
 
 
 # Locking the providers a write claims on, and writing its claims.
@@ -145,29 +160,39 @@ _INSERT_ALLOCATIONS = t.allocations.insert()
 PROVIDER_DELETED_MESSAGE = (
     "Inventory and/or allocations changed while attempting to allocate: "
     "Another thread concurrently updated the resource provider data. "
-    "Please retry your update")
+    "Please retry your update"
+)
 
 
 # The generation moves without a compare-and-swap: the UPDATE itself
 # takes the row lock, so what it adds to is the latest committed value.
-_BUMP = _PROVIDERS.update().where(_PROVIDERS.c.id == sa.bindparam("rp")).values(
-    generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp"))
+_BUMP = (
+    _PROVIDERS.update()
+    .where(_PROVIDERS.c.id == sa.bindparam("rp"))
+    .values(generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp"))
+)
 _GENERATIONS = sa.select(_PROVIDERS.c.id, _PROVIDERS.c.generation).where(
-    _PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True)))
-_BUMP_ALL = _PROVIDERS.update().values(
-    generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp")
-).returning(_PROVIDERS.c.id, _PROVIDERS.c.generation)
+    _PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True))
+)
+_BUMP_ALL = (
+    _PROVIDERS.update()
+    .values(generation=_PROVIDERS.c.generation + 1, updated_at=sa.bindparam("stamp"))
+    .returning(_PROVIDERS.c.id, _PROVIDERS.c.generation)
+)
 # SQLite: one writer holds the whole database (``BEGIN IMMEDIATE``), so
 # the order rows are written in cannot deadlock anything.
-_BUMP_ALL_SQLITE = _BUMP_ALL.where(
-    _PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True)))
+_BUMP_ALL_SQLITE = _BUMP_ALL.where(_PROVIDERS.c.id.in_(sa.bindparam("ids", expanding=True)))
 # PostgreSQL: the sub-query takes the row locks in id order (its rows are
 # locked as they leave the sort), as the one UPDATE per provider did.
 _LOCKED = _PROVIDERS.alias("locked")
-_BUMP_ALL_ORDERED = _BUMP_ALL.where(_PROVIDERS.c.id.in_(
-    sa.select(_LOCKED.c.id).where(
-        _LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .order_by(_LOCKED.c.id).with_for_update()))
+_BUMP_ALL_ORDERED = _BUMP_ALL.where(
+    _PROVIDERS.c.id.in_(
+        sa.select(_LOCKED.c.id)
+        .where(_LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
+        .order_by(_LOCKED.c.id)
+        .with_for_update()
+    )
+)
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
@@ -189,13 +214,13 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     if name in ("sqlite", "postgresql"):
         bumped = conn.execute(
             _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
-            {"ids": ids, "stamp": stamp}).all()
+            {"ids": ids, "stamp": stamp},
+        ).all()
         if len(bumped) != len(ids):
             raise errors.ClaimedProviderDeleted(PROVIDER_DELETED_MESSAGE)
     else:
         for provider_id in ids:
-            if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}
-                            ).rowcount != 1:
+            if conn.execute(_BUMP, {"rp": provider_id, "stamp": stamp}).rowcount != 1:
                 raise errors.ClaimedProviderDeleted(PROVIDER_DELETED_MESSAGE)
         bumped = conn.execute(_GENERATIONS, {"ids": ids}).all()
     for provider_id, generation in bumped:
@@ -208,7 +233,16 @@ def insert(conn: Connection, claims: list[Claim]) -> None:
     if not claims:
         return
     stamp = common.now()
-    conn.execute(_INSERT_ALLOCATIONS, [
-        {"resource_provider_id": c.provider_id, "consumer_id": c.consumer_uuid,
-         "resource_class_id": c.class_id, "used": c.amount,
-         "created_at": stamp} for c in claims])
+    conn.execute(
+        _INSERT_ALLOCATIONS,
+        [
+            {
+                "resource_provider_id": c.provider_id,
+                "consumer_id": c.consumer_uuid,
+                "resource_class_id": c.class_id,
+                "used": c.amount,
+                "created_at": stamp,
+            }
+            for c in claims
+        ],
+    )

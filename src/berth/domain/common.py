@@ -39,8 +39,7 @@ def is_uuid_like(value: str) -> bool:
 
 #: A uuid already in its canonical spelling (what clients nearly always
 #: send): returned as it is, without parsing it twice.
-_CANONICAL = re.compile(
-    "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_CANONICAL = re.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def normalize_uuid(value: str) -> str | None:
@@ -73,8 +72,7 @@ class WrittenProvider(NamedTuple):
 
 #: The columns of a :class:`WrittenProvider`, in its order, read from
 #: :data:`PROVIDER_WITH_ROOT` (which a reader may join further).
-PROVIDER_COLUMNS = (_RP.c.id, _RP.c.uuid, _RP.c.generation,
-                    _ROOT.c.uuid.label("root_uuid"))
+PROVIDER_COLUMNS = (_RP.c.id, _RP.c.uuid, _RP.c.generation, _ROOT.c.uuid.label("root_uuid"))
 #: ``resource_providers`` with its root (``root``).
 PROVIDER_WITH_ROOT = _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id)
 #: The provider named by the parameter ``b_uuid``.
@@ -84,8 +82,9 @@ PROVIDER_BY_UUID = _RP.c.uuid == sa.bindparam("b_uuid")
 _PROVIDER = sa.select(_RP).where(PROVIDER_BY_UUID)
 
 # Built once: the writers of a provider's traits and aggregates read it.
-_PROVIDER_ROOT = (sa.select(*PROVIDER_COLUMNS)
-                  .select_from(PROVIDER_WITH_ROOT).where(PROVIDER_BY_UUID))
+_PROVIDER_ROOT = (
+    sa.select(*PROVIDER_COLUMNS).select_from(PROVIDER_WITH_ROOT).where(PROVIDER_BY_UUID)
+)
 
 
 def no_provider(uuid: str) -> errors.NotFound:
@@ -95,44 +94,43 @@ def no_provider(uuid: str) -> errors.NotFound:
 
 
 @overload
-def require_provider(conn: Connection, uuid: str,
-                     message: str | None = None, *,
-                     root: Literal[False] = False
-                     ) -> AnyRow:
-    ...
+def require_provider(
+    conn: Connection, uuid: str, message: str | None = None, *, root: Literal[False] = False
+) -> AnyRow: ...
 
 
 @overload
-def require_provider(conn: Connection, uuid: str,
-                     message: str | None = None, *,
-                     root: Literal[True]) -> WrittenProvider:
-    ...
+def require_provider(
+    conn: Connection, uuid: str, message: str | None = None, *, root: Literal[True]
+) -> WrittenProvider: ...
 
 
-def require_provider(conn: Connection, uuid: str,
-                     message: str | None = None, *,
-                     root: bool = False
-                     ) -> AnyRow | WrittenProvider:
+def require_provider(
+    conn: Connection, uuid: str, message: str | None = None, *, root: bool = False
+) -> AnyRow | WrittenProvider:
     """The provider row, or NotFound (:func:`no_provider`, or saying
     ``message``). With ``root``, a :class:`WrittenProvider` instead (with its
     root's uuid)."""
-    row = (conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first() if root
-           else provider_by_uuid(conn, uuid))
+    row = (
+        conn.execute(_PROVIDER_ROOT, {"b_uuid": uuid}).first()
+        if root
+        else provider_by_uuid(conn, uuid)
+    )
     if row is None:
-        raise (no_provider(uuid) if message is None
-               else errors.NotFound(message))
+        raise (no_provider(uuid) if message is None else errors.NotFound(message))
     return WrittenProvider._make(row) if root else row
 
 
 # Built once: every write to a provider runs it.
 _BUMP = t.resource_providers.update().where(
     t.resource_providers.c.id == sa.bindparam("b_id"),
-    t.resource_providers.c.generation == sa.bindparam("b_expected"))
+    t.resource_providers.c.generation == sa.bindparam("b_expected"),
+)
 
 
-def bump_provider_generation(conn: Connection, provider_id: int,
-                             expected: int,
-                             change: str = changes.STRUCTURE) -> int:
+def bump_provider_generation(
+    conn: Connection, provider_id: int, expected: int, change: str = changes.STRUCTURE
+) -> int:
     """Compare-and-swap the provider generation; return the new one.
 
     The UPDATE takes the row lock, so concurrent writers to one provider
@@ -140,12 +138,17 @@ def bump_provider_generation(conn: Connection, provider_id: int,
     provider is noted as changed (``change``: its structure, or with
     ``changes.USAGE`` only its usage) for the candidate cache.
     """
-    result = conn.execute(_BUMP, {"b_id": provider_id, "b_expected": expected,
-                                  "generation": expected + 1,
-                                  "updated_at": now()})
+    result = conn.execute(
+        _BUMP,
+        {
+            "b_id": provider_id,
+            "b_expected": expected,
+            "generation": expected + 1,
+            "updated_at": now(),
+        },
+    )
     if result.rowcount != 1:
-        raise errors.ConcurrentUpdate(
-            "resource provider generation conflict")
+        raise errors.ConcurrentUpdate("resource provider generation conflict")
     changes.note(conn, change, [provider_id])
     events.note_generation(conn, provider_id, expected + 1)
     return expected + 1
@@ -161,8 +164,9 @@ def sum_used(allocations: sa.FromClause) -> sa.Label[int]:
     return sa.func.sum(allocations.c.used).label("used")
 
 
-def insert_unique(conn: Connection, key: sa.Column[str], value: str,
-                  stamp: dt.datetime | None = None) -> int | None:
+def insert_unique(
+    conn: Connection, key: sa.Column[str], value: str, stamp: dt.datetime | None = None
+) -> int | None:
     """Insert a row whose unique ``key`` column is ``value`` (created at
     ``stamp``, default now); its id, or None when the value is taken.
 
@@ -175,8 +179,7 @@ def insert_unique(conn: Connection, key: sa.Column[str], value: str,
     """
     params = {key.name: value, "created_at": stamp or now()}
     try:
-        with (conn.begin_nested() if conn.dialect.name == "postgresql"
-              else contextlib.nullcontext()):
+        with conn.begin_nested() if conn.dialect.name == "postgresql" else contextlib.nullcontext():
             result = conn.execute(key.table.insert(), params)
     except IntegrityError:
         return None
@@ -190,25 +193,25 @@ def inserted_id(result: sa.CursorResult[*tuple[Any, ...]]) -> int:
     return int(key[0])
 
 
-def ids_by_name(conn: Connection, table: sa.Table,
-                names: Iterable[str] | None = None) -> dict[str, int]:
+def ids_by_name(
+    conn: Connection, table: sa.Table, names: Iterable[str] | None = None
+) -> dict[str, int]:
     """name -> id in ``table`` (resource classes or traits) of ``names``
     (unknown ones are left out), or of every row when None."""
     if names is None:
-        return {name: id_ for name, id_ in conn.execute(
-            sa.select(table.c.name, table.c.id))}
+        return {name: id_ for name, id_ in conn.execute(sa.select(table.c.name, table.c.id))}
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    return {name: id_ for name, id_ in conn.execute(
-        _by_name(table), {"names": wanted})}
+    return {name: id_ for name, id_ in conn.execute(_by_name(table), {"names": wanted})}
 
 
 # Built once per table: every write naming classes or traits looks them up.
 @functools.lru_cache(maxsize=8)
 def _by_name(table: sa.Table) -> sa.Select[str, int]:
     return sa.select(table.c.name, table.c.id).where(
-        table.c.name.in_(sa.bindparam("names", expanding=True)))
+        table.c.name.in_(sa.bindparam("names", expanding=True))
+    )
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
@@ -218,8 +221,7 @@ def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]
 
 def resource_class_names(conn: Connection) -> dict[int, str]:
     """Every class id -> name (the table is small)."""
-    return {id_: name for name, id_ in
-            ids_by_name(conn, t.resource_classes).items()}
+    return {id_: name for name, id_ in ids_by_name(conn, t.resource_classes).items()}
 
 
 def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
@@ -227,8 +229,7 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     return ids_by_name(conn, t.traits, names)
 
 
-def row_by_name(conn: Connection, table: sa.Table,
-                name: str) -> AnyRow | None:
+def row_by_name(conn: Connection, table: sa.Table, name: str) -> AnyRow | None:
     """The row of ``table`` (classes or traits) named exactly ``name``.
 
     A case-insensitive MySQL collation could return another spelling;
@@ -246,8 +247,7 @@ def _named(table: sa.Table) -> AnySelect:
     return sa.select(table).where(table.c.name == sa.bindparam("b_name"))
 
 
-def require_by_name(conn: Connection, table: sa.Table, name: str,
-                    message: str) -> AnyRow:
+def require_by_name(conn: Connection, table: sa.Table, name: str, message: str) -> AnyRow:
     """The row of :func:`row_by_name`, or NotFound saying ``message``."""
     row = row_by_name(conn, table, name)
     if row is None:

@@ -24,9 +24,11 @@ from berth.domain import common, errors
 #: The name shown for a consumer that has no type (before 1.38 writes).
 UNKNOWN_TYPE = "unknown"
 
-CONCURRENT_MESSAGE = ("Inventory and/or allocations changed while "
-                      "attempting to allocate: Another thread concurrently "
-                      "updated the data. Please retry your update")
+CONCURRENT_MESSAGE = (
+    "Inventory and/or allocations changed while "
+    "attempting to allocate: Another thread concurrently "
+    "updated the data. Please retry your update"
+)
 
 
 @dataclass(slots=True)
@@ -47,21 +49,22 @@ class Consumer:
 Owner = tuple[int, int, "int | None"]
 
 _C = t.consumers
-_GET = sa.select(_C.c.id, _C.c.uuid, _C.c.project_id, _C.c.user_id,
-                 _C.c.generation, _C.c.consumer_type_id
-                 ).where(_C.c.uuid == sa.bindparam("b_uuid"))
+_GET = sa.select(
+    _C.c.id, _C.c.uuid, _C.c.project_id, _C.c.user_id, _C.c.generation, _C.c.consumer_type_id
+).where(_C.c.uuid == sa.bindparam("b_uuid"))
 _GET_LOCKED = _GET.with_for_update()
 _INSERT = _C.insert()
-_BUMP = _C.update().where(_C.c.id == sa.bindparam("b_id"),
-                          _C.c.generation == sa.bindparam("b_generation"))
+_BUMP = _C.update().where(
+    _C.c.id == sa.bindparam("b_id"), _C.c.generation == sa.bindparam("b_generation")
+)
 _DELETE_UNCHANGED = _C.delete().where(
-    _C.c.id == sa.bindparam("b_id"),
-    _C.c.generation == sa.bindparam("b_generation"))
+    _C.c.id == sa.bindparam("b_id"), _C.c.generation == sa.bindparam("b_generation")
+)
 _SET_OWNER = _C.update().where(_C.c.id == sa.bindparam("b_id"))
 _DELETE_UNUSED = _C.delete().where(
     _C.c.uuid.in_(sa.bindparam("b_uuids", expanding=True)),
-    ~sa.exists(sa.select(t.allocations.c.id).where(
-        t.allocations.c.consumer_id == _C.c.uuid)))
+    ~sa.exists(sa.select(t.allocations.c.id).where(t.allocations.c.consumer_id == _C.c.uuid)),
+)
 
 
 def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
@@ -69,8 +72,9 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
     row = conn.execute(_GET_LOCKED if lock else _GET, {"b_uuid": uuid}).first()
     if row is None:
         return None
-    return Consumer(row.id, row.uuid, row.project_id, row.user_id,
-                    row.generation, row.consumer_type_id)
+    return Consumer(
+        row.id, row.uuid, row.project_id, row.user_id, row.generation, row.consumer_type_id
+    )
 
 
 #: The kinds of row a write's first read returns besides providers (0)
@@ -80,11 +84,13 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
 PROJECT, USER, TYPE, CONSUMER, HELD = 2, 3, 4, 5, 6
 
 
-def read_part(kind: int, id_: sa.ColumnElement[int],
-              key: sa.ColumnElement[str],
-              ids: tuple[sa.ColumnElement[int], ...] = (),
-              names: tuple[sa.ColumnElement[str], ...] = ()
-              ) -> AnySelect:
+def read_part(
+    kind: int,
+    id_: sa.ColumnElement[int],
+    key: sa.ColumnElement[str],
+    ids: tuple[sa.ColumnElement[int], ...] = (),
+    names: tuple[sa.ColumnElement[str], ...] = (),
+) -> AnySelect:
     """One part of a write's first read (a ``UNION ALL``: one round trip
     for all it needs): rows of ``kind``, an id, a key, up to four more
     ids and three names; what a part leaves out is a typed NULL
@@ -94,15 +100,18 @@ def read_part(kind: int, id_: sa.ColumnElement[int],
     more = [*ids, *[no_id] * (4 - len(ids))]
     text = [*names, *[no_name] * (3 - len(names))]
     return sa.select(
-        sa.literal_column(str(kind)).label("kind"), id_.label("id"),
-        key.label("key"), *[c.label("n%d" % i) for i, c in enumerate(more)],
-        *[c.label("s%d" % i) for i, c in enumerate(text)])
+        sa.literal_column(str(kind)).label("kind"),
+        id_.label("id"),
+        key.label("key"),
+        *[c.label("n%d" % i) for i, c in enumerate(more)],
+        *[c.label("s%d" % i) for i, c in enumerate(text)],
+    )
 
 
-def _named(kind: int, key: sa.Column[str], param: str
-           ) -> list[AnySelect]:
-    return [read_part(kind, key.table.c.id, key).where(
-        key.in_(sa.bindparam(param, expanding=True)))]
+def _named(kind: int, key: sa.Column[str], param: str) -> list[AnySelect]:
+    return [
+        read_part(kind, key.table.c.id, key).where(key.in_(sa.bindparam(param, expanding=True)))
+    ]
 
 
 _P, _U, _T = t.projects, t.users, t.consumer_types
@@ -115,21 +124,34 @@ PARTS: dict[str, list[AnySelect]] = {
     "users": _named(USER, _U.c.external_id, "users"),
     "types": _named(TYPE, _T.c.name, "types"),
     "consumers": [
-        read_part(CONSUMER, _C.c.id, _C.c.uuid,
-                  (_C.c.project_id, _C.c.user_id, _C.c.generation,
-                   _C.c.consumer_type_id),
-                  (_P.c.external_id, _U.c.external_id, _T.c.name))
-        .select_from(_C.join(_P, _P.c.id == _C.c.project_id)
-                     .join(_U, _U.c.id == _C.c.user_id)
-                     .outerjoin(_T, _T.c.id == _C.c.consumer_type_id))
+        read_part(
+            CONSUMER,
+            _C.c.id,
+            _C.c.uuid,
+            (_C.c.project_id, _C.c.user_id, _C.c.generation, _C.c.consumer_type_id),
+            (_P.c.external_id, _U.c.external_id, _T.c.name),
+        )
+        .select_from(
+            _C.join(_P, _P.c.id == _C.c.project_id)
+            .join(_U, _U.c.id == _C.c.user_id)
+            .outerjoin(_T, _T.c.id == _C.c.consumer_type_id)
+        )
         .where(_C.c.uuid.in_(sa.bindparam("consumers", expanding=True))),
-        read_part(HELD, _A.c.resource_provider_id, _A.c.consumer_id,
-                  (_A.c.resource_class_id, _A.c.used),
-                  (_RP.c.uuid, _RC.c.name))
-        .select_from(_A.join(_RP, _RP.c.id == _A.c.resource_provider_id)
-                     .join(_RC, _RC.c.id == _A.c.resource_class_id))
-        .where(_A.c.consumer_id.in_(
-            sa.bindparam("consumers", expanding=True)))]}
+        read_part(
+            HELD,
+            _A.c.resource_provider_id,
+            _A.c.consumer_id,
+            (_A.c.resource_class_id, _A.c.used),
+            (_RP.c.uuid, _RC.c.name),
+        )
+        .select_from(
+            _A.join(_RP, _RP.c.id == _A.c.resource_provider_id).join(
+                _RC, _RC.c.id == _A.c.resource_class_id
+            )
+        )
+        .where(_A.c.consumer_id.in_(sa.bindparam("consumers", expanding=True))),
+    ],
+}
 
 
 @dataclass(slots=True)
@@ -155,35 +177,33 @@ class Found:
     ids: dict[tuple[int, str], int] = field(default_factory=dict)
     consumers: dict[str, Consumer] = field(default_factory=dict)
     #: Consumer uuid -> its owner's (project, user, type name).
-    owners: dict[str, tuple[str, str, str | None]] = field(
-        default_factory=dict)
+    owners: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     #: Consumer uuid -> its allocations, each (provider id, provider
     #: uuid, class id, class name, amount).
-    held: dict[str, list[tuple[int, str, int, str, int]]] = field(
-        default_factory=dict)
+    held: dict[str, list[tuple[int, str, int, str, int]]] = field(default_factory=dict)
 
     def add(self, row: Any) -> None:
         """Take one row (kind, id, key, n0..n3, s0..s2) of the read."""
         kind, id_, key, n0, n1, n2, n3, s0, s1, s2 = row
         if kind == HELD:
-            self.held.setdefault(key, []).append(
-                (int(id_), s0, int(n0), s1, int(n1)))
+            self.held.setdefault(key, []).append((int(id_), s0, int(n0), s1, int(n1)))
         elif kind == CONSUMER:
-            self.consumers[key] = Consumer(int(id_), key, int(n0), int(n1),
-                                           int(n2), n3)
+            self.consumers[key] = Consumer(int(id_), key, int(n0), int(n1), int(n2), n3)
             self.owners[key] = (s0, s1, s2)
         else:
             self.ids[(kind, key)] = int(id_)
 
-    def lookup(self, uuid: str, project: str, user: str,
-               type_name: str | None) -> Lookup:
+    def lookup(self, uuid: str, project: str, user: str, type_name: str | None) -> Lookup:
         """The Lookup of consumer ``uuid`` for a write naming owner
         ``project``, ``user`` and ``type_name`` (external ids); take
         missing owner rows with :func:`project_id` and the like."""
         return Lookup(
-            self.ids.get((PROJECT, project)), self.ids.get((USER, user)),
+            self.ids.get((PROJECT, project)),
+            self.ids.get((USER, user)),
             None if type_name is None else self.ids.get((TYPE, type_name)),
-            self.consumers.get(uuid), uuid in self.held)
+            self.consumers.get(uuid),
+            uuid in self.held,
+        )
 
 
 def _get_or_create(conn: Connection, key: sa.Column[str], value: str) -> int:
@@ -222,12 +242,13 @@ def generation_conflict(expected: int | None, got: int | None) -> errors.Concurr
     """Upstream's wording for a consumer generation mismatch."""
     shown = "null" if expected is None else str(expected)
     return errors.ConcurrentUpdate(
-        "consumer generation conflict - expected %s but got %s"
-        % (shown, got))
+        "consumer generation conflict - expected %s but got %s" % (shown, got)
+    )
 
 
-def create(conn: Connection, uuid: str, project: int, user: int,
-           type_id: int | None, generation: int = 0) -> Consumer:
+def create(
+    conn: Connection, uuid: str, project: int, user: int, type_id: int | None, generation: int = 0
+) -> Consumer:
     """Insert a consumer; a concurrent insert of the same uuid is a
     ConcurrentUpdate (409), never an integrity error.
 
@@ -235,10 +256,17 @@ def create(conn: Connection, uuid: str, project: int, user: int,
     it inside one), and on PostgreSQL the failed insert has already
     aborted it."""
     try:
-        result = conn.execute(_INSERT, {
-            "uuid": uuid, "project_id": project, "user_id": user,
-            "generation": generation, "consumer_type_id": type_id,
-            "created_at": common.now()})
+        result = conn.execute(
+            _INSERT,
+            {
+                "uuid": uuid,
+                "project_id": project,
+                "user_id": user,
+                "generation": generation,
+                "consumer_type_id": type_id,
+                "created_at": common.now(),
+            },
+        )
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
     new_id = common.inserted_id(result)
@@ -253,9 +281,17 @@ def create_all(conn: Connection, new: list[tuple[str, Owner]]) -> None:
     if not new:
         return
     stamp = common.now()
-    rows = [{"uuid": uuid, "project_id": project, "user_id": user,
-             "generation": 1, "consumer_type_id": type_id,
-             "created_at": stamp} for uuid, (project, user, type_id) in new]
+    rows = [
+        {
+            "uuid": uuid,
+            "project_id": project,
+            "user_id": user,
+            "generation": 1,
+            "consumer_type_id": type_id,
+            "created_at": stamp,
+        }
+        for uuid, (project, user, type_id) in new
+    ]
     try:
         # One dict runs as a single statement (the claim's path).
         conn.execute(_INSERT, rows if len(rows) > 1 else rows[0])
@@ -263,15 +299,26 @@ def create_all(conn: Connection, new: list[tuple[str, Owner]]) -> None:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
 
 
-def update_owner(conn: Connection, consumer: Consumer, project: int,
-                 user: int, type_id: int | None) -> None:
+def update_owner(
+    conn: Connection, consumer: Consumer, project: int, user: int, type_id: int | None
+) -> None:
     """Point the consumer at another project, user or type (no bump)."""
-    if (project, user, type_id) == (consumer.project_id, consumer.user_id,
-                                    consumer.consumer_type_id):
+    if (project, user, type_id) == (
+        consumer.project_id,
+        consumer.user_id,
+        consumer.consumer_type_id,
+    ):
         return
-    conn.execute(_SET_OWNER, {"b_id": consumer.id, "project_id": project,
-                              "user_id": user, "consumer_type_id": type_id,
-                              "updated_at": common.now()})
+    conn.execute(
+        _SET_OWNER,
+        {
+            "b_id": consumer.id,
+            "project_id": project,
+            "user_id": user,
+            "consumer_type_id": type_id,
+            "updated_at": common.now(),
+        },
+    )
     consumer.project_id, consumer.user_id = project, user
     consumer.consumer_type_id = type_id
 
@@ -289,9 +336,15 @@ def bump_generations(conn: Connection, taken: list[Consumer]) -> None:
     if not taken:
         return
     stamp = common.now()
-    params = [{"b_id": c.id, "b_generation": c.generation,
-               "generation": c.generation + 1, "updated_at": stamp}
-              for c in taken]
+    params = [
+        {
+            "b_id": c.id,
+            "b_generation": c.generation,
+            "generation": c.generation + 1,
+            "updated_at": stamp,
+        }
+        for c in taken
+    ]
     # One dict runs as a single statement (the claim's path).
     result = conn.execute(_BUMP, params if len(params) > 1 else params[0])
     if result.rowcount != len(params):
@@ -305,9 +358,12 @@ def delete_unchanged(conn: Connection, consumer: Consumer) -> bool:
     (``consumer.generation``); whether it was. The DELETE takes the row
     lock, as :func:`bump_generations`' UPDATE does: a writer that holds
     it is waited for, and then the row it left is compared."""
-    return bool(conn.execute(_DELETE_UNCHANGED, {
-        "b_id": consumer.id, "b_generation": consumer.generation}
-    ).rowcount == 1)
+    return bool(
+        conn.execute(
+            _DELETE_UNCHANGED, {"b_id": consumer.id, "b_generation": consumer.generation}
+        ).rowcount
+        == 1
+    )
 
 
 def delete_if_unused(conn: Connection, uuids: Iterable[str]) -> None:
@@ -324,6 +380,5 @@ def names_of_types(conn: Connection, ids: Iterable[int | None]) -> dict[int, str
     if not wanted:
         return {}
     ct = t.consumer_types
-    rows = conn.execute(sa.select(ct.c.id, ct.c.name)
-                        .where(ct.c.id.in_(wanted)))
+    rows = conn.execute(sa.select(ct.c.id, ct.c.name).where(ct.c.id.in_(wanted)))
     return {id_: name for id_, name in rows}

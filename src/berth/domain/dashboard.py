@@ -89,8 +89,7 @@ def _amounts(world: World, pids: Iterable[int]) -> list[Amounts]:
             row = found.get(rc)
             if row is None:
                 row = found[rc] = Amounts(rc)
-            row.capacity += capacity(inv.total, inv.reserved,
-                                     inv.allocation_ratio)
+            row.capacity += capacity(inv.total, inv.reserved, inv.allocation_ratio)
             row.used += p.used.get(rc, 0)
     return [found[rc] for rc in sorted(found)]
 
@@ -112,15 +111,13 @@ def names(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     found: dict[int, str] = {}
     rp = t.resource_providers
     for start in range(0, len(wanted), 500):
-        chunk = wanted[start:start + 500]
-        for row in conn.execute(sa.select(rp.c.id, rp.c.name)
-                                .where(rp.c.id.in_(chunk))):
+        chunk = wanted[start : start + 500]
+        for row in conn.execute(sa.select(rp.c.id, rp.c.name).where(rp.c.id.in_(chunk))):
             found[row.id] = row.name
     return found
 
 
-def names_by_uuid(conn: Connection, world: World, uuids: Iterable[str]
-                  ) -> dict[str, str]:
+def names_by_uuid(conn: Connection, world: World, uuids: Iterable[str]) -> dict[str, str]:
     """Provider uuid -> name, for those of ``uuids`` ``world`` holds."""
     pids = {world.by_uuid[u]: u for u in uuids if u in world.by_uuid}
     return {pids[pid]: name for pid, name in names(conn, pids).items()}
@@ -129,8 +126,9 @@ def names_by_uuid(conn: Connection, world: World, uuids: Iterable[str]
 def class_and_trait_names(conn: Connection) -> list[str]:
     """Every resource class and trait name: what an unknown one in a
     query is likely a typo of."""
-    return ([c.name for c in resource_class.list_classes(conn)]
-            + [tr.name for tr in trait.list_traits(conn)])
+    return [c.name for c in resource_class.list_classes(conn)] + [
+        tr.name for tr in trait.list_traits(conn)
+    ]
 
 
 @dataclass
@@ -145,53 +143,50 @@ class Labels:
     aggregates: dict[str, str] = field(default_factory=dict)
 
 
-def labels(conn: Connection, world: World, uuids: Iterable[str],
-           aggregates: Iterable[str]) -> Labels:
+def labels(
+    conn: Connection, world: World, uuids: Iterable[str], aggregates: Iterable[str]
+) -> Labels:
     """The names of the providers ``uuids`` and the member trees of
     ``aggregates`` (those ``world`` holds)."""
     aggs = list(aggregates)
     roots = root_names(conn, world) if aggs else {}
-    return Labels(names=names_by_uuid(conn, world, uuids),
-                  members={agg: members(world, agg, roots) for agg in aggs},
-                  aggregates={agg: aggregate_name(world, agg, roots)
-                              for agg in aggs})
+    return Labels(
+        names=names_by_uuid(conn, world, uuids),
+        members={agg: members(world, agg, roots) for agg in aggs},
+        aggregates={agg: aggregate_name(world, agg, roots) for agg in aggs},
+    )
 
 
 def disabled(world: World, pid: int) -> bool:
     """Whether the compute host of ``pid`` is disabled (the trait is on
     the host's root provider, or on ``pid`` itself)."""
     p = world.providers[pid]
-    return (DISABLED_TRAIT in p.traits
-            or DISABLED_TRAIT in world.providers[p.root_id].traits)
+    return DISABLED_TRAIT in p.traits or DISABLED_TRAIT in world.providers[p.root_id].traits
 
 
 def root_names(conn: Connection, world: World) -> dict[int, str]:
     """Root provider id -> name, for every root of ``world``."""
     rp = t.resource_providers
-    rows = conn.execute(sa.select(rp.c.id, rp.c.name)
-                        .where(rp.c.parent_provider_id.is_(None)))
+    rows = conn.execute(sa.select(rp.c.id, rp.c.name).where(rp.c.parent_provider_id.is_(None)))
     return {row.id: row.name for row in rows if row.id in world.trees}
 
 
-def by_name(world: World, pids: Iterable[int], named: dict[int, str]
-            ) -> list[int]:
+def by_name(world: World, pids: Iterable[int], named: dict[int, str]) -> list[int]:
     """``pids`` sorted by name (uuid for equal or unknown names)."""
-    return sorted(pids, key=lambda pid: (named.get(pid, ""),
-                                         world.uuid(pid)))
+    return sorted(pids, key=lambda pid: (named.get(pid, ""), world.uuid(pid)))
 
 
 def member_roots(world: World, agg: str) -> set[int]:
     """The roots of the trees with a provider in aggregate ``agg``."""
-    return {world.providers[pid].root_id
-            for pid in world.by_agg.get(agg, ())}
+    return {world.providers[pid].root_id for pid in world.by_agg.get(agg, ())}
 
 
-def members(world: World, agg: str, named: dict[int, str],
-            shown: int = 3) -> list[str]:
+def members(world: World, agg: str, named: dict[int, str], shown: int = 3) -> list[str]:
     """The names of the first ``shown`` root providers (by name) with a
     provider in aggregate ``agg``: what an operator knows it by."""
-    return [named.get(r, world.uuid(r))
-            for r in by_name(world, member_roots(world, agg), named)[:shown]]
+    return [
+        named.get(r, world.uuid(r)) for r in by_name(world, member_roots(world, agg), named)[:shown]
+    ]
 
 
 def aggregate_name(world: World, agg: str, named: dict[int, str]) -> str:
@@ -200,8 +195,7 @@ def aggregate_name(world: World, agg: str, named: dict[int, str]) -> str:
     compute-03 and 6 more" (its uuid for one with no tree)."""
     first = members(world, agg, named)
     more = len(member_roots(world, agg)) - len(first)
-    return (", ".join(first) or agg) + (" and %d more" % more if more
-                                        else "")
+    return (", ".join(first) or agg) + (" and %d more" % more if more else "")
 
 
 @dataclass
@@ -219,9 +213,9 @@ class FirstHost:
     disabled: bool
 
 
-def first_hosts(conn: Connection, world: World,
-                candidates: Iterable[Candidate], want: Order
-                ) -> list[FirstHost]:
+def first_hosts(
+    conn: Connection, world: World, candidates: Iterable[Candidate], want: Order
+) -> list[FirstHost]:
     """The trees ``candidates`` (an answer, in its order) come from, in
     the order each first appears: each with its score under ``want``
     (``order.tree_score``, what the ranking sorts by and explain shows)
@@ -235,13 +229,17 @@ def first_hosts(conn: Connection, world: World,
     named = names(conn, counts)
     out = []
     for root, n in counts.items():
-        have = {a.resource_class: a for a in _amounts(world,
-                                                     world.trees[root])}
-        out.append(FirstHost(
-            world.uuid(root), named.get(root, ""), n,
-            tree_score(world, root, want) if want.scored else None,
-            [have.get(rc, Amounts(rc)) for rc, _ in want.weights],
-            disabled(world, root)))
+        have = {a.resource_class: a for a in _amounts(world, world.trees[root])}
+        out.append(
+            FirstHost(
+                world.uuid(root),
+                named.get(root, ""),
+                n,
+                tree_score(world, root, want) if want.scored else None,
+                [have.get(rc, Amounts(rc)) for rc, _ in want.weights],
+                disabled(world, root),
+            )
+        )
     return out
 
 
@@ -260,28 +258,52 @@ def overview(conn: Connection, world: World, page: int = 1) -> Overview:
     aggregates (sorted by uuid; each over the whole trees with a provider
     in it, the trees its name lists), and the fullest providers (of those
     with any usage)."""
-    ranked = sorted((item for item in (
-        (_fullness(world, pid), pid) for pid, p in world.providers.items()
-        if p.used) if item[0][0] > 0), reverse=True)[:FULLEST]
+    ranked = sorted(
+        (
+            item
+            for item in (
+                (_fullness(world, pid), pid) for pid, p in world.providers.items() if p.used
+            )
+            if item[0][0] > 0
+        ),
+        reverse=True,
+    )[:FULLEST]
     named = names(conn, [pid for _, pid in ranked])
-    fullest = [{"uuid": world.uuid(pid), "name": named.get(pid, ""),
-                "percent": 100.0 * share, "resource_class": rc,
-                "disabled": disabled(world, pid),
-                "classes": _amounts(world, [pid])}
-               for (share, rc), pid in ranked]
+    fullest = [
+        {
+            "uuid": world.uuid(pid),
+            "name": named.get(pid, ""),
+            "percent": 100.0 * share,
+            "resource_class": rc,
+            "disabled": disabled(world, pid),
+            "classes": _amounts(world, [pid]),
+        }
+        for (share, rc), pid in ranked
+    ]
     aggs = sorted(world.by_agg)
     paged = page_of(page, PAGE, len(aggs))
     roots = root_names(conn, world)
     rows = []
-    for agg in aggs[paged.offset:paged.offset + paged.size]:
+    for agg in aggs[paged.offset : paged.offset + paged.size]:
         trees_ = member_roots(world, agg)
         pids = sorted(pid for root in trees_ for pid in world.trees[root])
-        rows.append({"uuid": agg, "name": aggregate_name(world, agg, roots),
-                     "trees": len(trees_), "providers": len(pids),
-                     "classes": _amounts(world, pids)})
-    return Overview(providers=len(world.providers), roots=len(world.roots),
-                    classes=_amounts(world, world.providers),
-                    fullest=fullest, aggregates=rows, aggregate_page=paged)
+        rows.append(
+            {
+                "uuid": agg,
+                "name": aggregate_name(world, agg, roots),
+                "trees": len(trees_),
+                "providers": len(pids),
+                "classes": _amounts(world, pids),
+            }
+        )
+    return Overview(
+        providers=len(world.providers),
+        roots=len(world.roots),
+        classes=_amounts(world, world.providers),
+        fullest=fullest,
+        aggregates=rows,
+        aggregate_page=paged,
+    )
 
 
 @dataclass
@@ -310,8 +332,7 @@ class Tree:
     shared_from: list[tuple[str, str]]
 
 
-def search(conn: Connection, world: World, by: str, text: str
-           ) -> list[int] | None:
+def search(conn: Connection, world: World, by: str, text: str) -> list[int] | None:
     """Providers matching ``text`` as a name part, uuid, trait or
     aggregate uuid; None for no search (every provider)."""
     text = text.strip()
@@ -319,10 +340,8 @@ def search(conn: Connection, world: World, by: str, text: str
         return None
     if by == "name":
         rp = t.resource_providers
-        pattern = "%" + text.replace("\\", "\\\\").replace(
-            "%", "\\%").replace("_", "\\_") + "%"
-        rows = conn.execute(sa.select(rp.c.id).where(
-            rp.c.name.like(pattern, escape="\\")))
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = conn.execute(sa.select(rp.c.id).where(rp.c.name.like(pattern, escape="\\")))
         return [row.id for row in rows if row.id in world.providers]
     if by == "uuid":
         if not common.is_uuid_like(text):
@@ -338,15 +357,13 @@ def search(conn: Connection, world: World, by: str, text: str
     raise ValueError(by)
 
 
-def _order(world: World, root: int, named: dict[int, str]
-           ) -> list[tuple[int, int]]:
+def _order(world: World, root: int, named: dict[int, str]) -> list[tuple[int, int]]:
     """The tree of ``root`` depth first, children by name: (pid,
     depth)."""
     children: dict[int | None, list[int]] = {}
     for pid in by_name(world, world.trees.get(root, []), named):
         if pid != root:
-            children.setdefault(world.providers[pid].parent_id, []).append(
-                pid)
+            children.setdefault(world.providers[pid].parent_id, []).append(pid)
     out: list[tuple[int, int]] = []
     stack = [(root, 0)]
     while stack:
@@ -366,8 +383,7 @@ class Trees:
     aggregate_names: dict[str, str] = field(default_factory=dict)
 
 
-def trees(conn: Connection, world: World, by: str = "name", text: str = "",
-          page: int = 1) -> Trees:
+def trees(conn: Connection, world: World, by: str = "name", text: str = "", page: int = 1) -> Trees:
     """One page of trees (roots in name order) holding a provider that
     matches the search, every provider of each with its amounts."""
     hits = search(conn, world, by, text)
@@ -382,7 +398,7 @@ def trees(conn: Connection, world: World, by: str = "name", text: str = "",
         hit_set = set(hits)
     ordered = by_name(world, wanted, roots)
     paged = page_of(page, TREES_PAGE, len(ordered))
-    shown = ordered[paged.offset:paged.offset + paged.size]
+    shown = ordered[paged.offset : paged.offset + paged.size]
     ids: set[int] = set()
     for root in shown:
         ids.update(world.trees.get(root, ()))
@@ -390,34 +406,55 @@ def trees(conn: Connection, world: World, by: str = "name", text: str = "",
         for pid in world.trees.get(root, ()):
             ids.update(world.anchors.get(pid, ()))
     named = names(conn, ids)
-    out = [Tree(root_uuid=world.uuid(root), root_name=named.get(root, ""),
-                nodes=_nodes(world, root, named, hit_set),
-                shared_from=[(world.uuid(s), named.get(s, "")) for s in
-                             by_name(world, world.shared_into.get(root, ()),
-                                     named)])
-           for root in shown]
-    aggs = {agg for tree in out for node in tree.nodes
-            for agg in node.aggregates}
-    return Trees(trees=out, page=paged, matched=matched,
-                 aggregate_names={agg: aggregate_name(world, agg, roots)
-                                  for agg in aggs})
+    out = [
+        Tree(
+            root_uuid=world.uuid(root),
+            root_name=named.get(root, ""),
+            nodes=_nodes(world, root, named, hit_set),
+            shared_from=[
+                (world.uuid(s), named.get(s, ""))
+                for s in by_name(world, world.shared_into.get(root, ()), named)
+            ],
+        )
+        for root in shown
+    ]
+    aggs = {agg for tree in out for node in tree.nodes for agg in node.aggregates}
+    return Trees(
+        trees=out,
+        page=paged,
+        matched=matched,
+        aggregate_names={agg: aggregate_name(world, agg, roots) for agg in aggs},
+    )
 
 
-def _nodes(world: World, root: int, named: dict[int, str],
-           hits: set[int]) -> list[TreeNode]:
+def _nodes(world: World, root: int, named: dict[int, str], hits: set[int]) -> list[TreeNode]:
     """The providers of the tree of ``root``, depth first."""
     nodes = []
     for pid, depth in _order(world, root, named):
         p = world.providers[pid]
         sharing = os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits
-        serves = [(world.uuid(r), named.get(r, ""))
-                  for r in by_name(world, world.anchors.get(pid, ()), named)
-                  if r != root] if sharing else []
-        nodes.append(TreeNode(
-            uuid=p.uuid, name=named.get(pid, ""), depth=depth,
-            classes=_amounts(world, [pid]), traits=p.ordered_traits(),
-            aggregates=sorted(p.aggregates), serves=serves,
-            matched=pid in hits, disabled=DISABLED_TRAIT in p.traits))
+        serves = (
+            [
+                (world.uuid(r), named.get(r, ""))
+                for r in by_name(world, world.anchors.get(pid, ()), named)
+                if r != root
+            ]
+            if sharing
+            else []
+        )
+        nodes.append(
+            TreeNode(
+                uuid=p.uuid,
+                name=named.get(pid, ""),
+                depth=depth,
+                classes=_amounts(world, [pid]),
+                traits=p.ordered_traits(),
+                aggregates=sorted(p.aggregates),
+                serves=serves,
+                matched=pid in hits,
+                disabled=DISABLED_TRAIT in p.traits,
+            )
+        )
     return nodes
 
 
@@ -429,8 +466,7 @@ class Consumers:
     page: Page
 
 
-def consumers(conn: Connection, view: str = "consumer",
-              page: int = 1) -> Consumers:
+def consumers(conn: Connection, view: str = "consumer", page: int = 1) -> Consumers:
     """Allocations summed per class for one page of consumers (by uuid),
     projects, users or consumer types (by name)."""
     key, joined = _grouping(view)
@@ -443,17 +479,18 @@ def consumers(conn: Connection, view: str = "consumer",
         keys = [row.group_key for row in counted]
         where = sa.true() if paged.pages == 1 else key.in_(keys)
     rows: dict[Any, dict[str, Any]] = {
-        k: {"key": k, "used": {}, "consumers": 0, "providers": 0}
-        for k in keys}
+        k: {"key": k, "used": {}, "consumers": 0, "providers": 0} for k in keys
+    }
     classes: set[str] = set()
     if keys:
         class_names = common.resource_class_names(conn)
         a = t.allocations
         sums = conn.execute(
-            sa.select(key.label("group_key"), a.c.resource_class_id,
-                      common.sum_used(a))
-            .select_from(joined).where(where)
-            .group_by(key, a.c.resource_class_id))
+            sa.select(key.label("group_key"), a.c.resource_class_id, common.sum_used(a))
+            .select_from(joined)
+            .where(where)
+            .group_by(key, a.c.resource_class_id)
+        )
         for row in sums:
             name = class_names[row.resource_class_id]
             rows[row.group_key]["used"][name] = int(row.used)
@@ -465,8 +502,7 @@ def consumers(conn: Connection, view: str = "consumer",
             rows[row.group_key]["providers"] = row.providers
         if view == "consumer":
             _describe_consumers(conn, rows)
-    return Consumers(view=view, classes=sorted(classes),
-                     rows=[rows[k] for k in keys], page=paged)
+    return Consumers(view=view, classes=sorted(classes), rows=[rows[k] for k in keys], page=paged)
 
 
 def _grouping(view: str) -> tuple[Any, Any]:
@@ -476,64 +512,77 @@ def _grouping(view: str) -> tuple[Any, Any]:
     if view == "consumer":
         return a.c.consumer_id, a
     p, u, ct = t.projects, t.users, t.consumer_types
-    column = {"project": p.c.external_id, "user": u.c.external_id,
-              "type": ct.c.name}[view]
+    column = {"project": p.c.external_id, "user": u.c.external_id, "type": ct.c.name}[view]
     table = {"project": p, "user": u, "type": ct}[view]
-    fk = {"project": c.c.project_id, "user": c.c.user_id,
-          "type": c.c.consumer_type_id}[view]
-    joined = a.join(c, c.c.uuid == a.c.consumer_id).outerjoin(
-        table, table.c.id == fk)
+    fk = {"project": c.c.project_id, "user": c.c.user_id, "type": c.c.consumer_type_id}[view]
+    joined = a.join(c, c.c.uuid == a.c.consumer_id).outerjoin(table, table.c.id == fk)
     # Consumers of no type are "unknown", as upstream's usages say.
-    return (sa.func.coalesce(column, "unknown") if view == "type"
-            else column), joined
+    return (sa.func.coalesce(column, "unknown") if view == "type" else column), joined
 
 
 def _counts(key: Any, joined: Any) -> AnySelect:
     """Consumers and providers per group (``group_key``)."""
     a = t.allocations
-    return (sa.select(key.label("group_key"),
-                      sa.func.count(sa.distinct(a.c.consumer_id))
-                      .label("consumers"),
-                      sa.func.count(sa.distinct(a.c.resource_provider_id))
-                      .label("providers"))
-            .select_from(joined).group_by(key))
+    return (
+        sa.select(
+            key.label("group_key"),
+            sa.func.count(sa.distinct(a.c.consumer_id)).label("consumers"),
+            sa.func.count(sa.distinct(a.c.resource_provider_id)).label("providers"),
+        )
+        .select_from(joined)
+        .group_by(key)
+    )
 
 
-def _page_of_consumers(conn: Connection, key: Any, joined: Any, page: int
-                       ) -> tuple[list[Any], Page]:
+def _page_of_consumers(
+    conn: Connection, key: Any, joined: Any, page: int
+) -> tuple[list[Any], Page]:
     """The consumer uuids of one page, and the page: there may be very
     many, so the database pages them."""
-    total = conn.execute(sa.select(sa.func.count(sa.distinct(key)))
-                         .select_from(joined)).scalar_one()
+    total = conn.execute(
+        sa.select(sa.func.count(sa.distinct(key))).select_from(joined)
+    ).scalar_one()
     paged = page_of(page, PAGE, total)
-    keys = list(conn.scalars(
-        sa.select(key).select_from(joined).group_by(key).order_by(key)
-        .limit(paged.size).offset(paged.offset)))
+    keys = list(
+        conn.scalars(
+            sa.select(key)
+            .select_from(joined)
+            .group_by(key)
+            .order_by(key)
+            .limit(paged.size)
+            .offset(paged.offset)
+        )
+    )
     return keys, paged
 
 
-def _page_of_groups(conn: Connection, key: Any, joined: Any, page: int
-                    ) -> tuple[list[AnyRow], Page]:
+def _page_of_groups(
+    conn: Connection, key: Any, joined: Any, page: int
+) -> tuple[list[AnyRow], Page]:
     """The counts (:func:`_counts`) of one page of groups, and the page:
     there are few groups (projects, users, types), so one pass counts
     them all."""
-    counted = sorted(conn.execute(_counts(key, joined)).all(),
-                     key=lambda row: row.group_key)
+    counted = sorted(conn.execute(_counts(key, joined)).all(), key=lambda row: row.group_key)
     paged = page_of(page, PAGE, len(counted))
-    return counted[paged.offset:paged.offset + paged.size], paged
+    return counted[paged.offset : paged.offset + paged.size], paged
 
 
-def _describe_consumers(conn: Connection,
-                        rows: dict[Any, dict[str, Any]]) -> None:
+def _describe_consumers(conn: Connection, rows: dict[Any, dict[str, Any]]) -> None:
     """Project, user and type of each consumer row."""
     c, p, u, ct = t.consumers, t.projects, t.users, t.consumer_types
-    query = (sa.select(c.c.uuid, p.c.external_id.label("project"),
-                       u.c.external_id.label("user"),
-                       ct.c.name.label("type"))
-             .select_from(c.outerjoin(p, p.c.id == c.c.project_id)
-                          .outerjoin(u, u.c.id == c.c.user_id)
-                          .outerjoin(ct, ct.c.id == c.c.consumer_type_id))
-             .where(c.c.uuid.in_(list(rows))))
+    query = (
+        sa.select(
+            c.c.uuid,
+            p.c.external_id.label("project"),
+            u.c.external_id.label("user"),
+            ct.c.name.label("type"),
+        )
+        .select_from(
+            c.outerjoin(p, p.c.id == c.c.project_id)
+            .outerjoin(u, u.c.id == c.c.user_id)
+            .outerjoin(ct, ct.c.id == c.c.consumer_type_id)
+        )
+        .where(c.c.uuid.in_(list(rows)))
+    )
     for row in conn.execute(query):
-        rows[row.uuid].update(project=row.project, user=row.user,
-                              type=row.type or "unknown")
+        rows[row.uuid].update(project=row.project, user=row.user, type=row.type or "unknown")

@@ -65,7 +65,8 @@ def make_inventory(data: Mapping[str, Any]) -> Inventory:
         raise errors.BadRequest(
             "Invalid inventory: its capacity, (total - reserved) * "
             "allocation_ratio = %g, is beyond %d, the largest Berth "
-            "computes with exactly." % (amount, MAX_CAPACITY))
+            "computes with exactly." % (amount, MAX_CAPACITY)
+        )
     return inv
 
 
@@ -83,76 +84,80 @@ def capacity_problem(inv: Inventory, *, reserved_can_be_total: bool) -> str | No
 
 
 def _invalid(rc: str, uuid: str, problem: str) -> str:
-    return ("Invalid inventory for '%s' on resource provider '%s'. %s"
-            % (rc, uuid, problem))
+    return "Invalid inventory for '%s' on resource provider '%s'. %s" % (rc, uuid, problem)
 
 
 def _in_use(classes: list[str], uuid: str) -> str:
     # Nova matches this wording with a regex: never change it. Classes
     # come in class id order (standard classes first), as upstream lists.
-    return ("Inventory for '%s' on resource provider '%s' in use."
-            % (", ".join(classes), uuid))
+    return "Inventory for '%s' on resource provider '%s' in use." % (", ".join(classes), uuid)
 
 
 def _rows(conn: Connection, provider_id: int) -> list[AnyRow]:
     inv, rc = t.inventories, t.resource_classes
-    return list(conn.execute(
-        sa.select(rc.c.name, *[inv.c[f] for f in FIELDS],
-                  inv.c.created_at, inv.c.updated_at)
-        .join(rc, rc.c.id == inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id == provider_id)
-        .order_by(rc.c.id)))
+    return list(
+        conn.execute(
+            sa.select(rc.c.name, *[inv.c[f] for f in FIELDS], inv.c.created_at, inv.c.updated_at)
+            .join(rc, rc.c.id == inv.c.resource_class_id)
+            .where(inv.c.resource_provider_id == provider_id)
+            .order_by(rc.c.id)
+        )
+    )
 
 
 def _from_row(row: AnyRow) -> Inventory:
     values = row._mapping
-    return Inventory(**{f: values[f] for f in FIELDS[:-1]},
-                     allocation_ratio=float(values["allocation_ratio"]))
+    return Inventory(
+        **{f: values[f] for f in FIELDS[:-1]}, allocation_ratio=float(values["allocation_ratio"])
+    )
 
 
 def list_inventories(conn: Connection, uuid: str) -> Listing:
     """The provider's inventories for GET (NotFound for a bad uuid)."""
     provider = common.require_provider(conn, uuid)
     rows = _rows(conn, provider.id)
-    newest = max((r.updated_at or r.created_at for r in rows
-                  if r.updated_at or r.created_at), default=None)
-    return Listing(provider.generation,
-                   {r.name: _from_row(r) for r in rows}, newest)
+    newest = max(
+        (r.updated_at or r.created_at for r in rows if r.updated_at or r.created_at), default=None
+    )
+    return Listing(provider.generation, {r.name: _from_row(r) for r in rows}, newest)
 
 
-def get_inventory(conn: Connection, uuid: str, rc: str
-                  ) -> tuple[Inventory, int, dt.datetime | None]:
+def get_inventory(
+    conn: Connection, uuid: str, rc: str
+) -> tuple[Inventory, int, dt.datetime | None]:
     """One inventory, the provider generation and when it last changed."""
     provider = common.require_provider(conn, uuid)
     for row in _rows(conn, provider.id):
         if row.name == rc:
-            return (_from_row(row), provider.generation,
-                    row.updated_at or row.created_at)
+            return (_from_row(row), provider.generation, row.updated_at or row.created_at)
     raise errors.NotFound("No inventory of class %s for %s" % (rc, uuid))
 
 
-def _usage(conn: Connection, provider_id: int,
-           class_ids: list[int] | None = None) -> dict[int, int]:
+def _usage(
+    conn: Connection, provider_id: int, class_ids: list[int] | None = None
+) -> dict[int, int]:
     """Allocated amount per class id on the provider."""
     if class_ids is None:
         rows = conn.execute(_USAGE, {"b_rp": provider_id})
     else:
-        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id,
-                                        "b_rcs": sorted(class_ids)})
+        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id, "b_rcs": sorted(class_ids)})
     return {class_id: int(used) for class_id, used in rows}
 
 
 # Built once: every inventory write reads the usage of its provider.
-_USAGE = (sa.select(t.allocations.c.resource_class_id,
-                    common.sum_used(t.allocations))
-          .where(t.allocations.c.resource_provider_id == sa.bindparam("b_rp"))
-          .group_by(t.allocations.c.resource_class_id))
-_USAGE_OF = _USAGE.where(t.allocations.c.resource_class_id.in_(
-    sa.bindparam("b_rcs", expanding=True)))
+_USAGE = (
+    sa.select(t.allocations.c.resource_class_id, common.sum_used(t.allocations))
+    .where(t.allocations.c.resource_provider_id == sa.bindparam("b_rp"))
+    .group_by(t.allocations.c.resource_class_id)
+)
+_USAGE_OF = _USAGE.where(
+    t.allocations.c.resource_class_id.in_(sa.bindparam("b_rcs", expanding=True))
+)
 
 
-def _class_ids(conn: Connection, names: list[str], before: Current
-               ) -> tuple[dict[str, int], list[str]]:
+def _class_ids(
+    conn: Connection, names: list[str], before: Current
+) -> tuple[dict[str, int], list[str]]:
     """Known class ids by name, and the names that are unknown. Classes
     the provider has (``before``, from :func:`current`) are known from
     it: only the others are looked up."""
@@ -171,19 +176,21 @@ def _values(inv: Inventory) -> dict[str, Any]:
 # Built once: every inventory write reads what the provider has first,
 # and how much of each class is allocated (to refuse removing a class in
 # use, and to warn of one now over capacity).
-_CURRENT = (sa.select(t.inventories.c.resource_class_id,
-                      t.resource_classes.c.name,
-                      *[t.inventories.c[f] for f in FIELDS],
-                      sa.select(common.sum_used(t.allocations)).where(
-                          t.allocations.c.resource_provider_id
-                          == t.inventories.c.resource_provider_id,
-                          t.allocations.c.resource_class_id
-                          == t.inventories.c.resource_class_id)
-                      .scalar_subquery())
-            .join(t.resource_classes,
-                  t.resource_classes.c.id == t.inventories.c.resource_class_id)
-            .where(t.inventories.c.resource_provider_id
-                   == sa.bindparam("b_rp")))
+_CURRENT = (
+    sa.select(
+        t.inventories.c.resource_class_id,
+        t.resource_classes.c.name,
+        *[t.inventories.c[f] for f in FIELDS],
+        sa.select(common.sum_used(t.allocations))
+        .where(
+            t.allocations.c.resource_provider_id == t.inventories.c.resource_provider_id,
+            t.allocations.c.resource_class_id == t.inventories.c.resource_class_id,
+        )
+        .scalar_subquery(),
+    )
+    .join(t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id)
+    .where(t.inventories.c.resource_provider_id == sa.bindparam("b_rp"))
+)
 
 
 def current(conn: Connection, provider_id: int) -> Current:
@@ -196,9 +203,11 @@ def current(conn: Connection, provider_id: int) -> Current:
 
 def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
     total, reserved, low, high, step, ratio, used = values
-    found[int(cid)] = (name, Inventory(total, reserved, low, high, step,
-                                       float(ratio)),
-                       None if used is None else int(used))
+    found[int(cid)] = (
+        name,
+        Inventory(total, reserved, low, high, step, float(ratio)),
+        None if used is None else int(used),
+    )
 
 
 # Built once: every inventory write starts with it. The provider (a
@@ -208,22 +217,24 @@ def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
 _PROVIDER_CURRENT = (
     sa.select(*common.PROVIDER_COLUMNS, *_CURRENT.selected_columns)
     .select_from(
-        common.PROVIDER_WITH_ROOT
-        .outerjoin(t.inventories, t.inventories.c.resource_provider_id
-                   == t.resource_providers.c.id)
-        .outerjoin(t.resource_classes, t.resource_classes.c.id
-                   == t.inventories.c.resource_class_id))
-    .where(common.PROVIDER_BY_UUID))
+        common.PROVIDER_WITH_ROOT.outerjoin(
+            t.inventories, t.inventories.c.resource_provider_id == t.resource_providers.c.id
+        ).outerjoin(
+            t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id
+        )
+    )
+    .where(common.PROVIDER_BY_UUID)
+)
 
 
-def _provider_current(conn: Connection, uuid: str
-                      ) -> tuple[common.WrittenProvider, Current]:
+def _provider_current(conn: Connection, uuid: str) -> tuple[common.WrittenProvider, Current]:
     """The provider ``uuid`` and its inventories (:func:`current`);
     NotFound when there is no such provider."""
     provider = None
     found: Current = {}
     for id_, uuid_, generation, root, cid, name, *values in conn.execute(
-            _PROVIDER_CURRENT, {"b_uuid": uuid}):
+        _PROVIDER_CURRENT, {"b_uuid": uuid}
+    ):
         provider = common.WrittenProvider(id_, uuid_, generation, root)
         if cid is not None:
             _add(found, cid, name, values)
@@ -240,14 +251,17 @@ def by_name(found: Current) -> dict[str, Inventory]:
 def _used(found: Current, class_ids: Iterable[int]) -> dict[int, int]:
     """:func:`current`'s amounts allocated, of the classes that have
     allocations among ``class_ids`` (each in ``found``)."""
-    return {cid: used for cid in class_ids
-            if (used := found[cid][2]) is not None}
+    return {cid: used for cid in class_ids if (used := found[cid][2]) is not None}
 
 
-def set_inventories(conn: Connection, provider_id: int,
-                    inventories: Mapping[str, Inventory], *,
-                    check_in_use: bool = True,
-                    before: Current | None = None) -> dict[str, Inventory]:
+def set_inventories(
+    conn: Connection,
+    provider_id: int,
+    inventories: Mapping[str, Inventory],
+    *,
+    check_in_use: bool = True,
+    before: Current | None = None,
+) -> dict[str, Inventory]:
     """Replace the provider's whole inventory with ``inventories``;
     return the inventories it replaced, by class name (``before``, when
     the caller has just read them with :func:`current`, else read here).
@@ -268,18 +282,29 @@ def set_inventories(conn: Connection, provider_id: int,
     if removed:
         if check_in_use:
             _refuse_in_use(conn, provider_id, _used(before, removed))
-        conn.execute(inv.delete().where(
-            inv.c.resource_provider_id == provider_id,
-            inv.c.resource_class_id.in_(removed)))
+        conn.execute(
+            inv.delete().where(
+                inv.c.resource_provider_id == provider_id, inv.c.resource_class_id.in_(removed)
+            )
+        )
     stamp = common.now()
-    added = [{"resource_provider_id": provider_id, "resource_class_id": ids[n],
-              "created_at": stamp, **_values(i)}
-             for n, i in inventories.items() if ids[n] not in existing]
+    added = [
+        {
+            "resource_provider_id": provider_id,
+            "resource_class_id": ids[n],
+            "created_at": stamp,
+            **_values(i),
+        }
+        for n, i in inventories.items()
+        if ids[n] not in existing
+    ]
     if added:
         conn.execute(inv.insert(), added)
-    kept = [{"b_rp": provider_id, "b_rc": ids[n], "updated_at": stamp,
-             **_values(i)} for n, i in inventories.items()
-            if ids[n] in existing]
+    kept = [
+        {"b_rp": provider_id, "b_rc": ids[n], "updated_at": stamp, **_values(i)}
+        for n, i in inventories.items()
+        if ids[n] in existing
+    ]
     if kept:  # one statement for them all
         conn.execute(_UPDATE, kept)
     updated = {ids[n]: i for n, i in inventories.items() if ids[n] in existing}
@@ -290,35 +315,41 @@ def set_inventories(conn: Connection, provider_id: int,
 # Built once: every inventory write of a class already there runs it.
 _UPDATE = t.inventories.update().where(
     t.inventories.c.resource_provider_id == sa.bindparam("b_rp"),
-    t.inventories.c.resource_class_id == sa.bindparam("b_rc"))
+    t.inventories.c.resource_class_id == sa.bindparam("b_rc"),
+)
 
 
-def record(conn: Connection, provider: common.WrittenProvider,
-           old: Mapping[str, Inventory], new: Mapping[str, Inventory],
-           generation: int) -> None:
+def record(
+    conn: Connection,
+    provider: common.WrittenProvider,
+    old: Mapping[str, Inventory],
+    new: Mapping[str, Inventory],
+    generation: int,
+) -> None:
     """Record the change feed's event of the provider's inventories
     replaced (``provider`` read with its root, at its old generation)."""
     change.set_event(
-        conn, change.INVENTORIES, provider,
+        conn,
+        change.INVENTORIES,
+        provider,
         (int(provider.generation), change.inventories_value(old)),
-        (generation, change.inventories_value(new)))
+        (generation, change.inventories_value(new)),
+    )
 
 
 def _provider_uuid(conn: Connection, provider_id: int) -> str:
     rp = t.resource_providers
-    return str(conn.execute(sa.select(rp.c.uuid)
-                            .where(rp.c.id == provider_id)).scalar_one())
+    return str(conn.execute(sa.select(rp.c.uuid).where(rp.c.id == provider_id)).scalar_one())
 
 
-def _refuse_in_use(conn: Connection, provider_id: int,
-                   used: Mapping[int, int]) -> None:
+def _refuse_in_use(conn: Connection, provider_id: int, used: Mapping[int, int]) -> None:
     """InventoryInUse when ``used`` (class id -> amount allocated, of
     the classes to remove that have allocations) names any."""
     if used:
         names = common.resource_class_names(conn)
-        raise errors.InventoryInUse(_in_use(
-            [names[c] for c in sorted(used)],
-            _provider_uuid(conn, provider_id)))
+        raise errors.InventoryInUse(
+            _in_use([names[c] for c in sorted(used)], _provider_uuid(conn, provider_id))
+        )
 
 
 def check_in_use(conn: Connection, provider_id: int) -> None:
@@ -328,28 +359,32 @@ def check_in_use(conn: Connection, provider_id: int) -> None:
     reshaper) and only want the end state checked.
     """
     inv = t.inventories
-    have = {cid for (cid,) in conn.execute(
-        sa.select(inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id == provider_id))}
+    have = {
+        cid
+        for (cid,) in conn.execute(
+            sa.select(inv.c.resource_class_id).where(inv.c.resource_provider_id == provider_id)
+        )
+    }
     used = _usage(conn, provider_id)
-    _refuse_in_use(conn, provider_id,
-                   {cid: amount for cid, amount in used.items()
-                    if cid not in have})
+    _refuse_in_use(
+        conn, provider_id, {cid: amount for cid, amount in used.items() if cid not in have}
+    )
 
 
-def _warn_exceeded(conn: Connection, provider_id: int,
-                   updated: dict[int, Inventory],
-                   used: Mapping[int, int]) -> None:
+def _warn_exceeded(
+    conn: Connection, provider_id: int, updated: dict[int, Inventory], used: Mapping[int, int]
+) -> None:
     """Log a warning when ``used`` (class id -> amount allocated) of an
     ``updated`` class now exceeds its capacity."""
-    over = [cid for cid, amount in used.items()
-            if amount > updated[cid].capacity]
+    over = [cid for cid, amount in used.items() if amount > updated[cid].capacity]
     if over:
         names = common.resource_class_names(conn)
-        LOG.warning("Resource provider %s is now over capacity for %s: "
-                    "existing allocations exceed the new inventory.",
-                    _provider_uuid(conn, provider_id),
-                    ", ".join(sorted(names[c] for c in over)))
+        LOG.warning(
+            "Resource provider %s is now over capacity for %s: "
+            "existing allocations exceed the new inventory.",
+            _provider_uuid(conn, provider_id),
+            ", ".join(sorted(names[c] for c in over)),
+        )
 
 
 def _check_generation(provider: common.WrittenProvider, generation: int) -> None:
@@ -357,21 +392,22 @@ def _check_generation(provider: common.WrittenProvider, generation: int) -> None
         raise errors.ConcurrentUpdate("resource provider generation conflict")
 
 
-def _check_capacity(uuid: str, items: Mapping[str, Inventory],
-                    reserved_can_be_total: bool, prefix: str) -> None:
+def _check_capacity(
+    uuid: str, items: Mapping[str, Inventory], reserved_can_be_total: bool, prefix: str
+) -> None:
     for rc, inv in items.items():
         problem = capacity_problem(inv, reserved_can_be_total=reserved_can_be_total)
         if problem:
-            raise errors.BadRequest("%s %s: %s" % (
-                prefix, uuid, _invalid(rc, uuid, problem)))
+            raise errors.BadRequest("%s %s: %s" % (prefix, uuid, _invalid(rc, uuid, problem)))
 
 
 # Built once: every POST of one class runs it.
 _INSERT_ONE = t.inventories.insert()
 
 
-def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
-                  reserved_can_be_total: bool) -> int:
+def add_inventory(
+    conn: Connection, uuid: str, rc: str, inv: Inventory, *, reserved_can_be_total: bool
+) -> int:
     """Add one class to the provider's inventory; return the generation.
 
     NotFound (no provider), BadRequest (capacity, unknown class),
@@ -382,25 +418,36 @@ def add_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory, *,
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
     ids, unknown = _class_ids(conn, [rc], before)
     if unknown:
-        raise errors.BadRequest("%s %s: No such resource class %s."
-                                % (prefix, uuid, rc))
+        raise errors.BadRequest("%s %s: No such resource class %s." % (prefix, uuid, rc))
     if ids[rc] in before:
         raise errors.ConcurrentUpdate(
             "Update conflict: Inventory for '%s' on resource provider '%s' "
-            "already exists." % (rc, uuid))
-    conn.execute(_INSERT_ONE, {"resource_provider_id": provider.id,
-                               "resource_class_id": ids[rc],
-                               "created_at": common.now(), **_values(inv)})
-    generation = common.bump_provider_generation(conn, provider.id,
-                                                 provider.generation)
+            "already exists." % (rc, uuid)
+        )
+    conn.execute(
+        _INSERT_ONE,
+        {
+            "resource_provider_id": provider.id,
+            "resource_class_id": ids[rc],
+            "created_at": common.now(),
+            **_values(inv),
+        },
+    )
+    generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     old = by_name(before)
     record(conn, provider, old, {**old, rc: inv}, generation)
     return generation
 
 
-
-def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
-                     generation: int, *, reserved_can_be_total: bool) -> int:
+def update_inventory(
+    conn: Connection,
+    uuid: str,
+    rc: str,
+    inv: Inventory,
+    generation: int,
+    *,
+    reserved_can_be_total: bool,
+) -> int:
     """Change one class of the provider's inventory; return the generation.
 
     NotFound (no provider), ConcurrentUpdate (stale generation),
@@ -408,33 +455,36 @@ def update_inventory(conn: Connection, uuid: str, rc: str, inv: Inventory,
     """
     provider, before = _provider_current(conn, uuid)
     _check_generation(provider, generation)
-    _check_capacity(uuid, {rc: inv}, reserved_can_be_total,
-                    "Unable to update inventory for resource provider")
-    prefix = ("No inventory record with resource class for resource "
-              "provider %s: " % uuid)
+    _check_capacity(
+        uuid, {rc: inv}, reserved_can_be_total, "Unable to update inventory for resource provider"
+    )
+    prefix = "No inventory record with resource class for resource provider %s: " % uuid
     ids, unknown = _class_ids(conn, [rc], before)
     if unknown:
         raise errors.BadRequest(prefix + "No such resource class %s." % rc)
     result = None
     if ids[rc] in before:
-        result = conn.execute(_UPDATE, {"b_rp": provider.id, "b_rc": ids[rc],
-                                        "updated_at": common.now(),
-                                        **_values(inv)})
+        result = conn.execute(
+            _UPDATE,
+            {"b_rp": provider.id, "b_rc": ids[rc], "updated_at": common.now(), **_values(inv)},
+        )
     if result is None or result.rowcount != 1:
-        raise errors.BadRequest(prefix + "No inventory of class %s found."
-                                % rc)
-    _warn_exceeded(conn, provider.id, {ids[rc]: inv},
-                   _used(before, [ids[rc]]))
-    new_generation = common.bump_provider_generation(conn, provider.id,
-                                                     provider.generation)
+        raise errors.BadRequest(prefix + "No inventory of class %s found." % rc)
+    _warn_exceeded(conn, provider.id, {ids[rc]: inv}, _used(before, [ids[rc]]))
+    new_generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     old = by_name(before)
     record(conn, provider, old, {**old, rc: inv}, new_generation)
     return new_generation
 
 
-def replace_inventories(conn: Connection, uuid: str,
-                        inventories: Mapping[str, Inventory], generation: int,
-                        *, reserved_can_be_total: bool) -> int:
+def replace_inventories(
+    conn: Connection,
+    uuid: str,
+    inventories: Mapping[str, Inventory],
+    generation: int,
+    *,
+    reserved_can_be_total: bool,
+) -> int:
     """Replace the provider's whole inventory; return the new generation.
 
     NotFound (no provider), ConcurrentUpdate (stale generation),
@@ -443,18 +493,18 @@ def replace_inventories(conn: Connection, uuid: str,
     """
     provider, before = _provider_current(conn, uuid)
     _check_generation(provider, generation)
-    _check_capacity(uuid, inventories, reserved_can_be_total,
-                    "Unable to update inventory for resource provider")
+    _check_capacity(
+        uuid, inventories, reserved_can_be_total, "Unable to update inventory for resource provider"
+    )
     try:
         old = set_inventories(conn, provider.id, inventories, before=before)
     except errors.InventoryInUse as exc:
         raise errors.InventoryInUse("update conflict: " + exc.message) from None
     except errors.NotFound as exc:
         raise errors.BadRequest(
-            "Unknown resource class in inventory for resource provider "
-            "%s: %s" % (uuid, exc.message)) from None
-    new_generation = common.bump_provider_generation(conn, provider.id,
-                                                     provider.generation)
+            "Unknown resource class in inventory for resource provider %s: %s" % (uuid, exc.message)
+        ) from None
+    new_generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     record(conn, provider, old, inventories, new_generation)
     return new_generation
 
@@ -466,8 +516,7 @@ def delete_inventories(conn: Connection, uuid: str) -> int:
     """
     provider, before = _provider_current(conn, uuid)
     old = set_inventories(conn, provider.id, {}, before=before)
-    generation = common.bump_provider_generation(conn, provider.id,
-                                                 provider.generation)
+    generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     record(conn, provider, old, {}, generation)
     return generation
 
@@ -486,25 +535,26 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     try:
         # Allocations of a class with no inventory left (a stranded
         # one) refuse it too: read them then.
-        _refuse_in_use(conn, provider.id,
-                       _used(before, [ids[rc]]) if ids[rc] in before
-                       else _usage(conn, provider.id, [ids[rc]]))
+        _refuse_in_use(
+            conn,
+            provider.id,
+            _used(before, [ids[rc]]) if ids[rc] in before else _usage(conn, provider.id, [ids[rc]]),
+        )
     except errors.InventoryInUse as exc:
         raise errors.ConcurrentUpdate(
-            "Unable to delete inventory of class %s: %s"
-            % (rc, exc.message)) from None
+            "Unable to delete inventory of class %s: %s" % (rc, exc.message)
+        ) from None
     it = t.inventories
     result = None
     if ids[rc] in before:
-        result = conn.execute(it.delete().where(
-            it.c.resource_provider_id == provider.id,
-            it.c.resource_class_id == ids[rc]))
+        result = conn.execute(
+            it.delete().where(
+                it.c.resource_provider_id == provider.id, it.c.resource_class_id == ids[rc]
+            )
+        )
     if result is None or result.rowcount != 1:
-        raise errors.NotFound(prefix + "No inventory of class %s found for "
-                              "delete" % rc)
-    generation = common.bump_provider_generation(conn, provider.id,
-                                                 provider.generation)
+        raise errors.NotFound(prefix + "No inventory of class %s found for delete" % rc)
+    generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     old = by_name(before)
-    record(conn, provider, old,
-           {name: inv for name, inv in old.items() if name != rc}, generation)
+    record(conn, provider, old, {name: inv for name, inv in old.items() if name != rc}, generation)
     return generation

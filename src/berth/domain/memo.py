@@ -31,8 +31,7 @@ from berth.position import Position
 T = TypeVar("T")
 #: How a ``by_project`` memo brings a value up to date: (connection,
 #: key, value, the project's usage deltas) -> the new value, or None.
-Updater = Callable[[Connection, Any, Any, Mapping[changes.UsageKey, int]],
-                   Any]
+Updater = Callable[[Connection, Any, Any, Mapping[changes.UsageKey, int]], Any]
 
 
 class Memo:
@@ -49,17 +48,21 @@ class Memo:
     tuning).
     """
 
-    def __init__(self, *, keep: bool = True, by_provider: bool = False,
-                 by_project: Updater | None = None,
-                 limit: int = 100_000) -> None:
+    def __init__(
+        self,
+        *,
+        keep: bool = True,
+        by_provider: bool = False,
+        by_project: Updater | None = None,
+        limit: int = 100_000,
+    ) -> None:
         self.keep = keep
         self.by_provider = by_provider
         self.by_project = by_project
         self.limit = limit
         # One attribute, swapped whole: a reader never pairs one
         # position with another position's values.
-        self._kept: tuple[Position | None, dict[Hashable, Any]] = (
-            None, {})
+        self._kept: tuple[Position | None, dict[Hashable, Any]] = (None, {})
         self._lock = threading.Lock()
 
     def values(self, conn: Connection) -> dict[Hashable, Any]:
@@ -84,9 +87,9 @@ class Memo:
             self._kept = (seq, kept)
             return kept
 
-    def _survivors(self, conn: Connection, old: Position,
-                   new: Position, kept: dict[Hashable, Any]
-                   ) -> dict[Hashable, Any]:
+    def _survivors(
+        self, conn: Connection, old: Position, new: Position, kept: dict[Hashable, Any]
+    ) -> dict[Hashable, Any]:
         """What stays valid from ``old`` to ``new`` (a new dict: a thread
         still filling the old one fills a dict nobody reads again)."""
         if not (self.by_provider or self.by_project) or len(kept) >= self.limit:
@@ -99,8 +102,7 @@ class Memo:
         gone = found.structure | found.usage
         return {k: v for k, v in kept.items() if k not in gone}
 
-    def kept(self, conn: Connection, key: Hashable,
-             compute: Callable[[Connection], T]) -> T:
+    def kept(self, conn: Connection, key: Hashable, compute: Callable[[Connection], T]) -> T:
         """The value kept under ``key``, else ``compute(conn)`` (kept for
         the next caller). Callers must not modify what they get."""
         values = self.values(conn)
@@ -111,9 +113,9 @@ class Memo:
             return value
 
 
-def _per_project(conn: Connection, found: changes.Changes,
-                 kept: dict[Hashable, Any], update: Updater
-                 ) -> dict[Hashable, Any]:
+def _per_project(
+    conn: Connection, found: changes.Changes, kept: dict[Hashable, Any], update: Updater
+) -> dict[Hashable, Any]:
     """``kept`` (keyed ``(project external id, ...)``) after ``found``:
     values of projects it did not change as they were, the others
     brought up to date by ``update`` (or gone where it says None)."""
@@ -126,8 +128,7 @@ def _per_project(conn: Connection, found: changes.Changes,
     for key, value in kept.items():
         pid = changed.get(key[0])  # type: ignore[index]
         if pid is not None:
-            value = update(conn, key, value, {
-                k: n for k, n in found.deltas.items() if k[0] == pid})
+            value = update(conn, key, value, {k: n for k, n in found.deltas.items() if k[0] == pid})
         if value is not None:
             result[key] = value
     return result

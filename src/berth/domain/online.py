@@ -30,25 +30,23 @@ __all__ = ["MIGRATIONS", "set_root_provider_ids", "create_incomplete_consumers"]
 Migration = Callable[[Connection, cfg.ConfigOpts, int], tuple[int, int]]
 
 
-def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts,
-                          count: int) -> tuple[int, int]:
+def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts, count: int) -> tuple[int, int]:
     """Give up to ``count`` root-less providers their root."""
     rp = t.resource_providers
     parent = rp.alias("parent")
     rows = conn.execute(
-        sa.select(rp.c.id, rp.c.parent_provider_id,
-                  parent.c.root_provider_id.label("parent_root"))
-        .select_from(rp.outerjoin(parent,
-                                  rp.c.parent_provider_id == parent.c.id))
+        sa.select(rp.c.id, rp.c.parent_provider_id, parent.c.root_provider_id.label("parent_root"))
+        .select_from(rp.outerjoin(parent, rp.c.parent_provider_id == parent.c.id))
         .where(rp.c.root_provider_id.is_(None))
-        .order_by(rp.c.id).limit(count)).all()
+        .order_by(rp.c.id)
+        .limit(count)
+    ).all()
     done: list[int] = []
     for row in rows:
         root = row.id if row.parent_provider_id is None else row.parent_root
         if root is None:
             continue  # its parent is fixed first; a later batch takes it
-        conn.execute(rp.update().where(rp.c.id == row.id)
-                     .values(root_provider_id=root))
+        conn.execute(rp.update().where(rp.c.id == row.id).values(root_provider_id=root))
         done.append(row.id)
     if done:
         changes.note(conn, changes.STRUCTURE, done)
@@ -56,30 +54,40 @@ def set_root_provider_ids(conn: Connection, conf: cfg.ConfigOpts,
     return len(rows), len(done)
 
 
-def create_incomplete_consumers(conn: Connection, conf: cfg.ConfigOpts,
-                                count: int) -> tuple[int, int]:
+def create_incomplete_consumers(
+    conn: Connection, conf: cfg.ConfigOpts, count: int
+) -> tuple[int, int]:
     """Give up to ``count`` consumers that only allocations name a
     ``consumers`` row owned by the placeholder project and user."""
     a, c = t.allocations, t.consumers
-    missing = list(conn.scalars(
-        sa.select(a.c.consumer_id).distinct()
-        .where(~sa.exists().where(c.c.uuid == a.c.consumer_id))
-        .order_by(a.c.consumer_id).limit(count)))
+    missing = list(
+        conn.scalars(
+            sa.select(a.c.consumer_id)
+            .distinct()
+            .where(~sa.exists().where(c.c.uuid == a.c.consumer_id))
+            .order_by(a.c.consumer_id)
+            .limit(count)
+        )
+    )
     if not missing:
         return 0, 0
-    project = consumer.project_id(
-        conn, conf.placement.incomplete_consumer_project_id)
+    project = consumer.project_id(conn, conf.placement.incomplete_consumer_project_id)
     user = consumer.user_id(conn, conf.placement.incomplete_consumer_user_id)
     for uuid in missing:
         consumer.create(conn, uuid, project, user, None)
     # Their allocations now count in the placeholder project's usages.
     owner = (project, user, None)
     held = usage.held_amounts(conn, missing)
-    changes.note_usage(conn, usage.deltas(
-        (None, {}, owner, held.get(uuid, {})) for uuid in missing))
-    changes.note(conn, changes.USAGE, conn.scalars(
-        sa.select(a.c.resource_provider_id).distinct()
-        .where(a.c.consumer_id.in_(missing))))
+    changes.note_usage(
+        conn, usage.deltas((None, {}, owner, held.get(uuid, {})) for uuid in missing)
+    )
+    changes.note(
+        conn,
+        changes.USAGE,
+        conn.scalars(
+            sa.select(a.c.resource_provider_id).distinct().where(a.c.consumer_id.in_(missing))
+        ),
+    )
     events.resync(conn)
     return len(missing), len(missing)
 

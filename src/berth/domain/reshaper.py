@@ -57,8 +57,7 @@ class _Target:
     old: dict[str, Inventory] | None = None
 
 
-def _root_uuids(conn: Connection, rows: Iterable[AnyRow]
-                ) -> dict[int, str]:
+def _root_uuids(conn: Connection, rows: Iterable[AnyRow]) -> dict[int, str]:
     """Root provider id -> uuid for the locked ``rows`` (the change
     feed's events name the tree): no statement when each root is among
     them, else one plain read (a lock on a root outside the id order
@@ -68,20 +67,23 @@ def _root_uuids(conn: Connection, rows: Iterable[AnyRow]
     missing = sorted({r.root_provider_id for r in rows} - set(found))
     if missing:
         rp = t.resource_providers
-        found.update(conn.execute(sa.select(rp.c.id, rp.c.uuid)
-                                  .where(rp.c.id.in_(missing))))
+        found.update(conn.execute(sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(missing))))
     return found
 
 
-def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]
-                  ) -> list[_Target]:
+def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]) -> list[_Target]:
     """Resolve and row-lock the providers (in id order, like every other
     writer) and check the generations the caller gave."""
     rp = t.resource_providers
-    rows = {r.uuid: r for r in conn.execute(
-        sa.select(rp.c.id, rp.c.uuid, rp.c.generation, rp.c.root_provider_id)
-        .where(rp.c.uuid.in_(sorted(wanted)))
-        .order_by(rp.c.id).with_for_update())}
+    rows = {
+        r.uuid: r
+        for r in conn.execute(
+            sa.select(rp.c.id, rp.c.uuid, rp.c.generation, rp.c.root_provider_id)
+            .where(rp.c.uuid.in_(sorted(wanted)))
+            .order_by(rp.c.id)
+            .with_for_update()
+        )
+    }
     roots = _root_uuids(conn, rows.values())
     targets = []
     for uuid, inv in wanted.items():
@@ -89,14 +91,14 @@ def _lock_targets(conn: Connection, wanted: Mapping[str, ProviderInventory]
         if row is None:
             raise errors.ProviderNotFoundInBody(
                 "Resource provider %s in inventories not found: No resource "
-                "provider with uuid %s found" % (uuid, uuid))
+                "provider with uuid %s found" % (uuid, uuid)
+            )
         if row.generation != inv.generation:
             raise errors.ConcurrentUpdate(
                 "resource provider generation conflict for provider %s: "
-                "actual: %s, given: %s" % (uuid, row.generation,
-                                           inv.generation))
-        targets.append(_Target(row.id, uuid, roots[row.root_provider_id],
-                               int(row.generation), inv))
+                "actual: %s, given: %s" % (uuid, row.generation, inv.generation)
+            )
+        targets.append(_Target(row.id, uuid, roots[row.root_provider_id], int(row.generation), inv))
     return targets
 
 
@@ -107,13 +109,14 @@ def _validate(conn: Connection, targets: list[_Target]) -> None:
         for rc, inv in tg.wanted.inventories.items():
             if rc not in known:
                 raise errors.UnknownResourceClass(
-                    "malformed reshaper data: No such resource class %s."
-                    % rc)
+                    "malformed reshaper data: No such resource class %s." % rc
+                )
             if inv.capacity < 0:
                 raise errors.CapacityExceeded(
                     "Unable to allocate inventory: Invalid inventory for "
                     "'%s' on resource provider '%s'. The reserved value is "
-                    "greater than total." % (rc, tg.uuid))
+                    "greater than total." % (rc, tg.uuid)
+                )
 
 
 def _bump(conn: Connection, tg: _Target) -> int:
@@ -123,7 +126,8 @@ def _bump(conn: Connection, tg: _Target) -> int:
     (``events.note_generation``), the allocation write's too, so the
     current one is known without reading it."""
     return common.bump_provider_generation(
-        conn, tg.id, events.generations(conn).get(tg.id, tg.generation))
+        conn, tg.id, events.generations(conn).get(tg.id, tg.generation)
+    )
 
 
 def _interim(conn: Connection, targets: list[_Target]) -> None:
@@ -135,29 +139,29 @@ def _interim(conn: Connection, targets: list[_Target]) -> None:
         before = inventory.current(conn, tg.id)
         tg.old = inventory.by_name(before)
         union = {**tg.old, **tg.wanted.inventories}
-        inventory.set_inventories(conn, tg.id, union, check_in_use=False,
-                                  before=before)
+        inventory.set_inventories(conn, tg.id, union, check_in_use=False, before=before)
         _bump(conn, tg)
 
 
 def _final(conn: Connection, targets: list[_Target]) -> None:
     for tg in targets:
         try:
-            replaced = inventory.set_inventories(conn, tg.id,
-                                                 tg.wanted.inventories)
+            replaced = inventory.set_inventories(conn, tg.id, tg.wanted.inventories)
         except errors.InventoryInUse as exc:
-            raise errors.InventoryInUse("update conflict: "
-                                        + exc.message) from None
+            raise errors.InventoryInUse("update conflict: " + exc.message) from None
         generation = _bump(conn, tg)
         change.set_event(
-            conn, change.INVENTORIES, tg,
-            (tg.generation, change.inventories_value(
-                replaced if tg.old is None else tg.old)),
-            (generation, change.inventories_value(tg.wanted.inventories)))
+            conn,
+            change.INVENTORIES,
+            tg,
+            (tg.generation, change.inventories_value(replaced if tg.old is None else tg.old)),
+            (generation, change.inventories_value(tg.wanted.inventories)),
+        )
 
 
-def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
-            requests: list[ConsumerAllocations]) -> None:
+def reshape(
+    conn: Connection, wanted: Mapping[str, ProviderInventory], requests: list[ConsumerAllocations]
+) -> None:
     """Make ``wanted`` the providers' inventories and ``requests`` the
     consumers' allocations, atomically (in the caller's transaction).
 
@@ -169,15 +173,12 @@ def reshape(conn: Connection, wanted: Mapping[str, ProviderInventory],
     """
     targets = _lock_targets(conn, wanted)
     _validate(conn, targets)
-    LOG.debug("reshaping %d providers, %d consumers", len(targets),
-              len(requests))
+    LOG.debug("reshaping %d providers, %d consumers", len(targets), len(requests))
     _interim(conn, targets)
     try:
         allocation.replace_allocations(conn, requests)
     except errors.UnknownResourceClass as exc:
-        raise errors.UnknownResourceClass(
-            "malformed reshaper data: " + exc.message) from None
+        raise errors.UnknownResourceClass("malformed reshaper data: " + exc.message) from None
     except errors.CapacityExceeded as exc:
-        raise errors.CapacityExceeded(
-            "Unable to allocate inventory: " + exc.message) from None
+        raise errors.CapacityExceeded("Unable to allocate inventory: " + exc.message) from None
     _final(conn, targets)

@@ -34,8 +34,7 @@ def is_standard(name: str) -> bool:
     return not name.startswith(CUSTOM_PREFIX)
 
 
-def _from_row(name: str, created: dt.datetime | None,
-              updated: dt.datetime | None) -> ResourceClass:
+def _from_row(name: str, created: dt.datetime | None, updated: dt.datetime | None) -> ResourceClass:
     if is_standard(name):
         return ResourceClass(name, None)
     return ResourceClass(name, updated or created)
@@ -44,10 +43,8 @@ def _from_row(name: str, created: dt.datetime | None,
 def list_classes(conn: Connection) -> list[ResourceClass]:
     """Every class, standard ones first, in creation order."""
     rc = t.resource_classes
-    rows = conn.execute(sa.select(rc.c.name, rc.c.created_at, rc.c.updated_at)
-                        .order_by(rc.c.id))
-    return [_from_row(name, created, updated)
-            for name, created, updated in rows]
+    rows = conn.execute(sa.select(rc.c.name, rc.c.created_at, rc.c.updated_at).order_by(rc.c.id))
+    return [_from_row(name, created, updated) for name, created, updated in rows]
 
 
 def _find(conn: Connection, name: str) -> AnyRow | None:
@@ -55,8 +52,9 @@ def _find(conn: Connection, name: str) -> AnyRow | None:
 
 
 def _require(conn: Connection, name: str) -> AnyRow:
-    return common.require_by_name(conn, t.resource_classes, name,
-                                  "No such resource class %s." % name)
+    return common.require_by_name(
+        conn, t.resource_classes, name, "No such resource class %s." % name
+    )
 
 
 def get_class(conn: Connection, name: str) -> ResourceClass:
@@ -67,8 +65,10 @@ def get_class(conn: Connection, name: str) -> ResourceClass:
 
 def _insert(conn: Connection, name: str) -> bool:
     """Insert a custom class; False when it exists (even by a race)."""
-    made = (_find(conn, name) is None and common.insert_unique(
-        conn, t.resource_classes.c.name, name) is not None)
+    made = (
+        _find(conn, name) is None
+        and common.insert_unique(conn, t.resource_classes.c.name, name) is not None
+    )
     if made:
         change.name_event(conn, events.RESOURCE_CLASS_CREATED, name)
     return made
@@ -77,8 +77,7 @@ def _insert(conn: Connection, name: str) -> bool:
 def create_class(conn: Connection, name: str) -> None:
     """Create custom class ``name``; Conflict when it exists."""
     if not _insert(conn, name):
-        raise errors.Conflict(
-            "Conflicting resource class already exists: %s" % name)
+        raise errors.Conflict("Conflicting resource class already exists: %s" % name)
 
 
 def ensure_class(conn: Connection, name: str) -> bool:
@@ -94,23 +93,21 @@ def rename_class(conn: Connection, name: str, new_name: str) -> None:
     """
     row = _require(conn, name)
     if is_standard(name):
-        raise errors.BadRequest("Cannot update standard resource class %s"
-                                % name)
+        raise errors.BadRequest("Cannot update standard resource class %s" % name)
     taken = _find(conn, new_name)
     if taken is not None and taken.id != row.id:
         raise errors.Conflict("Resource class already exists: %s" % new_name)
     rc = t.resource_classes
     try:
         with conn.begin_nested():
-            conn.execute(rc.update().where(rc.c.id == row.id)
-                         .values(name=new_name, updated_at=common.now()))
+            conn.execute(
+                rc.update().where(rc.c.id == row.id).values(name=new_name, updated_at=common.now())
+            )
     except sa.exc.IntegrityError:
-        raise errors.Conflict("Resource class already exists: %s"
-                              % new_name) from None
+        raise errors.Conflict("Resource class already exists: %s" % new_name) from None
     changes.note(conn, changes.STRUCTURE)
     if new_name != name:
-        change.name_event(conn, events.RESOURCE_CLASS_UPDATED, new_name,
-                          old=name)
+        change.name_event(conn, events.RESOURCE_CLASS_UPDATED, new_name, old=name)
 
 
 def delete_class(conn: Connection, name: str) -> None:
@@ -122,17 +119,17 @@ def delete_class(conn: Connection, name: str) -> None:
     row = _require(conn, name)
     prefix = "Error in delete resource class: "
     if is_standard(name):
-        raise errors.BadRequest(
-            prefix + "Cannot delete standard resource class %s." % name)
+        raise errors.BadRequest(prefix + "Cannot delete standard resource class %s." % name)
     # Upstream only looks at inventories; allocations are checked too
     # because their foreign key would otherwise fail the delete.
     for table in (t.inventories, t.allocations):
-        used = conn.execute(sa.select(table.c.id).where(
-            table.c.resource_class_id == row.id).limit(1)).first()
+        used = conn.execute(
+            sa.select(table.c.id).where(table.c.resource_class_id == row.id).limit(1)
+        ).first()
         if used is not None:
             raise errors.Conflict(
-                prefix + "Cannot delete resource class %s. Class is in use "
-                "in inventory." % name)
+                prefix + "Cannot delete resource class %s. Class is in use in inventory." % name
+            )
     rc = t.resource_classes
     try:
         # An inventory added concurrently makes the foreign key refuse.
@@ -140,7 +137,7 @@ def delete_class(conn: Connection, name: str) -> None:
             conn.execute(rc.delete().where(rc.c.id == row.id))
     except sa.exc.IntegrityError:
         raise errors.Conflict(
-            prefix + "Cannot delete resource class %s. Class is in use "
-            "in inventory." % name) from None
+            prefix + "Cannot delete resource class %s. Class is in use in inventory." % name
+        ) from None
     changes.note(conn, changes.STRUCTURE)
     change.name_event(conn, events.RESOURCE_CLASS_DELETED, name)

@@ -24,19 +24,22 @@ class Trait:
     modified: dt.datetime | None
 
 
-def _traits(conn: Connection, where: Iterable[sa.ColumnElement[bool]] = ()
-            ) -> list[Trait]:
+def _traits(conn: Connection, where: Iterable[sa.ColumnElement[bool]] = ()) -> list[Trait]:
     tr = t.traits
-    rows = conn.execute(sa.select(tr.c.name, tr.c.created_at, tr.c.updated_at)
-                        .where(*where))
-    return sorted((Trait(name, updated or created)
-                   for name, created, updated in rows),
-                  key=lambda trait: trait.name)
+    rows = conn.execute(sa.select(tr.c.name, tr.c.created_at, tr.c.updated_at).where(*where))
+    return sorted(
+        (Trait(name, updated or created) for name, created, updated in rows),
+        key=lambda trait: trait.name,
+    )
 
 
-def list_traits(conn: Connection, *, names: list[str] | None = None,
-                prefix: str | None = None,
-                associated: bool | None = None) -> list[Trait]:
+def list_traits(
+    conn: Connection,
+    *,
+    names: list[str] | None = None,
+    prefix: str | None = None,
+    associated: bool | None = None,
+) -> list[Trait]:
     """Traits sorted by name, filtered as GET /traits filters them.
 
     Names are matched in Python so that every database compares them
@@ -46,8 +49,7 @@ def list_traits(conn: Connection, *, names: list[str] | None = None,
     where = []
     if associated is not None:
         linked = sa.select(t.resource_provider_traits.c.trait_id)
-        where.append(t.traits.c.id.in_(linked) if associated
-                     else t.traits.c.id.not_in(linked))
+        where.append(t.traits.c.id.in_(linked) if associated else t.traits.c.id.not_in(linked))
     found = _traits(conn, where)
     if names is not None:
         wanted = set(names)
@@ -58,8 +60,7 @@ def list_traits(conn: Connection, *, names: list[str] | None = None,
 
 
 def _require(conn: Connection, name: str) -> AnyRow:
-    return common.require_by_name(conn, t.traits, name,
-                                  "No such trait(s): %s." % name)
+    return common.require_by_name(conn, t.traits, name, "No such trait(s): %s." % name)
 
 
 def get_trait(conn: Connection, name: str) -> Trait:
@@ -92,11 +93,9 @@ def delete_trait(conn: Connection, name: str) -> None:
     row = _require(conn, name)
     if not name.startswith(CUSTOM_PREFIX):
         raise errors.BadRequest("Cannot delete standard trait %s." % name)
-    in_use = errors.Conflict("The trait %s is in use by a resource provider."
-                             % name)
+    in_use = errors.Conflict("The trait %s is in use by a resource provider." % name)
     rpt = t.resource_provider_traits
-    if conn.execute(sa.select(rpt.c.trait_id)
-                    .where(rpt.c.trait_id == row.id).limit(1)).first():
+    if conn.execute(sa.select(rpt.c.trait_id).where(rpt.c.trait_id == row.id).limit(1)).first():
         raise in_use
     try:
         with conn.begin_nested():
@@ -110,9 +109,14 @@ def delete_trait(conn: Connection, name: str) -> None:
 def traits_of(conn: Connection, provider_id: int) -> list[Trait]:
     """The provider's traits, sorted by name."""
     rpt = t.resource_provider_traits
-    return _traits(conn, [t.traits.c.id.in_(
-        sa.select(rpt.c.trait_id).where(rpt.c.resource_provider_id
-                                        == provider_id))])
+    return _traits(
+        conn,
+        [
+            t.traits.c.id.in_(
+                sa.select(rpt.c.trait_id).where(rpt.c.resource_provider_id == provider_id)
+            )
+        ],
+    )
 
 
 def provider_traits(conn: Connection, uuid: str) -> tuple[int, list[Trait]]:
@@ -123,21 +127,21 @@ def provider_traits(conn: Connection, uuid: str) -> tuple[int, list[Trait]]:
 
 # Built once: every trait write of a provider runs them. What it has,
 # with the names, is also the change feed's old value.
-_HAVE = (sa.select(t.resource_provider_traits.c.trait_id, t.traits.c.name)
-         .join(t.traits,
-               t.traits.c.id == t.resource_provider_traits.c.trait_id)
-         .where(t.resource_provider_traits.c.resource_provider_id
-                == sa.bindparam("b_rp")))
+_HAVE = (
+    sa.select(t.resource_provider_traits.c.trait_id, t.traits.c.name)
+    .join(t.traits, t.traits.c.id == t.resource_provider_traits.c.trait_id)
+    .where(t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"))
+)
 _LINK = t.resource_provider_traits.insert()
 _DROP = t.resource_provider_traits.delete().where(
     t.resource_provider_traits.c.resource_provider_id == sa.bindparam("b_rp"),
-    t.resource_provider_traits.c.trait_id.in_(
-        sa.bindparam("b_ids", expanding=True)))
+    t.resource_provider_traits.c.trait_id.in_(sa.bindparam("b_ids", expanding=True)),
+)
 
 
-def set_traits(conn: Connection, provider_id: int,
-               trait_ids: Iterable[int],
-               old: dict[int, str] | None = None) -> list[str]:
+def set_traits(
+    conn: Connection, provider_id: int, trait_ids: Iterable[int], old: dict[int, str] | None = None
+) -> list[str]:
     """Make ``trait_ids`` the provider's traits; no generation handling.
     ``old`` is what it has (trait id -> name) when the caller has read
     it in this transaction, else it is read here.
@@ -148,18 +152,22 @@ def set_traits(conn: Connection, provider_id: int,
         old = dict(conn.execute(_HAVE, {"b_rp": provider_id}).all())
     have = set(old)
     if have - wanted:
-        conn.execute(_DROP, {"b_rp": provider_id,
-                             "b_ids": sorted(have - wanted)})
+        conn.execute(_DROP, {"b_rp": provider_id, "b_ids": sorted(have - wanted)})
     if wanted - have:
         stamp = common.now()
-        conn.execute(_LINK, [
-            {"resource_provider_id": provider_id, "trait_id": tid,
-             "created_at": stamp} for tid in sorted(wanted - have)])
+        conn.execute(
+            _LINK,
+            [
+                {"resource_provider_id": provider_id, "trait_id": tid, "created_at": stamp}
+                for tid in sorted(wanted - have)
+            ],
+        )
     return sorted(old.values())
 
 
-def set_provider_traits(conn: Connection, uuid: str, generation: int,
-                        names: list[str]) -> tuple[int, list[Trait]]:
+def set_provider_traits(
+    conn: Connection, uuid: str, generation: int, names: list[str]
+) -> tuple[int, list[Trait]]:
     """Replace the provider's traits; return the new generation and traits.
 
     As upstream, a PUT that changes nothing leaves the generation alone.
@@ -170,15 +178,14 @@ def set_provider_traits(conn: Connection, uuid: str, generation: int,
     if provider.generation != generation:
         raise errors.ConcurrentUpdate(
             "Resource provider's generation already changed. Please update "
-            "the generation and try again.")
+            "the generation and try again."
+        )
     missing = sorted(set(names) - set(found))
     if missing:
         raise errors.BadRequest("No such trait %s" % ", ".join(missing))
-    new = _replace(conn, provider, {n: id_ for n, (id_, _) in found.items()},
-                   have)
+    new = _replace(conn, provider, {n: id_ for n, (id_, _) in found.items()}, have)
     # The traits it has now are those named: no read after the write.
-    return new, sorted((tr for _, tr in found.values()),
-                       key=lambda trait: trait.name)
+    return new, sorted((tr for _, tr in found.values()), key=lambda trait: trait.name)
 
 
 _RP = t.resource_providers
@@ -195,32 +202,46 @@ def _no(column: sa.Column[Any]) -> sa.Cast[Any]:
 # none is one row with no trait), and the traits named (``held`` 0,
 # with what the answer's Last-Modified needs).
 _PROVIDER_TRAITS = sa.union_all(
-    sa.select(*common.PROVIDER_COLUMNS, _TR.c.name, _TR.c.id,
-              _TR.c.created_at, _TR.c.updated_at,
-              sa.literal_column("1").label("held"))
+    sa.select(
+        *common.PROVIDER_COLUMNS,
+        _TR.c.name,
+        _TR.c.id,
+        _TR.c.created_at,
+        _TR.c.updated_at,
+        sa.literal_column("1").label("held"),
+    )
     .select_from(
-        common.PROVIDER_WITH_ROOT
-        .outerjoin(_RPT, _RPT.c.resource_provider_id == _RP.c.id)
-        .outerjoin(_TR, _TR.c.id == _RPT.c.trait_id))
+        common.PROVIDER_WITH_ROOT.outerjoin(
+            _RPT, _RPT.c.resource_provider_id == _RP.c.id
+        ).outerjoin(_TR, _TR.c.id == _RPT.c.trait_id)
+    )
     .where(common.PROVIDER_BY_UUID),
-    sa.select(_no(_RP.c.id), _no(_RP.c.uuid), _no(_RP.c.generation),
-              _no(_RP.c.uuid), _TR.c.name, _TR.c.id, _TR.c.created_at,
-              _TR.c.updated_at, sa.literal_column("0"))
-    .where(_TR.c.name.in_(sa.bindparam("b_names", expanding=True))))
+    sa.select(
+        _no(_RP.c.id),
+        _no(_RP.c.uuid),
+        _no(_RP.c.generation),
+        _no(_RP.c.uuid),
+        _TR.c.name,
+        _TR.c.id,
+        _TR.c.created_at,
+        _TR.c.updated_at,
+        sa.literal_column("0"),
+    ).where(_TR.c.name.in_(sa.bindparam("b_names", expanding=True))),
+)
 
 
-def _provider_traits(conn: Connection, uuid: str, names: list[str]
-                     ) -> tuple[common.WrittenProvider,
-                                dict[str, tuple[int, Trait]], dict[int, str]]:
+def _provider_traits(
+    conn: Connection, uuid: str, names: list[str]
+) -> tuple[common.WrittenProvider, dict[str, tuple[int, Trait]], dict[int, str]]:
     """The provider ``uuid`` (NotFound when there is none); name ->
     (id, trait) of the traits named that exist; and what the provider
     has: trait id -> name."""
     provider = None
     found: dict[str, tuple[int, Trait]] = {}
     have: dict[int, str] = {}
-    for (rp_id, rp_uuid, generation, root, name, id_, created, updated,
-         held) in conn.execute(_PROVIDER_TRAITS, {
-             "b_uuid": uuid, "b_names": sorted(set(names))}):
+    for rp_id, rp_uuid, generation, root, name, id_, created, updated, held in conn.execute(
+        _PROVIDER_TRAITS, {"b_uuid": uuid, "b_names": sorted(set(names))}
+    ):
         if not held:
             found[name] = (int(id_), Trait(name, updated or created))
             continue
@@ -232,8 +253,12 @@ def _provider_traits(conn: Connection, uuid: str, names: list[str]
     return provider, found, have
 
 
-def _replace(conn: Connection, provider: common.WrittenProvider,
-             ids: dict[str, int], have: dict[int, str] | None = None) -> int:
+def _replace(
+    conn: Connection,
+    provider: common.WrittenProvider,
+    ids: dict[str, int],
+    have: dict[int, str] | None = None,
+) -> int:
     """Make ``ids`` (name -> id) the traits of ``provider`` (read with
     its root; ``have``, what it has, when already read); bump its
     generation and record the change feed's event if that changed them.
@@ -242,10 +267,10 @@ def _replace(conn: Connection, provider: common.WrittenProvider,
     new = sorted(ids)
     if old == new:
         return int(provider.generation)
-    generation = common.bump_provider_generation(conn, provider.id,
-                                                 provider.generation)
-    change.set_event(conn, change.TRAITS, provider,
-                     (int(provider.generation), old), (generation, new))
+    generation = common.bump_provider_generation(conn, provider.id, provider.generation)
+    change.set_event(
+        conn, change.TRAITS, provider, (int(provider.generation), old), (generation, new)
+    )
     return generation
 
 

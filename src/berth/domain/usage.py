@@ -37,71 +37,74 @@ _RP, _INV, _A = t.resource_providers, t.inventories, t.allocations
 #: amount allocated, in one statement. The outer joins leave one row,
 #: with no class, for a provider without inventory.
 _PROVIDER_USAGES = (
-    sa.select(_RP.c.generation, t.resource_classes.c.name,
-              sa.select(sa.func.coalesce(common.sum_used(_A), 0))
-              .where(_A.c.resource_provider_id == _INV.c.resource_provider_id,
-                     _A.c.resource_class_id == _INV.c.resource_class_id)
-              .scalar_subquery())
-    .select_from(_RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id)
-                 .outerjoin(t.resource_classes, t.resource_classes.c.id
-                            == _INV.c.resource_class_id))
-    .where(_RP.c.uuid == sa.bindparam("b_uuid")))
+    sa.select(
+        _RP.c.generation,
+        t.resource_classes.c.name,
+        sa.select(sa.func.coalesce(common.sum_used(_A), 0))
+        .where(
+            _A.c.resource_provider_id == _INV.c.resource_provider_id,
+            _A.c.resource_class_id == _INV.c.resource_class_id,
+        )
+        .scalar_subquery(),
+    )
+    .select_from(
+        _RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id).outerjoin(
+            t.resource_classes, t.resource_classes.c.id == _INV.c.resource_class_id
+        )
+    )
+    .where(_RP.c.uuid == sa.bindparam("b_uuid"))
+)
 
 
-def provider_usages(conn: Connection, uuid: str
-                    ) -> tuple[int, dict[str, int]] | None:
+def provider_usages(conn: Connection, uuid: str) -> tuple[int, dict[str, int]] | None:
     """The provider's generation and, for every class it has inventory
     of, the amount used (0 when nothing is allocated); None when there
     is no such provider."""
     rows = conn.execute(_PROVIDER_USAGES, {"b_uuid": uuid}).all()
     if not rows:
         return None
-    return int(rows[0][0]), {name: int(used) for _, name, used in rows
-                             if name is not None}
+    return int(rows[0][0]), {name: int(used) for _, name, used in rows if name is not None}
 
 
-def _owned(query: AnySelect, project_id: str,
-           user_id: str | None) -> AnySelect:
+def _owned(query: AnySelect, project_id: str, user_id: str | None) -> AnySelect:
     """Restrict ``query`` (over allocations) to one project (and user)."""
     a, c, p, u = t.allocations, t.consumers, t.projects, t.users
-    query = (query.join(c, c.c.uuid == a.c.consumer_id)
-             .join(p, p.c.id == c.c.project_id)
-             .where(p.c.external_id == project_id))
+    query = (
+        query.join(c, c.c.uuid == a.c.consumer_id)
+        .join(p, p.c.id == c.c.project_id)
+        .where(p.c.external_id == project_id)
+    )
     if user_id:
-        query = query.join(u, u.c.id == c.c.user_id).where(
-            u.c.external_id == user_id)
+        query = query.join(u, u.c.id == c.c.user_id).where(u.c.external_id == user_id)
     return query
 
 
-def _owned_consumers(query: AnySelect, project_id: str,
-                     user_id: str | None) -> AnySelect:
+def _owned_consumers(query: AnySelect, project_id: str, user_id: str | None) -> AnySelect:
     """Restrict ``query`` (over consumers) to the project's (and user's)
     consumers that hold any allocation: one index probe per consumer,
     where counting distinct consumers over the allocations reads them
     all (slower, the more allocations a consumer has)."""
     a, c, p, u = t.allocations, t.consumers, t.projects, t.users
-    query = (query.join(p, p.c.id == c.c.project_id)
-             .where(p.c.external_id == project_id))
+    query = query.join(p, p.c.id == c.c.project_id).where(p.c.external_id == project_id)
     if user_id:
-        query = query.join(u, u.c.id == c.c.user_id).where(
-            u.c.external_id == user_id)
+        query = query.join(u, u.c.id == c.c.user_id).where(u.c.external_id == user_id)
     return query.where(sa.exists().where(a.c.consumer_id == c.c.uuid))
 
 
-def project_usages(conn: Connection, project_id: str,
-                   user_id: str | None = None) -> dict[str, int]:
+def project_usages(conn: Connection, project_id: str, user_id: str | None = None) -> dict[str, int]:
     """Class name -> amount used by the project's (and user's) consumers."""
     a = t.allocations
-    query = _owned(sa.select(a.c.resource_class_id, common.sum_used(a))
-                   .select_from(a), project_id, user_id)
+    query = _owned(
+        sa.select(a.c.resource_class_id, common.sum_used(a)).select_from(a), project_id, user_id
+    )
     rows = conn.execute(query.group_by(a.c.resource_class_id))
     names = common.resource_class_names(conn)
-    return _sorted({names[row.resource_class_id]: int(row.used)
-                    for row in rows})
+    return _sorted({names[row.resource_class_id]: int(row.used) for row in rows})
 
 
-def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
-                   consumer_type: str | None) -> dict[str, dict[str, int]]:
+def usages_by_type(
+    conn: Connection, project_id: str, user_id: str | None, consumer_type: str | None
+) -> dict[str, dict[str, int]]:
     """Per consumer type: class name -> amount, plus ``consumer_count``.
 
     ``consumer_type`` None groups by type (``unknown`` for untyped
@@ -109,12 +112,16 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
     untyped consumers only; any other name keeps that type only.
     """
     a, c, ct = t.allocations, t.consumers, t.consumer_types
-    base = _owned(sa.select(c.c.consumer_type_id, a.c.resource_class_id,
-                            common.sum_used(a))
-                  .select_from(a), project_id, user_id)
-    counts = _owned_consumers(sa.select(c.c.consumer_type_id,
-                                        sa.func.count().label("consumers"))
-                              .select_from(c), project_id, user_id)
+    base = _owned(
+        sa.select(c.c.consumer_type_id, a.c.resource_class_id, common.sum_used(a)).select_from(a),
+        project_id,
+        user_id,
+    )
+    counts = _owned_consumers(
+        sa.select(c.c.consumer_type_id, sa.func.count().label("consumers")).select_from(c),
+        project_id,
+        user_id,
+    )
     if consumer_type == UNKNOWN_TYPE:
         base = base.where(c.c.consumer_type_id.is_(None))
         counts = counts.where(c.c.consumer_type_id.is_(None))
@@ -124,10 +131,11 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
         counts = counts.where(c.c.consumer_type_id.in_(wanted))
     if consumer_type == ALL_TYPES:
         return _all_types(conn, base, counts)
-    sums = conn.execute(base.group_by(c.c.consumer_type_id,
-                                      a.c.resource_class_id)).all()
-    per_type = {row.consumer_type_id: row.consumers for row in
-                conn.execute(counts.group_by(c.c.consumer_type_id))}
+    sums = conn.execute(base.group_by(c.c.consumer_type_id, a.c.resource_class_id)).all()
+    per_type = {
+        row.consumer_type_id: row.consumers
+        for row in conn.execute(counts.group_by(c.c.consumer_type_id))
+    }
     type_names = names_of_types(conn, per_type)
     class_names = common.resource_class_names(conn)
     result: dict[str, dict[str, int]] = defaultdict(dict)
@@ -138,20 +146,19 @@ def usages_by_type(conn: Connection, project_id: str, user_id: str | None,
     return _sorted({name: _sorted(entry) for name, entry in result.items()})
 
 
-def _all_types(conn: Connection, base: AnySelect,
-               counts: AnySelect) -> dict[str, dict[str, int]]:
+def _all_types(conn: Connection, base: AnySelect, counts: AnySelect) -> dict[str, dict[str, int]]:
     """Every type summed together under ``all``."""
     a = t.allocations
     sums = conn.execute(
-        base.with_only_columns(a.c.resource_class_id, common.sum_used(a))
-        .group_by(a.c.resource_class_id)).all()
+        base.with_only_columns(a.c.resource_class_id, common.sum_used(a)).group_by(
+            a.c.resource_class_id
+        )
+    ).all()
     if not sums:
         return {}
-    total = conn.execute(counts.with_only_columns(
-        sa.func.count())).scalar_one()
+    total = conn.execute(counts.with_only_columns(sa.func.count())).scalar_one()
     class_names = common.resource_class_names(conn)
-    entry: dict[str, int] = {class_names[row.resource_class_id]: int(row.used)
-                             for row in sums}
+    entry: dict[str, int] = {class_names[row.resource_class_id]: int(row.used) for row in sums}
     entry["consumer_count"] = int(total)
     return {ALL_TYPES: _sorted(entry)}
 
@@ -167,8 +174,7 @@ def owner_of(consumer: Consumer) -> Owner:
     return consumer.project_id, consumer.user_id, consumer.consumer_type_id
 
 
-def held_amounts(conn: Connection, consumer_uuids: list[str]
-                 ) -> dict[str, dict[int, int]]:
+def held_amounts(conn: Connection, consumer_uuids: list[str]) -> dict[str, dict[int, int]]:
     """Per consumer, class id -> amount it holds now (consumers holding
     nothing are left out)."""
     if not consumer_uuids:
@@ -177,11 +183,11 @@ def held_amounts(conn: Connection, consumer_uuids: list[str]
     rows = conn.execute(
         sa.select(a.c.consumer_id, a.c.resource_class_id, common.sum_used(a))
         .where(a.c.consumer_id.in_(consumer_uuids))
-        .group_by(a.c.consumer_id, a.c.resource_class_id))
+        .group_by(a.c.consumer_id, a.c.resource_class_id)
+    )
     held: dict[str, dict[int, int]] = {}
     for row in rows:
-        held.setdefault(row.consumer_id, {})[row.resource_class_id] = int(
-            row.used)
+        held.setdefault(row.consumer_id, {})[row.resource_class_id] = int(row.used)
     return held
 
 
@@ -214,9 +220,9 @@ def deltas(moves: Iterable[Move]) -> Counter[changes.UsageKey]:
 Key = tuple[str, bool, "str | None", "str | None"]
 
 
-def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
-                       deltas: Mapping[changes.UsageKey, int]
-                       ) -> dict[str, Any] | None:
+def brought_up_to_date(
+    conn: Connection, key: Key, answer: dict[str, Any], deltas: Mapping[changes.UsageKey, int]
+) -> dict[str, Any] | None:
     """The answer to ``key`` (:func:`project_usages`, or with types
     :func:`usages_by_type`) after the project's usages changed by
     ``deltas`` (``berth.db.changes``: project, user, type, class or None
@@ -230,8 +236,10 @@ def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
     if not any(deltas.values()):
         return answer
     class_names, type_names = _names(
-        conn, {k[3] for k in deltas if k[3] is not None},
-        {k[2] for k in deltas if k[2] is not None} if by_type else set())
+        conn,
+        {k[3] for k in deltas if k[3] is not None},
+        {k[2] for k in deltas if k[2] is not None} if by_type else set(),
+    )
     if not class_names.keys() >= {k[3] for k in deltas if k[3] is not None}:
         return None  # a class gone meanwhile: compute it again
     if not by_type:
@@ -240,18 +248,16 @@ def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
             if rc is not None:
                 sums[class_names[rc]] += amount
         return _checked(sums, counted=False)
-    entries: dict[str, Counter[str]] = {
-        name: Counter(entry) for name, entry in answer.items()}
+    entries: dict[str, Counter[str]] = {name: Counter(entry) for name, entry in answer.items()}
     for (_p, _u, type_id, rc), amount in deltas.items():
-        label = (UNKNOWN_TYPE if type_id is None
-                 else type_names.get(type_id, UNKNOWN_TYPE))
+        label = UNKNOWN_TYPE if type_id is None else type_names.get(type_id, UNKNOWN_TYPE)
         if consumer_type == UNKNOWN_TYPE and type_id is not None:
             continue
         if consumer_type not in (None, ALL_TYPES, UNKNOWN_TYPE) and (
-                type_id is None or label != consumer_type):
+            type_id is None or label != consumer_type
+        ):
             continue
-        entry = entries.setdefault(
-            ALL_TYPES if consumer_type == ALL_TYPES else label, Counter())
+        entry = entries.setdefault(ALL_TYPES if consumer_type == ALL_TYPES else label, Counter())
         entry["consumer_count" if rc is None else class_names[rc]] += amount
     result: dict[str, Any] = {}
     for name, entry in entries.items():
@@ -263,24 +269,28 @@ def brought_up_to_date(conn: Connection, key: Key, answer: dict[str, Any],
     return _sorted(result)
 
 
-def _names(conn: Connection, class_ids: set[int], type_ids: set[int]
-           ) -> tuple[dict[int, str], dict[int, str]]:
+def _names(
+    conn: Connection, class_ids: set[int], type_ids: set[int]
+) -> tuple[dict[int, str], dict[int, str]]:
     """Names of resource classes and consumer types by id, in one
     statement as the driver takes it (every first ``GET /usages`` after a
     write runs it, and building it through SQLAlchemy cost as much as
     running it)."""
     mark = changes.placeholder(conn)
     parts, params = [], []
-    for kind, table, ids in (("c", t.resource_classes, class_ids),
-                             ("t", t.consumer_types, type_ids)):
+    for kind, table, ids in (
+        ("c", t.resource_classes, class_ids),
+        ("t", t.consumer_types, type_ids),
+    ):
         if ids:
-            parts.append("SELECT '%s', id, name FROM %s WHERE id IN (%s)" % (
-                kind, table.name, ", ".join([mark] * len(ids))))
+            parts.append(
+                "SELECT '%s', id, name FROM %s WHERE id IN (%s)"
+                % (kind, table.name, ", ".join([mark] * len(ids)))
+            )
             params += sorted(ids)
     found: dict[str, dict[int, str]] = {"c": {}, "t": {}}
     if parts:
-        for kind, id_, name in conn.exec_driver_sql(" UNION ALL ".join(parts),
-                                                    tuple(params)):
+        for kind, id_, name in conn.exec_driver_sql(" UNION ALL ".join(parts), tuple(params)):
             found[kind][int(id_)] = name
     return found["c"], found["t"]
 

@@ -44,21 +44,46 @@ if getattr(http_message, "MAX_REQUEST_LINE", REQUEST_LINE_LIMIT) < REQUEST_LINE_
 #: them; the rest (a response header the app got wrong, proxy-protocol and
 #: configuration problems) keep gunicorn's own answer.
 _REFUSALS: list[tuple[tuple[type[Exception], ...], int, str]] = [
-    (tuple(getattr(http_errors, name) for name in (
-        "InvalidResponseHeader", "InvalidResponseHeaderName")
-        if hasattr(http_errors, name)), 0, ""),
-    ((http_errors.LimitRequestLine,), 414,
-     "The request line is longer than %d bytes." % REQUEST_LINE_LIMIT),
-    ((http_errors.LimitRequestHeaders,), 431,
-     "The request headers exceed %d bytes a line or %d lines."
-     % (HEADER_LINE_LIMIT, HEADER_FIELDS)),
+    (
+        tuple(
+            getattr(http_errors, name)
+            for name in ("InvalidResponseHeader", "InvalidResponseHeaderName")
+            if hasattr(http_errors, name)
+        ),
+        0,
+        "",
+    ),
+    (
+        (http_errors.LimitRequestLine,),
+        414,
+        "The request line is longer than %d bytes." % REQUEST_LINE_LIMIT,
+    ),
+    (
+        (http_errors.LimitRequestHeaders,),
+        431,
+        "The request headers exceed %d bytes a line or %d lines."
+        % (HEADER_LINE_LIMIT, HEADER_FIELDS),
+    ),
     # Some of these are only in newer gunicorn releases.
-    (tuple(getattr(http_errors, name) for name in (
-        "InvalidRequestLine", "InvalidRequestMethod", "InvalidHTTPVersion",
-        "InvalidHeader", "InvalidHeaderName", "ObsoleteFolding",
-        "InvalidChunkSize", "ChunkMissingTerminator", "InvalidChunkExtension")
-        if hasattr(http_errors, name)), 400,
-     "The request could not be parsed: %s"),
+    (
+        tuple(
+            getattr(http_errors, name)
+            for name in (
+                "InvalidRequestLine",
+                "InvalidRequestMethod",
+                "InvalidHTTPVersion",
+                "InvalidHeader",
+                "InvalidHeaderName",
+                "ObsoleteFolding",
+                "InvalidChunkSize",
+                "ChunkMissingTerminator",
+                "InvalidChunkExtension",
+            )
+            if hasattr(http_errors, name)
+        ),
+        400,
+        "The request could not be parsed: %s",
+    ),
 ]
 
 
@@ -79,8 +104,7 @@ class EdgeWorker(SyncWorker):  # type: ignore[misc]
     """gunicorn's sync worker, answering unreadable requests through
     Berth's ``EdgeMiddleware`` (JSON body, request id, request-log line)."""
 
-    def handle_error(self, req: Any, client: Any, addr: Any,
-                     exc: BaseException) -> None:
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         problem = refusal(exc)
         if problem is None or not callable(getattr(self, "wsgi", None)):
             super().handle_error(req, client, addr, exc)
@@ -94,17 +118,16 @@ class EdgeWorker(SyncWorker):  # type: ignore[misc]
         }
         sent: dict[str, Any] = {}
 
-        def start_response(status: str, headers: list[tuple[str, str]],
-                           exc_info: Any = None) -> None:
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> None:
             sent.update(status=status, headers=headers)
 
         body = b"".join(self.wsgi(environ, start_response))
         head = ["HTTP/1.1 %s" % sent["status"], "Connection: close"]
-        head += ["%s: %s" % (k, v) for k, v in sent["headers"]
-                 if k.lower() != "connection"]
+        head += ["%s: %s" % (k, v) for k, v in sent["headers"] if k.lower() != "connection"]
         try:
-            client.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-                           + body)
+            client.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         except OSError:
             self.log.debug("could not send the refusal to %s", addr)
             return
@@ -112,8 +135,7 @@ class EdgeWorker(SyncWorker):  # type: ignore[misc]
             _linger(client)
 
 
-def _linger(sock: socket.socket, seconds: float = 2.0,
-            most: int = 65536) -> None:
+def _linger(sock: socket.socket, seconds: float = 2.0, most: int = 65536) -> None:
     """Half-close ``sock`` and read off what the client is still sending
     (up to ``most`` bytes or ``seconds``), so that the kernel does not
     answer unread request bytes with a reset that destroys the refusal

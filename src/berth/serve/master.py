@@ -106,8 +106,9 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         # The master prepared the database (run); workers only connect.
-        app = create_app(self.conf, Database(setup.engine_from_conf(self.conf)),
-                         world_observers=[tune_gc()])
+        app = create_app(
+            self.conf, Database(setup.engine_from_conf(self.conf)), world_observers=[tune_gc()]
+        )
         if self.cfg.preload_app:
             # In the master: every worker forks from this loaded world.
             preload.warm(app)
@@ -123,8 +124,7 @@ GRACEFUL_TIMEOUT = 30
 UNIX_SOCKET_UMASK = 0o117
 
 
-def gunicorn_options(conf: cfg.ConfigOpts, bind: str,
-                     workers: int) -> dict[str, Any]:
+def gunicorn_options(conf: cfg.ConfigOpts, bind: str, workers: int) -> dict[str, Any]:
     """gunicorn settings for ``berth serve`` on ``bind`` (``host:port`` or
     ``unix:PATH``): ``[berth] worker_timeout``, and TLS when ``[berth]
     ssl_cert_file`` is set (checked by ``check.check_tls`` first)."""
@@ -157,11 +157,9 @@ def _tls_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
     berth = conf.berth
     if not berth.ssl_cert_file:
         return {}
-    options = {"certfile": berth.ssl_cert_file,
-               "keyfile": berth.ssl_key_file}
+    options = {"certfile": berth.ssl_cert_file, "keyfile": berth.ssl_key_file}
     if berth.ssl_ca_file:
-        options.update(ca_certs=berth.ssl_ca_file,
-                       cert_reqs=ssl.CERT_REQUIRED)
+        options.update(ca_certs=berth.ssl_ca_file, cert_reqs=ssl.CERT_REQUIRED)
     return options
 
 
@@ -174,15 +172,12 @@ def _without_control_socket() -> dict[str, Any]:
     releases know no such setting: gunicorn's registry of settings, not
     its version, tells."""
     known = {setting.name for setting in KNOWN_SETTINGS}
-    return ({"control_socket_disable": True}
-            if "control_socket_disable" in known else {})
+    return {"control_socket_disable": True} if "control_socket_disable" in known else {}
 
 
 def _when_ready(arbiter: Arbiter) -> None:
-    addresses = ", ".join(str(listener)
-                          for listener in arbiter.LISTENERS)
-    LOG.info("serving Placement API on %s with %d worker(s)", addresses,
-             arbiter.num_workers)
+    addresses = ", ".join(str(listener) for listener in arbiter.LISTENERS)
+    LOG.info("serving Placement API on %s with %d worker(s)", addresses, arbiter.num_workers)
 
 
 def _on_exit(arbiter: Arbiter) -> None:
@@ -194,8 +189,10 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
     systemd when it is ready, reloading and stopping."""
 
     def handle_term(self) -> None:
-        LOG.info("SIGTERM received: no new connections; in-flight requests "
-                 "get up to %ds to finish", self.cfg.graceful_timeout)
+        LOG.info(
+            "SIGTERM received: no new connections; in-flight requests get up to %ds to finish",
+            self.cfg.graceful_timeout,
+        )
         super().handle_term()
 
     def handle_hup(self) -> None:
@@ -215,10 +212,11 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
         if self.app.feed is not None:
             self.app.feed.check(self)
         self.app.notifier.check(
-            list(self.WORKERS), self.num_workers,
+            list(self.WORKERS),
+            self.num_workers,
             "serving Placement API on %s with %d worker(s)"
-            % (", ".join(str(lnr) for lnr in self.LISTENERS),
-               self.num_workers))
+            % (", ".join(str(lnr) for lnr in self.LISTENERS), self.num_workers),
+        )
 
     def stop(self, graceful: bool = True) -> None:
         self.app.notifier.stopping()
@@ -272,15 +270,18 @@ class FeedProcess:
         folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if folder:  # its live gauges (watchers) go with it
             from prometheus_client import multiprocess
+
             multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
-                self.pid, folder)
+                self.pid, folder
+            )
         now = time.monotonic()
-        self.delay = (0.0 if now - self.started > 60
-                      else min(max(1.0, self.delay * 2), 30.0))
-        LOG.warning("the change feed's process (pid %d) exited (%s); "
-                    "starting it again in %.0f s", self.pid,
-                    "status %d" % status if status >= 0 else "reaped",
-                    self.delay)
+        self.delay = 0.0 if now - self.started > 60 else min(max(1.0, self.delay * 2), 30.0)
+        LOG.warning(
+            "the change feed's process (pid %d) exited (%s); starting it again in %.0f s",
+            self.pid,
+            "status %d" % status if status >= 0 else "reaped",
+            self.delay,
+        )
         self.pid, self.not_before = None, now + self.delay
         self.check(arbiter)
 
@@ -326,8 +327,7 @@ def check_socket_free(path: str) -> None:
             probe.connect(path)
         except OSError:
             return
-    raise SystemExit(where + "another server listens there (is another "
-                     "berth serve running?)")
+    raise SystemExit(where + "another server listens there (is another berth serve running?)")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -337,18 +337,24 @@ def check_port_free(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise SystemExit("berth: error: cannot listen on %s:%d: %s"
-                         % (host, port, exc.strerror or exc)) from None
+        raise SystemExit(
+            "berth: error: cannot listen on %s:%d: %s" % (host, port, exc.strerror or exc)
+        ) from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:
-            hint = (" (is another berth serve running? choose another "
-                    "--port)" if exc.errno == errno.EADDRINUSE else "")
-            raise SystemExit("berth: error: cannot listen on %s:%d: %s%s"
-                             % (host, port, exc.strerror or exc, hint)) from None
+            hint = (
+                " (is another berth serve running? choose another --port)"
+                if exc.errno == errno.EADDRINUSE
+                else ""
+            )
+            raise SystemExit(
+                "berth: error: cannot listen on %s:%d: %s%s"
+                % (host, port, exc.strerror or exc, hint)
+            ) from None
 
 
 def prepare_database(conf: cfg.ConfigOpts) -> None:
@@ -360,8 +366,9 @@ def prepare_database(conf: cfg.ConfigOpts) -> None:
     engine.dispose()
 
 
-def run(conf: cfg.ConfigOpts, host: str, port: int,
-        workers: int | None, unix_socket: str | None = None) -> int:
+def run(
+    conf: cfg.ConfigOpts, host: str, port: int, workers: int | None, unix_socket: str | None = None
+) -> int:
     """Serve until stopped, on ``host:port`` or else on ``unix_socket``;
     exit status. Refuses, with one line and before anything is loaded,
     an address it may not or cannot bind, TLS files it cannot use, and a
@@ -389,16 +396,18 @@ def run(conf: cfg.ConfigOpts, host: str, port: int,
         # Bound once, for every restart of the feed's process.
         feed = FeedProcess(conf, watch.listen_socket(*address))
     if berth_conf.is_embedded(conf):
-        LOG.warning("no configuration file: serving an embedded SQLite "
-                    "database in %s with noauth2. This mode is for local "
-                    "use only.", berth_conf.data_dir(conf))
+        LOG.warning(
+            "no configuration file: serving an embedded SQLite "
+            "database in %s with noauth2. This mode is for local "
+            "use only.",
+            berth_conf.data_dir(conf),
+        )
     prepare_database(conf)
     listen = conf.berth.metrics_listen
     if listen:
         check.parse_listen(listen, "metrics_listen")  # fail before forking
     with metrics.multiprocess_dir() as folder:
-        return _serve(conf, bind, workers,
-                      metrics.gunicorn_hooks(listen, folder), feed, notifier)
+        return _serve(conf, bind, workers, metrics.gunicorn_hooks(listen, folder), feed, notifier)
 
 
 def _post_fork(server: Any, worker: Any) -> None:
@@ -414,19 +423,25 @@ def _pre_fork(server: Any, worker: Any) -> None:
         preload.refresh(app)
 
 
-def _both(first: Callable[..., Any], then: Callable[..., Any]
-          ) -> Callable[..., Any]:
+def _both(first: Callable[..., Any], then: Callable[..., Any]) -> Callable[..., Any]:
     """One gunicorn hook of the arbiter (``when_ready``, ``on_exit``: one
     argument, as gunicorn checks) that calls ``first``, then ``then``."""
+
     def hook(server: Any) -> None:
         first(server)
         then(server)
+
     return hook
 
 
-def _serve(conf: cfg.ConfigOpts, bind: str, workers: int | None,
-           hooks: dict[str, Any], feed: FeedProcess | None = None,
-           notifier: Notifier | None = None) -> int:
+def _serve(
+    conf: cfg.ConfigOpts,
+    bind: str,
+    workers: int | None,
+    hooks: dict[str, Any],
+    feed: FeedProcess | None = None,
+    notifier: Notifier | None = None,
+) -> int:
     if workers is None:
         workers = 1 if berth_conf.is_embedded(conf) else (os.cpu_count() or 1)
     options = gunicorn_options(conf, bind, workers)

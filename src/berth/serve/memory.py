@@ -51,10 +51,10 @@ def memory() -> tuple[int, int] | None:
         fields = rest.split()
         if len(fields) == 2 and fields[1] == "kB":
             kib[key] = int(fields[0])
-    return ((kib.get("Private_Clean", 0) + kib.get("Private_Dirty", 0))
-            * 1024,
-            (kib.get("Shared_Clean", 0) + kib.get("Shared_Dirty", 0))
-            * 1024)
+    return (
+        (kib.get("Private_Clean", 0) + kib.get("Private_Dirty", 0)) * 1024,
+        (kib.get("Shared_Clean", 0) + kib.get("Shared_Dirty", 0)) * 1024,
+    )
 
 
 class Recycler:
@@ -73,10 +73,12 @@ class Recycler:
     the master; each forked worker has its own copy of its state.
     """
 
-    def __init__(self, limit_mib: int | None,
-                 every: float = MEMORY_CHECK_SECONDS,
-                 read: Callable[[], tuple[int, int] | None] = memory
-                 ) -> None:
+    def __init__(
+        self,
+        limit_mib: int | None,
+        every: float = MEMORY_CHECK_SECONDS,
+        read: Callable[[], tuple[int, int] | None] = memory,
+    ) -> None:
         self.limit_mib = limit_mib
         self.every = every
         self.read = read
@@ -84,8 +86,7 @@ class Recycler:
         self.limit: int | None = None
         self._next = 0.0
 
-    def __call__(self, worker: Any, req: Any = None, environ: Any = None,
-                 resp: Any = None) -> None:
+    def __call__(self, worker: Any, req: Any = None, environ: Any = None, resp: Any = None) -> None:
         now = time.monotonic()
         if now < self._next:
             return
@@ -96,18 +97,24 @@ class Recycler:
             return
         private, shared = found
         if self.limit is None:
-            self.limit = (self.limit_mib * _MIB if self.limit_mib else
-                          max(MIN_PRIVATE_MEMORY * _MIB, shared // 3))
-        metrics = getattr(getattr(getattr(worker, "wsgi", None), "state",
-                                  None), "metrics", None)
+            self.limit = (
+                self.limit_mib * _MIB
+                if self.limit_mib
+                else max(MIN_PRIVATE_MEMORY * _MIB, shared // 3)
+            )
+        metrics = getattr(getattr(getattr(worker, "wsgi", None), "state", None), "metrics", None)
         if metrics is not None:
             metrics.worker_private_bytes.set(private)
         if private > self.limit and worker.alive:
-            LOG.info("worker %s: %d MiB of private memory is over the "
-                     "limit of %d MiB ([berth] worker_private_memory): "
-                     "exiting after this request; the master forks a "
-                     "replacement that shares its world", worker.pid,
-                     private // _MIB, self.limit // _MIB)
+            LOG.info(
+                "worker %s: %d MiB of private memory is over the "
+                "limit of %d MiB ([berth] worker_private_memory): "
+                "exiting after this request; the master forks a "
+                "replacement that shares its world",
+                worker.pid,
+                private // _MIB,
+                self.limit // _MIB,
+            )
             worker.alive = False
             if metrics is not None:
                 metrics.worker_recycles.inc()
@@ -134,5 +141,3 @@ def _freeze_after_whole_load(done: Refresh) -> None:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-
-

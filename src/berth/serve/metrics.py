@@ -30,10 +30,10 @@ def multiprocess_dir() -> Iterator[str]:
     ``PROMETHEUS_MULTIPROC_DIR``, else a new directory removed at the
     end (by the process that made it, never by a forked worker)."""
     from prometheus_client import values
+
     own = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if own:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
-            prefix="berth-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="berth-metrics-")
     folder = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     # prometheus-client picks file-backed values when it is imported;
     # pick again in case it was imported before the variable was set.
@@ -47,15 +47,15 @@ def multiprocess_dir() -> Iterator[str]:
             del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
 
-def gunicorn_hooks(listen: str | None, folder: str
-                   ) -> dict[str, Callable[..., Any]]:
+def gunicorn_hooks(listen: str | None, folder: str) -> dict[str, Callable[..., Any]]:
     """gunicorn settings: drop a dead worker's live gauges, and serve
     ``listen`` from the master once it is ready."""
     from prometheus_client import multiprocess
 
     def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
-            worker.pid, folder)
+            worker.pid, folder
+        )
 
     hooks: dict[str, Callable[..., Any]] = {"child_exit": child_exit}
     if listen:
@@ -65,8 +65,10 @@ def gunicorn_hooks(listen: str | None, folder: str
             import prometheus_client
 
             from berth.metrics import multiprocess_registry
+
             prometheus_client.start_http_server(
-                port, addr=host, registry=multiprocess_registry(folder))
+                port, addr=host, registry=multiprocess_registry(folder)
+            )
             LOG.info("serving metrics on http://%s:%d/metrics", host, port)
 
         hooks["when_ready"] = when_ready

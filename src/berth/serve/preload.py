@@ -59,9 +59,11 @@ def warm(app: Any) -> bool:
     # The master serves no request: no connection of its own to leak
     # into a worker.
     state.db.engine.dispose()
-    LOG.info("candidate cache: %d providers loaded before forking workers "
-             "in %.2f s", len(cached.world.providers),
-             time.perf_counter() - start)
+    LOG.info(
+        "candidate cache: %d providers loaded before forking workers in %.2f s",
+        len(cached.world.providers),
+        time.perf_counter() - start,
+    )
     return True
 
 
@@ -77,17 +79,21 @@ def refresh(app: Any) -> None:
     try:
         cached = state.db.read(state.candidate_cache.current)
     except Exception as exc:  # the master must go on forking
-        LOG.warning("candidate cache: the master could not bring its "
-                    "world up to date before forking a worker (%s); the "
-                    "worker catches up itself", exc)
+        LOG.warning(
+            "candidate cache: the master could not bring its "
+            "world up to date before forking a worker (%s); the "
+            "worker catches up itself",
+            exc,
+        )
         return
     finally:
         state.db.engine.dispose()
     if cached is not before:
         gc.freeze()
-        LOG.info("candidate cache: the master's world caught up before "
-                 "forking a worker in %.2f s",
-                 time.perf_counter() - start)
+        LOG.info(
+            "candidate cache: the master's world caught up before forking a worker in %.2f s",
+            time.perf_counter() - start,
+        )
 
 
 def after_fork(app: Any, *, one_at_a_time: bool = False) -> None:

@@ -62,12 +62,10 @@ class Notifier:
         self.stopped = False
         self._booted: set[int] = set()
         self._partial = b""
-        self._pipe = ((-1, -1) if address is None else
-                      os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC))
+        self._pipe = (-1, -1) if address is None else os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     @classmethod
-    def from_environ(cls, environ: MutableMapping[str, str] | None = None
-                     ) -> Notifier:
+    def from_environ(cls, environ: MutableMapping[str, str] | None = None) -> Notifier:
         """A notifier for ``NOTIFY_SOCKET``, taken out of ``environ``
         (default: this process's) so that neither gunicorn nor any
         process forked later sees it."""
@@ -84,8 +82,7 @@ class Notifier:
                 sock.connect(socket_address(self.address))
                 sock.sendall("\n".join(fields).encode())
         except OSError as exc:
-            LOG.warning("could not notify systemd at %s: %s", self.address,
-                        exc)
+            LOG.warning("could not notify systemd at %s: %s", self.address, exc)
 
     def booted(self, worker: object) -> None:
         """In a worker (gunicorn's ``post_worker_init``): tell the master
@@ -97,8 +94,7 @@ class Notifier:
         except OSError:  # a full pipe: the master reads it every second
             pass
 
-    def check(self, workers: Collection[int], wanted: int,
-              status: str = "") -> None:
+    def check(self, workers: Collection[int], wanted: int, status: str = "") -> None:
         """In the master's loop: ``READY=1`` (with ``STATUS=status``) once,
         when ``READY=1`` is owed and the live ``workers`` are ``wanted``
         many, every one booted."""
@@ -106,8 +102,12 @@ class Notifier:
             return
         self._read_pipe()
         self._booted &= set(workers)
-        if (self.pending and not self.stopped and len(workers) == wanted
-                and self._booted >= set(workers)):
+        if (
+            self.pending
+            and not self.stopped
+            and len(workers) == wanted
+            and self._booted >= set(workers)
+        ):
             self.pending = False
             self.send("READY=1", *(["STATUS=" + status] if status else []))
 
@@ -129,8 +129,7 @@ class Notifier:
         if self.address is None or self.stopped:
             return
         self.pending = True
-        self.send("RELOADING=1", "MONOTONIC_USEC=%d" % monotonic_usec(),
-                  "STATUS=reloading")
+        self.send("RELOADING=1", "MONOTONIC_USEC=%d" % monotonic_usec(), "STATUS=reloading")
 
     def stopping(self) -> None:
         """The master stops (once, whatever the path)."""

@@ -27,8 +27,9 @@ POLICY = "placement:allocation_candidates:list"
 PARSED_LIMIT = 512
 
 
-def _parsed_query(req: falcon.Request, pairs: list[tuple[str, str]]
-                  ) -> tuple[list[RequestGroup], RequestWide]:
+def _parsed_query(
+    req: falcon.Request, pairs: list[tuple[str, str]]
+) -> tuple[list[RequestGroup], RequestWide]:
     """``parse_query`` of ``pairs``, the request's query string (less
     the order parameters of the Berth form), kept per application by
     query string and microversion: schedulers ask the same
@@ -55,12 +56,10 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     util.check_accept(req)
     util.authorize(req, POLICY)
     groups, wide = _parsed_query(req, util.query(req))
-    _answer(req, resp, groups, wide,
-            schema.requested_order(util.conf(req), {}))
+    _answer(req, resp, groups, wide, schema.requested_order(util.conf(req), {}))
 
 
-def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
-                            ) -> None:
+def list_ordered_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /berth/allocation_candidates: GET /allocation_candidates with
     the order chosen per request (``order``, ``weights``, ``prefer``);
     200, or 400 (bad query or order, unknown class or trait), 403,
@@ -73,9 +72,13 @@ def list_ordered_candidates(req: falcon.Request, resp: falcon.Response
     _answer(req, resp, groups, wide, order)
 
 
-def _answer(req: falcon.Request, resp: falcon.Response,
-            groups: list[RequestGroup], wide: RequestWide, order: Order
-            ) -> None:
+def _answer(
+    req: falcon.Request,
+    resp: falcon.Response,
+    groups: list[RequestGroup],
+    wide: RequestWide,
+    order: Order,
+) -> None:
     """Search for ``groups`` and ``wide`` in ``order`` and send the
     answer."""
     settings = schema.candidate_settings(util.conf(req), order)
@@ -84,16 +87,18 @@ def _answer(req: falcon.Request, resp: falcon.Response,
     cache = util.candidate_cache(req)
 
     def work(conn: Connection) -> Result:
-        return engine.find_candidates(conn, cache, groups, wide, settings,
-                                      nested_aware=nested)
+        return engine.find_candidates(conn, cache, groups, wide, settings, nested_aware=nested)
 
     result = util.db(req).read(work)
     req.context.state.metrics.candidates_answered(
-        len(result.candidates), result.trees, cut=result.cut,
-        order=order.name)
+        len(result.candidates), result.trees, cut=result.cut, order=order.name
+    )
     if not result.candidates and LOG.isEnabledFor(logging.DEBUG):
-        LOG.debug("no allocation candidates for %s: %s", req.query_string,
-                  explain.explain(result.world, groups, result.specs,
-                                  wide).summary_line())
-    util.send(req, resp, view.serialize(result, groups, req.context.version,
-                                        req.context.state.encoded))
+        LOG.debug(
+            "no allocation candidates for %s: %s",
+            req.query_string,
+            explain.explain(result.world, groups, result.specs, wide).summary_line(),
+        )
+    util.send(
+        req, resp, view.serialize(result, groups, req.context.version, req.context.state.encoded)
+    )

@@ -28,14 +28,22 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
     kept) or it is ahead of the database (a restored backup)."""
     util.check_accept(req)
     params = util.query_dict(util.validate_query(req, schema.QUERY))
-    filters, trees, limit = feed_query(params, lambda project: util.authorize(
-        req, POLICY, {"project_id": project, "user_id": None}))
+    filters, trees, limit = feed_query(
+        params,
+        lambda project: util.authorize(req, POLICY, {"project_id": project, "user_id": None}),
+    )
 
     def work(conn: Connection) -> events.EventPage:
         return change.read_feed(conn, params["after"], filters, trees, limit)
 
     page = util.db(req).read(work)
-    util.send(req, resp, {
-        "position": str(Position.of(page.upto)),
-        "more": page.more,
-        "events": [event_body(e) for e in page.events]}, cache=False)
+    util.send(
+        req,
+        resp,
+        {
+            "position": str(Position.of(page.upto)),
+            "more": page.more,
+            "events": [event_body(e) for e in page.events],
+        },
+        cache=False,
+    )

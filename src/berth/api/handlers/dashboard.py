@@ -52,22 +52,24 @@ HTML = "text/html; charset=utf-8"
 APP_HOOKS = ("wants_page", "error_page")
 STATIC = {"dashboard.css": "text/css; charset=utf-8"}
 
-_TREES = (events.PROVIDER_CREATED, events.PROVIDER_UPDATED,
-          events.PROVIDER_DELETED)
+_TREES = (events.PROVIDER_CREATED, events.PROVIDER_UPDATED, events.PROVIDER_DELETED)
 _USE = (events.INVENTORIES_SET, *events.ALLOCATION_KINDS)
 #: The change feed's kinds that change each part of a page (its
 #: ``data-live`` attribute; "" for any kind): live refresh re-renders a
 #: part when events of its kinds arrive (``resync`` re-renders all).
-LIVE = {name: ",".join(kinds) for name, kinds in {
-    "counts": (*_TREES, events.AGGREGATES_SET),
-    "capacity": (*_TREES, *_USE),
-    "fullest": (*_TREES, *_USE, events.TRAITS_SET),
-    "aggregates": (*_TREES, *_USE, events.AGGREGATES_SET),
-    "trees": (*_TREES, *_USE, events.TRAITS_SET, events.AGGREGATES_SET),
-    "consumers": events.ALLOCATION_KINDS,
-    # A query's answer: any change (a trait created makes it valid).
-    "query": (),
-}.items()}
+LIVE = {
+    name: ",".join(kinds)
+    for name, kinds in {
+        "counts": (*_TREES, events.AGGREGATES_SET),
+        "capacity": (*_TREES, *_USE),
+        "fullest": (*_TREES, *_USE, events.TRAITS_SET),
+        "aggregates": (*_TREES, *_USE, events.AGGREGATES_SET),
+        "trees": (*_TREES, *_USE, events.TRAITS_SET, events.AGGREGATES_SET),
+        "consumers": events.ALLOCATION_KINDS,
+        # A query's answer: any change (a trait created makes it valid).
+        "query": (),
+    }.items()
+}
 #: Candidates the first-hosts page asks for when its query names no
 #: ``limit`` (the whole answer of a large cloud is no page to read).
 FIRST_LIMIT = 50
@@ -78,8 +80,11 @@ def _templates() -> jinja2.Environment:
     """The templates shipped in the package (read once, immutable)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("berth.api", "templates"),
-        autoescape=True, trim_blocks=True, lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined)
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     env.filters["num"] = lambda n: f"{n:,}"
     env.filters["amount"] = view.amount
     env.filters["noun"] = view.noun
@@ -91,16 +96,19 @@ def _templates() -> jinja2.Environment:
     return env
 
 
-def _pager_links(page: dashboard.Page, args: dict[str, str]
-                 ) -> list[tuple[str, str | None]]:
+def _pager_links(page: dashboard.Page, args: dict[str, str]) -> list[tuple[str, str | None]]:
     """(label, href or None) for first / previous / next / last."""
+
     def href(n: int) -> str:
         return "?" + urlencode({**args, "page": str(n)})
+
     n, last = page.number, page.pages
-    return [("« first", href(1) if n > 1 else None),
-            ("‹ previous", href(n - 1) if n > 1 else None),
-            ("next ›", href(n + 1) if n < last else None),
-            ("last »", href(last) if n < last else None)]
+    return [
+        ("« first", href(1) if n > 1 else None),
+        ("‹ previous", href(n - 1) if n > 1 else None),
+        ("next ›", href(n + 1) if n < last else None),
+        ("last »", href(last) if n < last else None),
+    ]
 
 
 def _begin(req: falcon.Request) -> None:
@@ -121,12 +129,10 @@ def _page_number(params: dict[str, str]) -> int:
     return int(text)
 
 
-def _choice(params: dict[str, str], key: str, allowed: tuple[str, ...]
-            ) -> str:
+def _choice(params: dict[str, str], key: str, allowed: tuple[str, ...]) -> str:
     value = params.get(key, allowed[0])
     if value not in allowed:
-        raise HTTPProblem(400, "%s must be one of %s"
-                          % (key, ", ".join(allowed)))
+        raise HTTPProblem(400, "%s must be one of %s" % (key, ", ".join(allowed)))
     return value
 
 
@@ -151,8 +157,7 @@ def _at(conn: Connection) -> _At:
     return _At(now.total, str(now))
 
 
-def _not_modified(req: falcon.Request, resp: falcon.Response,
-                  at: _At) -> bool:
+def _not_modified(req: falcon.Request, resp: falcon.Response, at: _At) -> bool:
     """Tag the answer with ``at``; True (and a 304) when the browser
     already has it."""
     resp.set_header("etag", at.tag)
@@ -164,16 +169,20 @@ def _not_modified(req: falcon.Request, resp: falcon.Response,
     return False
 
 
-def _render(resp: falcon.Response, template: str, at: _At,
-            **context: Any) -> None:
+def _render(resp: falcon.Response, template: str, at: _At, **context: Any) -> None:
     resp.status = 200
     resp.content_type = HTML
-    resp.data = _templates().get_template(template).render(
-        seq=at.seq, position=at.position, **context).encode()
+    resp.data = (
+        _templates()
+        .get_template(template)
+        .render(seq=at.seq, position=at.position, **context)
+        .encode()
+    )
 
 
-def _page(req: falcon.Request, resp: falcon.Response, template: str,
-          build: Any, **context: Any) -> None:
+def _page(
+    req: falcon.Request, resp: falcon.Response, template: str, build: Any, **context: Any
+) -> None:
     """Answer ``template`` with what ``build(conn, snapshot)`` returns,
     or a 304 when the sequence number did not move."""
     cache_ = util.candidate_cache(req)
@@ -195,9 +204,14 @@ def overview(req: falcon.Request, resp: falcon.Response) -> None:
     _begin(req)
     params = _params(req)
     number = _page_number(params)
-    _page(req, resp, "overview.html",
-          lambda conn, snap: dashboard.overview(conn, snap.world, number),
-          active="overview", args={})
+    _page(
+        req,
+        resp,
+        "overview.html",
+        lambda conn, snap: dashboard.overview(conn, snap.world, number),
+        active="overview",
+        args={},
+    )
 
 
 def providers(req: falcon.Request, resp: falcon.Response) -> None:
@@ -208,11 +222,17 @@ def providers(req: falcon.Request, resp: falcon.Response) -> None:
     number = _page_number(params)
     by = _choice(params, "by", dashboard.SEARCH_BY)
     text = params.get("q", "")
-    _page(req, resp, "providers.html",
-          lambda conn, snap: dashboard.trees(conn, snap.world, by, text,
-                                             number),
-          active="providers", by=by, q=text, kinds=dashboard.SEARCH_BY,
-          args={"by": by, "q": text})
+    _page(
+        req,
+        resp,
+        "providers.html",
+        lambda conn, snap: dashboard.trees(conn, snap.world, by, text, number),
+        active="providers",
+        by=by,
+        q=text,
+        kinds=dashboard.SEARCH_BY,
+        args={"by": by, "q": text},
+    )
 
 
 def consumers(req: falcon.Request, resp: falcon.Response) -> None:
@@ -222,23 +242,27 @@ def consumers(req: falcon.Request, resp: falcon.Response) -> None:
     params = _params(req)
     number = _page_number(params)
     view = _choice(params, "view", dashboard.CONSUMER_VIEWS)
-    _page(req, resp, "consumers.html",
-          lambda conn, _snap: dashboard.consumers(conn, view, number),
-          active="consumers", view=view, views=dashboard.CONSUMER_VIEWS,
-          args={"view": view})
+    _page(
+        req,
+        resp,
+        "consumers.html",
+        lambda conn, _snap: dashboard.consumers(conn, view, number),
+        active="consumers",
+        view=view,
+        views=dashboard.CONSUMER_VIEWS,
+        args={"view": view},
+    )
 
 
 def _query_pairs(text: str) -> list[tuple[str, str]]:
     return parse_qsl(text.strip().lstrip("?"), keep_blank_values=True)
 
 
-def _one_line(problem: HTTPProblem, method: str = "",
-              names: Iterable[str] = ()) -> str:
+def _one_line(problem: HTTPProblem, method: str = "", names: Iterable[str] = ()) -> str:
     """What ``problem`` says, in one line for people (no schema dump; an
     unknown class or trait with the nearest of ``names``)."""
     detail = problem.to_dict(None, with_code=False, method=method)["errors"][0]["detail"]
-    return errors.for_people(detail, known=candidate_schema.QUERY_NAMES,
-                             names=names)
+    return errors.for_people(detail, known=candidate_schema.QUERY_NAMES, names=names)
 
 
 def _refusal(exc: Exception, names: Iterable[str] = ()) -> str:
@@ -260,17 +284,18 @@ def _parse(text: str, version: tuple[int, int]) -> Any:
         return _refusal(exc)
 
 
-def _tool(req: falcon.Request, resp: falcon.Response, template: str,
-          parsed: Any, run: Any, **context: Any) -> None:
+def _tool(
+    req: falcon.Request, resp: falcon.Response, template: str, parsed: Any, run: Any, **context: Any
+) -> None:
     """A query page (explain, fit, first hosts): the form, and for a
     query (``parsed``: a tuple, or the line saying why the API would
     refuse it) the report and labels ``run(conn, parsed)`` gives (a
     refusal, e.g. an unknown resource class, shows in one line
     instead)."""
+
     def work(conn: Connection) -> tuple[_At, Any]:
         at = _at(conn)
-        if not isinstance(parsed, tuple) or req.get_header(
-                "if-none-match") == at.tag:
+        if not isinstance(parsed, tuple) or req.get_header("if-none-match") == at.tag:
             return at, parsed
         try:
             return at, run(conn, parsed)
@@ -281,12 +306,20 @@ def _tool(req: falcon.Request, resp: falcon.Response, template: str,
     error = outcome if isinstance(outcome, str) else None
     if error is None and _not_modified(req, resp, at):
         return
-    report, labels = (outcome if isinstance(outcome, tuple)
-                      else (None, dashboard.Labels({}, {})))
+    report, labels = outcome if isinstance(outcome, tuple) else (None, dashboard.Labels({}, {}))
     resp.set_header("cache-control", "no-cache")
-    _render(resp, template, at, error=error, report=report,
-            named=labels.names, aggregates=labels.aggregates,
-            active=template.split(".")[0], args={}, **context)
+    _render(
+        resp,
+        template,
+        at,
+        error=error,
+        report=report,
+        named=labels.names,
+        aggregates=labels.aggregates,
+        active=template.split(".")[0],
+        args={},
+        **context,
+    )
 
 
 def _explained(req: falcon.Request, make: Any) -> Any:
@@ -299,21 +332,23 @@ def _explained(req: falcon.Request, make: Any) -> Any:
         world, specs = engine.resolve(conn, cache_, groups, wide)
         report = make(world, groups, specs, wide)
         return report, dashboard.labels(
-            conn, world, _uuids(report), (a["aggregate"] for a in
-                                          report.get("aggregates", ())))
+            conn, world, _uuids(report), (a["aggregate"] for a in report.get("aggregates", ()))
+        )
+
     return run
 
 
 def _uuids(report: dict[str, Any]) -> set[str]:
     """The provider uuids an explain or fit report names (the pages show
     their names)."""
-    found = {tree["root_provider_uuid"] for tree in report.get("trees", ())
-             if isinstance(tree, dict)}
+    found = {
+        tree["root_provider_uuid"] for tree in report.get("trees", ()) if isinstance(tree, dict)
+    }
     for reason in report.get("reasons", ()):
         for example in reason["examples"]:
-            found.update(p for p in (example["tree"],
-                                     *example.get("providers", ()))
-                         if isinstance(p, str))
+            found.update(
+                p for p in (example["tree"], *example.get("providers", ())) if isinstance(p, str)
+            )
     return found
 
 
@@ -326,23 +361,38 @@ def explain_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/explain?q=<allocation-candidates query>: 200 (a
     refused query shows why in the page); 403."""
     text = _query_text(req)
-    _tool(req, resp, "explain.html",
-          _parse(text, req.context.version) if text else None,
-          _explained(req, lambda world, groups, specs, wide:
-                     explain_view.serialize(
-                         explain.explain(world, groups, specs, wide))),
-          q=text)
+    _tool(
+        req,
+        resp,
+        "explain.html",
+        _parse(text, req.context.version) if text else None,
+        _explained(
+            req,
+            lambda world, groups, specs, wide: explain_view.serialize(
+                explain.explain(world, groups, specs, wide)
+            ),
+        ),
+        q=text,
+    )
 
 
 def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
     """GET /dashboard/fit?q=<allocation-candidates query>: 200 (a refused
     query shows why in the page); 403."""
     text = _query_text(req)
-    _tool(req, resp, "fit.html",
-          _parse(text, req.context.version) if text else None,
-          _explained(req, lambda world, groups, specs, wide:
-                     fit_view.serialize(world, fit.fit(world, specs, wide))),
-          q=text)
+    _tool(
+        req,
+        resp,
+        "fit.html",
+        _parse(text, req.context.version) if text else None,
+        _explained(
+            req,
+            lambda world, groups, specs, wide: fit_view.serialize(
+                world, fit.fit(world, specs, wide)
+            ),
+        ),
+        q=text,
+    )
 
 
 #: The first-hosts form's order fields (those of GET
@@ -350,19 +400,24 @@ def fit_page(req: falcon.Request, resp: falcon.Response) -> None:
 ORDER_FIELDS = ("order", "weights", "prefer")
 
 
-def _ordered_query(req: falcon.Request, text: str,
-                   form: dict[str, str]) -> Any:
+def _ordered_query(req: falcon.Request, text: str, form: dict[str, str]) -> Any:
     """The query ``text`` with the form's order fields, read as GET
     /berth/allocation_candidates reads its query string: (groups, wide
     with a limit, order), or the one line saying why it would refuse it.
     A query that names no ``limit`` gets ``FIRST_LIMIT``."""
-    for key, example in (("weights", "VCPU:1,MEMORY_MB:2"),
-                         ("prefer", "COMPUTE_STATUS_DISABLED:-10")):
+    for key, example in (
+        ("weights", "VCPU:1,MEMORY_MB:2"),
+        ("prefer", "COMPUTE_STATUS_DISABLED:-10"),
+    ):
         # Said in the form's words, not as the schema's pattern.
         if form.get(key) and not re.fullmatch(
-                candidate_schema.ORDER_PROPERTIES[key]["pattern"], form[key]):
-            return "%s: %r is not NAME:weight pairs, comma-separated " \
-                "(e.g. %s)" % (key, form[key], example)
+            candidate_schema.ORDER_PROPERTIES[key]["pattern"], form[key]
+        ):
+            return "%s: %r is not NAME:weight pairs, comma-separated (e.g. %s)" % (
+                key,
+                form[key],
+                example,
+            )
     pairs = _query_pairs(text) + [(k, v) for k, v in form.items() if v]
     try:
         rest, given = candidate_schema.split_order(pairs)
@@ -391,32 +446,41 @@ def first_page(req: falcon.Request, resp: falcon.Response) -> None:
         groups, wide, want = parsed
         # The API's own search (GET /berth/allocation_candidates).
         result = engine.find_candidates(
-            conn, cache_, groups, wide,
-            candidate_schema.candidate_settings(conf, want))
-        return {"order": want, "limit": wide.limit, "cut": result.cut,
-                "count": len(result.candidates),
-                "hosts": dashboard.first_hosts(
-                    conn, result.world, result.candidates, want),
-                }, dashboard.Labels({}, {})
+            conn, cache_, groups, wide, candidate_schema.candidate_settings(conf, want)
+        )
+        return {
+            "order": want,
+            "limit": wide.limit,
+            "cut": result.cut,
+            "count": len(result.candidates),
+            "hosts": dashboard.first_hosts(conn, result.world, result.candidates, want),
+        }, dashboard.Labels({}, {})
 
-    _tool(req, resp, "first.html",
-          _ordered_query(req, text, form) if text else None, run,
-          q=text, form=form, orders=NAMES,
-          configured=candidate_schema.requested_order(conf, {}).name)
+    _tool(
+        req,
+        resp,
+        "first.html",
+        _ordered_query(req, text, form) if text else None,
+        run,
+        q=text,
+        form=form,
+        orders=NAMES,
+        configured=candidate_schema.requested_order(conf, {}).name,
+    )
 
 
 def wants_page(req: falcon.Request) -> bool:
     """Whether an error answering ``req`` is a page for a browser: a
     dashboard page (not its number or its files) asked for as HTML."""
     path = req.path
-    return ((path == "/dashboard" or path.startswith("/dashboard/"))
-            and not path.startswith(("/dashboard/seq", "/dashboard/changes",
-                                     "/dashboard/static/"))
-            and render.error_media(req.get_header("accept")) == "text/html")
+    return (
+        (path == "/dashboard" or path.startswith("/dashboard/"))
+        and not path.startswith(("/dashboard/seq", "/dashboard/changes", "/dashboard/static/"))
+        and render.error_media(req.get_header("accept")) == "text/html"
+    )
 
 
-def error_page(req: falcon.Request, resp: falcon.Response,
-               problem: HTTPProblem) -> None:
+def error_page(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem) -> None:
     """Answer ``problem`` as an HTML page in the dashboard's look: its
     status and one line."""
     resp.status = problem.status
@@ -427,10 +491,19 @@ def error_page(req: falcon.Request, resp: falcon.Response,
         line = "There is no dashboard page at %s." % req.path
     else:
         line = _one_line(problem, req.method)
-    resp.data = _templates().get_template("error.html").render(
-        seq=None, active="", status=problem.status, line=line,
-        title=STATUS_TEXT.get(problem.status, ("Error", ""))[0],
-        request_id=req.context.get("request_id")).encode()
+    resp.data = (
+        _templates()
+        .get_template("error.html")
+        .render(
+            seq=None,
+            active="",
+            status=problem.status,
+            line=line,
+            title=STATUS_TEXT.get(problem.status, ("Error", ""))[0],
+            request_id=req.context.get("request_id"),
+        )
+        .encode()
+    )
 
 
 def sequence(req: falcon.Request, resp: falcon.Response) -> None:
@@ -451,5 +524,4 @@ def static(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     resp.status = 200
     resp.content_type = kind
     resp.set_header("cache-control", "max-age=3600")
-    resp.data = resources.files("berth.api").joinpath(
-        "static", name).read_bytes()
+    resp.data = resources.files("berth.api").joinpath("static", name).read_bytes()

@@ -33,10 +33,12 @@ def explain_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     order = requested_order(util.conf(req), given)
     trees = [v for k, v in pairs if k == "explain_tree"]
     groups, wide = parse_query(
-        [(k, v) for k, v in pairs if k != "explain_tree"], req.context.version)
+        [(k, v) for k, v in pairs if k != "explain_tree"], req.context.version
+    )
     if len(trees) > 1 or (trees and not common.is_uuid_like(trees[0])):
-        raise HTTPProblem(400, "Invalid query string parameters: "
-                          "explain_tree takes one provider uuid")
+        raise HTTPProblem(
+            400, "Invalid query string parameters: explain_tree takes one provider uuid"
+        )
     wanted = common.normalize_uuid(trees[0]) if trees else None
     cache = util.candidate_cache(req)
 

@@ -33,9 +33,13 @@ def fit_request(req: falcon.Request, resp: falcon.Response) -> None:
         answer = fit.fit(world, specs, wide)
         # Names are read here, for the trees and aggregates the answer
         # names only: the world the search keeps has none.
-        return world, answer, dashboard.labels(
-            conn, world, [world.uuid(root) for root in answer.trees],
-            answer.aggregates)
+        return (
+            world,
+            answer,
+            dashboard.labels(
+                conn, world, [world.uuid(root) for root in answer.trees], answer.aggregates
+            ),
+        )
 
     world, answer, labels = util.db(req).read(work)
     util.send(req, resp, view.serialize(world, answer, labels))

@@ -20,25 +20,31 @@ def _uuid(value: str) -> str:
 
 
 def _inventories(data: dict[str, Any]) -> dict[str, reshaper.ProviderInventory]:
-    return {_uuid(uuid): reshaper.ProviderInventory(
-        body["resource_provider_generation"],
-        {rc: inventory.make_inventory(rec)
-         for rc, rec in body["inventories"].items()})
-        for uuid, body in data.items()}
+    return {
+        _uuid(uuid): reshaper.ProviderInventory(
+            body["resource_provider_generation"],
+            {rc: inventory.make_inventory(rec) for rc, rec in body["inventories"].items()},
+        )
+        for uuid, body in data.items()
+    }
 
 
 def _requests(data: dict[str, Any]) -> list[ConsumerAllocations]:
     # From 1.30 every consumer names its project, user and generation;
     # "mappings" (1.34) are validated and not stored, as for
     # POST /allocations.
-    return [ConsumerAllocations(
-        consumer_uuid=consumer,
-        allocations={rp: dict(entry["resources"])
-                     for rp, entry in body["allocations"].items()},
-        project_id=body["project_id"], user_id=body["user_id"],
-        generation=body["consumer_generation"], check_generation=True,
-        consumer_type=body.get("consumer_type"))
-        for consumer, body in data.items()]
+    return [
+        ConsumerAllocations(
+            consumer_uuid=consumer,
+            allocations={rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()},
+            project_id=body["project_id"],
+            user_id=body["user_id"],
+            generation=body["consumer_generation"],
+            check_generation=True,
+            consumer_type=body.get("consumer_type"),
+        )
+        for consumer, body in data.items()
+    ]
 
 
 def reshape(req: falcon.Request, resp: falcon.Response) -> None:

@@ -18,12 +18,10 @@ def _path(req: falcon.Request, name: str) -> str:
 
 
 def _body(req: falcon.Request, rc: classes.ResourceClass) -> dict[str, Any]:
-    return {"name": rc.name,
-            "links": [{"rel": "self", "href": _path(req, rc.name)}]}
+    return {"name": rc.name, "links": [{"rel": "self", "href": _path(req, rc.name)}]}
 
 
-def _created(req: falcon.Request, resp: falcon.Response, name: str,
-             status: int) -> None:
+def _created(req: falcon.Request, resp: falcon.Response, name: str, status: int) -> None:
     resp.status = status
     resp.data = b""
     resp.location = req.prefix + "/resource_classes/" + name
@@ -47,8 +45,7 @@ def list_classes(req: falcon.Request, resp: falcon.Response) -> None:
     when = None
     if all(rc.modified is not None for rc in found):
         when = util.newest(rc.modified for rc in found)
-    util.send(req, resp, {"resource_classes": [_body(req, rc) for rc in found]},
-              last_modified=when)
+    util.send(req, resp, {"resource_classes": [_body(req, rc) for rc in found]}, last_modified=when)
 
 
 def get_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
@@ -71,8 +68,7 @@ def create_class(req: falcon.Request, resp: falcon.Response) -> None:
     _created(req, resp, name, 201)
 
 
-def update_class(req: falcon.Request, resp: falcon.Response,
-                 name: str) -> None:
+def update_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     """Before 1.7 a rename: 200 with the class under its new name; 400
     for a body the schema refuses or a standard class; 404 when there is
     no such class; 409 when the new name is taken; 415 unless the body is
@@ -94,12 +90,10 @@ def _rename(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     util.authorize(req, POLICY % "update")
     new_name = _custom_name(req)
     util.db(req).run(lambda conn: classes.rename_class(conn, name, new_name))
-    util.send(req, resp, _body(req, classes.ResourceClass(new_name, None)),
-              cache=False)
+    util.send(req, resp, _body(req, classes.ResourceClass(new_name, None)), cache=False)
 
 
-def delete_class(req: falcon.Request, resp: falcon.Response,
-                 name: str) -> None:
+def delete_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     """204; 400 for a standard class; 403 unless policy allows the
     caller; 404 when there is no such class; 409 when an inventory or
     allocation uses it."""

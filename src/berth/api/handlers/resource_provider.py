@@ -29,8 +29,7 @@ def _link_rels(req: falcon.Request) -> list[str]:
     rels: list[str] | None = req.context.get("provider_link_rels")
     if rels is None:
         rels = ["inventories", "usages"]
-        for since, rel in (("1.1", "aggregates"), ("1.6", "traits"),
-                           ("1.11", "allocations")):
+        for since, rel in (("1.1", "aggregates"), ("1.6", "traits"), ("1.11", "allocations")):
             if util.want(req, since):
                 rels.append(rel)
         req.context.provider_link_rels = rels
@@ -43,8 +42,7 @@ def _provider_body(req: falcon.Request, row: AnyRow) -> dict[str, Any]:
     return _body_maker(req)(row)
 
 
-def _body_maker(req: falcon.Request
-                ) -> Callable[[AnyRow], dict[str, Any]]:
+def _body_maker(req: falcon.Request) -> Callable[[AnyRow], dict[str, Any]]:
     """A function making provider bodies at this request's microversion
     (what does not change from provider to provider worked out once: a
     listing makes thousands)."""
@@ -53,7 +51,8 @@ def _body_maker(req: falcon.Request
     base = orjson.dumps("%s/resource_providers/" % req.root_path)[1:-1]
     parts = [b'[{"rel":"self","href":"%s%%s"}' % base] + [
         b'{"rel":"%s","href":"%s%%s/%s"}' % (rel.encode(), base, rel.encode())
-        for rel in _link_rels(req)]
+        for rel in _link_rels(req)
+    ]
     template = b",".join(parts) + b"]"
     count = len(parts)
     nested = util.want(req, "1.14")
@@ -70,6 +69,7 @@ def _body_maker(req: falcon.Request
             body["parent_provider_uuid"] = row.parent_provider_uuid
             body["root_provider_uuid"] = row.root_provider_uuid
         return body
+
     return make
 
 
@@ -92,26 +92,39 @@ def list_providers(req: falcon.Request, resp: falcon.Response) -> None:
             return None
         # The allocation-candidate engine owns these parameters: one
         # parser and one matcher for both endpoints.
-        return filter_provider_ids(conn, util.candidate_cache(req), pairs,
-                                   microversion.wants(version))
+        return filter_provider_ids(
+            conn, util.candidate_cache(req), pairs, microversion.wants(version)
+        )
 
-    if (ENGINE_FILTERS.intersection(params)
-            and not SQL_FILTERS.intersection(params)):
-        kept = util.db(req).read(lambda conn: resource_provider.kept_providers(
-            conn, util.memo(req, "provider"), engine_ids(conn) or ()))
+    if ENGINE_FILTERS.intersection(params) and not SQL_FILTERS.intersection(params):
+        kept = util.db(req).read(
+            lambda conn: resource_provider.kept_providers(
+                conn, util.memo(req, "provider"), engine_ids(conn) or ()
+            )
+        )
         _send_kept(req, resp, kept)
         return
-    rows = util.db(req).read(lambda conn: resource_provider.list_providers(
-        conn, name=params.get("name"), uuid=params.get("uuid"),
-        in_tree=params.get("in_tree"), ids=engine_ids(conn)))
+    rows = util.db(req).read(
+        lambda conn: resource_provider.list_providers(
+            conn,
+            name=params.get("name"),
+            uuid=params.get("uuid"),
+            in_tree=params.get("in_tree"),
+            ids=engine_ids(conn),
+        )
+    )
     make = _body_maker(req)
-    util.send(req, resp,
-              {"resource_providers": [make(r) for r in rows]},
-              last_modified=util.newest(_modified(r) for r in rows))
+    util.send(
+        req,
+        resp,
+        {"resource_providers": [make(r) for r in rows]},
+        last_modified=util.newest(_modified(r) for r in rows),
+    )
 
 
-def _send_kept(req: falcon.Request, resp: falcon.Response,
-               kept: list[resource_provider.Kept]) -> None:
+def _send_kept(
+    req: falcon.Request, resp: falcon.Response, kept: list[resource_provider.Kept]
+) -> None:
     """A listing of kept providers, each body encoded once per shape (the
     same bytes as encoding it within the listing)."""
     shape = (req.root_path, util.want(req, "1.14"), *_link_rels(req))
@@ -123,14 +136,18 @@ def _send_kept(req: falcon.Request, resp: falcon.Response,
             make = make or _body_maker(req)
             # A copy: orjson's own bytes keep a 4 KB buffer each.
             body = k.renderings[shape] = orjson.Fragment(
-                bytes(memoryview(orjson.dumps(make(k.row)))))
+                bytes(memoryview(orjson.dumps(make(k.row))))
+            )
         bodies.append(body)
-    util.send(req, resp, {"resource_providers": bodies},
-              last_modified=util.newest(_modified(k.row) for k in kept))
+    util.send(
+        req,
+        resp,
+        {"resource_providers": bodies},
+        last_modified=util.newest(_modified(k.row) for k in kept),
+    )
 
 
-def get_provider(req: falcon.Request, resp: falcon.Response,
-                 uuid: str) -> None:
+def get_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """200 with the provider; 403 unless policy allows the caller; 404
     when no provider has that uuid; 406 when the client cannot take
     JSON."""
@@ -148,24 +165,23 @@ def create_provider(req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(req, POLICY % "create")
     data = util.json_body(req, pick(schema.POST_BODIES, req.context.version))
     # Stored dashed and lower-case whatever spelling the client used.
-    uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
-            else str(uuidlib.uuid4()))
-    row = util.db(req).run(lambda conn: resource_provider.create_provider(
-        conn, data["name"], uuid, data.get("parent_provider_uuid")))
+    uuid = str(uuidlib.UUID(data["uuid"])) if data.get("uuid") else str(uuidlib.uuid4())
+    row = util.db(req).run(
+        lambda conn: resource_provider.create_provider(
+            conn, data["name"], uuid, data.get("parent_provider_uuid")
+        )
+    )
     # Absolute, as upstream (webob) sends it; req.prefix has the mount.
-    resp.set_header("location", "%s/resource_providers/%s"
-                    % (req.prefix, uuid))
+    resp.set_header("location", "%s/resource_providers/%s" % (req.prefix, uuid))
     if util.want(req, "1.20"):
-        util.send(req, resp, _provider_body(req, row),
-                  last_modified=_modified(row))
+        util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
     else:
         resp.status = 201
         resp.data = b""
         resp.content_type = None  # type: ignore[assignment]
 
 
-def update_provider(req: falcon.Request, resp: falcon.Response,
-                    uuid: str) -> None:
+def update_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """200 with the provider; 400 for a body the schema refuses or a
     move the tree rules refuse (a missing parent, a loop, re-parenting
     before 1.37); 403 unless policy allows the caller; 404 when no
@@ -176,18 +192,20 @@ def update_provider(req: falcon.Request, resp: falcon.Response,
     util.require_json(req)
     util.authorize(req, POLICY % "update")
     data = util.parse_or_not_found(
-        req, lambda: util.json_body(req, pick(schema.PUT_BODIES,
-                                              req.context.version)),
-        lambda conn: resource_provider.load_provider(conn, uuid))
+        req,
+        lambda: util.json_body(req, pick(schema.PUT_BODIES, req.context.version)),
+        lambda conn: resource_provider.load_provider(conn, uuid),
+    )
     parent = data.get("parent_provider_uuid", resource_provider.KEEP)
-    row = util.db(req).run(lambda conn: resource_provider.update_provider(
-        conn, uuid, data["name"], parent,
-        allow_reparenting=util.want(req, "1.37")))
+    row = util.db(req).run(
+        lambda conn: resource_provider.update_provider(
+            conn, uuid, data["name"], parent, allow_reparenting=util.want(req, "1.37")
+        )
+    )
     util.send(req, resp, _provider_body(req, row), last_modified=_modified(row))
 
 
-def delete_provider(req: falcon.Request, resp: falcon.Response,
-                    uuid: str) -> None:
+def delete_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """204; 403 unless policy allows the caller; 404 when no provider
     has that uuid; 409 when it has children or allocations."""
     util.authorize(req, POLICY % "delete")

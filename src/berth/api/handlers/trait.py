@@ -16,15 +16,16 @@ from berth.domain import trait
 POLICY = "placement:traits:%s"
 PROVIDER_TRAITS_POLICY = "placement:resource_providers:traits:%s"
 
-INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than '
-                 '255 characters, start with the prefix "CUSTOM_" and use '
-                 'following characters: "A"-"Z", "0"-"9" and "_"')
+INVALID_TRAIT = (
+    "The trait is invalid. A valid trait must be no longer than "
+    '255 characters, start with the prefix "CUSTOM_" and use '
+    'following characters: "A"-"Z", "0"-"9" and "_"'
+)
 _CUSTOM_RE = re.compile("CUSTOM_[A-Z0-9_]+")
 
 
 def _listing(found: list[trait.Trait]) -> tuple[dict[str, Any], Any]:
-    return ({"traits": [tr.name for tr in found]},
-            util.newest(tr.modified for tr in found))
+    return ({"traits": [tr.name for tr in found]}, util.newest(tr.modified for tr in found))
 
 
 def _filters(pairs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -36,9 +37,11 @@ def _filters(pairs: list[tuple[str, str]]) -> dict[str, Any]:
         op, sep, value = query["name"].partition(":")
         if not sep:
             raise HTTPProblem(
-                400, 'Badly formatted name parameter. Expected name query '
-                'string parameter in form: ?name=[in|startswith]:'
-                '[name1,name2|prefix]. Got: "%s"' % query["name"])
+                400,
+                "Badly formatted name parameter. Expected name query "
+                "string parameter in form: ?name=[in|startswith]:"
+                '[name1,name2|prefix]. Got: "%s"' % query["name"],
+            )
         # Any other operator filters nothing, as upstream.
         if op == "in":
             filters["names"] = value.split(",")
@@ -47,8 +50,9 @@ def _filters(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     if "associated" in query:
         flag = query["associated"].lower()
         if flag not in ("true", "false"):
-            raise HTTPProblem(400, 'The query parameter "associated" only '
-                              'accepts "true" or "false"')
+            raise HTTPProblem(
+                400, 'The query parameter "associated" only accepts "true" or "false"'
+            )
         filters["associated"] = flag == "true"
     return filters
 
@@ -81,19 +85,16 @@ def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     unless policy allows the caller."""
     util.authorize(req, POLICY % "update")
     # fullmatch: the schema's "$" would let a final newline through.
-    if (not schema.CUSTOM_TRAIT_V.is_valid(name)
-            or _CUSTOM_RE.fullmatch(name) is None):
+    if not schema.CUSTOM_TRAIT_V.is_valid(name) or _CUSTOM_RE.fullmatch(name) is None:
         raise HTTPProblem(400, INVALID_TRAIT)
-    created, found = util.db(req).run(
-        lambda conn: trait.ensure_trait(conn, name))
+    created, found = util.db(req).run(lambda conn: trait.ensure_trait(conn, name))
     util.no_content(resp)
     resp.status = 201 if created else 204
     resp.location = req.prefix + "/traits/" + name
     util.cache_headers(req, resp, found.modified)
 
 
-def delete_trait(req: falcon.Request, resp: falcon.Response,
-                 name: str) -> None:
+def delete_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
     """204; 400 for a standard trait; 403 unless policy allows the
     caller; 404 when there is no such trait; 409 when a provider has it."""
     util.authorize(req, POLICY % "delete")
@@ -101,22 +102,19 @@ def delete_trait(req: falcon.Request, resp: falcon.Response,
     util.no_content(resp)
 
 
-def list_provider_traits(req: falcon.Request, resp: falcon.Response,
-                         uuid: str) -> None:
+def list_provider_traits(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """200 with the provider's traits and generation; 403 unless
     policy allows the caller; 404 when no provider has that uuid; 406
     when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, PROVIDER_TRAITS_POLICY % "list")
-    generation, found = util.db(req).read(
-        lambda conn: trait.provider_traits(conn, uuid))
+    generation, found = util.db(req).read(lambda conn: trait.provider_traits(conn, uuid))
     body, when = _listing(found)
     body["resource_provider_generation"] = generation
     util.send(req, resp, body, last_modified=when)
 
 
-def set_provider_traits(req: falcon.Request, resp: falcon.Response,
-                        uuid: str) -> None:
+def set_provider_traits(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """200 with the traits and the new generation; 400 for a body
     the schema refuses or an unknown trait; 403 unless policy allows the
     caller; 404 when no provider has that uuid; 409 when the generation
@@ -126,14 +124,15 @@ def set_provider_traits(req: falcon.Request, resp: falcon.Response,
     data = util.json_body(req, schema.SET_PROVIDER_TRAITS_V)
     generation, found = util.db(req).run(
         lambda conn: trait.set_provider_traits(
-            conn, uuid, data["resource_provider_generation"], data["traits"]))
+            conn, uuid, data["resource_provider_generation"], data["traits"]
+        )
+    )
     body, when = _listing(found)
     body["resource_provider_generation"] = generation
     util.send(req, resp, body, last_modified=when)
 
 
-def delete_provider_traits(req: falcon.Request, resp: falcon.Response,
-                           uuid: str) -> None:
+def delete_provider_traits(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """204; 403 unless policy allows the caller; 404 when no
     provider has that uuid; 409 when the provider changed meanwhile."""
     util.authorize(req, PROVIDER_TRAITS_POLICY % "delete")

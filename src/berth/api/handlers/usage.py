@@ -16,8 +16,7 @@ POLICY = "placement:usages"
 PROVIDER_USAGES_POLICY = "placement:resource_providers:usages"
 
 
-def provider_usages(req: falcon.Request, resp: falcon.Response,
-                    uuid: str) -> None:
+def provider_usages(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     """200 with the provider's usage per class and its generation; 403
     unless policy allows the caller; 404 when no provider has that uuid;
     406 when the client cannot take JSON."""
@@ -29,9 +28,9 @@ def provider_usages(req: falcon.Request, resp: falcon.Response,
         if found is None:
             raise errors.NotFound(
                 "No resource provider with uuid %s found: No resource "
-                "provider with uuid %s found" % (uuid, uuid))
-        return {"resource_provider_generation": found[0],
-                "usages": found[1]}
+                "provider with uuid %s found" % (uuid, uuid)
+            )
+        return {"resource_provider_generation": found[0], "usages": found[1]}
 
     # Usage is a "now" question: last-modified is the time of the answer.
     util.send(req, resp, util.db(req).read(work))
@@ -46,8 +45,7 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
     params = util.query_dict(util.query(req))
     project_id, user_id = params.get("project_id"), params.get("user_id")
     # A project reader may read its own project's usages.
-    util.authorize(req, POLICY,
-                   {"project_id": project_id, "user_id": user_id})
+    util.authorize(req, POLICY, {"project_id": project_id, "user_id": user_id})
     by_type = util.want(req, "1.38")
     util.validate_query(req, pick(schema.QUERIES, req.context.version))
     project = str(project_id)  # the schema requires it
@@ -55,12 +53,10 @@ def total_usages(req: falcon.Request, resp: falcon.Response) -> None:
 
     def compute(conn: Connection) -> dict[str, Any]:
         if by_type:
-            return usage.usages_by_type(conn, project, user_id,
-                                         consumer_type)
+            return usage.usages_by_type(conn, project, user_id, consumer_type)
         return usage.project_usages(conn, project, user_id)
 
     # Kept until a write changes this project's usages (the memo's rule).
     key = (project, by_type, user_id, consumer_type)
-    found = util.db(req).read(
-        lambda conn: util.memo(req, "usage").kept(conn, key, compute))
+    found = util.db(req).read(lambda conn: util.memo(req, "usage").kept(conn, key, compute))
     util.send(req, resp, {"usages": found})

@@ -36,18 +36,18 @@ def document(routes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for template, methods in routes.items():
         paths[template] = {
-            method.lower(): operation(template, method, spec)
-            for method, spec in methods.items()}
+            method.lower(): operation(template, method, spec) for method, spec in methods.items()
+        }
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "Berth (OpenStack Placement API)",
             "version": berth.__version__,
             "description": "The Placement HTTP API, microversions %s to %s."
-                           " Errors use the Placement format (see the "
-                           "Error schema); `code` appears from 1.23."
-                           % (microversion.VERSIONS[0],
-                              microversion.VERSIONS[-1])},
+            " Errors use the Placement format (see the "
+            "Error schema); `code` appears from 1.23."
+            % (microversion.VERSIONS[0], microversion.VERSIONS[-1]),
+        },
         "security": [{"token": []}],
         "paths": paths,
         "components": components(),

@@ -33,10 +33,8 @@ def _ranges(schemas: Versioned) -> list[tuple[str, dict[str, Any]]]:
     ordered = sorted(schemas, key=lambda pair: microversion.parse(pair[0]))
     out = []
     for i, (since, validator) in enumerate(ordered):
-        last = (microversion.VERSIONS[-1] if i + 1 == len(ordered) else
-                _previous(ordered[i + 1][0]))
-        out.append(("%s - %s" % (since, last),
-                    dict(validator.schema)))  # type: ignore[arg-type]
+        last = microversion.VERSIONS[-1] if i + 1 == len(ordered) else _previous(ordered[i + 1][0])
+        out.append(("%s - %s" % (since, last), dict(validator.schema)))  # type: ignore[arg-type]
     return out
 
 
@@ -49,12 +47,10 @@ def _combined(schemas: Versioned) -> dict[str, Any]:
     ranges = _ranges(schemas)
     if len(ranges) == 1:
         return ranges[0][1]
-    return {"anyOf": [{**schema, "title": "microversions " + label}
-                      for label, schema in ranges]}
+    return {"anyOf": [{**schema, "title": "microversions " + label} for label, schema in ranges]}
 
 
-def _query_parameters(schemas: Versioned,
-                      words: dict[str, str]) -> list[dict[str, Any]]:
+def _query_parameters(schemas: Versioned, words: dict[str, str]) -> list[dict[str, Any]]:
     """One parameter per query key any microversion accepts; suffixed
     group keys (patternProperties) appear under their plain name.
     Required when every microversion's schema requires it. Described by
@@ -72,19 +68,25 @@ def _query_parameters(schemas: Versioned,
             since.setdefault(name, label.split(" ")[0])
         wanted = set(schema.get("required", ()))
         required = wanted if required is None else required & wanted
-    return [{"name": name, "in": "query", "required": name in (required or ()),
-             "schema": {"type": "string"}
-             if spec.get("type") != "string" else spec,
-             "description": words.get(name) or spec.get("description")
-             or "From microversion %s." % since[name]}
-            for name, spec in sorted(found.items())]
+    return [
+        {
+            "name": name,
+            "in": "query",
+            "required": name in (required or ()),
+            "schema": {"type": "string"} if spec.get("type") != "string" else spec,
+            "description": words.get(name)
+            or spec.get("description")
+            or "From microversion %s." % since[name],
+        }
+        for name, spec in sorted(found.items())
+    ]
 
 
 def _path_parameters(template: str) -> list[dict[str, Any]]:
-    names = [part[1:-1] for part in template.split("/")
-             if part.startswith("{")]
-    return [{"name": n, "in": "path", "required": True,
-             "schema": {"type": "string"}} for n in names]
+    names = [part[1:-1] for part in template.split("/") if part.startswith("{")]
+    return [
+        {"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names
+    ]
 
 
 def _success(op: Operation, read: bool) -> dict[str, Any]:
@@ -92,10 +94,14 @@ def _success(op: Operation, read: bool) -> dict[str, Any]:
     for status, schema in sorted(op.ok.items()):
         reply: dict[str, Any] = {
             "description": "Success.",
-            "headers": headers(cached=op.cached and schema is not None, read=read)}
+            "headers": headers(cached=op.cached and schema is not None, read=read),
+        }
         if op.served_by:  # no microversion, no position: the request id
-            reply["headers"] = {name: ref for name, ref in reply[
-                "headers"].items() if name == "x-openstack-request-id"}
+            reply["headers"] = {
+                name: ref
+                for name, ref in reply["headers"].items()
+                if name == "x-openstack-request-id"
+            }
         if op.media is not None and schema is not None:
             reply["content"] = copy.deepcopy(op.media)
         elif schema is not None:
@@ -108,8 +114,7 @@ def _success(op: Operation, read: bool) -> dict[str, Any]:
 
 def _errors(op: Operation, spec: Any) -> dict[str, Any]:
     """The operation's error answers, by status, then ``default``."""
-    statuses = set(op.errors) | ({400, 406} if op.public
-                                 else set(COMMON_ERRORS))
+    statuses = set(op.errors) | ({400, 406} if op.public else set(COMMON_ERRORS))
     if isinstance(spec, tuple):  # below its microversion: 404 (or 405)
         statuses.add(spec[2] if len(spec) > 2 else 404)
     out: dict[str, Any] = {}
@@ -130,14 +135,13 @@ def operation(template: str, method: str, spec: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "operationId": operation_id(method, template),
         "summary": op.summary,
-        "x-openstack-microversion": {"min": _minimum(spec),
-                                     "max": microversion.VERSIONS[-1]},
-        "parameters": (_path_parameters(template)
-                       + ([] if op.served_by else
-                          [{"$ref": "#/components/parameters/ApiVersion"}])
-                       + _query_parameters(op.query, op.words)),
-        "responses": {**_success(op, method in ("GET", "HEAD")),
-                      **_errors(op, spec)},
+        "x-openstack-microversion": {"min": _minimum(spec), "max": microversion.VERSIONS[-1]},
+        "parameters": (
+            _path_parameters(template)
+            + ([] if op.served_by else [{"$ref": "#/components/parameters/ApiVersion"}])
+            + _query_parameters(op.query, op.words)
+        ),
+        "responses": {**_success(op, method in ("GET", "HEAD")), **_errors(op, spec)},
     }
     if op.description:
         doc["description"] = op.description
@@ -147,7 +151,8 @@ def operation(template: str, method: str, spec: Any) -> dict[str, Any]:
         # Required unless some microversion range does not read it.
         doc["requestBody"] = {
             "required": all(v is not IGNORED for _, v in op.body),
-            "content": {JSON: {"schema": _combined(op.body)}}}
+            "content": {JSON: {"schema": _combined(op.body)}},
+        }
     if op.public:
         doc["security"] = []
     elif op.token_optional:

@@ -40,12 +40,21 @@ from berth.domain import common
 FORMATS = jsonschema.FormatChecker()
 # Upstream accepts any spelling oslo.utils calls uuid-like (no dashes,
 # upper case); jsonschema's own "uuid" check would reject those.
-FORMATS.checks("uuid")(lambda value: not isinstance(value, str)
-                       or common.is_uuid_like(value))
+FORMATS.checks("uuid")(lambda value: not isinstance(value, str) or common.is_uuid_like(value))
 
 #: Keywords that only annotate: neither validator checks them.
-_ANNOTATIONS = frozenset({"description", "title", "examples", "$comment",
-                          "default", "deprecated", "readOnly", "writeOnly"})
+_ANNOTATIONS = frozenset(
+    {
+        "description",
+        "title",
+        "examples",
+        "$comment",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
 #: Keywords that fastjsonschema (draft 7) checks exactly as jsonschema
 #: (draft 2020-12) does on JSON values, read from both sources: bools are
 #: never numbers, 1.0 is an integer, lengths count code points, unique
@@ -53,11 +62,27 @@ _ANNOTATIONS = frozenset({"description", "title", "examples", "$comment",
 #: patternProperties (``re.search``) and additionalProperties share out
 #: the keys alike. A schema with any other keyword (``$ref``, ``not``,
 #: ``oneOf``, ``const``, ``multipleOf``, ``$schema``...) gets no fast check.
-_EXACT = frozenset({"type", "required", "minProperties", "maxProperties",
-                    "minItems", "maxItems", "uniqueItems", "minLength",
-                    "maxLength", "minimum", "maximum", "additionalProperties",
-                    "items", "properties", "patternProperties", "anyOf",
-                    "allOf"})
+_EXACT = frozenset(
+    {
+        "type",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "additionalProperties",
+        "items",
+        "properties",
+        "patternProperties",
+        "anyOf",
+        "allOf",
+    }
+)
 #: Patterns with a back reference or a flag or named group (``(?``
 #: other than ``(?:``): jsonschema joins a node's patternProperties with
 #: ``|`` to find its additional properties, which renumbers groups.
@@ -68,8 +93,7 @@ class _NoFastCheck(Exception):
     """The schema uses something the fast check does not copy exactly."""
 
 
-def _string_check(pattern: str | None, fmt: str | None
-                  ) -> Callable[[str], bool]:
+def _string_check(pattern: str | None, fmt: str | None) -> Callable[[str], bool]:
     """jsonschema's ``pattern`` (``re.search``, where ``$`` also matches
     before a final newline: fastjsonschema would read it as ``\\Z``) and
     ``format`` (``FORMATS``), as one fastjsonschema custom format, which
@@ -80,11 +104,11 @@ def _string_check(pattern: str | None, fmt: str | None
         if search is not None and search(value) is None:
             return False
         return fmt is None or FORMATS.conforms(value, fmt)
+
     return check
 
 
-def _fast_copy(schema: Any, formats: dict[str, Callable[[str], bool]]
-               ) -> Any:
+def _fast_copy(schema: Any, formats: dict[str, Callable[[str], bool]]) -> Any:
     """``schema`` as fastjsonschema should compile it: ``pattern`` and
     ``format`` moved into custom formats (added to ``formats``).
     Raises _NoFastCheck for a keyword outside ``_EXACT``."""
@@ -97,8 +121,7 @@ def _fast_copy(schema: Any, formats: dict[str, Callable[[str], bool]]
         if key in _ANNOTATIONS:
             continue
         if key in ("properties", "patternProperties"):
-            out[key] = {name: _fast_copy(sub, formats)
-                        for name, sub in value.items()}
+            out[key] = {name: _fast_copy(sub, formats) for name, sub in value.items()}
         elif key in ("additionalProperties", "items"):
             out[key] = _fast_copy(value, formats)
         elif key in ("anyOf", "allOf"):
@@ -134,8 +157,8 @@ def _compile(schema: Any) -> Callable[[Any], Any] | None:
         if isinstance(definition, dict):
             definition["$schema"] = "http://json-schema.org/draft-07/schema#"
         return fastjsonschema.compile(  # type: ignore[no-any-return]
-            definition, formats=formats, use_default=False,
-            detailed_exceptions=False)
+            definition, formats=formats, use_default=False, detailed_exceptions=False
+        )
     except Exception:  # _NoFastCheck, or one fastjsonschema cannot compile
         return None
 
@@ -157,14 +180,14 @@ def _fix_items(fix: _Fix) -> _Fix:
             for i, item in enumerate(value):
                 value[i] = fix(item)
         return value
+
     return fix_list
 
 
 def _fix_if_valid(schema: Any, fix: _Fix) -> _Fix:
     """``fix`` for the values ``schema`` accepts: an ``anyOf`` or
     ``oneOf`` branch, which may not be the one that accepted a value."""
-    accepts = jsonschema.validators.validator_for(schema)(
-        schema, format_checker=FORMATS).is_valid
+    accepts = jsonschema.validators.validator_for(schema)(schema, format_checker=FORMATS).is_valid
     return lambda value: fix(value) if accepts(value) else value
 
 
@@ -174,14 +197,17 @@ def _fix_properties(schema: dict[str, Any]) -> _Fix | None:
     each ``patternProperties`` entry whose pattern it matches (as
     jsonschema applies them, by ``re.search``), else that of
     ``additionalProperties``."""
-    named = {key: _fixer(sub)
-             for key, sub in schema.get("properties", {}).items()}
-    patterns = [(re.compile(pattern).search, _fixer(sub))
-                for pattern, sub in schema.get("patternProperties",
-                                               {}).items()]
+    named = {key: _fixer(sub) for key, sub in schema.get("properties", {}).items()}
+    patterns = [
+        (re.compile(pattern).search, _fixer(sub))
+        for pattern, sub in schema.get("patternProperties", {}).items()
+    ]
     other = _fixer(schema.get("additionalProperties", True))
-    if (other is None and all(f is None for f in named.values())
-            and all(f is None for _, f in patterns)):
+    if (
+        other is None
+        and all(f is None for f in named.values())
+        and all(f is None for _, f in patterns)
+    ):
         return None
 
     def fix_object(value: Any) -> Any:
@@ -201,6 +227,7 @@ def _fix_properties(schema: dict[str, Any]) -> _Fix | None:
                 # The same key: assigning does not disturb the iteration.
                 value[key] = fixed
         return value
+
     return fix_object
 
 
@@ -223,8 +250,12 @@ def _fixer(schema: Any) -> _Fix | None:
     if items is not None:
         fixes.append(_fix_items(items))
     fixes += [f for sub in schema.get("allOf", ()) if (f := _fixer(sub))]
-    fixes += [_fix_if_valid(sub, f) for key in ("anyOf", "oneOf")
-              for sub in schema.get(key, ()) if (f := _fixer(sub))]
+    fixes += [
+        _fix_if_valid(sub, f)
+        for key in ("anyOf", "oneOf")
+        for sub in schema.get(key, ())
+        if (f := _fixer(sub))
+    ]
     if not fixes:
         return None
     if len(fixes) == 1:
@@ -234,6 +265,7 @@ def _fixer(schema: Any) -> _Fix | None:
         for fix in fixes:
             value = fix(value)
         return value
+
     return fix_all
 
 
@@ -284,8 +316,7 @@ class FastValidator:
         name), where the validator's own ``validate`` raises the first
         one it finds."""
         if not self._fast_accepts(instance):
-            error = jsonschema.exceptions.best_match(
-                self._judge.iter_errors(instance))
+            error = jsonschema.exceptions.best_match(self._judge.iter_errors(instance))
             if error is not None:
                 raise error
 
@@ -306,8 +337,7 @@ class FastValidator:
 Versioned = Sequence[tuple[str, FastValidator]]
 
 
-def validator(schema: dict[str, Any],
-              kind: type[FastValidator] = FastValidator) -> FastValidator:
+def validator(schema: dict[str, Any], kind: type[FastValidator] = FastValidator) -> FastValidator:
     """A compiled validator for ``schema`` (compile once, at import),
     checking ``"format": "uuid"`` as upstream does: a ``kind`` (a
     subclass) may word its refusals otherwise."""

@@ -18,13 +18,18 @@ _AGGREGATE_LIST: dict[str, Any] = {
 #: list plus the provider generation the caller saw.
 PUT_BODIES: Versioned = (
     ("1.1", validator(copy.deepcopy(_AGGREGATE_LIST))),
-    ("1.19", validator({
-        "type": "object",
-        "properties": {
-            "aggregates": copy.deepcopy(_AGGREGATE_LIST),
-            "resource_provider_generation": {"type": "integer"},
-        },
-        "required": ["aggregates", "resource_provider_generation"],
-        "additionalProperties": False,
-    })),
+    (
+        "1.19",
+        validator(
+            {
+                "type": "object",
+                "properties": {
+                    "aggregates": copy.deepcopy(_AGGREGATE_LIST),
+                    "resource_provider_generation": {"type": "integer"},
+                },
+                "required": ["aggregates", "resource_provider_generation"],
+                "additionalProperties": False,
+            }
+        ),
+    ),
 )

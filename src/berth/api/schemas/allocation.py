@@ -23,8 +23,7 @@ CONSUMER_TYPE_PATTERN = RC_PATTERN
 # Request group suffixes as 1.33 allows them (unanchored, as upstream).
 GROUP_PATTERN = "[a-zA-Z0-9_-]{1,64}"
 
-_EXTERNAL_ID: dict[str, Any] = {"type": "string", "minLength": 1,
-                                 "maxLength": 255}
+_EXTERNAL_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255}
 _RESOURCES: dict[str, Any] = {
     "type": "object",
     "minProperties": 1,
@@ -120,8 +119,11 @@ _PUT_1_34["properties"]["mappings"] = _MAPPINGS
 
 _PUT_1_38 = copy.deepcopy(_PUT_1_34)
 _PUT_1_38["properties"]["consumer_type"] = {
-    "type": "string", "pattern": CONSUMER_TYPE_PATTERN,
-    "minLength": 1, "maxLength": 255}
+    "type": "string",
+    "pattern": CONSUMER_TYPE_PATTERN,
+    "minLength": 1,
+    "maxLength": 255,
+}
 _PUT_1_38["required"].append("consumer_type")
 
 

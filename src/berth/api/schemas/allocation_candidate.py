@@ -34,8 +34,11 @@ _1_10: dict[str, Any] = {
 
 _1_16 = copy.deepcopy(_1_10)
 _1_16["properties"]["limit"] = {
-    "type": ["integer", "string"], "pattern": "^[1-9][0-9]*$",
-    "minimum": 1, "minLength": 1}
+    "type": ["integer", "string"],
+    "pattern": "^[1-9][0-9]*$",
+    "minimum": 1,
+    "minLength": 1,
+}
 
 _1_17 = copy.deepcopy(_1_16)
 _1_17["properties"]["required"] = {"type": ["string"]}
@@ -53,10 +56,8 @@ _1_25 = copy.deepcopy(_1_21)
 for _key in ("resources", "required", "member_of"):
     del _1_25["properties"][_key]
 del _1_25["required"]
-_1_25["patternProperties"] = _grouped(
-    "[1-9][0-9]*", ("resources", "required", "member_of"))
-_1_25["properties"]["group_policy"] = {"type": "string",
-                                       "enum": ["none", "isolate"]}
+_1_25["patternProperties"] = _grouped("[1-9][0-9]*", ("resources", "required", "member_of"))
+_1_25["properties"]["group_policy"] = {"type": "string", "enum": ["none", "isolate"]}
 
 _1_31 = copy.deepcopy(_1_25)
 _1_31["patternProperties"].update(_grouped("[1-9][0-9]*", ("in_tree",)))
@@ -64,7 +65,8 @@ _1_31["patternProperties"].update(_grouped("[1-9][0-9]*", ("in_tree",)))
 # 1.33: suffixes may be any 1-64 characters of [a-zA-Z0-9_-].
 _1_33 = copy.deepcopy(_1_31)
 _1_33["patternProperties"] = _grouped(
-    "[a-zA-Z0-9_-]{1,64}", ("resources", "required", "member_of", "in_tree"))
+    "[a-zA-Z0-9_-]{1,64}", ("resources", "required", "member_of", "in_tree")
+)
 
 _1_35 = copy.deepcopy(_1_33)
 _1_35["properties"]["root_required"] = {"type": ["string"]}
@@ -91,8 +93,9 @@ SCHEMAS: Versioned = (
 QUERY_NAMES = ("limit", "group_policy", "root_required", "same_subtree")
 
 
-def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
-                ) -> tuple[list[RequestGroup], RequestWide]:
+def parse_query(
+    pairs: list[tuple[str, str]], version: tuple[int, int]
+) -> tuple[list[RequestGroup], RequestWide]:
     """The request groups and request-wide parameters of the query
     ``pairs`` at ``version``. Raises HTTPProblem 400 for a query the
     schema refuses, and the parser's BadRequest errors (400 too, with
@@ -104,23 +107,31 @@ def parse_query(pairs: list[tuple[str, str]], version: tuple[int, int]
 #: The parameters ``GET /berth/allocation_candidates`` adds to the query
 #: of ``GET /allocation_candidates`` (docs/allocation-candidates.md,
 #: "Order"): the order, and class and trait weights.
-_WEIGHTED = {"type": "string",
-             "pattern": r"^[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?"
-                        r"(,[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?)*$"}
+_WEIGHTED = {
+    "type": "string",
+    "pattern": r"^[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?"
+    r"(,[A-Z0-9_]{1,255}:[-+]?[0-9]{1,7}(\.[0-9]{1,6})?)*$",
+}
 ORDER_PROPERTIES: dict[str, Any] = {
-    "order": {"type": "string", "enum": list(NAMES),
-              "description": "Berth only: the order of the answer "
-                             "(default: [berth] candidate_order)."},
-    "weights": {**_WEIGHTED,
-                "description": "Berth only, with order spread or pack: "
-                               "CLASS:weight pairs, comma-separated "
-                               "(default: [berth] "
-                               "candidate_order_weights)."},
-    "prefer": {**_WEIGHTED,
-               "description": "Berth only, with order spread or pack: "
-                              "TRAIT:weight pairs, comma-separated; a "
-                              "negative weight discourages (default: "
-                              "[berth] candidate_order_preferences)."},
+    "order": {
+        "type": "string",
+        "enum": list(NAMES),
+        "description": "Berth only: the order of the answer (default: [berth] candidate_order).",
+    },
+    "weights": {
+        **_WEIGHTED,
+        "description": "Berth only, with order spread or pack: "
+        "CLASS:weight pairs, comma-separated "
+        "(default: [berth] "
+        "candidate_order_weights).",
+    },
+    "prefer": {
+        **_WEIGHTED,
+        "description": "Berth only, with order spread or pack: "
+        "TRAIT:weight pairs, comma-separated; a "
+        "negative weight discourages (default: "
+        "[berth] candidate_order_preferences).",
+    },
 }
 ORDER_V = validator({"type": "object", "properties": ORDER_PROPERTIES})
 
@@ -135,12 +146,11 @@ def _with_order(schema: Any) -> dict[str, Any]:
 #: ``SCHEMAS`` with the order parameters (the handler checks the order
 #: parameters with ``ORDER_V``, the rest with ``SCHEMAS``).
 ORDERED_SCHEMAS: Versioned = tuple(
-    (since, validator(_with_order(checker.schema)))
-    for since, checker in SCHEMAS)
+    (since, validator(_with_order(checker.schema))) for since, checker in SCHEMAS
+)
 
 
-def split_order(pairs: list[tuple[str, str]]
-                ) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def split_order(pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """``pairs`` without the order parameters, and those, checked with
     ``ORDER_V``. Raises HTTPProblem 400 for one given twice or not of
     its form."""
@@ -149,8 +159,7 @@ def split_order(pairs: list[tuple[str, str]]
         if key not in ORDER_PROPERTIES:
             rest.append((key, value))
         elif key in found:
-            raise HTTPProblem(400, "Invalid query string parameters: %s "
-                              "may be given once" % key)
+            raise HTTPProblem(400, "Invalid query string parameters: %s may be given once" % key)
         else:
             found[key] = value
     util.validate_pairs(list(found.items()), ORDER_V)
@@ -164,8 +173,9 @@ def parse_weights(key: str, text: str) -> dict[str, float]:
     for item in text.split(","):
         name, weight = item.split(":")
         if name in out:
-            raise HTTPProblem(400, "Invalid query string parameters: %s "
-                              "names %s twice" % (key, name))
+            raise HTTPProblem(
+                400, "Invalid query string parameters: %s names %s twice" % (key, name)
+            )
         out[name] = float(weight)
     return out
 
@@ -182,14 +192,22 @@ def requested_order(conf: Any, given: dict[str, str]) -> Order:
     if name == "uuid" and conf.placement.randomize_allocation_candidates:
         name = "random"
     name = given.get("order", name)
-    weights = (parse_weights("weights", given["weights"])
-               if "weights" in given
-               else dict(conf.berth.candidate_order_weights))
-    prefer = (parse_weights("prefer", given["prefer"]) if "prefer" in given
-              else dict(conf.berth.candidate_order_preferences))
+    weights = (
+        parse_weights("weights", given["weights"])
+        if "weights" in given
+        else dict(conf.berth.candidate_order_weights)
+    )
+    prefer = (
+        parse_weights("prefer", given["prefer"])
+        if "prefer" in given
+        else dict(conf.berth.candidate_order_preferences)
+    )
     if name not in SCORED and ("weights" in given or "prefer" in given):
-        raise HTTPProblem(400, "Invalid query string parameters: weights "
-                          "and prefer apply only to order spread or pack")
+        raise HTTPProblem(
+            400,
+            "Invalid query string parameters: weights "
+            "and prefer apply only to order spread or pack",
+        )
     return make_order(name, weights, prefer)
 
 
@@ -198,10 +216,15 @@ def candidate_settings(conf: Any, order: Order) -> Settings:
     ``[placement]`` and ``[berth]`` options (the candidates endpoints and
     the dashboard's first-hosts page search alike)."""
     strategy = conf.placement.allocation_candidates_generation_strategy
-    if (strategy == "depth-first" and conf.berth.candidate_hosts_first
-            and conf.placement.max_allocation_candidates < 0):
+    if (
+        strategy == "depth-first"
+        and conf.berth.candidate_hosts_first
+        and conf.placement.max_allocation_candidates < 0
+    ):
         strategy = HOSTS_FIRST
     return Settings(
         order=order,
         max_candidates=conf.placement.max_allocation_candidates,
-        strategy=strategy, memo=conf.berth.candidate_memo)
+        strategy=strategy,
+        memo=conf.berth.candidate_memo,
+    )

@@ -16,8 +16,7 @@ from berth.domain import change, common, errors
 from berth.domain.limits import MAX_TREES
 
 #: One kind, or several separated by commas.
-_KINDS = "^(%s)(,(%s))*$" % (("|".join(k.replace(".", r"\.")
-                                        for k in events.KINDS),) * 2)
+_KINDS = "^(%s)(,(%s))*$" % (("|".join(k.replace(".", r"\.") for k in events.KINDS),) * 2)
 
 _CHANGES: dict[str, Any] = {
     "type": "object",
@@ -25,8 +24,7 @@ _CHANGES: dict[str, Any] = {
         "after": {"type": "string", "minLength": 1, "maxLength": 255},
         "kind": {"type": "string", "pattern": _KINDS},
         # Provider uuids, comma separated (each checked by the handler).
-        "tree": {"type": "string",
-                 "pattern": "^[^,]+(,[^,]+){0,%d}$" % (MAX_TREES - 1)},
+        "tree": {"type": "string", "pattern": "^[^,]+(,[^,]+){0,%d}$" % (MAX_TREES - 1)},
         "consumer": {"type": "string", "format": "uuid"},
         "project": {"type": "string", "minLength": 1, "maxLength": 255},
         "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,4}$"},
@@ -57,28 +55,24 @@ def _kinds() -> str:
     by_suffixes: dict[str, list[str]] = {}
     for prefix, suffixes in by_prefix.items():
         by_suffixes.setdefault("/".join(suffixes), []).append(prefix)
-    return ", ".join("%s.%s" % ("/".join(p), s) if p != [""] else s
-                     for s, p in by_suffixes.items())
+    return ", ".join("%s.%s" % ("/".join(p), s) if p != [""] else s for s, p in by_suffixes.items())
 
 
 def _plain(exc: jsonschema.ValidationError, params: Any) -> str:
     """The one line that says what is wrong with the query ``params``."""
     if not isinstance(params, dict):
         # Only a caller in-process can hand over anything but a mapping.
-        return "the query must be name=value parameters, not %s" % (
-            type(params).__name__)
+        return "the query must be name=value parameters, not %s" % (type(params).__name__)
     extras = sorted(str(p) for p in set(params) - set(_CHANGES["properties"]))
     if extras:
         extra = extras[0]
-        return "unknown query parameter %r%s" % (
-            extra, did_you_mean(extra, _CHANGES["properties"]))
+        return "unknown query parameter %r%s" % (extra, did_you_mean(extra, _CHANGES["properties"]))
     if not exc.path:
         return "after is required: %s" % _EXPECTED["after"]
     name = str(exc.path[0])
     value = str(params[name])
     if name == "kind":
-        bad = next((k for k in value.split(",")
-                    if k not in events.KINDS), value)
+        bad = next((k for k in value.split(",") if k not in events.KINDS), value)
         return "unknown kind %s; kinds: %s" % (shown(bad, 30), _kinds())
     return must_be(name, _EXPECTED[name], value)
 
@@ -108,17 +102,15 @@ DEFAULT_LIMIT = 1000
 POLICY = "berth:changes:list"
 
 
-def feed_query(params: dict[str, str], authorize: Callable[[str], None]
-               ) -> tuple[events.Filters, tuple[str, ...] | None, int]:
+def feed_query(
+    params: dict[str, str], authorize: Callable[[str], None]
+) -> tuple[events.Filters, tuple[str, ...] | None, int]:
     """The filters (narrowed by ``change.feed_filters``: ``authorize``
     raises Forbidden), trees and page size of a validated feed query:
     both forms'."""
-    kinds = (frozenset(params["kind"].split(",")) if "kind" in params
-             else None)
-    filters = change.feed_filters(kinds, params.get("consumer"),
-                                  params.get("project"), authorize)
-    limit = min(int(params.get("limit", DEFAULT_LIMIT)),
-                MAX_LIMIT)
+    kinds = frozenset(params["kind"].split(",")) if "kind" in params else None
+    filters = change.feed_filters(kinds, params.get("consumer"), params.get("project"), authorize)
+    limit = min(int(params.get("limit", DEFAULT_LIMIT)), MAX_LIMIT)
     return filters, _trees(params.get("tree")), limit
 
 
@@ -133,6 +125,7 @@ def _trees(value: str | None) -> tuple[str, ...] | None:
         if uuid is None:
             raise errors.QueryBadValue(
                 "Invalid tree %r: expected provider uuids, comma separated "
-                "(at most %d)." % (item, MAX_TREES))
+                "(at most %d)." % (item, MAX_TREES)
+            )
         found.append(uuid)
     return tuple(found)

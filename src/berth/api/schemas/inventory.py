@@ -46,8 +46,7 @@ PUT_ONE = copy.deepcopy(_RECORD)
 
 #: POST /resource_providers/{uuid}/inventories
 POST = copy.deepcopy(_RECORD)
-POST["properties"]["resource_class"] = {"type": "string",
-                                        "pattern": RC_PATTERN}
+POST["properties"]["resource_class"] = {"type": "string", "pattern": RC_PATTERN}
 POST["required"] = ["total", "resource_class"]
 
 _PUT_RECORD = copy.deepcopy(_RECORD)

@@ -19,8 +19,10 @@ UUID_PATTERN = allocation.UUID_PATTERN
 
 
 def _schema(since: str) -> dict[str, Any]:
-    allocs = cast(dict[str, Any], copy.deepcopy(pick(
-        allocation.POST_SCHEMAS, microversion.parse(since)).schema))
+    allocs = cast(
+        dict[str, Any],
+        copy.deepcopy(pick(allocation.POST_SCHEMAS, microversion.parse(since)).schema),
+    )
     allocs["minProperties"] = 0
     return {
         "type": "object",
@@ -40,5 +42,4 @@ def _schema(since: str) -> dict[str, Any]:
 
 
 #: POST /reshaper bodies.
-SCHEMAS: Versioned = tuple(
-    (since, validator(_schema(since))) for since in ("1.30", "1.34", "1.38"))
+SCHEMAS: Versioned = tuple((since, validator(_schema(since))) for since in ("1.30", "1.34", "1.38"))

@@ -19,8 +19,7 @@ CUSTOM_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 NAME_BODY: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "pattern": CUSTOM_PATTERN,
-                 "maxLength": 255},
+        "name": {"type": "string", "pattern": CUSTOM_PATTERN, "maxLength": 255},
     },
     "required": ["name"],
     "additionalProperties": False,
@@ -33,5 +32,6 @@ def check_strict(name: str) -> None:
     """400 for a name the pattern let through only because ``$`` also
     matches before a final newline."""
     if re.fullmatch("CUSTOM_[A-Z0-9_]+", name) is None:
-        raise HTTPProblem(400, "JSON does not validate: %r does not match "
-                          "%r" % (name, CUSTOM_PATTERN))
+        raise HTTPProblem(
+            400, "JSON does not validate: %r does not match %r" % (name, CUSTOM_PATTERN)
+        )

@@ -29,8 +29,7 @@ _POST: dict[str, Any] = {
 }
 
 _POST_1_14 = copy.deepcopy(_POST)
-_POST_1_14["properties"]["parent_provider_uuid"] = {
-    "anyOf": [UUID_STRING, {"type": "null"}]}
+_POST_1_14["properties"]["parent_provider_uuid"] = {"anyOf": [UUID_STRING, {"type": "null"}]}
 
 # PUT is POST without the uuid: a provider's uuid never changes.
 _PUT = copy.deepcopy(_POST)
@@ -39,11 +38,9 @@ _PUT_1_14 = copy.deepcopy(_POST_1_14)
 del _PUT_1_14["properties"]["uuid"]
 
 #: POST /resource_providers bodies; from 1.14 with a parent.
-POST_BODIES: Versioned = (("1.0", validator(_POST)),
-                          ("1.14", validator(_POST_1_14)))
+POST_BODIES: Versioned = (("1.0", validator(_POST)), ("1.14", validator(_POST_1_14)))
 #: PUT /resource_providers/{uuid} bodies; from 1.14 with a parent.
-PUT_BODIES: Versioned = (("1.0", validator(_PUT)),
-                         ("1.14", validator(_PUT_1_14)))
+PUT_BODIES: Versioned = (("1.0", validator(_PUT)), ("1.14", validator(_PUT_1_14)))
 
 # Query parameters of GET /resource_providers, each version adding one
 # (in version order).
@@ -59,13 +56,16 @@ _QUERY_STEPS: list[tuple[str, str, dict[str, Any]]] = [
 
 def _query_schema(version: str) -> dict[str, Any]:
     reached = microversion.parse(version)
-    props = {name: copy.deepcopy(spec) for since, name, spec in _QUERY_STEPS
-             if microversion.at_least(reached, since)}
-    return {"type": "object", "properties": props,
-            "additionalProperties": False}
+    props = {
+        name: copy.deepcopy(spec)
+        for since, name, spec in _QUERY_STEPS
+        if microversion.at_least(reached, since)
+    }
+    return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 #: GET /resource_providers query strings.
 LIST_QUERIES: Versioned = tuple(
     (since, validator(_query_schema(since)))
-    for since in dict.fromkeys(since for since, _, _ in _QUERY_STEPS))
+    for since in dict.fromkeys(since for since, _, _ in _QUERY_STEPS)
+)

@@ -20,8 +20,11 @@ _USAGES_1_9: dict[str, Any] = {
 # two lower-case names it accepts besides real types.
 _USAGES_1_38 = copy.deepcopy(_USAGES_1_9)
 _USAGES_1_38["properties"]["consumer_type"] = {
-    "type": "string", "pattern": "^[A-Z0-9_]+$|^all|^unknown$",
-    "minLength": 1, "maxLength": 255}
+    "type": "string",
+    "pattern": "^[A-Z0-9_]+$|^all|^unknown$",
+    "minLength": 1,
+    "maxLength": 255,
+}
 
 #: GET /usages query strings.
 QUERIES: Versioned = (

@@ -45,11 +45,9 @@ class EncodedCache:
 
     def __init__(self) -> None:
         self._by_shape: dict[Shape, dict[int, tuple[Provider, bytes]]] = {}
-        self._requests: dict[bool, dict[int, tuple[Candidate, bytes]]] = {
-            False: {}, True: {}}
+        self._requests: dict[bool, dict[int, tuple[Candidate, bytes]]] = {False: {}, True: {}}
 
-    def shape(self, shape: Shape, providers: int
-              ) -> dict[int, tuple[Provider, bytes]]:
+    def shape(self, shape: Shape, providers: int) -> dict[int, tuple[Provider, bytes]]:
         """provider id -> (the provider, its encoded summary) for
         ``shape``; emptied when it holds more than twice ``providers``
         (the size of the world now), so the entries of deleted providers
@@ -59,8 +57,7 @@ class EncodedCache:
             kept = self._by_shape[shape] = {}
         return kept
 
-    def requests(self, with_mappings: bool, providers: int
-                 ) -> dict[int, tuple[Candidate, bytes]]:
+    def requests(self, with_mappings: bool, providers: int) -> dict[int, tuple[Candidate, bytes]]:
         """id of a kept candidate -> (the candidate, its encoded
         request), with or without ``mappings``; emptied when it holds
         more than twice what the memo can hold in a world of
@@ -72,31 +69,39 @@ class EncodedCache:
         return kept
 
 
-def serialize(result: Result, groups: list[RequestGroup],
-              version: tuple[int, int], cache: EncodedCache
-              ) -> dict[str, Any]:
+def serialize(
+    result: Result, groups: list[RequestGroup], version: tuple[int, int], cache: EncodedCache
+) -> dict[str, Any]:
     """The response body for ``version``, with the summaries and
     requests ``cache`` keeps. The answer's summaries and requests are
     joined from bytes (``Fragment``), byte for byte what encoding the
     dicts would give."""
     providers = result.world.providers
     if not at_least(version, "1.12"):
-        return {"allocation_requests": [
-            {"allocations": [
-                {"resource_provider": {"uuid": providers[pid].uuid},
-                 "resources": res}
-                for pid, res in cand.allocs.items()]}
-            for cand in result.candidates],
-            "provider_summaries": _summaries(result, groups, version, cache)}
+        return {
+            "allocation_requests": [
+                {
+                    "allocations": [
+                        {"resource_provider": {"uuid": providers[pid].uuid}, "resources": res}
+                        for pid, res in cand.allocs.items()
+                    ]
+                }
+                for cand in result.candidates
+            ],
+            "provider_summaries": _summaries(result, groups, version, cache),
+        }
     with_mappings = at_least(version, "1.34")
-    return {"allocation_requests": _requests(
-        result, with_mappings, cache.requests(with_mappings,
-                                              len(providers))),
-            "provider_summaries": _summaries(result, groups, version, cache)}
+    return {
+        "allocation_requests": _requests(
+            result, with_mappings, cache.requests(with_mappings, len(providers))
+        ),
+        "provider_summaries": _summaries(result, groups, version, cache),
+    }
 
 
-def _requests(result: Result, with_mappings: bool,
-              kept: dict[int, tuple[Candidate, bytes]]) -> orjson.Fragment:
+def _requests(
+    result: Result, with_mappings: bool, kept: dict[int, tuple[Candidate, bytes]]
+) -> orjson.Fragment:
     """The allocation requests, encoded; those of the candidates the
     search's memo keeps (``Candidate.kept``) kept in ``kept`` too, for
     the next answer that lists them."""
@@ -108,14 +113,20 @@ def _requests(result: Result, with_mappings: bool,
             if entry is not None:
                 out.append(entry[1])
                 continue
-        item: dict[str, Any] = {"allocations": {
-            providers[pid].uuid: {"resources": res}
-            for pid, res in cand.allocs.items()}}
+        item: dict[str, Any] = {
+            "allocations": {
+                providers[pid].uuid: {"resources": res} for pid, res in cand.allocs.items()
+            }
+        }
         if with_mappings:
             item["mappings"] = {
-                s: ([providers[pids[0]].uuid] if len(pids) == 1
-                    else sorted(providers[p].uuid for p in pids))
-                for s, pids in cand.mappings.items()}
+                s: (
+                    [providers[pids[0]].uuid]
+                    if len(pids) == 1
+                    else sorted(providers[p].uuid for p in pids)
+                )
+                for s, pids in cand.mappings.items()
+            }
         body = orjson.dumps(item)
         if cand.kept:
             # A copy: orjson's own bytes keep its 4 KB buffer.
@@ -125,13 +136,14 @@ def _requests(result: Result, with_mappings: bool,
     return orjson.Fragment(b"[%s]" % b",".join(out))
 
 
-def _summaries(result: Result, groups: list[RequestGroup],
-               version: tuple[int, int], cache: EncodedCache
-               ) -> orjson.Fragment:
+def _summaries(
+    result: Result, groups: list[RequestGroup], version: tuple[int, int], cache: EncodedCache
+) -> orjson.Fragment:
     # The shape depends on the version and, before 1.27, on the classes
     # asked for.
-    wanted = (None if at_least(version, "1.27")
-              else frozenset(rc for g in groups for rc in g.resources))
+    wanted = (
+        None if at_least(version, "1.27") else frozenset(rc for g in groups for rc in g.resources)
+    )
     shape = (wanted, at_least(version, "1.17"), at_least(version, "1.29"))
     world = result.world
     providers = world.providers
@@ -143,8 +155,10 @@ def _summaries(result: Result, groups: list[RequestGroup],
         if entry is not None and entry[0] is p:
             out.append(entry[1])
             continue
-        body = b"%s:%s" % (orjson.dumps(p.uuid), orjson.dumps(_summary_body(
-            engine.summary(world, pid), shape)))
+        body = b"%s:%s" % (
+            orjson.dumps(p.uuid),
+            orjson.dumps(_summary_body(engine.summary(world, pid), shape)),
+        )
         kept[pid] = (p, body)
         out.append(body)
     return orjson.Fragment(b"{%s}" % b",".join(out))
@@ -152,10 +166,13 @@ def _summaries(result: Result, groups: list[RequestGroup],
 
 def _summary_body(summary: Summary, shape: Shape) -> dict[str, Any]:
     wanted, with_traits, nested = shape
-    body: dict[str, Any] = {"resources": {
-        rc: {"capacity": cap, "used": used}
-        for rc, (cap, used) in summary.resources.items()
-        if wanted is None or rc in wanted}}
+    body: dict[str, Any] = {
+        "resources": {
+            rc: {"capacity": cap, "used": used}
+            for rc, (cap, used) in summary.resources.items()
+            if wanted is None or rc in wanted
+        }
+    }
     if with_traits:
         body["traits"] = summary.traits
     if nested:

@@ -11,6 +11,12 @@ from berth.position import Position
 
 def event_body(e: events.Stored) -> dict[str, Any]:
     """One event as the feed shows it (here and in its watch form)."""
-    return {"position": str(Position(((e.slot, e.seq),))), "index": e.idx,
-            "kind": e.kind, "subject": e.subject, "time": e.created_at,
-            "new": e.new, "old": e.old}
+    return {
+        "position": str(Position(((e.slot, e.seq),))),
+        "index": e.idx,
+        "kind": e.kind,
+        "subject": e.subject,
+        "time": e.created_at,
+        "new": e.new,
+        "old": e.old,
+    }

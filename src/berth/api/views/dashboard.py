@@ -37,8 +37,7 @@ def _scaled(n: int, resource_class: str) -> tuple[Decimal, int]:
 
 def _places(size: Decimal) -> int:
     """Decimal places that give ``size`` about three figures."""
-    return 0 if size >= 100 or size == int(size) else (
-        1 if size >= 10 else 2)
+    return 0 if size >= 100 or size == int(size) else (1 if size >= 10 else 2)
 
 
 def amount(n: int, resource_class: str) -> str:
@@ -81,8 +80,7 @@ def figures(a: Amounts) -> Figures:
     for step in range(top, base - 1, -1):
         per = Decimal(1024) ** (step - base)
         cap, used = Decimal(a.capacity) / per, Decimal(a.used) / per
-        places = 0 if cap == int(cap) and used == int(used) else _places(
-            abs(cap))
+        places = 0 if cap == int(cap) and used == int(used) else _places(abs(cap))
         while places < 3 and _hidden(places, cap, used):
             places += 1
         if not _hidden(places, cap, used):
@@ -91,11 +89,11 @@ def figures(a: Amounts) -> Figures:
 
     def text(v: Decimal) -> str:
         return "%s %s" % (f"{v:,.{places}f}" if v else "0", UNITS[step])
+
     return Figures(*(text(v) for v in shown))
 
 
-def _rounded(places: int, cap: Decimal, used: Decimal
-             ) -> tuple[Decimal, Decimal, Decimal]:
+def _rounded(places: int, cap: Decimal, used: Decimal) -> tuple[Decimal, Decimal, Decimal]:
     """Capacity and used rounded to ``places``, and free as their
     difference."""
     exp = Decimal(1).scaleb(-places)
@@ -109,10 +107,10 @@ def _hidden(places: int, cap: Decimal, used: Decimal) -> bool:
     is not 0 as 0, or one under 10 with no decimal though it has
     some."""
     _, shown_used, shown_free = _rounded(places, cap, used)
-    return any(v and (not shown or (not places and abs(v) < 10
-                                    and v != int(v)))
-               for v, shown in ((used, shown_used),
-                                (cap - used, shown_free)))
+    return any(
+        v and (not shown or (not places and abs(v) < 10 and v != int(v)))
+        for v, shown in ((used, shown_used), (cap - used, shown_free))
+    )
 
 
 def noun(n: int, word: str) -> str:
@@ -124,8 +122,7 @@ def noun(n: int, word: str) -> str:
 #: Explain's reasons (``faults.KINDS``) in plain words; the page keeps
 #: the code beside them, as the API and ``berth explain`` name it.
 REASON_WORDS = {
-    "root_required": "the root lacks a required trait or has a "
-                     "forbidden one",
+    "root_required": "the root lacks a required trait or has a forbidden one",
     "in_tree": "not the tree in_tree names",
     "no_inventory": "no inventory of the class",
     "capacity": "not enough free capacity",
@@ -137,7 +134,6 @@ REASON_WORDS = {
     "aggregate_missing": "not in an aggregate member_of asks for",
     "aggregate_forbidden": "in a forbidden aggregate",
     "same_subtree": "the groups cannot share a subtree (same_subtree)",
-    "isolate": "the groups cannot each have their own provider "
-               "(group_policy=isolate)",
+    "isolate": "the groups cannot each have their own provider (group_policy=isolate)",
     "other": "no single cause found (contradictory request)",
 }

@@ -92,8 +92,13 @@ class AnchorMemo:
             self._shapes.move_to_end(key)
         return entries
 
-    def keep(self, entries: ShapeEntries, anchor: int,
-             basis: tuple[Provider, ...], found: list[Candidate]) -> None:
+    def keep(
+        self,
+        entries: ShapeEntries,
+        anchor: int,
+        basis: tuple[Provider, ...],
+        found: list[Candidate],
+    ) -> None:
         """Hold ``found`` as ``anchor``'s candidates in ``entries``, unless
         that would go over the budget (a lone tree's on its provider,
         ``lone``, if no other live shape holds it)."""
@@ -104,24 +109,32 @@ class AnchorMemo:
             return
         old = entries.get(anchor)
         grow = len(found) - (len(old[1]) if old else 0)
-        while (self.held + grow > self.budget and len(self._shapes) > 1
-               and next(iter(self._shapes.values())) is not entries):
+        while (
+            self.held + grow > self.budget
+            and len(self._shapes) > 1
+            and next(iter(self._shapes.values())) is not entries
+        ):
             self._drop_oldest()
         if self.held + grow > self.budget:
             return
         entries[anchor] = (basis, _copies(entries, found))
         self.held += grow
 
-    def lone(self, entries: ShapeEntries, anchor: int, provider: Provider,
-             found: list[Candidate]) -> bool:
+    def lone(
+        self, entries: ShapeEntries, anchor: int, provider: Provider, found: list[Candidate]
+    ) -> bool:
         """Hold ``found`` on ``provider``, whose tree it is alone (no
         child, no sharing provider), unless another live shape holds it;
         False when not held."""
         owner = provider.kept
         if owner is not None:
             held_by = owner[0]
-            if (held_by is not entries and isinstance(held_by, ShapeEntries)
-                    and held_by.memo is self and held_by.live):
+            if (
+                held_by is not entries
+                and isinstance(held_by, ShapeEntries)
+                and held_by.memo is self
+                and held_by.live
+            ):
                 return False
         # One tuple, the shape first: one object to read, not two.
         provider.kept = (entries, *_copies(entries, found))
@@ -152,20 +165,37 @@ def _copies(entries: ShapeEntries, found: list[Candidate]) -> list[Candidate]:
     costs). Nothing edits a candidate's amounts once made."""
     amounts = entries.amounts
     # Built directly: ``_replace`` costs several times as much.
-    return [Candidate(c.anchor,
-                      {pid: amounts.setdefault(tuple(res.items()), res)
-                       for pid, res in c.allocs.items()},
-                      c.mappings, c.shared_only, True)
-            for c in found]
+    return [
+        Candidate(
+            c.anchor,
+            {pid: amounts.setdefault(tuple(res.items()), res) for pid, res in c.allocs.items()},
+            c.mappings,
+            c.shared_only,
+            True,
+        )
+        for c in found
+    ]
 
 
 def shape_key(specs: list[GroupSpec], wide: RequestWide) -> Hashable:
     """What an anchor's candidates depend on in a request (not ``limit``,
     nor root_required, which only chooses the anchors)."""
-    return (tuple((s.group.suffix, tuple(sorted(s.group.resources.items())),
-                   s.group.required, s.group.forbidden, s.group.member_of,
-                   s.group.forbidden_aggs, s.tree_root) for s in specs),
-            wide.group_policy, wide.same_subtrees)
+    return (
+        tuple(
+            (
+                s.group.suffix,
+                tuple(sorted(s.group.resources.items())),
+                s.group.required,
+                s.group.forbidden,
+                s.group.member_of,
+                s.group.forbidden_aggs,
+                s.tree_root,
+            )
+            for s in specs
+        ),
+        wide.group_policy,
+        wide.same_subtrees,
+    )
 
 
 def basis_of(world: World, anchor: int) -> tuple[Provider, ...]:

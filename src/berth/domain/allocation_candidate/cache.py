@@ -64,28 +64,26 @@ class CachedWorld:
     classes: dict[str, int]
     traits: dict[str, int]
 
-    def class_ids(self, conn: Connection, names: Iterable[str]
-                  ) -> dict[str, int]:
+    def class_ids(self, conn: Connection, names: Iterable[str]) -> dict[str, int]:
         """The ids of the named classes that exist (one created since
         ``seq`` is looked up)."""
         return self._ids(conn, t.resource_classes, self.classes, names)
 
-    def trait_ids(self, conn: Connection, names: Iterable[str]
-                  ) -> dict[str, int]:
+    def trait_ids(self, conn: Connection, names: Iterable[str]) -> dict[str, int]:
         """The ids of the named traits that exist (one created since
         ``seq`` is looked up)."""
         return self._ids(conn, t.traits, self.traits, names)
 
     @staticmethod
-    def _ids(conn: Connection, table: sa.Table, known: dict[str, int],
-             names: Iterable[str]) -> dict[str, int]:
+    def _ids(
+        conn: Connection, table: sa.Table, known: dict[str, int], names: Iterable[str]
+    ) -> dict[str, int]:
         wanted = set(names)
         found = {n: known[n] for n in wanted if n in known}
         if len(found) < len(wanted):
             # Creating a class or trait does not bump the sequence: no
             # provider has it yet, so only its name is new.
-            found.update(common.ids_by_name(conn, table,
-                                            wanted - set(found)))
+            found.update(common.ids_by_name(conn, table, wanted - set(found)))
         return found
 
 
@@ -119,8 +117,7 @@ class CandidateCache:
     garbage-collector tuning).
     """
 
-    def __init__(self, *, keep: bool = True,
-                 observers: Sequence[RefreshObserver] = ()) -> None:
+    def __init__(self, *, keep: bool = True, observers: Sequence[RefreshObserver] = ()) -> None:
         self.keep = keep
         #: True where one request at a time reads the cache (set by the
         #: server after it forks a single-threaded worker): a cached world
@@ -155,23 +152,30 @@ class CandidateCache:
         the cache is off)."""
         return self._latest
 
-    def _refresh(self, conn: Connection, last: CachedWorld | None,
-                 seq: changes.Position) -> CachedWorld:
+    def _refresh(
+        self, conn: Connection, last: CachedWorld | None, seq: changes.Position
+    ) -> CachedWorld:
         start = time.perf_counter()
         kind, fresh = self._build(conn, last, seq)
         seconds = time.perf_counter() - start
         # One line per refresh: tests and operators count whole loads.
-        LOG.debug("candidate cache: %s refresh, %d providers, %.1f ms",
-                  kind, len(fresh.world.providers), seconds * 1000)
+        LOG.debug(
+            "candidate cache: %s refresh, %d providers, %.1f ms",
+            kind,
+            len(fresh.world.providers),
+            seconds * 1000,
+        )
         if self.observers:
-            done = Refresh(kind, seconds, fresh, self.keep,
-                           0 if last is None else seq.total - last.seq.total)
+            done = Refresh(
+                kind, seconds, fresh, self.keep, 0 if last is None else seq.total - last.seq.total
+            )
             for observer in self.observers:
                 observer(done)
         return fresh
 
-    def _build(self, conn: Connection, last: CachedWorld | None,
-               seq: changes.Position) -> tuple[str, CachedWorld]:
+    def _build(
+        self, conn: Connection, last: CachedWorld | None, seq: changes.Position
+    ) -> tuple[str, CachedWorld]:
         """How the cached world at ``seq`` was made, and that world."""
         if last is not None:
             found = changes.since(conn, last.seq, seq)
@@ -180,15 +184,13 @@ class CandidateCache:
             # has no old one: ``last`` is None).
             in_place = self.exclusive
             if not (found.everything or found.structure):
-                world = load.refresh_usage(conn, last.world, found.usage,
-                                           in_place=in_place)
-                return "usage", CachedWorld(seq, world, last.classes,
-                                            last.traits)
+                world = load.refresh_usage(conn, last.world, found.usage, in_place=in_place)
+                return "usage", CachedWorld(seq, world, last.classes, last.traits)
             touched = found.structure | found.usage
-            if (not found.everything
-                    and len(touched) * 4 < len(last.world.providers)):
+            if not found.everything and len(touched) * 4 < len(last.world.providers):
                 world, classes, traits = load.refresh_providers(
-                    conn, last.world, touched, in_place=in_place)
+                    conn, last.world, touched, in_place=in_place
+                )
                 return "providers", CachedWorld(seq, world, classes, traits)
         world, classes, traits = load.load_world(conn)
         return "whole", CachedWorld(seq, world, classes, traits)

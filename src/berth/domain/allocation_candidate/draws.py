@@ -27,8 +27,9 @@ SLICE = 32
 FIRST = 16
 
 
-def started(roots: list[int], rng: random.Random, start: int = 0,
-            stop: int | None = None) -> Iterator[int]:
+def started(
+    roots: list[int], rng: random.Random, start: int = 0, stop: int | None = None
+) -> Iterator[int]:
     """``roots[start:stop]`` (default: to the end), each once: the first
     ``FIRST`` drawn at random (``shuffled``, each root equally likely at
     each of those places), then the rest walked in their order from a
@@ -44,8 +45,9 @@ def started(roots: list[int], rng: random.Random, start: int = 0,
     return itertools.chain.from_iterable(started_pieces(roots, rng, start, stop))
 
 
-def started_pieces(roots: list[int], rng: random.Random, start: int,
-                   stop: int) -> Iterator[Iterable[int]]:
+def started_pieces(
+    roots: list[int], rng: random.Random, start: int, stop: int
+) -> Iterator[Iterable[int]]:
     """``started``'s roots, a piece at a time (for a walk that chains
     pieces of its own)."""
     count = stop - start
@@ -72,8 +74,7 @@ def started_pieces(roots: list[int], rng: random.Random, start: int,
             size *= 2
 
 
-def _drawn(count: int, k: int, rng: random.Random, start: int = 0
-           ) -> tuple[list[int], int]:
+def _drawn(count: int, k: int, rng: random.Random, start: int = 0) -> tuple[list[int], int]:
     """``k`` distinct numbers of ``range(start, start + count)`` (``k``
     of at most ``count``), each ordered choice of them equally likely,
     and one more number of that range, drawn independently of them (where
@@ -133,14 +134,16 @@ TABLED = 6
 
 #: Per run length from 3 to ``TABLED``: the bits that number its
 #: orders, and a getter of each order (870 in all).
-_ORDERS = {size: ((math.factorial(size) - 1).bit_length(),
-                  [operator.itemgetter(*at)
-                   for at in itertools.permutations(range(size))])
-           for size in range(3, TABLED + 1)}
+_ORDERS = {
+    size: (
+        (math.factorial(size) - 1).bit_length(),
+        [operator.itemgetter(*at) for at in itertools.permutations(range(size))],
+    )
+    for size in range(3, TABLED + 1)
+}
 
 
-def shuffled(items: Sequence[int], rng: random.Random,
-             count: int | None = None) -> Iterator[int]:
+def shuffled(items: Sequence[int], rng: random.Random, count: int | None = None) -> Iterator[int]:
     """The first ``count`` of ``items`` (default: all) in an order ``rng``
     draws, drawn as they are read (no copy made first), so that reading
     the first few of many costs those few. While fewer than half have come, by rejection:

@@ -58,9 +58,15 @@ class Result:
     cut: bool = False
 
 
-def find_candidates(conn: Connection, cache: CandidateCache,
-                    groups: list[RequestGroup], wide: RequestWide,
-                    settings: Settings, *, nested_aware: bool = True) -> Result:
+def find_candidates(
+    conn: Connection,
+    cache: CandidateCache,
+    groups: list[RequestGroup],
+    wide: RequestWide,
+    settings: Settings,
+    *,
+    nested_aware: bool = True,
+) -> Result:
     """The allocation candidates for ``groups``, over ``cache``'s world.
 
     Raises BadRequest for an unknown resource class or trait, checked in
@@ -73,17 +79,25 @@ def find_candidates(conn: Connection, cache: CandidateCache,
     # One beyond the limit, so that the answer tells whether it was cut.
     # (A limit of sys.maxsize, the most a query may ask, cuts nothing.)
     limit = wide.limit if wide.limit and wide.limit < sys.maxsize else 0
-    chosen = search(world, specs, replace(wide, limit=limit + 1)
-                    if limit else wide, settings, nested_aware=nested_aware, anchors=anchors)
+    chosen = search(
+        world,
+        specs,
+        replace(wide, limit=limit + 1) if limit else wide,
+        settings,
+        nested_aware=nested_aware,
+        anchors=anchors,
+    )
     cut = bool(limit) and len(chosen) > limit
     if cut:
         del chosen[limit:]
-    return Result(chosen, world, summarized(world, chosen, whole_trees=nested_aware),
-                  specs, len(anchors), cut)
+    return Result(
+        chosen, world, summarized(world, chosen, whole_trees=nested_aware), specs, len(anchors), cut
+    )
 
 
-def resolve(conn: Connection, cache: CandidateCache, groups: list[RequestGroup],
-            wide: RequestWide) -> tuple[World, list[GroupSpec] | None]:
+def resolve(
+    conn: Connection, cache: CandidateCache, groups: list[RequestGroup], wide: RequestWide
+) -> tuple[World, list[GroupSpec] | None]:
     """``cache``'s world and the groups' specs (None when an ``in_tree``
     names no provider, so nothing can match).
 
@@ -94,10 +108,10 @@ def resolve(conn: Connection, cache: CandidateCache, groups: list[RequestGroup],
     world = cached.world
     root_traits = load.trait_ids(
         wide.root_required | wide.root_forbidden,
-        cached.trait_ids(conn, wide.root_required | wide.root_forbidden))
+        cached.trait_ids(conn, wide.root_required | wide.root_forbidden),
+    )
     rc_ids = cached.class_ids(conn, [rc for g in groups for rc in g.resources])
-    known = cached.trait_ids(conn, set().union(*(g.trait_names
-                                               for g in groups)))
+    known = cached.trait_ids(conn, set().union(*(g.trait_names for g in groups)))
     known.update(root_traits)
     for group in groups:
         # Checked group by group, in upstream's order.
@@ -106,9 +120,12 @@ def resolve(conn: Connection, cache: CandidateCache, groups: list[RequestGroup],
     return world, group_specs(world, groups)
 
 
-def plan(world: World, groups: list[RequestGroup],
-         order: Order = Order(), rng: random.Random | None = None
-         ) -> list[int]:
+def plan(
+    world: World,
+    groups: list[RequestGroup],
+    order: Order = Order(),
+    rng: random.Random | None = None,
+) -> list[int]:
     """The anchors worth visiting, in uuid order (or, for a scored
     ``order``, best first, ties in the order ``rng`` draws; for
     ``random``, in the order ``rng`` draws: by default the
@@ -127,13 +144,16 @@ def plan(world: World, groups: list[RequestGroup],
         ranked = (ranking(world, order), rng or SOURCE)
     elif order.name == "random":
         shuffle = rng or SOURCE
-    return Plan(world, tuple(r for g in groups for r in g.required),
-                tuple(m for g in groups for m in g.member_of),
-                ranked=ranked, shuffle=shuffle)
+    return Plan(
+        world,
+        tuple(r for g in groups for r in g.required),
+        tuple(m for g in groups for m in g.member_of),
+        ranked=ranked,
+        shuffle=shuffle,
+    )
 
 
-def group_specs(world: World, groups: list[RequestGroup]
-                ) -> list[GroupSpec] | None:
+def group_specs(world: World, groups: list[RequestGroup]) -> list[GroupSpec] | None:
     """The groups with ``in_tree`` resolved to a root (None when one
     names no provider: nothing can match)."""
     specs = []
@@ -157,24 +177,28 @@ def anchor_filter(world: World, wide: RequestWide) -> AnchorFilter:
 
     def ok(anchor: int) -> bool:
         p = world.providers[anchor]
-        return p.parent_id is None and traits_ok(p.traits, required,
-                                                 wide.root_forbidden)
+        return p.parent_id is None and traits_ok(p.traits, required, wide.root_forbidden)
+
     return ok
 
 
-def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide,
-                  anchor: int) -> bool:
+def has_candidate(world: World, specs: list[GroupSpec], wide: RequestWide, anchor: int) -> bool:
     """True when the tree rooted at ``anchor`` gives at least one
     candidate (the merge stops at the first)."""
-    found = world_candidates(world, specs, wide, [anchor],
-                             anchor_filter(world, wide))
+    found = world_candidates(world, specs, wide, [anchor], anchor_filter(world, wide))
     return next(found, None) is not None
 
 
-def search(world: World, specs: list[GroupSpec], wide: RequestWide,
-           settings: Settings = Settings(), *, nested_aware: bool = True,
-           anchors: list[int] | None = None,
-           rng: random.Random | None = None) -> list[Candidate]:
+def search(
+    world: World,
+    specs: list[GroupSpec],
+    wide: RequestWide,
+    settings: Settings = Settings(),
+    *,
+    nested_aware: bool = True,
+    anchors: list[int] | None = None,
+    rng: random.Random | None = None,
+) -> list[Candidate]:
     """The candidates over ``world`` (no database), visiting ``anchors``
     (default: every root, in ``settings.order``) in order; in the
     ``random`` order each tree's candidates in the order ``rng`` draws
@@ -185,18 +209,36 @@ def search(world: World, specs: list[GroupSpec], wide: RequestWide,
     name = settings.order.name
     shuffle = (rng or SOURCE) if name == "random" else None
     if anchors is None:
-        anchors = (list(ranking(world, settings.order).best_first(
-            rng or SOURCE)) if settings.order.scored
-            else list(Plan(world, (), (), shuffle=shuffle)) if shuffle
-            else world.roots)
-    stream = distinct(world_candidates(
-        world, specs, wide, anchors, anchor_filter(world, wide),
-        settings.strategy, memo, shuffle), set())
+        anchors = (
+            list(ranking(world, settings.order).best_first(rng or SOURCE))
+            if settings.order.scored
+            else list(Plan(world, (), (), shuffle=shuffle))
+            if shuffle
+            else world.roots
+        )
+    stream = distinct(
+        world_candidates(
+            world,
+            specs,
+            wide,
+            anchors,
+            anchor_filter(world, wide),
+            settings.strategy,
+            memo,
+            shuffle,
+        ),
+        set(),
+    )
     return _select(stream, world, wide, settings, nested_aware)
 
 
-def _select(stream: Iterator[Candidate], world: World, wide: RequestWide,
-            settings: Settings, nested_aware: bool) -> list[Candidate]:
+def _select(
+    stream: Iterator[Candidate],
+    world: World,
+    wide: RequestWide,
+    settings: Settings,
+    nested_aware: bool,
+) -> list[Candidate]:
     if settings.max_candidates >= 0:
         stream = itertools.islice(stream, settings.max_candidates)
     if not nested_aware:
@@ -211,8 +253,7 @@ def _one_per_tree(world: World, cand: Candidate) -> bool:
     return len(roots) == len(set(roots))
 
 
-def summarized(world: World, cands: Iterable[Candidate],
-               *, whole_trees: bool) -> list[int]:
+def summarized(world: World, cands: Iterable[Candidate], *, whole_trees: bool) -> list[int]:
     """Every provider in the trees the candidates use (or, with
     ``whole_trees`` False, just the providers they use), tree by tree in
     uuid order."""
@@ -234,7 +275,8 @@ def summary(world: World, pid: int) -> Summary:
     """Provider ``pid`` as the answer's provider_summaries describe it."""
     p = world.providers[pid]
     parent = world.providers[p.parent_id].uuid if p.parent_id else None
-    res = {rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio),
-                p.used.get(rc, 0)) for rc, inv in p.inventories.items()}
-    return Summary(p.uuid, parent, world.uuid(p.root_id), res,
-                   p.ordered_traits())
+    res = {
+        rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio), p.used.get(rc, 0))
+        for rc, inv in p.inventories.items()
+    }
+    return Summary(p.uuid, parent, world.uuid(p.root_id), res, p.ordered_traits())

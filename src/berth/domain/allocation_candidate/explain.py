@@ -104,31 +104,34 @@ class Explanation:
         count per reason."""
         counts = ", ".join("%s %d" % item for item in self.counts().items())
         return "%d trees considered, %d give a candidate%s" % (
-            len(self.trees), len(self.trees) - len(self.excluded),
-            "; excluded by " + counts if counts else "")
+            len(self.trees),
+            len(self.trees) - len(self.excluded),
+            "; excluded by " + counts if counts else "",
+        )
 
 
-def explain(world: World, groups: list[RequestGroup],
-            specs: list[GroupSpec] | None, wide: RequestWide) -> Explanation:
+def explain(
+    world: World, groups: list[RequestGroup], specs: list[GroupSpec] | None, wide: RequestWide
+) -> Explanation:
     """Verdicts for every tree of ``world``. ``specs`` is None when an
     ``in_tree`` names no provider (then every tree is out, for that)."""
     if specs is None:
         return _unknown_in_tree(world, groups, wide)
-    return Explanation(world, [verdict(world, specs, wide, root)
-                               for root in world.roots])
+    return Explanation(world, [verdict(world, specs, wide, root) for root in world.roots])
 
 
-def _unknown_in_tree(world: World, groups: list[RequestGroup],
-                     wide: RequestWide) -> Explanation:
+def _unknown_in_tree(world: World, groups: list[RequestGroup], wide: RequestWide) -> Explanation:
     """Every tree is out because an ``in_tree`` names no provider; what
     else would keep each out is found without those ``in_tree``."""
-    unknown = [g for g in groups
-               if g.in_tree is not None and g.in_tree not in world.by_uuid]
-    faults: Causes = {Fault("in_tree", g.suffix, (g.in_tree or "",)): []
-                      for g in unknown}
+    unknown = [g for g in groups if g.in_tree is not None and g.in_tree not in world.by_uuid]
+    faults: Causes = {Fault("in_tree", g.suffix, (g.in_tree or "",)): [] for g in unknown}
     # Every in_tree left names a provider, so the specs are not None.
-    specs = group_specs(world, [dataclasses.replace(g, in_tree=None)
-                                if g in unknown else g for g in groups]) or []
+    specs = (
+        group_specs(
+            world, [dataclasses.replace(g, in_tree=None) if g in unknown else g for g in groups]
+        )
+        or []
+    )
     trees = []
     for root in world.roots:
         other = verdict(world, specs, wide, root)
@@ -137,8 +140,7 @@ def _unknown_in_tree(world: World, groups: list[RequestGroup],
     return Explanation(world, trees)
 
 
-def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
-            anchor: int) -> TreeVerdict:
+def verdict(world: World, specs: list[GroupSpec], wide: RequestWide, anchor: int) -> TreeVerdict:
     """The verdict on the tree rooted at ``anchor``."""
     if has_candidate(world, specs, wide, anchor):
         return TreeVerdict(anchor, True)
@@ -146,7 +148,8 @@ def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
     root = world.providers[anchor]
     if not anchor_filter(world, wide)(anchor):
         wrong = sorted(wide.root_required - root.traits) + sorted(
-            "!" + t for t in wide.root_forbidden & root.traits)
+            "!" + t for t in wide.root_forbidden & root.traits
+        )
         causes[Fault("root_required", None, tuple(wrong))] = [anchor]
     _add_group_causes(causes, world, specs, anchor)
     fixed = _fixed(world, anchor, causes, specs, wide)
@@ -155,18 +158,17 @@ def verdict(world: World, specs: list[GroupSpec], wide: RequestWide,
     for look in range(ROUNDS + 1):
         if causes and has_candidate(*fixed, anchor):
             break
-        if look == ROUNDS or not _add_group_causes(causes, fixed[0],
-                                                   fixed[1], anchor):
+        if look == ROUNDS or not _add_group_causes(causes, fixed[0], fixed[1], anchor):
             causes.update(_merge_causes(*fixed, anchor))
             break
         fixed = _fixed(world, anchor, causes, specs, wide)
     kept = _fewest(world, specs, wide, anchor, causes)
-    return TreeVerdict(anchor, False, _in_context(world, specs, wide, anchor,
-                                                  kept))
+    return TreeVerdict(anchor, False, _in_context(world, specs, wide, anchor, kept))
 
 
-def _in_context(world: World, specs: list[GroupSpec], wide: RequestWide,
-                anchor: int, causes: Causes) -> Causes:
+def _in_context(
+    world: World, specs: list[GroupSpec], wide: RequestWide, anchor: int, causes: Causes
+) -> Causes:
     """``causes`` with each fault about a group's class blamed again on
     the tree as the *other* causes leave it: a fix can bring another
     provider in (a root given the aggregate it lacked now shares a pool's
@@ -179,21 +181,16 @@ def _in_context(world: World, specs: list[GroupSpec], wide: RequestWide,
     for _ in range(ROUNDS):
         changed = False
         for fault in list(causes):
-            if (fault not in causes or fault.kind not in ROOM
-                    or fault.group is None):
+            if fault not in causes or fault.kind not in ROOM or fault.group is None:
                 continue
             rest = {f: p for f, p in causes.items() if f != fault}
             after = _fixed(world, anchor, rest, specs, wide)
-            spec = next(s for s in after[1]
-                        if s.group.suffix == fault.group)
-            found = {f: p for f, p in group_faults(after[0], spec,
-                                                   anchor).items()
-                     if f not in rest}
+            spec = next(s for s in after[1] if s.group.suffix == fault.group)
+            found = {f: p for f, p in group_faults(after[0], spec, anchor).items() if f not in rest}
             if not found or found == {fault: causes[fault]}:
                 continue
             fresh = {**rest, **found}
-            if has_candidate(*_fixed(world, anchor, fresh, specs, wide),
-                             anchor):
+            if has_candidate(*_fixed(world, anchor, fresh, specs, wide), anchor):
                 causes = _fewest(world, specs, wide, anchor, fresh)
                 changed = True
                 break
@@ -202,8 +199,9 @@ def _in_context(world: World, specs: list[GroupSpec], wide: RequestWide,
     return causes
 
 
-def _fewest(world: World, specs: list[GroupSpec], wide: RequestWide,
-            anchor: int, causes: Causes) -> Causes:
+def _fewest(
+    world: World, specs: list[GroupSpec], wide: RequestWide, anchor: int, causes: Causes
+) -> Causes:
     """The causes to report, out of ``causes`` (whose removal together
     makes ``anchor`` a candidate, unless one is ``other``): the first,
     in ``KINDS`` order, whose removal alone does; else the causes left
@@ -215,9 +213,9 @@ def _fewest(world: World, specs: list[GroupSpec], wide: RequestWide,
     ranked = sorted(causes, key=lambda f: order[f.kind])
 
     def enough(kept: list[Fault]) -> bool:
-        return has_candidate(*_fixed(world, anchor,
-                                     {f: causes[f] for f in kept}, specs,
-                                     wide), anchor)
+        return has_candidate(
+            *_fixed(world, anchor, {f: causes[f] for f in kept}, specs, wide), anchor
+        )
 
     alone = next((f for f in ranked if enough([f])), None)
     if alone is not None:
@@ -230,8 +228,7 @@ def _fewest(world: World, specs: list[GroupSpec], wide: RequestWide,
     return {f: causes[f] for f in kept}
 
 
-def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec],
-                      anchor: int) -> bool:
+def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec], anchor: int) -> bool:
     """Add the faults of the groups with no offer under ``anchor``; True
     when one was new."""
     added = False
@@ -250,17 +247,14 @@ def _add_group_causes(causes: Causes, world: World, specs: list[GroupSpec],
     return added
 
 
-def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
-                  anchor: int) -> Causes:
+def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide, anchor: int) -> Causes:
     """What in the merge of the groups keeps ``anchor`` out, when every
     group has offers there (see the module docstring)."""
     options: list[Fault] = []
-    if (wide.group_policy == "isolate"
-            and sum(s.group.same_provider for s in specs) > 1):
+    if wide.group_policy == "isolate" and sum(s.group.same_provider for s in specs) > 1:
         options.append(Fault("isolate"))
     if wide.same_subtrees:
-        options.append(Fault("same_subtree", None, tuple(sorted(
-            set().union(*wide.same_subtrees)))))
+        options.append(Fault("same_subtree", None, tuple(sorted(set().union(*wide.same_subtrees)))))
     counts: dict[str, int] = {}
     for spec in specs:
         for rc in spec.group.resources:
@@ -268,28 +262,35 @@ def _merge_causes(world: World, specs: list[GroupSpec], wide: RequestWide,
     shared = sorted(rc for rc, n in counts.items() if n > 1)
     if shared:
         needed = sum(s.group.resources.get(shared[0], 0) for s in specs)
-        local = [p for p in world.trees.get(anchor, ())
-                 if shared[0] in world.providers[p].inventories]
-        options.append(Fault(
-            "capacity", None, tuple(shared),
-            needed if len(shared) == 1 else None,
-            max((world.providers[p].most(shared[0]) for p in local),
-                default=0) if len(shared) == 1 else None))
-    alone = [f for f in options
-             if has_candidate(*_fixed(world, anchor, {f: []}, specs, wide),
-                               anchor)]
+        local = [
+            p for p in world.trees.get(anchor, ()) if shared[0] in world.providers[p].inventories
+        ]
+        options.append(
+            Fault(
+                "capacity",
+                None,
+                tuple(shared),
+                needed if len(shared) == 1 else None,
+                max((world.providers[p].most(shared[0]) for p in local), default=0)
+                if len(shared) == 1
+                else None,
+            )
+        )
+    alone = [
+        f for f in options if has_candidate(*_fixed(world, anchor, {f: []}, specs, wide), anchor)
+    ]
     if alone:
         return {f: [] for f in alone}
-    if options and has_candidate(*_fixed(world, anchor,
-                                          {f: [] for f in options}, specs,
-                                          wide), anchor):
+    if options and has_candidate(
+        *_fixed(world, anchor, {f: [] for f in options}, specs, wide), anchor
+    ):
         return {f: [] for f in options}
     return {Fault("other"): []}
 
 
-def _fixed(world: World, anchor: int, causes: Causes,
-           specs: list[GroupSpec], wide: RequestWide
-           ) -> tuple[World, list[GroupSpec], RequestWide]:
+def _fixed(
+    world: World, anchor: int, causes: Causes, specs: list[GroupSpec], wide: RequestWide
+) -> tuple[World, list[GroupSpec], RequestWide]:
     """A copy of the tree at ``anchor`` (with every sharing provider and
     its ancestors), with ``causes`` removed."""
     wanted = set(world.trees.get(anchor, ()))
@@ -299,17 +300,22 @@ def _fixed(world: World, anchor: int, causes: Causes,
     for sid in world.sharing:
         wanted |= world.ancestors(sid)
     edits = {pid: world.providers[pid] for pid in wanted}
-    avoid = (wide.root_forbidden.union(*(s.group.forbidden for s in specs)),
-             frozenset().union(*(s.group.forbidden_aggs for s in specs)))
+    avoid = (
+        wide.root_forbidden.union(*(s.group.forbidden for s in specs)),
+        frozenset().union(*(s.group.forbidden_aggs for s in specs)),
+    )
     # Removals first: a provider told both to lose a trait (for one
     # group) and to gain it (for another) gains it, whatever the order
     # the causes were found in.
-    for fault, pids in sorted(causes.items(),
-                              key=lambda item: item[0].kind not in REMOVALS):
+    for fault, pids in sorted(causes.items(), key=lambda item: item[0].kind not in REMOVALS):
         kind = fault.kind
         if kind == "in_tree":
-            specs = [GroupSpec(dataclasses.replace(s.group, in_tree=None))
-                     if s.group.suffix == fault.group else s for s in specs]
+            specs = [
+                GroupSpec(dataclasses.replace(s.group, in_tree=None))
+                if s.group.suffix == fault.group
+                else s
+                for s in specs
+            ]
         elif kind == "isolate":
             wide = dataclasses.replace(wide, group_policy="none")
         elif kind == "same_subtree":
@@ -317,8 +323,8 @@ def _fixed(world: World, anchor: int, causes: Causes,
         elif kind == "root_required":
             root = edits[anchor]
             edits[anchor] = _with_labels(
-                root, traits=(root.traits | wide.root_required)
-                - wide.root_forbidden)
+                root, traits=(root.traits | wide.root_required) - wide.root_forbidden
+            )
         elif kind == "capacity" and fault.group is None:
             for pid, p in edits.items():
                 edits[pid] = _roomy(p, p.inventories)
@@ -328,9 +334,12 @@ def _fixed(world: World, anchor: int, causes: Causes,
     return World(edits.values()), specs, wide
 
 
-def fix_provider(p: Provider, fault: Fault,
-                 avoid_traits: frozenset[str] = frozenset(),
-                 avoid_aggs: frozenset[str] = frozenset()) -> Provider:
+def fix_provider(
+    p: Provider,
+    fault: Fault,
+    avoid_traits: frozenset[str] = frozenset(),
+    avoid_aggs: frozenset[str] = frozenset(),
+) -> Provider:
     """``p`` without ``fault``: the class added or given plenty of room,
     the unit rule relaxed, a missing trait or aggregate added (the first
     of the set, in name order, that no group forbids), the forbidden one
@@ -338,18 +347,16 @@ def fix_provider(p: Provider, fault: Fault,
     kind, subject = fault.kind, fault.subject
     if kind == "no_inventory":
         return dataclasses.replace(
-            p, inventories={**p.inventories, subject[0]: Inventory(
-                total=PLENTY, max_unit=PLENTY)})
+            p, inventories={**p.inventories, subject[0]: Inventory(total=PLENTY, max_unit=PLENTY)}
+        )
     if kind in ("capacity", "min_unit", "max_unit", "step_size"):
         return _roomy(p, [subject[0]], kind)
     if kind == "trait_missing":
-        return _with_labels(p, traits=p.traits | {_pick(subject,
-                                                        avoid_traits)})
+        return _with_labels(p, traits=p.traits | {_pick(subject, avoid_traits)})
     if kind == "trait_forbidden":
         return _with_labels(p, traits=p.traits - {subject[0]})
     if kind == "aggregate_missing":
-        return _with_labels(p, aggregates=p.aggregates | {
-            _pick(subject, avoid_aggs)})
+        return _with_labels(p, aggregates=p.aggregates | {_pick(subject, avoid_aggs)})
     if kind == "aggregate_forbidden":
         return _with_labels(p, aggregates=p.aggregates - {subject[0]})
     return p
@@ -375,14 +382,16 @@ def _roomy(p: Provider, classes: Iterable[str], kind: str = "") -> Provider:
         elif kind == "capacity":
             invs[rc] = inv._replace(total=inv.total + PLENTY)
         else:
-            invs[rc] = inv._replace(total=inv.total + PLENTY, max_unit=max(
-                inv.max_unit, PLENTY))
+            invs[rc] = inv._replace(total=inv.total + PLENTY, max_unit=max(inv.max_unit, PLENTY))
     return dataclasses.replace(p, inventories=invs)
 
 
-def _with_labels(p: Provider, traits: frozenset[str] | None = None,
-                 aggregates: frozenset[str] | None = None) -> Provider:
+def _with_labels(
+    p: Provider, traits: frozenset[str] | None = None, aggregates: frozenset[str] | None = None
+) -> Provider:
     return dataclasses.replace(
-        p, traits=p.traits if traits is None else traits,
+        p,
+        traits=p.traits if traits is None else traits,
         aggregates=p.aggregates if aggregates is None else aggregates,
-        trait_list=())
+        trait_list=(),
+    )

@@ -29,10 +29,22 @@ from berth.domain.allocation_candidate.provider import Provider, aggs_ok
 from berth.domain.allocation_candidate.world import World
 
 #: The reasons explain reports, in the order reports list them.
-KINDS = ("root_required", "in_tree", "no_inventory", "capacity", "min_unit",
-         "max_unit", "step_size", "trait_missing", "trait_forbidden",
-         "aggregate_missing", "aggregate_forbidden", "same_subtree",
-         "isolate", "other")
+KINDS = (
+    "root_required",
+    "in_tree",
+    "no_inventory",
+    "capacity",
+    "min_unit",
+    "max_unit",
+    "step_size",
+    "trait_missing",
+    "trait_forbidden",
+    "aggregate_missing",
+    "aggregate_forbidden",
+    "same_subtree",
+    "isolate",
+    "other",
+)
 
 #: What "plenty" means when a fix raises capacity or max_unit.
 PLENTY = 1 << 40
@@ -73,33 +85,35 @@ def room_faults(p: Provider, rc: str, n: int, suffix: str) -> list[Fault]:
     return found
 
 
-def trait_faults(have: frozenset[str], spec: GroupSpec,
-                 *, required: bool = True) -> list[Fault]:
+def trait_faults(have: frozenset[str], spec: GroupSpec, *, required: bool = True) -> list[Fault]:
     """Required any-of sets ``have`` misses (when ``required``) and the
     forbidden traits it carries (``provider.traits_ok``, one by one)."""
     g = spec.group
-    return _label_faults("trait", g.suffix, have, g.required, g.forbidden,
-                         required)
+    return _label_faults("trait", g.suffix, have, g.required, g.forbidden, required)
 
 
-def aggregate_faults(aggs: frozenset[str], spec: GroupSpec,
-                     *, member: bool = True) -> list[Fault]:
+def aggregate_faults(aggs: frozenset[str], spec: GroupSpec, *, member: bool = True) -> list[Fault]:
     """member_of sets ``aggs`` misses (when ``member``) and forbidden
     aggregates it is in (``provider.aggs_ok``, one by one)."""
     g = spec.group
-    return _label_faults("aggregate", g.suffix, aggs, g.member_of,
-                         g.forbidden_aggs, member)
+    return _label_faults("aggregate", g.suffix, aggs, g.member_of, g.forbidden_aggs, member)
 
 
-def _label_faults(label: str, suffix: str, have: frozenset[str],
-                  wanted: tuple[frozenset[str], ...],
-                  forbidden: frozenset[str], check_wanted: bool
-                  ) -> list[Fault]:
-    found = [Fault(label + "_forbidden", suffix, (name,))
-             for name in sorted(forbidden & have)]
+def _label_faults(
+    label: str,
+    suffix: str,
+    have: frozenset[str],
+    wanted: tuple[frozenset[str], ...],
+    forbidden: frozenset[str],
+    check_wanted: bool,
+) -> list[Fault]:
+    found = [Fault(label + "_forbidden", suffix, (name,)) for name in sorted(forbidden & have)]
     if check_wanted:
-        found += [Fault(label + "_missing", suffix, tuple(sorted(any_of)))
-                  for any_of in wanted if any_of.isdisjoint(have)]
+        found += [
+            Fault(label + "_missing", suffix, tuple(sorted(any_of)))
+            for any_of in wanted
+            if any_of.isdisjoint(have)
+        ]
     return found
 
 
@@ -118,8 +132,7 @@ def granular_faults(world: World, spec: GroupSpec, pid: int) -> list[Fault]:
     return found
 
 
-def spread_faults(world: World, spec: GroupSpec, anchor: int, pid: int,
-                  rc: str) -> list[Fault]:
+def spread_faults(world: World, spec: GroupSpec, anchor: int, pid: int, rc: str) -> list[Fault]:
     """Why provider ``pid`` cannot give the unsuffixed group its ``rc``
     under ``anchor`` (the rules of ``offers._options``: an aggregate on
     the root spans its tree; a forbidden trait bars a provider, required
@@ -128,7 +141,8 @@ def spread_faults(world: World, spec: GroupSpec, anchor: int, pid: int,
     g = spec.group
     found = room_faults(p, rc, g.resources[rc], g.suffix)
     root_in = p.root_id == anchor and aggs_ok(
-        world.providers[anchor].aggregates, g.member_of, frozenset())
+        world.providers[anchor].aggregates, g.member_of, frozenset()
+    )
     found += aggregate_faults(p.aggregates, spec, member=not root_in)
     found += trait_faults(p.traits, spec, required=False)
     return found
@@ -144,8 +158,7 @@ def serving(world: World, anchor: int, spec: GroupSpec) -> list[int]:
     return local + list(world.shared_into.get(anchor, ()))
 
 
-def group_faults(world: World, spec: GroupSpec, anchor: int
-                 ) -> dict[Fault, list[int]]:
+def group_faults(world: World, spec: GroupSpec, anchor: int) -> dict[Fault, list[int]]:
     """Why ``spec`` has no offer under ``anchor``: for each part no
     provider can serve (the suffixed group, or one class of the
     unsuffixed group), the faults of the ``closest`` providers, each
@@ -154,8 +167,9 @@ def group_faults(world: World, spec: GroupSpec, anchor: int
     if not spec.group.same_provider:
         return _spread_group_faults(world, spec, anchor)
     out: dict[Fault, list[int]] = {}
-    nearest = closest({pid: granular_faults(world, spec, pid)
-                       for pid in serving(world, anchor, spec)})
+    nearest = closest(
+        {pid: granular_faults(world, spec, pid) for pid in serving(world, anchor, spec)}
+    )
     for pid, found in nearest.items():
         _note(out, found, pid)
     return out
@@ -177,12 +191,10 @@ def closest(faults: dict[int, list[Fault]]) -> dict[int, list[Fault]]:
     if not faults:
         return {}
     best = min(distance(found) for found in faults.values())
-    return {pid: found for pid, found in faults.items()
-            if distance(found) == best}
+    return {pid: found for pid, found in faults.items() if distance(found) == best}
 
 
-def _note(out: dict[Fault, list[int]], faults: Iterable[Fault],
-          pid: int | None) -> None:
+def _note(out: dict[Fault, list[int]], faults: Iterable[Fault], pid: int | None) -> None:
     """Add ``faults`` to ``out``, each with ``pid`` among the providers
     it stopped (None: a fault of the tree as a whole)."""
     for fault in faults:
@@ -191,8 +203,7 @@ def _note(out: dict[Fault, list[int]], faults: Iterable[Fault],
             pids.append(pid)
 
 
-def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
-                         ) -> dict[Fault, list[int]]:
+def _spread_group_faults(world: World, spec: GroupSpec, anchor: int) -> dict[Fault, list[int]]:
     """``group_faults`` for the unsuffixed group."""
     g = spec.group
     out: dict[Fault, list[int]] = {}
@@ -207,8 +218,7 @@ def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
     providers = serving(world, anchor, spec)
     chosen: set[int] = set()
     for rc in sorted(g.resources):
-        faults = {pid: spread_faults(world, spec, anchor, pid, rc)
-                  for pid in providers}
+        faults = {pid: spread_faults(world, spec, anchor, pid, rc) for pid in providers}
         options = [pid for pid, found in faults.items() if not found]
         if options:
             chosen.update(options)
@@ -220,8 +230,8 @@ def _spread_group_faults(world: World, spec: GroupSpec, anchor: int
     # Every class has a provider: the combination lacks a required trait.
     have = frozenset().union(*(world.providers[p].traits for p in chosen))
     missing = trait_faults(have, spec) or [
-        Fault("trait_missing", g.suffix, tuple(sorted(any_of)))
-        for any_of in g.required]
+        Fault("trait_missing", g.suffix, tuple(sorted(any_of))) for any_of in g.required
+    ]
     for fault in missing:
         out[fault] = sorted(chosen, key=world.uuid)
     return out

@@ -77,24 +77,26 @@ class Fit:
     complete: bool = True
 
 
-def fit(world: World, specs: list[GroupSpec] | None, wide: RequestWide,
-        max_steps: int = MAX_STEPS) -> Fit:
+def fit(
+    world: World, specs: list[GroupSpec] | None, wide: RequestWide, max_steps: int = MAX_STEPS
+) -> Fit:
     """How many more copies of the request fit in ``world`` (which is
     not changed). ``specs`` None (an unknown ``in_tree``): none."""
     if specs is None:
         return Fit(Count(0, 0))
     bounds, total_bound = _bounds(world, specs, wide)
     placed, by_agg, complete = _greedy(
-        world, specs, wide, [r for r, b in bounds.items() if b], max_steps)
+        world, specs, wide, [r for r, b in bounds.items() if b], max_steps
+    )
     trees = {r: Count(placed.get(r, 0), b) for r, b in bounds.items() if b}
     aggregates = {}
     for agg in sorted(world.by_agg):
-        bound = min(total_bound, sum(bounds[r] for r in world.roots_of(
-            world.by_agg[agg]) if r in bounds))
+        bound = min(
+            total_bound, sum(bounds[r] for r in world.roots_of(world.by_agg[agg]) if r in bounds)
+        )
         if bound:
             aggregates[agg] = Count(by_agg.get(agg, 0), bound)
-    return Fit(Count(sum(placed.values()), total_bound), trees, aggregates,
-               complete)
+    return Fit(Count(sum(placed.values()), total_bound), trees, aggregates, complete)
 
 
 def _demand(specs: list[GroupSpec]) -> dict[str, int]:
@@ -106,28 +108,35 @@ def _demand(specs: list[GroupSpec]) -> dict[str, int]:
     return demand
 
 
-def _eligible(world: World, pids: Iterable[int], specs: list[GroupSpec],
-              rc: str, anchor: int) -> set[int]:
+def _eligible(
+    world: World, pids: Iterable[int], specs: list[GroupSpec], rc: str, anchor: int
+) -> set[int]:
     """Those of ``pids`` that could give ``rc`` to some group under
     ``anchor`` now, by the rules claims cannot undo: free room only
     shrinks, and units, traits and aggregates do not change (``faults``:
     a suffixed group's classes, traits and aggregates; the unsuffixed
     group's class, aggregates and forbidden traits)."""
     wanting = [s for s in specs if rc in s.group.resources]
-    return {pid for pid in pids
-            if rc in world.providers[pid].inventories and any(
-                not (faults.granular_faults(world, s, pid)
-                     if s.group.same_provider else
-                     faults.spread_faults(world, s, anchor, pid, rc))
-                for s in wanting)}
+    return {
+        pid
+        for pid in pids
+        if rc in world.providers[pid].inventories
+        and any(
+            not (
+                faults.granular_faults(world, s, pid)
+                if s.group.same_provider
+                else faults.spread_faults(world, s, anchor, pid, rc)
+            )
+            for s in wanting
+        )
+    }
 
 
 def _free(world: World, pids: Iterable[int], rc: str) -> int:
     return sum(world.providers[pid].room[rc][0] for pid in pids)
 
 
-def _bounds(world: World, specs: list[GroupSpec], wide: RequestWide
-            ) -> tuple[dict[int, int], int]:
+def _bounds(world: World, specs: list[GroupSpec], wide: RequestWide) -> tuple[dict[int, int], int]:
     """Each tree's bound, and the total's: the least of their sum and,
     per class, the free room of every provider eligible in some tree
     (each counted once) over what one copy needs."""
@@ -146,14 +155,15 @@ def _bounds(world: World, specs: list[GroupSpec], wide: RequestWide
             share = _free(world, pids, rc) // n
             bound = share if bound is None else min(bound, share)
         bounds[root] = bound or 0
-    total = min([sum(bounds.values())] + [
-        _free(world, anywhere[rc], rc) // n for rc, n in demand.items()])
+    total = min(
+        [sum(bounds.values())] + [_free(world, anywhere[rc], rc) // n for rc, n in demand.items()]
+    )
     return bounds, total
 
 
-def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
-            roots: list[int], max_steps: int
-            ) -> tuple[dict[int, int], dict[str, int], bool]:
+def _greedy(
+    world: World, specs: list[GroupSpec], wide: RequestWide, roots: list[int], max_steps: int
+) -> tuple[dict[int, int], dict[str, int], bool]:
     """Claim the first candidate until there is none (see the module
     docstring): copies per tree and per aggregate, and whether it
     finished within ``max_steps`` searches. ``roots`` are the trees that
@@ -168,8 +178,7 @@ def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
     steps = 0
     for root in roots:
         while steps < max_steps:
-            cand = next(world_candidates(mine, specs, wide, [root], accept),
-                        None)
+            cand = next(world_candidates(mine, specs, wide, [root], accept), None)
             if cand is None:
                 break
             steps += 1
@@ -177,12 +186,10 @@ def _greedy(world: World, specs: list[GroupSpec], wide: RequestWide,
             placed[root] = placed.get(root, 0) + copies
             for agg in _aggregates(mine, root, cand):
                 by_agg[agg] = by_agg.get(agg, 0) + copies
-    return placed, by_agg, steps < max_steps or _exhausted(
-        mine, specs, wide, roots)
+    return placed, by_agg, steps < max_steps or _exhausted(mine, specs, wide, roots)
 
 
-def _exhausted(world: World, specs: list[GroupSpec], wide: RequestWide,
-               roots: list[int]) -> bool:
+def _exhausted(world: World, specs: list[GroupSpec], wide: RequestWide, roots: list[int]) -> bool:
     return not any(has_candidate(world, specs, wide, r) for r in roots)
 
 
@@ -197,8 +204,9 @@ def _claim(world: World, cand: Candidate) -> int:
     providers and classes it uses.
     """
     providers = world.providers
-    copies = min(providers[pid].room[rc][0] // n
-                 for pid, res in cand.allocs.items() for rc, n in res.items())
+    copies = min(
+        providers[pid].room[rc][0] // n for pid, res in cand.allocs.items() for rc, n in res.items()
+    )
     for pid, res in cand.allocs.items():
         p = providers[pid]
         used = dict(p.used)

@@ -42,9 +42,9 @@ class Unpatchable(Exception):
     (two providers with one uuid): the world must be built anew."""
 
 
-def shifts(changes: Iterable[tuple[M | None, M | None]],
-           keys: Callable[[M], Iterable[K]], *, ordered: bool
-           ) -> tuple[dict[K, list[M]], dict[K, list[M]]]:
+def shifts(
+    changes: Iterable[tuple[M | None, M | None]], keys: Callable[[M], Iterable[K]], *, ordered: bool
+) -> tuple[dict[K, list[M]], dict[K, list[M]]]:
     """key -> the old versions of the providers leaving its entry, and
     key -> the new versions of those joining it, for each (old, new)
     version pair (old None: created; new None: deleted) and the keys
@@ -55,8 +55,7 @@ def shifts(changes: Iterable[tuple[M | None, M | None]],
     for old, new in changes:
         before = set() if old is None else set(keys(old))
         after = set() if new is None else set(keys(new))
-        if not (ordered and old is not None and new is not None
-                and old.uuid != new.uuid):
+        if not (ordered and old is not None and new is not None and old.uuid != new.uuid):
             before, after = before - after, after - before
         if old is not None:
             for key in before:
@@ -67,9 +66,13 @@ def shifts(changes: Iterable[tuple[M | None, M | None]],
     return leave, join
 
 
-def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
-              join: dict[K, list[M]], *, in_place: bool = False
-              ) -> dict[K, set[int]]:
+def edit_sets(
+    index: dict[K, set[int]],
+    leave: dict[K, list[M]],
+    join: dict[K, list[M]],
+    *,
+    in_place: bool = False,
+) -> dict[K, set[int]]:
     """``index`` with the providers of ``leave`` out of, and those of
     ``join`` into, their keys' sets (a key left empty goes); ``index``
     itself when nothing moves."""
@@ -78,8 +81,7 @@ def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
     out = index if in_place else dict(index)
     for key in leave.keys() | join.keys():
         have = out.get(key)
-        members = (have if in_place and have is not None
-                   else set(have or ()))
+        members = have if in_place and have is not None else set(have or ())
         members.difference_update(m.id for m in leave.get(key, ()))
         members.update(m.id for m in join.get(key, ()))
         if members:
@@ -89,9 +91,15 @@ def edit_sets(index: dict[K, set[int]], leave: dict[K, list[M]],
     return out
 
 
-def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
-               join: dict[K, list[M]], before: Uuid, after: Uuid,
-               *, in_place: bool = False) -> dict[K, list[int]]:
+def edit_lists(
+    index: dict[K, list[int]],
+    leave: dict[K, list[M]],
+    join: dict[K, list[M]],
+    before: Uuid,
+    after: Uuid,
+    *,
+    in_place: bool = False,
+) -> dict[K, list[int]]:
     """``index`` (lists in uuid order) with the providers of ``leave``
     out of, and those of ``join`` into, their keys' lists (a key left
     empty goes); ``index`` itself when nothing moves. ``before`` gives
@@ -101,8 +109,14 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
         return index
     out = index if in_place else dict(index)
     for key in leave.keys() | join.keys():
-        members = edit_list(out.get(key, []), leave.get(key, ()),
-                            join.get(key, ()), before, after, in_place=in_place)
+        members = edit_list(
+            out.get(key, []),
+            leave.get(key, ()),
+            join.get(key, ()),
+            before,
+            after,
+            in_place=in_place,
+        )
         if members:
             out[key] = members
         else:
@@ -110,9 +124,15 @@ def edit_lists(index: dict[K, list[int]], leave: dict[K, list[M]],
     return out
 
 
-def edit_list(members: list[int], leave: Iterable[Member],
-              join: Iterable[Member], before: Uuid, after: Uuid,
-              *, in_place: bool = False) -> list[int]:
+def edit_list(
+    members: list[int],
+    leave: Iterable[Member],
+    join: Iterable[Member],
+    before: Uuid,
+    after: Uuid,
+    *,
+    in_place: bool = False,
+) -> list[int]:
     """A copy of ``members`` (ids in uuid order) without ``leave`` and
     with ``join``, in uuid order (see ``edit_lists``); ``members`` itself,
     so edited, ``in_place``."""
@@ -133,8 +153,9 @@ def position(members: list[int], m: Member, uuid: Uuid) -> int:
     return i
 
 
-def updated(index: dict[K, V], changes: Mapping[K, V | None],
-            *, in_place: bool = False) -> dict[K, V]:
+def updated(
+    index: dict[K, V], changes: Mapping[K, V | None], *, in_place: bool = False
+) -> dict[K, V]:
     """A copy of ``index`` (``in_place``: ``index`` itself) with
     ``changes`` made (None: the key goes); ``index`` itself when each
     already holds what its change says."""
@@ -150,8 +171,7 @@ def updated(index: dict[K, V], changes: Mapping[K, V | None],
     return out
 
 
-def edit_at(values: list[V], at: dict[int, V], old: list[V],
-            *, in_place: bool = False) -> list[V]:
+def edit_at(values: list[V], at: dict[int, V], old: list[V], *, in_place: bool = False) -> list[V]:
     """``values`` with the values ``at`` gives at those positions, copied
     first when it is still the ``old`` world's list and one differs
     (never ``in_place``)."""

@@ -32,20 +32,18 @@ def class_ids(names: Iterable[str], known: dict[str, int]) -> dict[str, int]:
     for name in wanted:
         if name not in known:
             raise errors.BadRequest(
-                "Invalid resource class in resources parameter: No such "
-                "resource class %s." % name)
+                "Invalid resource class in resources parameter: No such resource class %s." % name
+            )
     return {n: known[n] for n in wanted}
 
 
-def trait_ids(names: Iterable[str], known: dict[str, int],
-              prefix: str = "") -> dict[str, int]:
+def trait_ids(names: Iterable[str], known: dict[str, int], prefix: str = "") -> dict[str, int]:
     """``names`` resolved against ``known``; unknown ones are a 400 that
     names all of them."""
     wanted = set(names)
     missing = sorted(wanted - set(known))
     if missing:
-        raise errors.BadRequest("%sNo such trait(s): %s."
-                                % (prefix, ", ".join(missing)))
+        raise errors.BadRequest("%sNo such trait(s): %s." % (prefix, ", ".join(missing)))
     return {n: known[n] for n in wanted}
 
 
@@ -55,18 +53,17 @@ def trait_ids(names: Iterable[str], known: dict[str, int],
 
 
 _AL, _RC = t.allocations, t.resource_classes
-_USAGE = (sa.select(_AL.c.resource_provider_id, _RC.c.name,
-                    common.sum_used(_AL))
-          .join(_RC, _RC.c.id == _AL.c.resource_class_id)
-          .group_by(_AL.c.resource_provider_id, _RC.c.name))
+_USAGE = (
+    sa.select(_AL.c.resource_provider_id, _RC.c.name, common.sum_used(_AL))
+    .join(_RC, _RC.c.id == _AL.c.resource_class_id)
+    .group_by(_AL.c.resource_provider_id, _RC.c.name)
+)
 # Built once: the candidate cache reads it after every claim, for the
 # providers the claim touched.
-_USAGE_OF = _USAGE.where(_AL.c.resource_provider_id.in_(
-    sa.bindparam("ids", expanding=True)))
+_USAGE_OF = _USAGE.where(_AL.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
 
 
-def usage(conn: Connection, provider_ids: Iterable[int] | None = None
-          ) -> dict[int, dict[str, int]]:
+def usage(conn: Connection, provider_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
     """provider id -> class -> amount allocated (of ``provider_ids``, or
     of every provider); a provider with nothing allocated maps to {}."""
     result: dict[int, dict[str, int]] = {}
@@ -82,8 +79,7 @@ def usage(conn: Connection, provider_ids: Iterable[int] | None = None
     return result
 
 
-def load_world(conn: Connection
-               ) -> tuple[World, dict[str, int], dict[str, int]]:
+def load_world(conn: Connection) -> tuple[World, dict[str, int], dict[str, int]]:
     """Every provider with all its inventories, usage, traits and
     aggregates; and the resource class and trait name -> id maps."""
     classes = common.ids_by_name(conn, t.resource_classes)
@@ -91,9 +87,9 @@ def load_world(conn: Connection
     return World(_providers(conn, None)), classes, traits
 
 
-def refresh_providers(conn: Connection, world: World,
-                      provider_ids: Iterable[int], *, in_place: bool = False
-                      ) -> tuple[World, dict[str, int], dict[str, int]]:
+def refresh_providers(
+    conn: Connection, world: World, provider_ids: Iterable[int], *, in_place: bool = False
+) -> tuple[World, dict[str, int], dict[str, int]]:
     """``world`` with ``provider_ids`` read again whole (new ones added,
     deleted ones dropped) and its indexes kept when only inventory
     amounts changed, patched where the changed providers sit
@@ -111,8 +107,7 @@ def refresh_providers(conn: Connection, world: World,
     gone = {pid for pid in ids if pid not in found}
 
     def known(pid: int | None) -> bool:
-        return pid is None or pid in found or (
-            pid in world.providers and pid not in gone)
+        return pid is None or pid in found or (pid in world.providers and pid not in gone)
 
     if not all(known(p.root_id) and known(p.parent_id) for p in fresh):
         # Moved under a provider created after the change rows were read
@@ -144,12 +139,10 @@ def _providers(conn: Connection, ids: list[int] | None) -> list[Provider]:
     used = usage(conn, ids)
     traits = _trait_names(conn, ids, same)
     members = _aggregate_uuids(conn, ids, same)
-    return _built(_tree_ordered(conn, ids), stock, used, traits, members,
-                  same)
+    return _built(_tree_ordered(conn, ids), stock, used, traits, members, same)
 
 
-def _only(query: AnySelect, column: sa.Column[Any],
-          ids: list[int] | None) -> AnySelect:
+def _only(query: AnySelect, column: sa.Column[Any], ids: list[int] | None) -> AnySelect:
     """``query`` narrowed to the providers ``ids`` (None: all)."""
     return query if ids is None else query.where(column.in_(ids))
 
@@ -159,69 +152,96 @@ def _only(query: AnySelect, column: sa.Column[Any],
 _Stock = tuple[Any, ...]
 
 
-def _inventories(conn: Connection, ids: list[int] | None
-                 ) -> dict[int, list[_Stock]]:
+def _inventories(conn: Connection, ids: list[int] | None) -> dict[int, list[_Stock]]:
     """provider id -> its inventories, class by class."""
     inv, rcs = t.inventories, t.resource_classes
     stock: dict[int, list[_Stock]] = {}
-    for row in conn.execute(_only(
-            sa.select(inv.c.resource_provider_id, rcs.c.name,
-                      inv.c.total, inv.c.reserved, inv.c.min_unit,
-                      inv.c.max_unit, inv.c.step_size,
-                      inv.c.allocation_ratio)
-            .join(rcs, rcs.c.id == inv.c.resource_class_id),
-            inv.c.resource_provider_id, ids)):
+    for row in conn.execute(
+        _only(
+            sa.select(
+                inv.c.resource_provider_id,
+                rcs.c.name,
+                inv.c.total,
+                inv.c.reserved,
+                inv.c.min_unit,
+                inv.c.max_unit,
+                inv.c.step_size,
+                inv.c.allocation_ratio,
+            ).join(rcs, rcs.c.id == inv.c.resource_class_id),
+            inv.c.resource_provider_id,
+            ids,
+        )
+    ):
         stock.setdefault(row[0], []).append(tuple(row[1:]))
     return stock
 
 
-def _trait_names(conn: Connection, ids: list[int] | None,
-                 same: dict[Any, Any]) -> dict[int, list[str]]:
+def _trait_names(
+    conn: Connection, ids: list[int] | None, same: dict[Any, Any]
+) -> dict[int, list[str]]:
     """provider id -> its trait names, in trait id order (each name one
     object, through ``same``)."""
     rpt, tr = t.resource_provider_traits, t.traits
     labels: dict[int, list[str]] = {}
-    for pid, name in conn.execute(_only(
-            sa.select(rpt.c.resource_provider_id, tr.c.name)
-            .join(tr, tr.c.id == rpt.c.trait_id),
-            rpt.c.resource_provider_id, ids)
-            .order_by(rpt.c.resource_provider_id, rpt.c.trait_id)):
+    for pid, name in conn.execute(
+        _only(
+            sa.select(rpt.c.resource_provider_id, tr.c.name).join(tr, tr.c.id == rpt.c.trait_id),
+            rpt.c.resource_provider_id,
+            ids,
+        ).order_by(rpt.c.resource_provider_id, rpt.c.trait_id)
+    ):
         labels.setdefault(pid, []).append(same.setdefault(name, name))
     return labels
 
 
-def _aggregate_uuids(conn: Connection, ids: list[int] | None,
-                     same: dict[Any, Any]) -> dict[int, list[str]]:
+def _aggregate_uuids(
+    conn: Connection, ids: list[int] | None, same: dict[Any, Any]
+) -> dict[int, list[str]]:
     """provider id -> the uuids of its aggregates (each one object,
     through ``same``)."""
     rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
     members: dict[int, list[str]] = {}
-    for pid, uuid in conn.execute(_only(
-            sa.select(rpa.c.resource_provider_id, agg.c.uuid)
-            .join(agg, agg.c.id == rpa.c.aggregate_id),
-            rpa.c.resource_provider_id, ids)):
+    for pid, uuid in conn.execute(
+        _only(
+            sa.select(rpa.c.resource_provider_id, agg.c.uuid).join(
+                agg, agg.c.id == rpa.c.aggregate_id
+            ),
+            rpa.c.resource_provider_id,
+            ids,
+        )
+    ):
         members.setdefault(pid, []).append(same.setdefault(uuid, uuid))
     return members
 
 
-def _tree_ordered(conn: Connection, ids: list[int] | None
-                  ) -> list[tuple[Any, ...]]:
+def _tree_ordered(conn: Connection, ids: list[int] | None) -> list[tuple[Any, ...]]:
     """(id, uuid, root id, parent id) of each provider, tree by tree:
     by the uuid of its root (its own when the root is not read), then
     by its own."""
     rp = t.resource_providers
-    rows = [tuple(row) for row in conn.execute(_only(
-        sa.select(rp.c.id, rp.c.uuid, rp.c.root_provider_id,
-                  rp.c.parent_provider_id), rp.c.id, ids))]
+    rows = [
+        tuple(row)
+        for row in conn.execute(
+            _only(
+                sa.select(rp.c.id, rp.c.uuid, rp.c.root_provider_id, rp.c.parent_provider_id),
+                rp.c.id,
+                ids,
+            )
+        )
+    ]
     uuids = {row[0]: row[1] for row in rows}
     rows.sort(key=lambda row: (uuids.get(row[2], row[1]), row[1]))
     return rows
 
 
-def _built(rows: list[tuple[Any, ...]], stock: dict[int, list[_Stock]],
-           used: dict[int, dict[str, int]], traits: dict[int, list[str]],
-           members: dict[int, list[str]], same: dict[Any, Any]
-           ) -> list[Provider]:
+def _built(
+    rows: list[tuple[Any, ...]],
+    stock: dict[int, list[_Stock]],
+    used: dict[int, dict[str, int]],
+    traits: dict[int, list[str]],
+    members: dict[int, list[str]],
+    same: dict[Any, Any],
+) -> list[Provider]:
     """The providers of ``rows``, in that order, from their parts as
     read (equal parts one object each, through ``same``)."""
     one: Callable[[Any, Any], Any] = same.setdefault
@@ -238,8 +258,7 @@ def _built(rows: list[tuple[Any, ...]], stock: dict[int, list[_Stock]],
             inventory = Inventory(total, reserved, lo, hi, step, float(ratio))
             inventories[rc] = one(inventory, inventory)
         # Usage of a class without inventory cannot be offered anyway.
-        mine = {one(rc, rc): n for rc, n in used.get(pid, {}).items()
-                if rc in inventories}
+        mine = {one(rc, rc): n for rc, n in used.get(pid, {}).items() if rc in inventories}
         have = tuple(traits.get(pid, ()))
         names = frozenset(have)
         aggregates = frozenset(members.get(pid, ()))
@@ -255,22 +274,31 @@ def _built(rows: list[tuple[Any, ...]], stock: dict[int, list[_Stock]],
     # rows' own are scattered among everything read with them), shared by
     # the root and parent fields and every index the world builds.
     own = {row[0]: row[0] + 0 for row in rows}
-    return [Provider(own[pid], uuid, own.get(root, root),
-                     None if parent is None else own.get(parent, parent),
-                     stocks[i], useds[i], trait_sets[i], agg_sets[i],
-                     trait_lists[i], rooms=rooms[i])
-            for i, (pid, uuid, root, parent) in enumerate(rows)]
+    return [
+        Provider(
+            own[pid],
+            uuid,
+            own.get(root, root),
+            None if parent is None else own.get(parent, parent),
+            stocks[i],
+            useds[i],
+            trait_sets[i],
+            agg_sets[i],
+            trait_lists[i],
+            rooms=rooms[i],
+        )
+        for i, (pid, uuid, root, parent) in enumerate(rows)
+    ]
 
 
-def refresh_usage(conn: Connection, world: World,
-                  provider_ids: Iterable[int], *, in_place: bool = False
-                  ) -> World:
+def refresh_usage(
+    conn: Connection, world: World, provider_ids: Iterable[int], *, in_place: bool = False
+) -> World:
     """``world`` with the usage of ``provider_ids`` read again
     (``in_place``: see ``world_patch``)."""
     fresh = usage(conn, provider_ids)
     for pid, amounts in fresh.items():
         p = world.providers.get(pid)
         if p is not None:
-            fresh[pid] = {rc: n for rc, n in amounts.items()
-                          if rc in p.inventories}
+            fresh[pid] = {rc: n for rc, n in amounts.items() if rc in p.inventories}
     return world_patch.with_usage(world, fresh, in_place=in_place)

@@ -37,9 +37,10 @@ class Candidate(NamedTuple):
     kept: bool = False
 
     def key(self) -> tuple[object, ...]:
-        return (tuple(sorted((p, rc, n) for p, res in self.allocs.items()
-                             for rc, n in res.items())),
-                tuple(sorted(self.mappings.items())))
+        return (
+            tuple(sorted((p, rc, n) for p, res in self.allocs.items() for rc, n in res.items())),
+            tuple(sorted(self.mappings.items())),
+        )
 
 
 #: A merge with at most this many combinations of pieces is walked without
@@ -50,8 +51,12 @@ SMALL_WALK = 64
 class _Walk:
     """The state of one anchor's depth-first merge."""
 
-    def __init__(self, anchor: int, lists: list[list[Piece]],
-                 bounds: tuple[list[dict[str, int]], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        anchor: int,
+        lists: list[list[Piece]],
+        bounds: tuple[list[dict[str, int]], dict[str, int]],
+    ) -> None:
         self.anchor = anchor
         self.lists = lists
         self.need, self.supply = bounds
@@ -64,8 +69,7 @@ class _Walk:
 class Merger:
     """Depth-first merge of one piece per group under one anchor."""
 
-    def __init__(self, world: World, groups: list[RequestGroup],
-                 wide: RequestWide) -> None:
+    def __init__(self, world: World, groups: list[RequestGroup], wide: RequestWide) -> None:
         self.world = world
         self.groups = groups
         self.isolate = wide.group_policy == "isolate"
@@ -97,14 +101,12 @@ class Merger:
             # Too few branches for the bounds to pay for themselves: walk
             # them all (the bounds only ever cut branches that give
             # nothing, so the answer is the same).
-            bounds: tuple[list[dict[str, int]], dict[str, int]] = (
-                [{}] * (len(lists) + 1), {})
+            bounds: tuple[list[dict[str, int]], dict[str, int]] = ([{}] * (len(lists) + 1), {})
         else:
             bounds = self._bounds(lists)
         yield from self._walk(_Walk(anchor, lists, bounds), 0)
 
-    def _pairs(self, anchor: int, first: list[Piece], second: list[Piece]
-               ) -> Iterator[Candidate]:
+    def _pairs(self, anchor: int, first: list[Piece], second: list[Piece]) -> Iterator[Candidate]:
         """The walk for two groups, unrolled (a common request shape: one
         group for the instance, one for a device). Each piece fits by
         itself, so only a provider both pieces use needs its totals
@@ -136,8 +138,7 @@ class Merger:
                 return False
         return True
 
-    def _bounds(self, lists: list[list[Piece]]
-                ) -> tuple[list[dict[str, int]], dict[str, int]]:
+    def _bounds(self, lists: list[list[Piece]]) -> tuple[list[dict[str, int]], dict[str, int]]:
         """What groups from each depth on still need per class, and what
         all offered providers together can give: a branch that needs more
         than is left is cut before it is walked (this is what ends a
@@ -150,8 +151,7 @@ class Merger:
                 for pid, rc, _ in piece.allocs:
                     if (pid, rc) not in counted:
                         counted.add((pid, rc))
-                        supply[rc] = supply.get(rc, 0) + max(
-                            0, self._room((pid, rc)))
+                        supply[rc] = supply.get(rc, 0) + max(0, self._room((pid, rc)))
         need: list[dict[str, int]] = [{}]
         for group in reversed(self.groups):
             step = dict(need[0])
@@ -215,8 +215,7 @@ class Merger:
             pids = {p for i in members for p in chosen[i].providers}
             if len(pids) == 1:
                 continue
-            common = frozenset.intersection(*(self.world.ancestors(p)
-                                        for p in pids))
+            common = frozenset.intersection(*(self.world.ancestors(p) for p in pids))
             if common.isdisjoint(pids):
                 return False
         return True
@@ -234,8 +233,7 @@ class Merger:
         return Candidate(anchor, allocs, mappings, only)
 
 
-def one_group(world: World, anchor: int, pieces: list[Piece]
-              ) -> Iterator[Candidate]:
+def one_group(world: World, anchor: int, pieces: list[Piece]) -> Iterator[Candidate]:
     """The candidates of a one-group request under ``anchor``: each piece
     already fits, and no two of its amounts land on the same provider and
     class."""
@@ -244,8 +242,11 @@ def one_group(world: World, anchor: int, pieces: list[Piece]
         pids = piece.providers
         if len(pids) == 1:
             yield Candidate(
-                anchor, {pids[0]: {rc: n for _, rc, n in piece.allocs}},
-                {piece.suffix: pids}, pids[0] in shared)
+                anchor,
+                {pids[0]: {rc: n for _, rc, n in piece.allocs}},
+                {piece.suffix: pids},
+                pids[0] in shared,
+            )
             continue
         allocs: dict[int, dict[str, int]] = {}
         for pid, rc, n in piece.allocs:
@@ -254,5 +255,9 @@ def one_group(world: World, anchor: int, pieces: list[Piece]
                 allocs[pid] = {rc: n}
             else:
                 res[rc] = n
-        yield Candidate(anchor, allocs, {piece.suffix: pids},
-                        pids[0] in shared and all(p in shared for p in pids))
+        yield Candidate(
+            anchor,
+            allocs,
+            {piece.suffix: pids},
+            pids[0] in shared and all(p in shared for p in pids),
+        )

@@ -54,13 +54,13 @@ class Offers:
 
     def at(self, anchor: int) -> list[Piece]:
         if self.same_provider:
-            return granular_pieces(self.world, self.spec, anchor,
-                                   self.amounts)
+            return granular_pieces(self.world, self.spec, anchor, self.amounts)
         return spread_pieces(self.world, self.spec, anchor, self.classes)
 
 
-def granular_pieces(world: World, spec: GroupSpec, anchor: int,
-                    amounts: list[tuple[str, int]]) -> list[Piece]:
+def granular_pieces(
+    world: World, spec: GroupSpec, anchor: int, amounts: list[tuple[str, int]]
+) -> list[Piece]:
     """Single-provider offers of a suffixed group (asking for ``amounts``,
     by class name) under ``anchor``: a provider of the anchor's tree, or
     a sharing provider serving it (``Provider.can_take``, ``traits_ok`` and
@@ -68,15 +68,13 @@ def granular_pieces(world: World, spec: GroupSpec, anchor: int,
     g = spec.group
     if amounts:
         # Only providers with inventory of the first class can serve.
-        local: Iterable[int] = world.tree_class.get((anchor, amounts[0][0]),
-                                                    ())
+        local: Iterable[int] = world.tree_class.get((anchor, amounts[0][0]), ())
     else:
         local = world.trees.get(anchor, ())
     shared = world.shared_into.get(anchor)
     if shared:
         local = itertools.chain(local, shared)
-    labels = bool(g.required or g.forbidden or g.member_of
-                  or g.forbidden_aggs)
+    labels = bool(g.required or g.forbidden or g.member_of or g.forbidden_aggs)
     tree_root = spec.tree_root
     providers = world.providers
     out = []
@@ -87,30 +85,25 @@ def granular_pieces(world: World, spec: GroupSpec, anchor: int,
         room = p.room
         for rc, n in amounts:
             r = room.get(rc)
-            if (r is None or n < r[1] or n > r[2] or n % r[3]
-                    or n > r[0]):
+            if r is None or n < r[1] or n > r[2] or n % r[3] or n > r[0]:
                 break
         else:
             if labels and not (
-                    traits_ok(p.traits, g.required, g.forbidden)
-                    and aggs_ok(p.aggregates, g.member_of,
-                                g.forbidden_aggs)):
+                traits_ok(p.traits, g.required, g.forbidden)
+                and aggs_ok(p.aggregates, g.member_of, g.forbidden_aggs)
+            ):
                 continue
-            out.append(Piece(g.suffix,
-                             tuple([(pid, rc, n) for rc, n in amounts]),
-                             (pid,)))
+            out.append(Piece(g.suffix, tuple([(pid, rc, n) for rc, n in amounts]), (pid,)))
     return out
 
 
-def _options(world: World, spec: GroupSpec, anchor: int, rc: str,
-             n: int) -> list[int]:
+def _options(world: World, spec: GroupSpec, anchor: int, rc: str, n: int) -> list[int]:
     """Providers with room for ``n`` of ``rc`` that may serve this anchor."""
     g = spec.group
     providers = world.providers
     local = world.tree_class.get((anchor, rc), ())
     shared = world.shared_into.get(anchor, ())
-    if (not g.member_of and not g.forbidden_aggs
-            and spec.tree_root is None):
+    if not g.member_of and not g.forbidden_aggs and spec.tree_root is None:
         found = []
         for pid in local:
             # can_take, inlined: every provider here has inventory of rc.
@@ -129,33 +122,34 @@ def _options(world: World, spec: GroupSpec, anchor: int, rc: str,
     if spec.tree_root is None or spec.tree_root == anchor:
         for pid in local:
             p = providers[pid]
-            if p.can_take(rc, n) and (
-                    anchor_in or aggs_ok(p.aggregates, g.member_of,
-                                         frozenset())) and (
-                    not g.forbidden_aggs
-                    or g.forbidden_aggs.isdisjoint(p.aggregates)):
+            if (
+                p.can_take(rc, n)
+                and (anchor_in or aggs_ok(p.aggregates, g.member_of, frozenset()))
+                and (not g.forbidden_aggs or g.forbidden_aggs.isdisjoint(p.aggregates))
+            ):
                 found.append(pid)
     if spec.tree_root is not None:
         return found
     for sid in shared:
         s = providers[sid]
-        if s.can_take(rc, n) and aggs_ok(s.aggregates, g.member_of,
-                                         g.forbidden_aggs):
+        if s.can_take(rc, n) and aggs_ok(s.aggregates, g.member_of, g.forbidden_aggs):
             found.append(sid)
     return found
 
 
-def spread_pieces(world: World, spec: GroupSpec, anchor: int,
-                  classes: list[str]) -> list[Piece]:
+def spread_pieces(world: World, spec: GroupSpec, anchor: int, classes: list[str]) -> list[Piece]:
     """Offers of the unsuffixed group under ``anchor`` (its ``classes`` in
     sorted order): each class from one provider of the anchor's tree or
     from a sharing provider serving it; together they must carry the
     required traits and none may carry a forbidden one."""
     g = spec.group
     tree = world.trees.get(anchor)
-    if (tree is not None and len(tree) == 1
-            and anchor not in world.shared_into
-            and (spec.tree_root is None or spec.tree_root == anchor)):
+    if (
+        tree is not None
+        and len(tree) == 1
+        and anchor not in world.shared_into
+        and (spec.tree_root is None or spec.tree_root == anchor)
+    ):
         # A lone provider (the usual compute host): it alone can serve.
         return _lone_piece(world.providers[anchor], g, classes)
     per_class = []
@@ -167,11 +161,11 @@ def spread_pieces(world: World, spec: GroupSpec, anchor: int,
     return _combine(world, g, classes, per_class)
 
 
-def _lone_piece(p: Provider, g: RequestGroup, classes: list[str]
-                ) -> list[Piece]:
+def _lone_piece(p: Provider, g: RequestGroup, classes: list[str]) -> list[Piece]:
     """``spread_pieces`` for a tree of one provider and no sharing."""
     if (g.member_of or g.forbidden_aggs) and not aggs_ok(
-            p.aggregates, g.member_of, g.forbidden_aggs):
+        p.aggregates, g.member_of, g.forbidden_aggs
+    ):
         return []
     room = p.room
     for rc in classes:
@@ -179,29 +173,25 @@ def _lone_piece(p: Provider, g: RequestGroup, classes: list[str]
         n = g.resources[rc]
         if r is None or n < r[1] or n > r[2] or n % r[3] or n > r[0]:
             return []
-    if (g.required or g.forbidden) and not traits_ok(p.traits, g.required,
-                                                       g.forbidden):
+    if (g.required or g.forbidden) and not traits_ok(p.traits, g.required, g.forbidden):
         return []
     pid = p.id
-    return [Piece(g.suffix, tuple([(pid, rc, g.resources[rc])
-                                   for rc in classes]), (pid,))]
+    return [Piece(g.suffix, tuple([(pid, rc, g.resources[rc]) for rc in classes]), (pid,))]
 
 
-def _combine(world: World, g: RequestGroup, classes: list[str],
-             per_class: list[list[int]]) -> list[Piece]:
+def _combine(
+    world: World, g: RequestGroup, classes: list[str], per_class: list[list[int]]
+) -> list[Piece]:
     amounts = [g.resources[rc] for rc in classes]
     check_traits = bool(g.required or g.forbidden)
     pieces = []
     for combo in itertools.product(*per_class):
         distinct_ = set(combo)
-        chosen = (tuple(distinct_) if len(distinct_) == 1
-                  else tuple(sorted(distinct_)))
+        chosen = tuple(distinct_) if len(distinct_) == 1 else tuple(sorted(distinct_))
         if check_traits:
-            if any(not traits_ok(world.providers[p].traits, (), g.forbidden)
-                   for p in chosen):
+            if any(not traits_ok(world.providers[p].traits, (), g.forbidden) for p in chosen):
                 continue
-            have = frozenset().union(*(world.providers[p].traits
-                                       for p in chosen))
+            have = frozenset().union(*(world.providers[p].traits for p in chosen))
             if not traits_ok(have, g.required, frozenset()):
                 continue
         # (provider, class, amount) per class, built at C speed.

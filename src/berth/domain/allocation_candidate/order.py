@@ -63,20 +63,21 @@ SOURCE = random.Random()
 os.register_at_fork(after_in_child=SOURCE.seed)
 
 
-def make_order(name: str, weights: dict[str, float] | None = None,
-               preferences: dict[str, float] | None = None) -> Order:
+def make_order(
+    name: str, weights: dict[str, float] | None = None, preferences: dict[str, float] | None = None
+) -> Order:
     """An ``Order`` from options (None weights: ``DEFAULT_WEIGHTS``).
     Raises ValueError for an unknown name."""
     if name not in NAMES:
         raise ValueError("unknown order %r" % name)
-    return Order(name,
-                 DEFAULT_WEIGHTS if weights is None
-                 else tuple(sorted(weights.items())),
-                 tuple(sorted((preferences or {}).items())))
+    return Order(
+        name,
+        DEFAULT_WEIGHTS if weights is None else tuple(sorted(weights.items())),
+        tuple(sorted((preferences or {}).items())),
+    )
 
 
-def tree_score(world: World, root: int, order: Order, kept: int = 0
-               ) -> float:
+def tree_score(world: World, root: int, order: Order, kept: int = 0) -> float:
     """The score of the tree rooted at ``root`` under ``order`` (higher
     comes first). A class the tree has no capacity of adds nothing.
     ``kept``: ``order``'s ``token``, under which a tree of one provider
@@ -107,8 +108,7 @@ def tree_score(world: World, root: int, order: Order, kept: int = 0
             if cap > 0:
                 total += weight * ((cap - have) if pack else have) / cap
     if order.preferences:
-        total += sum(w for name, w in order.preferences
-                     if name in p.traits)
+        total += sum(w for name, w in order.preferences if name in p.traits)
     score = round(total, DIGITS)
     if kept:
         p.score = complex(kept, score)
@@ -172,8 +172,7 @@ class Block:
 
     __slots__ = ("roots", "scores", "ties")
 
-    def __init__(self, roots: list[int], scores: list[float],
-                 ties: bytearray) -> None:
+    def __init__(self, roots: list[int], scores: list[float], ties: bytearray) -> None:
         self.roots, self.scores, self.ties = roots, scores, ties
 
     def copy(self) -> Block:
@@ -181,8 +180,10 @@ class Block:
 
     def cut(self, at: int) -> tuple[Block, Block]:
         """This block as two: before ``at`` and from it."""
-        return (Block(self.roots[:at], self.scores[:at], self.ties[:at]),
-                Block(self.roots[at:], self.scores[at:], self.ties[at:]))
+        return (
+            Block(self.roots[:at], self.scores[:at], self.ties[:at]),
+            Block(self.roots[at:], self.scores[at:], self.ties[at:]),
+        )
 
 
 def _blocks(whole: Block) -> list[Block]:
@@ -194,7 +195,7 @@ def _blocks(whole: Block) -> list[Block]:
     while i < len(out):
         at = _cut(out[i])
         if at:
-            out[i:i + 1] = out[i].cut(at)
+            out[i : i + 1] = out[i].cut(at)
         else:
             i += 1
     return out
@@ -242,42 +243,45 @@ class Ranking:
         self.token = token(order)
         scores = [score for score, _ in keys]
         ties = bytearray(map(operator.eq, scores, scores[1:]))
-        ties.extend(b"\0"[:len(keys) - len(ties)])
-        self.blocks = _blocks(Block([root for _, root in keys], scores,
-                                    ties))
+        ties.extend(b"\0"[: len(keys) - len(ties)])
+        self.blocks = _blocks(Block([root for _, root in keys], scores, ties))
         # (A list: ``bisect`` reads it without making a float a probe.)
-        self.firsts = [b.scores[0] if b.roots else 0.0
-                       for b in self.blocks]
+        self.firsts = [b.scores[0] if b.roots else 0.0 for b in self.blocks]
 
     @classmethod
     def build(cls, world: World, order: Order) -> Ranking:
         kept = token(order)
-        return cls(order, sorted(key(world, root, order, kept)
-                                 for root in world.roots))
+        return cls(order, sorted(key(world, root, order, kept) for root in world.roots))
 
     @property
     def roots(self) -> list[int]:
         """Every root, in order."""
-        return list(itertools.chain.from_iterable(
-            b.roots for b in self.blocks))
+        return list(itertools.chain.from_iterable(b.roots for b in self.blocks))
 
     @property
     def keys(self) -> list[Key]:
         """The (-score, root) of every root, in order."""
-        return list(zip(itertools.chain.from_iterable(
-            b.scores for b in self.blocks), self.roots, strict=True))
+        return list(
+            zip(
+                itertools.chain.from_iterable(b.scores for b in self.blocks),
+                self.roots,
+                strict=True,
+            )
+        )
 
     def __eq__(self, other: object) -> bool:
         """The same roots and scores in the same order (however they are
         cut into blocks)."""
-        return (isinstance(other, Ranking) and self.order == other.order
-                and self.keys == other.keys
-                and _all_ties(self) == _all_ties(other))
+        return (
+            isinstance(other, Ranking)
+            and self.order == other.order
+            and self.keys == other.keys
+            and _all_ties(self) == _all_ties(other)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
-    def patched(self, world: World, old: dict[int, Key | None],
-                *, in_place: bool) -> Ranking:
+    def patched(self, world: World, old: dict[int, Key | None], *, in_place: bool) -> Ranking:
         """This ranking with the roots of ``old`` (each root's key in the
         world this ranking ranks, None where it was no root there)
         re-scored in ``world``: a copy (sharing the blocks it leaves
@@ -294,8 +298,11 @@ class Ranking:
         for root, was in old.items():
             # (``key`` and ``World.is_root``, inline: every claim's
             # upkeep.)
-            now = ((-tree_score(world, root, self.order, self.token), root)
-                   if root in trees and root in providers else None)
+            now = (
+                (-tree_score(world, root, self.order, self.token), root)
+                if root in trees and root in providers
+                else None
+            )
             if was is None:
                 if now is not None:
                     out._insert(now, owned)
@@ -311,9 +318,13 @@ class Ranking:
                     block = out.blocks[b]
                     if owned is not None:
                         block = out._edit(b, owned)
-                    _shift(block.scores, block.roots, block.ties,
-                           _where(block.scores, block.roots, block.ties,
-                                  was), now)
+                    _shift(
+                        block.scores,
+                        block.roots,
+                        block.ties,
+                        _where(block.scores, block.roots, block.ties, was),
+                        now,
+                    )
                     out.firsts[b] = block.scores[0]
                     if len(block.roots) > BLOCK:
                         # (A run longer than ``BLOCK`` that a tree left.)
@@ -374,10 +385,10 @@ class Ranking:
             # cut again if that makes too many.
             b = min(b, len(blocks) - 2)
             left, right = blocks[b], blocks[b + 1]
-            merged = Block(left.roots + right.roots,
-                           left.scores + right.scores,
-                           left.ties + right.ties)
-            blocks[b:b + 2] = [merged]
+            merged = Block(
+                left.roots + right.roots, left.scores + right.scores, left.ties + right.ties
+            )
+            blocks[b : b + 2] = [merged]
             del self.firsts[b + 1]
             if owned is not None:
                 owned.add(merged)
@@ -391,9 +402,8 @@ class Ranking:
             return
         pieces = _blocks(block)
         if len(pieces) > 1:
-            self.blocks[b:b + 1] = pieces
-            self.firsts[b + 1:b + 1] = [piece.scores[0]
-                                        for piece in pieces[1:]]
+            self.blocks[b : b + 1] = pieces
+            self.firsts[b + 1 : b + 1] = [piece.scores[0] for piece in pieces[1:]]
             if owned is not None:
                 owned.update(pieces)
 
@@ -407,7 +417,9 @@ class Ranking:
         blocks = self.blocks
         return itertools.chain.from_iterable(
             _pieces(blocks[0].roots, blocks[0].ties, rng)
-            if len(blocks) == 1 else _blocks_pieces(blocks, rng))
+            if len(blocks) == 1
+            else _blocks_pieces(blocks, rng)
+        )
 
 
 def _all_ties(ranking: Ranking) -> bytes:
@@ -415,8 +427,7 @@ def _all_ties(ranking: Ranking) -> bytes:
     return b"".join(b.ties for b in ranking.blocks)
 
 
-def _blocks_pieces(blocks: list[Block], rng: random.Random
-                   ) -> Iterator[Iterable[int]]:
+def _blocks_pieces(blocks: list[Block], rng: random.Random) -> Iterator[Iterable[int]]:
     """``_pieces`` of each block in turn (one generator between them and
     the walk, not a chain per block: each root read passes through one
     ``chain`` only)."""
@@ -424,8 +435,7 @@ def _blocks_pieces(blocks: list[Block], rng: random.Random
         yield from _pieces(block.roots, block.ties, rng)
 
 
-def _pieces(roots: list[int], ties: bytearray, rng: random.Random
-            ) -> Iterator[Iterable[int]]:
+def _pieces(roots: list[int], ties: bytearray, rng: random.Random) -> Iterator[Iterable[int]]:
     """``best_first``'s roots of one block, a piece at a time: slices of
     the roots between runs of ties (doubling in length from ``SLICE``,
     so that a walk read a little way copies little), runs of ties drawn
@@ -439,7 +449,7 @@ def _pieces(roots: list[int], ties: bytearray, rng: random.Random
         tie = find(1, i)
         stop = count if tie < 0 else tie
         while stop - i > SLICE:
-            yield roots[i:min(stop, i + size)]
+            yield roots[i : min(stop, i + size)]
             i += size
             size *= 2
         if tie < 0:
@@ -461,8 +471,7 @@ def _pieces(roots: list[int], ties: bytearray, rng: random.Random
             else:
                 # (A run at the top, as ``spread``'s emptiest trees,
                 # drawn from ``roots`` itself: no copy.)
-                yield (shuffled(roots, rng, end) if tie == 0
-                       else shuffled(roots[tie:end], rng))
+                yield (shuffled(roots, rng, end) if tie == 0 else shuffled(roots[tie:end], rng))
         i = end
 
 
@@ -473,9 +482,8 @@ WHOLE = 16
 #: (``started``); those between ``WHOLE`` and this drawn as read.
 LONG = 64
 
-def _where(scores: list[float], roots: list[int],
-           ties: bytearray,
-           at: Key) -> int:
+
+def _where(scores: list[float], roots: list[int], ties: bytearray, at: Key) -> int:
     """Where the key ``at`` is, or would go, in a ranking's ``scores``
     and ``roots`` (sorted by score, then root; ``ties`` marks runs of
     equal scores)."""
@@ -489,9 +497,7 @@ def _where(scores: list[float], roots: list[int],
     return bisect.bisect_left(roots, root, lo, ties.find(0, lo) + 1)
 
 
-def _shift(scores: list[float], roots: list[int],
-           ties: bytearray,
-           i: int, now: Key) -> None:
+def _shift(scores: list[float], roots: list[int], ties: bytearray, i: int, now: Key) -> None:
     """Move the root at ``i`` of one block to where its new key ``now``
     sorts. The entries between the old and new places shift by one: as
     slices when they are few, by a ``del`` and an ``insert`` (each one
@@ -513,9 +519,9 @@ def _shift(scores: list[float], roots: list[int],
         roots.insert(j, now[1])
         ties.insert(j, 0)
     else:
-        roots[lo:hi] = roots[lo + by:hi + by]
-        scores[lo:hi] = scores[lo + by:hi + by]
-        ties[lo:hi] = ties[lo + by:hi + by]
+        roots[lo:hi] = roots[lo + by : hi + by]
+        scores[lo:hi] = scores[lo + by : hi + by]
+        ties[lo:hi] = ties[lo + by : hi + by]
         scores[j], roots[j] = now
     # The ties of the places whose next entry changed (inline: this is
     # every claim's upkeep).
@@ -561,14 +567,16 @@ def before(world: World, roots: set[int]) -> Before:
         token = kept.token
         keys: dict[int, Key | None] = {}
         for root in roots:
-            keys[root] = ((-tree_score(world, root, order, token), root)
-                          if root in trees and root in providers else None)
+            keys[root] = (
+                (-tree_score(world, root, order, token), root)
+                if root in trees and root in providers
+                else None
+            )
         out[order] = keys
     return out
 
 
-def reranked(old: World, new: World, was: Before, *, in_place: bool
-             ) -> dict[Order, Ranking]:
+def reranked(old: World, new: World, was: Before, *, in_place: bool) -> dict[Order, Ranking]:
     """The rankings of ``new``: those of ``old`` that ``was`` (read
     ``before`` the refresh) covers, with its roots re-scored in ``new``.
     A ranking made of ``old`` since is left out (``new`` ranks anew

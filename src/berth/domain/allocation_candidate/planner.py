@@ -57,17 +57,23 @@ class Plan(list[int]):
     (A list, because ``engine.search`` takes its anchors as one.)
     """
 
-    def __init__(self, world: World, traits: Sets, aggs: Sets,
-                 switch: int = SWITCH,
-                 ranked: tuple[Ranking, random.Random] | None = None,
-                 shuffle: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        traits: Sets,
+        aggs: Sets,
+        switch: int = SWITCH,
+        ranked: tuple[Ranking, random.Random] | None = None,
+        shuffle: random.Random | None = None,
+    ) -> None:
         super().__init__()
         self._source = (
             _viable_ranked(world, traits, aggs, switch, *ranked)
-            if ranked is not None else
-            _viable_shuffled(world, traits, aggs, switch, shuffle)
-            if shuffle is not None else
-            _viable(world, traits, aggs, switch))
+            if ranked is not None
+            else _viable_shuffled(world, traits, aggs, switch, shuffle)
+            if shuffle is not None
+            else _viable(world, traits, aggs, switch)
+        )
 
     def __iter__(self) -> Iterator[int]:
         """Those found so far, then the rest as found (one iteration at
@@ -75,13 +81,10 @@ class Plan(list[int]):
         # ``list.append`` returns None: ``filterfalse`` hands on every
         # root just after keeping it, a loop in C (no generator frame
         # resumed per tree).
-        return itertools.chain(self[:],
-                               itertools.filterfalse(self.append,
-                                                     self._source))
+        return itertools.chain(self[:], itertools.filterfalse(self.append, self._source))
 
 
-def _viable(world: World, traits: Sets, aggs: Sets, switch: int
-            ) -> Iterator[int]:
+def _viable(world: World, traits: Sets, aggs: Sets, switch: int) -> Iterator[int]:
     """The roots whose trees carry a label of every set, in uuid order."""
     # (Each ``_viable*`` hands over the plain walk itself where there is
     # nothing to check: no generator of its own between it and the search.)
@@ -90,8 +93,7 @@ def _viable(world: World, traits: Sets, aggs: Sets, switch: int
     return _viable_checked(world, traits, aggs, switch)
 
 
-def _viable_checked(world: World, traits: Sets, aggs: Sets, switch: int
-                    ) -> Iterator[int]:
+def _viable_checked(world: World, traits: Sets, aggs: Sets, switch: int) -> Iterator[int]:
     """``_viable`` with sets to check."""
     cost = min(_members(world, kind, s) for kind, s in _sets(traits, aggs))
     if not cost:
@@ -102,12 +104,12 @@ def _viable_checked(world: World, traits: Sets, aggs: Sets, switch: int
     yield from _walk(world, traits, aggs, 0, budget)
     if budget < count:
         rest = _from_index(world, traits, aggs, budget, switch)
-        yield from (_walk(world, traits, aggs, budget, count)
-                    if rest is None else rest)
+        yield from (_walk(world, traits, aggs, budget, count) if rest is None else rest)
 
 
-def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
-                   ranking: Ranking, rng: random.Random) -> Iterator[int]:
+def _viable_ranked(
+    world: World, traits: Sets, aggs: Sets, switch: int, ranking: Ranking, rng: random.Random
+) -> Iterator[int]:
     """The roots whose trees carry a label of every set, best first by
     ``ranking`` (ties in the order ``rng`` draws): walked down the
     ranking, or, when the least common set has few enough members that
@@ -118,20 +120,20 @@ def _viable_ranked(world: World, traits: Sets, aggs: Sets, switch: int,
     return _viable_ranked_checked(world, traits, aggs, switch, ranking, rng)
 
 
-def _viable_ranked_checked(world: World, traits: Sets, aggs: Sets,
-                           switch: int, ranking: Ranking, rng: random.Random
-                           ) -> Iterator[int]:
+def _viable_ranked_checked(
+    world: World, traits: Sets, aggs: Sets, switch: int, ranking: Ranking, rng: random.Random
+) -> Iterator[int]:
     """``_viable_ranked`` with sets to check."""
-    checks = sorted(_sets(traits, aggs),
-                    key=lambda c: _members(world, c[0], c[1]))
+    checks = sorted(_sets(traits, aggs), key=lambda c: _members(world, c[0], c[1]))
     kind, names = checks[0]
     cost = _members(world, kind, names)
     if not cost:
         return
     if cost * switch < len(world.roots):
-        found = [(key(world, root, ranking.order, ranking.token),
-                  rng.random(), root)
-                 for root in _indexed(world, checks)]
+        found = [
+            (key(world, root, ranking.order, ranking.token), rng.random(), root)
+            for root in _indexed(world, checks)
+        ]
         found.sort()
         yield from (root for _, _, root in found)
         return
@@ -140,8 +142,9 @@ def _viable_ranked_checked(world: World, traits: Sets, aggs: Sets,
             yield root
 
 
-def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
-                     rng: random.Random) -> Iterator[int]:
+def _viable_shuffled(
+    world: World, traits: Sets, aggs: Sets, switch: int, rng: random.Random
+) -> Iterator[int]:
     """The roots whose trees carry a label of every set, in a random
     order ``rng`` draws: down every root as ``started`` walks them, or
     (few members, as ``_viable_ranked``) collected through the name
@@ -152,13 +155,12 @@ def _viable_shuffled(world: World, traits: Sets, aggs: Sets, switch: int,
     return _viable_shuffled_checked(world, traits, aggs, switch, rng)
 
 
-def _viable_shuffled_checked(world: World, traits: Sets, aggs: Sets,
-                             switch: int, rng: random.Random
-                             ) -> Iterator[int]:
+def _viable_shuffled_checked(
+    world: World, traits: Sets, aggs: Sets, switch: int, rng: random.Random
+) -> Iterator[int]:
     """``_viable_shuffled`` with sets to check."""
     roots = world.roots
-    checks = sorted(_sets(traits, aggs),
-                    key=lambda c: _members(world, c[0], c[1]))
+    checks = sorted(_sets(traits, aggs), key=lambda c: _members(world, c[0], c[1]))
     cost = _members(world, *checks[0])
     if not cost:
         return
@@ -173,8 +175,7 @@ def _viable_shuffled_checked(world: World, traits: Sets, aggs: Sets,
             yield root
 
 
-def _indexed(world: World, checks: list[tuple[str, frozenset[str]]]
-             ) -> Iterator[int]:
+def _indexed(world: World, checks: list[tuple[str, frozenset[str]]]) -> Iterator[int]:
     """The roots whose trees carry a label of every set, from the name
     index of the first set (``checks`` sorted by members, fewest first),
     in no particular order."""
@@ -183,16 +184,17 @@ def _indexed(world: World, checks: list[tuple[str, frozenset[str]]]
     members: set[int] = set()
     for name in names:
         members |= index.get(name, set())
-    return (root for root in world.roots_of(members)
-            if world.is_root(root) and _labelled(world, root, checks))
+    return (
+        root
+        for root in world.roots_of(members)
+        if world.is_root(root) and _labelled(world, root, checks)
+    )
 
 
-def _labelled(world: World, root: int,
-              checks: list[tuple[str, frozenset[str]]]) -> bool:
+def _labelled(world: World, root: int, checks: list[tuple[str, frozenset[str]]]) -> bool:
     """True when ``root``'s tree carries a label of every set."""
     traits, aggs = world.tree_labels(root)
-    return all(not names.isdisjoint(traits if kind == "traits" else aggs)
-               for kind, names in checks)
+    return all(not names.isdisjoint(traits if kind == "traits" else aggs) for kind, names in checks)
 
 
 def _sets(traits: Sets, aggs: Sets) -> list[tuple[str, frozenset[str]]]:
@@ -205,17 +207,16 @@ def _members(world: World, kind: str, names: frozenset[str]) -> int:
     return sum(len(index.get(name, ())) for name in names)
 
 
-def _walk(world: World, traits: Sets, aggs: Sets, start: int, stop: int
-          ) -> Iterator[int]:
+def _walk(world: World, traits: Sets, aggs: Sets, start: int, stop: int) -> Iterator[int]:
     """The viable roots among ``world.roots[start:stop]``: the least
     common set is checked at C speed, the others on what it lets by."""
-    checks = sorted(_sets(traits, aggs),
-                    key=lambda c: _members(world, c[0], c[1]))
+    checks = sorted(_sets(traits, aggs), key=lambda c: _members(world, c[0], c[1]))
     labels = {"traits": world.root_traits, "aggs": world.root_aggs}
     kind, first = checks[0]
-    hits = itertools.compress(range(start, stop), map(
-        operator.not_, map(first.isdisjoint,
-                           itertools.islice(labels[kind], start, stop))))
+    hits = itertools.compress(
+        range(start, stop),
+        map(operator.not_, map(first.isdisjoint, itertools.islice(labels[kind], start, stop))),
+    )
     roots = world.roots
     others = [(s, labels[k]) for k, s in checks[1:]]
     for i in hits:
@@ -226,14 +227,14 @@ def _walk(world: World, traits: Sets, aggs: Sets, start: int, stop: int
             yield roots[i]
 
 
-def _from_index(world: World, traits: Sets, aggs: Sets, start: int,
-                switch: int) -> list[int] | None:
+def _from_index(
+    world: World, traits: Sets, aggs: Sets, start: int, switch: int
+) -> list[int] | None:
     """The viable roots from ``world.roots[start]`` on, through the index
     of the set with the fewest members; None when reading it (its members
     and the trees its sharing providers serve) would cost more than
     walking the remaining roots."""
-    checks = sorted(_sets(traits, aggs),
-                    key=lambda c: _members(world, c[0], c[1]))
+    checks = sorted(_sets(traits, aggs), key=lambda c: _members(world, c[0], c[1]))
     kind, names = checks[0]
     index = world.by_trait if kind == "traits" else world.by_agg
     members: set[int] = set()
@@ -247,8 +248,10 @@ def _from_index(world: World, traits: Sets, aggs: Sets, start: int,
     first = world.uuid(roots[start])
     providers, trees = world.providers, world.trees
     # Every tree reached meets the set read; only the others need checks.
-    others = [(s, world.tree_traits if k == "traits" else world.tree_aggs,
-               k == "traits") for k, s in checks[1:]]
+    others = [
+        (s, world.tree_traits if k == "traits" else world.tree_aggs, k == "traits")
+        for k, s in checks[1:]
+    ]
     found = []
     for root in world.roots_of(members):
         p = providers.get(root)

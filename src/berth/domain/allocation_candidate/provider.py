@@ -36,15 +36,13 @@ class Provider:
     trait_list: tuple[str, ...] = ()
     #: class -> (free, min_unit, max_unit, step_size): what ``can_take``
     #: checks, worked out once
-    room: dict[str, tuple[int, int, int, int]] = field(
-        init=False, repr=False, compare=False)
+    room: dict[str, tuple[int, int, int, int]] = field(init=False, repr=False, compare=False)
     #: the anchor memo's entry for the tree of this provider alone (no
     #: children, no sharing provider serving it): the memo's shape, then
     #: the tree's candidates (at most one), or None. Not part of the
     #: provider's value: a refresh makes a new object without it, which
     #: is what invalidates it (``anchor_memo``)
-    kept: tuple[Any, ...] | None = field(
-        default=None, init=False, repr=False, compare=False)
+    kept: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
     #: ``order.tree_score`` of the tree of this provider alone, as a
     #: ranking's token (``order.token``: one per order) plus the score
     #: times 1j, or None: kept for the next claim's refresh, which
@@ -54,17 +52,14 @@ class Provider:
     #: the garbage collector, where a tuple made a collection fall in
     #: the measured steps of ``bench/order.py``). Not part of the value,
     #: like ``kept``
-    score: complex | None = field(
-        default=None, init=False, repr=False, compare=False)
+    score: complex | None = field(default=None, init=False, repr=False, compare=False)
     #: ``room`` worked out already (``room_of`` these inventories and
     #: usage): how the world's loader makes every provider object in one
     #: run, side by side in memory, after all their parts
     rooms: InitVar[dict[str, tuple[int, int, int, int]] | None] = None
 
-    def __post_init__(self, rooms: dict[str, tuple[int, int, int, int]]
-                      | None) -> None:
-        self.room = (room_of(self.inventories, self.used) if rooms is None
-                     else rooms)
+    def __post_init__(self, rooms: dict[str, tuple[int, int, int, int]] | None) -> None:
+        self.room = room_of(self.inventories, self.used) if rooms is None else rooms
 
     def ordered_traits(self) -> list[str]:
         return list(self.trait_list or sorted(self.traits))
@@ -73,8 +68,7 @@ class Provider:
         """True when ``amount`` of ``rc`` fits beside current usage and
         obeys min_unit, max_unit and step_size (``capacity.fits``)."""
         r = self.room.get(rc)
-        return (r is not None and r[1] <= amount <= r[2]
-                and amount % r[3] == 0 and amount <= r[0])
+        return r is not None and r[1] <= amount <= r[2] and amount % r[3] == 0 and amount <= r[0]
 
     def most(self, rc: str) -> int:
         """The most one allocation may take of ``rc`` here now."""
@@ -82,17 +76,24 @@ class Provider:
         return min(r[0], r[2])
 
 
-def room_of(inventories: dict[str, Inventory], used: dict[str, int]
-            ) -> dict[str, tuple[int, int, int, int]]:
+def room_of(
+    inventories: dict[str, Inventory], used: dict[str, int]
+) -> dict[str, tuple[int, int, int, int]]:
     """class -> (free, min_unit, max_unit, step_size): ``Provider.room``."""
-    return {rc: (capacity(inv.total, inv.reserved, inv.allocation_ratio)
-                 - used.get(rc, 0), inv.min_unit, inv.max_unit,
-                 inv.step_size or 1)
-            for rc, inv in inventories.items()}
+    return {
+        rc: (
+            capacity(inv.total, inv.reserved, inv.allocation_ratio) - used.get(rc, 0),
+            inv.min_unit,
+            inv.max_unit,
+            inv.step_size or 1,
+        )
+        for rc, inv in inventories.items()
+    }
 
 
-def traits_ok(traits: Iterable[str] | frozenset[str], required: TraitExpr,
-              forbidden: frozenset[str]) -> bool:
+def traits_ok(
+    traits: Iterable[str] | frozenset[str], required: TraitExpr, forbidden: frozenset[str]
+) -> bool:
     """Every any-of set meets ``traits`` and no forbidden trait is there."""
     have = traits if isinstance(traits, frozenset) else frozenset(traits)
     if forbidden and not forbidden.isdisjoint(have):
@@ -100,8 +101,9 @@ def traits_ok(traits: Iterable[str] | frozenset[str], required: TraitExpr,
     return all(not any_of.isdisjoint(have) for any_of in required)
 
 
-def aggs_ok(aggs: frozenset[str], member_of: tuple[frozenset[str], ...],
-            forbidden: frozenset[str]) -> bool:
+def aggs_ok(
+    aggs: frozenset[str], member_of: tuple[frozenset[str], ...], forbidden: frozenset[str]
+) -> bool:
     """In one of each member_of set, and in none of the forbidden ones."""
     if forbidden and not forbidden.isdisjoint(aggs):
         return False

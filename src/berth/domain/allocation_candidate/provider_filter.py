@@ -14,9 +14,9 @@ from berth.domain.allocation_candidate.world import World
 FILTER_KEYS = ("resources", "required", "member_of")
 
 
-def filter_provider_ids(conn: Connection, cache: CandidateCache,
-                        pairs: list[tuple[str, str]],
-                        want: parse.Wants) -> set[int] | None:
+def filter_provider_ids(
+    conn: Connection, cache: CandidateCache, pairs: list[tuple[str, str]], want: parse.Wants
+) -> set[int] | None:
     """Ids of providers that by themselves satisfy the filters in ``pairs``.
 
     None when no filter parameter is present. Raises BadRequest (upstream's
@@ -29,16 +29,16 @@ def filter_provider_ids(conn: Connection, cache: CandidateCache,
     cached = cache.current(conn)
     load.class_ids(wanted.resources, cached.class_ids(conn, wanted.resources))
     names = wanted.trait_names
-    load.trait_ids(names, cached.trait_ids(conn, names),
-                   'Invalid trait(s) in "required" parameter: ')
+    load.trait_ids(
+        names, cached.trait_ids(conn, names), 'Invalid trait(s) in "required" parameter: '
+    )
     ids = _labelled(cached.world, wanted)
     if not wanted.resources:
         return ids
     return _with_room(cached.world, ids, wanted.resources)
 
 
-def _filters(pairs: list[tuple[str, str]], keys: set[str],
-             want: parse.Wants) -> RequestGroup:
+def _filters(pairs: list[tuple[str, str]], keys: set[str], want: parse.Wants) -> RequestGroup:
     """The filters in ``pairs`` (whose parameter names are ``keys``) as
     one request group. Raises BadRequest for a malformed value, checked
     in upstream's order: member_of, resources, required."""
@@ -46,17 +46,16 @@ def _filters(pairs: list[tuple[str, str]], keys: set[str],
     forbidden_aggs: frozenset[str] = frozenset()
     if "member_of" in keys:
         member_of, forbidden_aggs = parse.parse_member_of(
-            parse.getall(pairs, "member_of"), "", want)
+            parse.getall(pairs, "member_of"), "", want
+        )
     resources: dict[str, int] = {}
     if "resources" in keys:
         resources = parse.parse_resources(parse.getall(pairs, "resources")[-1])
     required: TraitExpr = ()
     forbidden: frozenset[str] = frozenset()
     if "required" in keys:
-        required, forbidden = parse.parse_required(
-            parse.getall(pairs, "required"), want)
-    return RequestGroup("", resources, required, forbidden, member_of,
-                        forbidden_aggs)
+        required, forbidden = parse.parse_required(parse.getall(pairs, "required"), want)
+    return RequestGroup("", resources, required, forbidden, member_of, forbidden_aggs)
 
 
 def _labelled(world: World, wanted: RequestGroup) -> set[int]:
@@ -65,8 +64,7 @@ def _labelled(world: World, wanted: RequestGroup) -> set[int]:
     # Traits and aggregates are set algebra on the world's indexes; only
     # amounts need each provider looked at.
     ids: set[int] | None = None
-    for index, any_ofs in ((world.by_trait, wanted.required),
-                           (world.by_agg, wanted.member_of)):
+    for index, any_ofs in ((world.by_trait, wanted.required), (world.by_agg, wanted.member_of)):
         for any_of in any_ofs:
             found = set().union(*(index.get(n, ()) for n in any_of))
             ids = found if ids is None else ids & found
@@ -82,8 +80,7 @@ def _labelled(world: World, wanted: RequestGroup) -> set[int]:
     return ids
 
 
-def _with_room(world: World, ids: set[int], resources: dict[str, int]
-               ) -> set[int]:
+def _with_room(world: World, ids: set[int], resources: dict[str, int]) -> set[int]:
     """Those of ``ids`` with room for every amount of ``resources``."""
     providers = world.providers
     amounts = list(resources.items())

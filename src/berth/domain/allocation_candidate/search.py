@@ -46,12 +46,16 @@ def ANY(anchor: int) -> bool:  # noqa: N802 (a constant, named as one)
 MIXED = 1024
 
 
-def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
-                     anchors: Iterable[int], anchor_ok: AnchorFilter,
-                     strategy: str = "depth-first",
-                     memo: AnchorMemo | None = None,
-                     shuffle: random.Random | None = None
-                     ) -> Iterator[Candidate]:
+def world_candidates(
+    world: World,
+    specs: list[GroupSpec],
+    wide: RequestWide,
+    anchors: Iterable[int],
+    anchor_ok: AnchorFilter,
+    strategy: str = "depth-first",
+    memo: AnchorMemo | None = None,
+    shuffle: random.Random | None = None,
+) -> Iterator[Candidate]:
     """Every merge under ``anchors`` (those ``anchor_ok`` accepts), anchor
     by anchor; breadth-first, one from each anchor in turn; hosts-first
     with a limit (``HOSTS_FIRST``), the first of each anchor, then the
@@ -61,9 +65,12 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
     of the same shape give that search's candidates again. With
     ``shuffle``, each anchor's candidates come in an order it draws."""
     offers = [Offers(world, spec) for spec in specs]
-    if (memo is None and len(offers) == 1 and shuffle is None
-            and (strategy == "depth-first"
-                 or strategy == HOSTS_FIRST and not wide.limit)):
+    if (
+        memo is None
+        and len(offers) == 1
+        and shuffle is None
+        and (strategy == "depth-first" or strategy == HOSTS_FIRST and not wide.limit)
+    ):
         return _one_group_stream(world, offers[0], anchors, anchor_ok)
     if len(offers) == 1:
         only = offers[0]
@@ -75,15 +82,17 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
 
         def per_anchor(anchor: int) -> Iterator[Candidate]:
             return merger.run(anchor, offers)
+
     if memo is None:
         gens: Iterable[Iterable[Candidate]] = (
-            per_anchor(a) for a in anchors
-            if a in world.providers and anchor_ok(a))
+            per_anchor(a) for a in anchors if a in world.providers and anchor_ok(a)
+        )
         if shuffle is not None:
             gens = (_mixed(gen, shuffle) for gen in gens)
     else:
-        gens = _memo_stream(world, memo, shape_key(specs, wide), anchors,
-                            anchor_ok, per_anchor, shuffle)
+        gens = _memo_stream(
+            world, memo, shape_key(specs, wide), anchors, anchor_ok, per_anchor, shuffle
+        )
     if strategy == "breadth-first":
         return _roundrobin(list(gens))
     if strategy == HOSTS_FIRST and wide.limit:
@@ -91,8 +100,9 @@ def world_candidates(world: World, specs: list[GroupSpec], wide: RequestWide,
     return itertools.chain.from_iterable(gens)
 
 
-def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
-                      anchor_ok: AnchorFilter) -> Iterator[Candidate]:
+def _one_group_stream(
+    world: World, offers: Offers, anchors: Iterable[int], anchor_ok: AnchorFilter
+) -> Iterator[Candidate]:
     """``world_candidates`` for one group, depth first, in one generator
     (no merge state per anchor)."""
     providers = world.providers
@@ -104,8 +114,7 @@ def _one_group_stream(world: World, offers: Offers, anchors: Iterable[int],
                 yield from one_group(world, anchor, pieces)
 
 
-def _mixed(found: Iterable[Candidate], rng: random.Random
-           ) -> Iterator[Candidate]:
+def _mixed(found: Iterable[Candidate], rng: random.Random) -> Iterator[Candidate]:
     """``found`` shuffled ``MIXED`` at a time."""
     cands = iter(found)
     while True:
@@ -117,9 +126,13 @@ def _mixed(found: Iterable[Candidate], rng: random.Random
             return
 
 
-def _remembered(memo: AnchorMemo, entries: ShapeEntries, anchor: int,
-                basis: tuple[Provider, ...], fresh: Iterator[Candidate]
-                ) -> Iterator[Candidate]:
+def _remembered(
+    memo: AnchorMemo,
+    entries: ShapeEntries,
+    anchor: int,
+    basis: tuple[Provider, ...],
+    fresh: Iterator[Candidate],
+) -> Iterator[Candidate]:
     """``fresh``, kept in ``memo`` once it has been taken to the end."""
     found: list[Candidate] | None = []
     for cand in fresh:
@@ -132,11 +145,15 @@ def _remembered(memo: AnchorMemo, entries: ShapeEntries, anchor: int,
         memo.keep(entries, anchor, basis, found)
 
 
-def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
-                 anchors: Iterable[int], anchor_ok: AnchorFilter,
-                 per_anchor: Callable[[int], Iterator[Candidate]],
-                 shuffle: random.Random | None = None
-                 ) -> Iterator[Iterable[Candidate]]:
+def _memo_stream(
+    world: World,
+    memo: AnchorMemo,
+    key: Hashable,
+    anchors: Iterable[int],
+    anchor_ok: AnchorFilter,
+    per_anchor: Callable[[int], Iterator[Candidate]],
+    shuffle: random.Random | None = None,
+) -> Iterator[Iterable[Candidate]]:
     """Each accepted anchor's candidates: from ``memo`` while still valid,
     else from ``per_anchor`` (and kept); with ``shuffle``, in an order it
     draws."""
@@ -159,8 +176,9 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
         if entry is not None and same_basis(entry[0], basis):
             found = entry[1]
             # (The memo's list is shared: shuffled as a copy.)
-            yield iter(found if shuffle is None or len(found) < 2
-                       else shuffle.sample(found, len(found)))
+            yield iter(
+                found if shuffle is None or len(found) < 2 else shuffle.sample(found, len(found))
+            )
             continue
         if len(basis) == 1:
             # A lone tree gives at most one candidate (each group fits
@@ -169,13 +187,11 @@ def _memo_stream(world: World, memo: AnchorMemo, key: Hashable,
             memo.keep(entries, anchor, basis, found)
             yield iter(found)
             continue
-        fresh = _remembered(memo, entries, anchor, basis,
-                            per_anchor(anchor))
+        fresh = _remembered(memo, entries, anchor, basis, per_anchor(anchor))
         yield fresh if shuffle is None else _mixed(fresh, shuffle)
 
 
-def _hosts_first(gens: Iterable[Iterable[Candidate]]
-                 ) -> Iterator[Candidate]:
+def _hosts_first(gens: Iterable[Iterable[Candidate]]) -> Iterator[Candidate]:
     """The first candidate of each anchor in turn, then the rest of each
     anchor's, anchor by anchor: with ``limit``, as many trees as it
     allows before a second candidate of any (``distinct`` still drops
@@ -210,8 +226,7 @@ def _roundrobin(gens: list[Iterable[Candidate]]) -> Iterator[Candidate]:
         active = still
 
 
-def distinct(stream: Iterable[Candidate],
-             keys: set[tuple[object, ...]]) -> Iterator[Candidate]:
+def distinct(stream: Iterable[Candidate], keys: set[tuple[object, ...]]) -> Iterator[Candidate]:
     """``stream`` without repeats (``keys`` remembers across calls)."""
     for cand in stream:
         if cand.shared_only:

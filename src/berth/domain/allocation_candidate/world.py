@@ -87,15 +87,13 @@ class World:
                 self.by_trait.setdefault(name, set()).add(p.id)
             for agg in p.aggregates:
                 self.by_agg.setdefault(agg, set()).add(p.id)
-        self.sharing = sorted(self.by_trait.get(
-            os_traits.MISC_SHARES_VIA_AGGREGATE, ()))
+        self.sharing = sorted(self.by_trait.get(os_traits.MISC_SHARES_VIA_AGGREGATE, ()))
         self.anchors = {sid: self.served(sid) for sid in self.sharing}
 
     def _index_trees(self) -> None:
         """``ordered``, ``by_class``, ``trees``, ``tree_class`` and
         ``roots``."""
-        self.ordered = [p.id for p in sorted(self.providers.values(),
-                                             key=lambda p: p.uuid)]
+        self.ordered = [p.id for p in sorted(self.providers.values(), key=lambda p: p.uuid)]
         self.trees = {}
         self.by_class = {}
         self.tree_class = {}
@@ -156,9 +154,9 @@ class World:
             self.root_traits.append(traits)
             self.root_aggs.append(aggs)
 
-    def served_labels(self, common: dict[frozenset[str], frozenset[str]],
-                      root: int) -> tuple[frozenset[str] | None,
-                                          frozenset[str] | None]:
+    def served_labels(
+        self, common: dict[frozenset[str], frozenset[str]], root: int
+    ) -> tuple[frozenset[str] | None, frozenset[str] | None]:
         """The traits and the aggregates of every provider that may serve
         ``root``'s tree, each only where it is more than the root's own
         (None where not): what the tree indexes hold for ``root``.
@@ -173,25 +171,23 @@ class World:
             p = self.providers[pid]
             traits.update(p.traits)
             aggs.update(p.aggregates)
-        return (_more(common, traits, own.traits),
-                _more(common, aggs, own.aggregates))
+        return (_more(common, traits, own.traits), _more(common, aggs, own.aggregates))
 
     def tree_labels(self, root: int) -> tuple[frozenset[str], frozenset[str]]:
         """The traits and the aggregates of every provider that may serve
         ``root``'s tree: its own providers and the sharing providers
         serving it (a root of this world)."""
         p = self.providers[root]
-        return (self.tree_traits.get(root, p.traits),
-                self.tree_aggs.get(root, p.aggregates))
+        return (self.tree_traits.get(root, p.traits), self.tree_aggs.get(root, p.aggregates))
 
     def served(self, sid: int) -> set[int]:
         """The roots of every tree with a provider in one of sharing
         provider ``sid``'s aggregates (its own root too, when it is in
         any): ``anchors[sid]``."""
         providers = self.providers
-        return {providers[pid].root_id
-                for agg in providers[sid].aggregates
-                for pid in self.by_agg[agg]}
+        return {
+            providers[pid].root_id for agg in providers[sid].aggregates for pid in self.by_agg[agg]
+        }
 
     def is_root(self, pid: int) -> bool:
         """True when ``pid`` is one of ``roots``."""
@@ -220,14 +216,14 @@ class World:
         parent = self.providers[pid].parent_id
         while parent is not None and parent not in found:
             found.add(parent)
-            parent = self.providers[parent].parent_id if \
-                parent in self.providers else None
+            parent = self.providers[parent].parent_id if parent in self.providers else None
         result = self.ancestry[pid] = frozenset(found)
         return result
 
 
-def _more(common: dict[frozenset[str], frozenset[str]], union: set[str],
-          mine: frozenset[str]) -> frozenset[str] | None:
+def _more(
+    common: dict[frozenset[str], frozenset[str]], union: set[str], mine: frozenset[str]
+) -> frozenset[str] | None:
     """``union`` as a frozenset (one per equal set) when it holds more
     than ``mine``, else None."""
     if len(union) == len(mine):

@@ -43,20 +43,25 @@ PATCH_MOST = 1000
 Change = tuple[Provider | None, Provider | None]
 
 
-def with_usage(world: World, used: dict[int, dict[str, int]],
-               *, in_place: bool = False) -> World:
+def with_usage(world: World, used: dict[int, dict[str, int]], *, in_place: bool = False) -> World:
     """``world`` with new usage for some providers (their objects are
     replaced; everything else, indexes and memo included, is shared).
     ``in_place``: ``world``'s provider map itself is updated and shared
     with the world returned."""
-    return _swapped(world, {
-        pid: dataclasses.replace(old, used=now)
-        for pid, now in used.items()
-        if (old := world.providers.get(pid)) is not None}, in_place)
+    return _swapped(
+        world,
+        {
+            pid: dataclasses.replace(old, used=now)
+            for pid, now in used.items()
+            if (old := world.providers.get(pid)) is not None
+        },
+        in_place,
+    )
 
 
-def with_providers(world: World, fresh: Iterable[Provider],
-                   *, in_place: bool = False) -> World | None:
+def with_providers(
+    world: World, fresh: Iterable[Provider], *, in_place: bool = False
+) -> World | None:
     """``world`` with ``fresh`` replacing the providers of the same ids,
     sharing every index, when none of them changed what an index holds
     (only inventory amounts or usage changed: the common inventory
@@ -70,8 +75,7 @@ def with_providers(world: World, fresh: Iterable[Provider],
     return _swapped(world, swap, in_place)
 
 
-def _swapped(world: World, fresh: dict[int, Provider], in_place: bool
-             ) -> World:
+def _swapped(world: World, fresh: dict[int, Provider], in_place: bool) -> World:
     """A world sharing every index with ``world``, whose provider map
     holds ``fresh`` in place of the providers of the same ids: a copy of
     ``world``'s map, or (``in_place``) that map itself."""
@@ -85,13 +89,20 @@ def _swapped(world: World, fresh: dict[int, Provider], in_place: bool
 
 def _indexed(p: Provider) -> tuple[object, ...]:
     """What of ``p`` the world's indexes depend on."""
-    return (p.uuid, p.root_id, p.parent_id, p.inventories.keys(), p.traits,
-            p.aggregates, p.trait_list)
+    return (
+        p.uuid,
+        p.root_id,
+        p.parent_id,
+        p.inventories.keys(),
+        p.traits,
+        p.aggregates,
+        p.trait_list,
+    )
 
 
-def with_changes(world: World, fresh: Iterable[Provider],
-                 gone: Iterable[int] = (), *, in_place: bool = False
-                 ) -> World | None:
+def with_changes(
+    world: World, fresh: Iterable[Provider], gone: Iterable[int] = (), *, in_place: bool = False
+) -> World | None:
     """``world`` with the providers ``gone`` removed and ``fresh``
     replacing or adding the providers of their ids: equal, index by
     index, to a ``World`` built of those providers, but made by editing
@@ -131,28 +142,31 @@ def with_changes(world: World, fresh: Iterable[Provider],
     other = copy.copy(world)
     other.providers, other.memo, other.ancestry = providers, {}, {}
     try:
-        _patch(other, world, _Edit(changes, names, near, was_root, before,
-                                   providers, in_place))
+        _patch(other, world, _Edit(changes, names, near, was_root, before, providers, in_place))
     except indexes.Unpatchable:
         return None
     other.rankings = order.reranked(world, other, ranked, in_place=in_place)
     return other
 
 
-def _indexed_changes(world: World, ids: Iterable[int],
-                     new_of: dict[int, Provider]) -> list[Change] | None:
+def _indexed_changes(
+    world: World, ids: Iterable[int], new_of: dict[int, Provider]
+) -> list[Change] | None:
     """(old, new) for each of ``ids`` whose change moves it in an index
     (new None: gone); None when one of them is or was a sharing
     provider."""
     changes: list[Change] = []
     for pid in ids:
         old, new = world.providers.get(pid), new_of.get(pid)
-        if old is None and new is None or (
-                old is not None and new is not None
-                and _indexed(old) == _indexed(new)):
+        if (
+            old is None
+            and new is None
+            or (old is not None and new is not None and _indexed(old) == _indexed(new))
+        ):
             continue
-        if any(os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits
-               for p in (old, new) if p is not None):
+        if any(
+            os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits for p in (old, new) if p is not None
+        ):
             return None
         changes.append((old, new))
     return changes
@@ -163,12 +177,10 @@ def _names(old: World, changes: list[Change]) -> dict[str, int | None]:
     Unpatchable when a new uuid is already another provider's."""
     names: dict[str, int | None] = {}
     for before, after in changes:
-        if before is not None and (after is None
-                                   or after.uuid != before.uuid):
+        if before is not None and (after is None or after.uuid != before.uuid):
             names[before.uuid] = None
     for before, after in changes:
-        if after is not None and (before is None
-                                  or after.uuid != before.uuid):
+        if after is not None and (before is None or after.uuid != before.uuid):
             if names.get(after.uuid, old.by_uuid.get(after.uuid)) is not None:
                 raise indexes.Unpatchable(after.id)
             names[after.uuid] = after.id
@@ -214,24 +226,24 @@ def _patch(new: World, old: World, edit: _Edit) -> None:
     """Edit ``new``, a copy of ``old``, for ``edit.changes``."""
     changes, mine = edit.changes, edit.in_place
     new.by_uuid = indexes.updated(old.by_uuid, edit.names, in_place=mine)
-    new.by_trait = indexes.edit_sets(old.by_trait, *indexes.shifts(
-        changes, lambda p: p.traits, ordered=False), in_place=mine)
-    new.by_agg = indexes.edit_sets(old.by_agg, *indexes.shifts(
-        changes, lambda p: p.aggregates, ordered=False), in_place=mine)
+    new.by_trait = indexes.edit_sets(
+        old.by_trait, *indexes.shifts(changes, lambda p: p.traits, ordered=False), in_place=mine
+    )
+    new.by_agg = indexes.edit_sets(
+        old.by_agg, *indexes.shifts(changes, lambda p: p.aggregates, ordered=False), in_place=mine
+    )
 
-    def lists(index: dict[Any, list[int]],
-              keys: Callable[[Provider], Iterable[Any]]
-              ) -> dict[Any, list[int]]:
+    def lists(
+        index: dict[Any, list[int]], keys: Callable[[Provider], Iterable[Any]]
+    ) -> dict[Any, list[int]]:
         leave, join = indexes.shifts(changes, keys, ordered=True)
-        return indexes.edit_lists(index, leave, join, edit.uuid_before,
-                                  new.uuid, in_place=mine)
+        return indexes.edit_lists(index, leave, join, edit.uuid_before, new.uuid, in_place=mine)
 
     # ``ordered`` as the one entry of an index every provider is under
     new.ordered = lists({0: old.ordered}, lambda p: (0,)).get(0, [])
     new.trees = lists(old.trees, lambda p: (p.root_id,))
     new.by_class = lists(old.by_class, lambda p: p.inventories.keys())
-    new.tree_class = lists(
-        old.tree_class, lambda p: [(p.root_id, rc) for rc in p.inventories])
+    new.tree_class = lists(old.tree_class, lambda p: [(p.root_id, rc) for rc in p.inventories])
     _patch_served(new, old, edit)
     _patch_roots(new, old, edit)
     _patch_tree_labels(new, old, edit)
@@ -256,8 +268,7 @@ def _patch_served(new: World, old: World, edit: _Edit) -> None:
             continue
         anchors[sid] = now
         for anchor in (now ^ was) - {sharing.root_id}:
-            have = (into[anchor] if anchor in into
-                    else old.shared_into.get(anchor))
+            have = into[anchor] if anchor in into else old.shared_into.get(anchor)
             members = [s for s in have or () if s != sid]
             if anchor in now:
                 bisect.insort(members, sid, key=new.uuid)
@@ -271,9 +282,13 @@ def _patch_roots(new: World, old: World, edit: _Edit) -> None:
     it, for the ``near`` providers that became roots, stopped being one
     or, being one, changed uuid (and so place)."""
     near, was_root, mine = edit.near, edit.was_root, edit.in_place
-    moved = [pid for pid in near if (pid in was_root) != new.is_root(pid)
-             or new.is_root(pid)
-             and edit.uuid_before(pid) != new.uuid(pid)]
+    moved = [
+        pid
+        for pid in near
+        if (pid in was_root) != new.is_root(pid)
+        or new.is_root(pid)
+        and edit.uuid_before(pid) != new.uuid(pid)
+    ]
     if not moved:
         return
     roots = old.roots if mine else list(old.roots)
@@ -282,8 +297,8 @@ def _patch_roots(new: World, old: World, edit: _Edit) -> None:
     for pid in moved:
         if pid in was_root:
             i = indexes.position(
-                roots, edit.before.get(pid) or new.providers[pid],
-                edit.uuid_before)
+                roots, edit.before.get(pid) or new.providers[pid], edit.uuid_before
+            )
             del roots[i], traits[i], aggs[i]
     for pid in moved:
         if new.is_root(pid):
@@ -312,10 +327,13 @@ def _patch_tree_labels(new: World, old: World, edit: _Edit) -> None:
         p = new.providers[root]
         at[indexes.position(new.roots, p, new.uuid)] = (
             p.traits if more_traits is None else more_traits,
-            p.aggregates if more_aggs is None else more_aggs)
+            p.aggregates if more_aggs is None else more_aggs,
+        )
     new.tree_traits = indexes.updated(old.tree_traits, tree_traits, in_place=mine)
     new.tree_aggs = indexes.updated(old.tree_aggs, tree_aggs, in_place=mine)
-    new.root_traits = indexes.edit_at(new.root_traits, {
-        i: labels[0] for i, labels in at.items()}, old.root_traits, in_place=mine)
-    new.root_aggs = indexes.edit_at(new.root_aggs, {
-        i: labels[1] for i, labels in at.items()}, old.root_aggs, in_place=mine)
+    new.root_traits = indexes.edit_at(
+        new.root_traits, {i: labels[0] for i, labels in at.items()}, old.root_traits, in_place=mine
+    )
+    new.root_aggs = indexes.edit_at(
+        new.root_aggs, {i: labels[1] for i, labels in at.items()}, old.root_aggs, in_place=mine
+    )

@@ -75,25 +75,28 @@ def listen_socket(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``; SystemExit with one line when
     it cannot be bound (in use, not this machine's address)."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)
     except OSError as exc:
-        raise SystemExit("berth: error: cannot listen on %s:%d for the "
-                         "change feed ([berth] watch_listen): %s"
-                         % (host, port, exc.strerror or exc)) from None
+        raise SystemExit(
+            "berth: error: cannot listen on %s:%d for the "
+            "change feed ([berth] watch_listen): %s" % (host, port, exc.strerror or exc)
+        ) from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(1024)
     except OSError as exc:
         sock.close()
-        hint = (" (set [berth] watch_listen to a free host:port, or empty "
-                "to serve no watch)" if exc.errno == errno.EADDRINUSE else "")
-        raise SystemExit("berth: error: cannot listen on %s:%d for the "
-                         "change feed: %s%s" % (host, port,
-                                                exc.strerror or exc, hint)
-                         ) from None
+        hint = (
+            " (set [berth] watch_listen to a free host:port, or empty to serve no watch)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise SystemExit(
+            "berth: error: cannot listen on %s:%d for the "
+            "change feed: %s%s" % (host, port, exc.strerror or exc, hint)
+        ) from None
     sock.setblocking(False)
     return sock
 
@@ -101,9 +104,18 @@ def listen_socket(host: str, port: int) -> socket.socket:
 def serve(conf: cfg.ConfigOpts, sock: socket.socket, parent: int) -> None:
     """Serve the watch on ``sock`` until SIGTERM or SIGINT, or until
     process ``parent`` (the master) is gone."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
-                signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
-                signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
+    for sig in (
+        signal.SIGTERM,
+        signal.SIGINT,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGCHLD,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+        signal.SIGWINCH,
+    ):
         signal.signal(sig, signal.SIG_DFL)
     name_process(PROCESS_NAME)
     asyncio.run(_main(conf, sock, parent))
@@ -130,20 +142,19 @@ class Running(NamedTuple):
     pool: ThreadPoolExecutor
 
 
-async def open_server(conf: cfg.ConfigOpts, db: Database,
-                      sock: socket.socket) -> Running:
+async def open_server(conf: cfg.ConfigOpts, db: Database, sock: socket.socket) -> Running:
     """Serve the watch on ``sock`` from this event loop, reading ``db``
     (:func:`close_server` stops it)."""
     pool = ThreadPoolExecutor(8, thread_name_prefix="berth-watch")
     metrics = Metrics()
     feed = Feed(db, pool, metrics)
     await feed.start()
-    server = Server(feed, Gate(conf, db, Policy(conf), metrics), pool,
-                    conf.berth.watch_drain_timeout)
+    server = Server(
+        feed, Gate(conf, db, Policy(conf), metrics), pool, conf.berth.watch_drain_timeout
+    )
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", server.anything)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           shutdown_timeout=1.0)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     return Running(runner, asyncio.create_task(feed.run()), feed, pool)
@@ -158,13 +169,13 @@ async def close_server(running: Running) -> None:
     running.pool.shutdown(wait=False, cancel_futures=True)
 
 
-async def _main(conf: cfg.ConfigOpts, sock: socket.socket,
-                parent: int) -> None:
+async def _main(conf: cfg.ConfigOpts, sock: socket.socket, parent: int) -> None:
     db = Database(setup.engine_from_conf(conf))
     running = await open_server(conf, db, sock)
     host, port = sock.getsockname()[:2]
-    LOG.info("serving the change feed's watch on http://%s:%d%s (pid %d)",
-             host, port, PATH, os.getpid())
+    LOG.info(
+        "serving the change feed's watch on http://%s:%d%s (pid %d)", host, port, PATH, os.getpid()
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

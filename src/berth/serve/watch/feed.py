@@ -55,6 +55,7 @@ SSE, JSONL = "text/event-stream", "application/x-ndjson"
 #: The event name of a bookmark frame.
 BOOKMARK = b"bookmark"
 
+
 class Entry(NamedTuple):
     """An event in stream order, with the position to resume from when
     it is the last of its write a watcher gets (``after``) and when more
@@ -65,8 +66,7 @@ class Entry(NamedTuple):
     after: str
 
 
-def entries(start: Position, found: Iterable[events.Stored]
-            ) -> list[Entry]:
+def entries(start: Position, found: Iterable[events.Stored]) -> list[Entry]:
     """``found`` (events in stream order, after ``start``) as entries."""
     at, before, out = start, str(start), []
     for e in found:
@@ -80,15 +80,13 @@ def entries(start: Position, found: Iterable[events.Stored]
 def frame(fmt: str, name: bytes, resume: str, data: bytes) -> bytes:
     """One frame: a JSON line, or an SSE event whose id is ``resume``."""
     if fmt == SSE:
-        return b"id: %s\nevent: %s\ndata: %s\n\n" % (resume.encode(), name,
-                                                      data)
+        return b"id: %s\nevent: %s\ndata: %s\n\n" % (resume.encode(), name, data)
     return data + b"\n"
 
 
 def bookmark(fmt: str, position: str) -> bytes:
     """A frame with only the position (``{"after": ...}``)."""
-    return frame(fmt, BOOKMARK, position,
-                 orjson.dumps({"after": position}))
+    return frame(fmt, BOOKMARK, position, orjson.dumps({"after": position}))
 
 
 def poll_interval(watchers: int) -> float:
@@ -106,8 +104,7 @@ def woken_interval(watchers: int) -> float:
     cost its feed no more polls than without the notifications."""
     if not watchers:
         return poll_interval(0)
-    return max(MIN_WOKEN, min(poll_interval(watchers),
-                              POLL * watchers / POLL_WATCHERS))
+    return max(MIN_WOKEN, min(poll_interval(watchers), POLL * watchers / POLL_WATCHERS))
 
 
 def wire(data: bytes, *, chunked: bool) -> bytes:
@@ -116,21 +113,26 @@ def wire(data: bytes, *, chunked: bool) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
 
 
-def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None
-           ) -> bytes:
+def frames(fmt: str, got: list[Entry], cache: dict[Any, bytes] | None = None) -> bytes:
     """The frames of ``got`` (what one watcher gets, in order); ``cache``
     shares each encoding between the watchers of one batch."""
     out = []
     for n, entry in enumerate(got):
         e = entry.event
-        whole = n + 1 == len(got) or (got[n + 1].event.slot,
-                                      got[n + 1].event.seq) != (e.slot, e.seq)
+        whole = n + 1 == len(got) or (got[n + 1].event.slot, got[n + 1].event.seq) != (
+            e.slot,
+            e.seq,
+        )
         key = (id(entry), whole, fmt)
         data = None if cache is None else cache.get(key)
         if data is None:
             resume = entry.after if whole else entry.before
-            data = frame(fmt, e.kind.encode(), resume, orjson.dumps(
-                {**feed_view.event_body(e), "after": resume}))
+            data = frame(
+                fmt,
+                e.kind.encode(),
+                resume,
+                orjson.dumps({**feed_view.event_body(e), "after": resume}),
+            )
             if cache is not None:
                 cache[key] = data
         out.append(data)
@@ -151,7 +153,8 @@ class Watcher:
     chunked: bool = True
     #: Done when the feed ended the stream (a slow reader, a reset).
     ended: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     last: float = field(default_factory=time.monotonic)
 
     @property
@@ -168,8 +171,7 @@ class Watcher:
         when the connection is gone or the watcher reads too slowly, and
         it was ended instead."""
         transport = self.transport
-        if transport.is_closing() or (
-                transport.get_write_buffer_size() > MAX_BUFFERED):
+        if transport.is_closing() or (transport.get_write_buffer_size() > MAX_BUFFERED):
             self.end()
             return False
         transport.write(data)
@@ -196,27 +198,23 @@ def _key(e: events.Stored) -> tuple[int, int, int]:
 class Feed:
     """The one reader of the change table and its watchers."""
 
-    def __init__(self, db: Database, pool: ThreadPoolExecutor,
-                 metrics: Metrics) -> None:
+    def __init__(self, db: Database, pool: ThreadPoolExecutor, metrics: Metrics) -> None:
         self.db, self.pool, self.metrics = db, pool, metrics
         self.position = Position()
         self.text = "0"
         self.ring: deque[tuple[float, Entry, Position]] = deque()
         self.ring_start = Position()
-        self.groups: dict[tuple[events.Filters, tuple[str, ...] | None],
-                      set[Watcher]] = {}
+        self.groups: dict[tuple[events.Filters, tuple[str, ...] | None], set[Watcher]] = {}
         self.reading = False
         self.watchers = 0
         self._tick = asyncio.Event()
         #: Set by a notification: something was written since the poll.
         self._wake = asyncio.Event()
         #: PostgreSQL's LISTEN, where there is one (else plain polling).
-        self.listener = (Listener(db.engine, self._wake.set)
-                         if db.backend == "postgresql" else None)
+        self.listener = Listener(db.engine, self._wake.set) if db.backend == "postgresql" else None
 
     async def _db(self, fn: Callable[[Connection], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(
-            self.pool, self.db.read, fn)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self.db.read, fn)
 
     async def start(self) -> None:
         current, _ = await self._db(events.marks)
@@ -230,8 +228,7 @@ class Feed:
     async def run(self) -> None:
         """Poll, deliver and send bookmarks until cancelled (with the
         listener that wakes it, on PostgreSQL)."""
-        listening = (None if self.listener is None
-                     else asyncio.create_task(self.listener.run()))
+        listening = None if self.listener is None else asyncio.create_task(self.listener.run())
         try:
             await self._run()
         finally:
@@ -270,19 +267,21 @@ class Feed:
         trees = {tree for _, tree in self.groups if tree is not None}
         self.reading = True
         try:
-            batch = await self._db(functools.partial(
-                _read_batch, after=self.position, trees=trees))
+            batch = await self._db(functools.partial(_read_batch, after=self.position, trees=trees))
         except events.Gone as gone:
-            LOG.warning("change feed: %s; ending every watch", (
-                "the database's change sequence went back (a restored "
-                "backup?)" if gone.ahead else "the watched history is "
-                "gone (pruned, or berth db mark-restored)"))
+            LOG.warning(
+                "change feed: %s; ending every watch",
+                (
+                    "the database's change sequence went back (a restored backup?)"
+                    if gone.ahead
+                    else "the watched history is gone (pruned, or berth db mark-restored)"
+                ),
+            )
             self.end_all()
             self._reset(Position.of((await self._db(events.marks))[0]))
             batch = None
         except Exception as exc:  # noqa: BLE001 - keep serving; retry
-            LOG.warning("change feed: reading the change table failed: %s",
-                        exc)
+            LOG.warning("change feed: reading the change table failed: %s", exc)
             await asyncio.sleep(1.0)
             batch = None
         finally:
@@ -298,16 +297,20 @@ class Feed:
         cache: dict[Any, bytes] = {}
         for (filters, tree), group in list(self.groups.items()):
             about = None if tree is None else batch.trees.get(tree, frozenset())
-            mine = [x for x in got if change.passes(filters, x.event) and (
-                about is None or _key(x.event) in about)]
+            mine = [
+                x
+                for x in got
+                if change.passes(filters, x.event) and (about is None or _key(x.event) in about)
+            ]
             if not mine:
                 continue
             self.metrics.feed_events.inc(len(mine) * len(group))
             if self._send(group, mine, cache):
                 # Once per group, not per watcher (that would cost as much
                 # as the writes); wall clock, as the events' stored time.
-                self.metrics.feed_delivery.observe(time.time() - min(
-                    x.event.created_at for x in mine))
+                self.metrics.feed_delivery.observe(
+                    time.time() - min(x.event.created_at for x in mine)
+                )
         self.position = self.position.merged(batch.upto)
         self.text = str(self.position)
         now = time.monotonic()
@@ -315,12 +318,10 @@ class Feed:
         for x in got:
             at = at.past(x.event.slot, x.event.seq)
             self.ring.append((now, x, at))
-        while self.ring and (len(self.ring) > RING_EVENTS
-                             or now - self.ring[0][0] > RING_SECONDS):
+        while self.ring and (len(self.ring) > RING_EVENTS or now - self.ring[0][0] > RING_SECONDS):
             self.ring_start = self.ring_start.merged(self.ring.popleft()[2])
 
-    def _send(self, group: set[Watcher], mine: list[Entry],
-              cache: dict[Any, bytes]) -> bool:
+    def _send(self, group: set[Watcher], mine: list[Entry], cache: dict[Any, bytes]) -> bool:
         """Write ``mine`` to every watcher of ``group``; whether any of
         them took it (the others are ended and leave)."""
         by_framing: dict[tuple[str, bool], bytes] = {}
@@ -328,8 +329,7 @@ class Feed:
         for w in list(group):
             data = by_framing.get(w.framing)
             if data is None:
-                data = by_framing[w.framing] = wire(
-                    frames(w.fmt, mine, cache), chunked=w.chunked)
+                data = by_framing[w.framing] = wire(frames(w.fmt, mine, cache), chunked=w.chunked)
             if w.push(data, now):
                 sent = True
             else:
@@ -344,7 +344,8 @@ class Feed:
                     data = marks.get(w.framing)
                     if data is None:
                         data = marks[w.framing] = wire(
-                            bookmark(w.fmt, self.text), chunked=w.chunked)
+                            bookmark(w.fmt, self.text), chunked=w.chunked
+                        )
                     if not w.push(data, now):
                         self.leave(w)
 
@@ -365,8 +366,7 @@ class Feed:
         self.watchers = 0
         self.metrics.feed_watchers.set(0)
 
-    async def follow(self, w: Watcher, at: Position,
-                     write: Callable[[bytes], Any]) -> None:
+    async def follow(self, w: Watcher, at: Position, write: Callable[[bytes], Any]) -> None:
         """Bring ``w`` from position ``at`` up to the live stream (the
         database, then the ring), writing what it gets with ``write``
         (which frames it and waits for the connection), and join it: from
@@ -374,36 +374,40 @@ class Feed:
         Raises ``events.Gone`` when the history after ``at`` is pruned."""
         while True:
             if not at >= self.ring_start:  # older than the ring
-                page = await self._db(functools.partial(
-                    change.read, after=at, filters=w.filters, trees=w.tree,
-                    limit=schema.DEFAULT_LIMIT))
+                page = await self._db(
+                    functools.partial(
+                        change.read,
+                        after=at,
+                        filters=w.filters,
+                        trees=w.tree,
+                        limit=schema.DEFAULT_LIMIT,
+                    )
+                )
                 await write(frames(w.fmt, entries(at, page.events)))
                 at = at.merged(Position.of(page.upto))
                 continue
             if self.reading or not self.position >= at:
                 await self._tick.wait()  # the reader is not there yet
                 continue
-            fresh = [x.event for _, x, _ in self.ring
-                     if x.event.seq > at.get(x.event.slot)]
+            fresh = [x.event for _, x, _ in self.ring if x.event.seq > at.get(x.event.slot)]
             if not fresh:  # nothing between: join (one step of the loop)
                 self.groups.setdefault(w.group, set()).add(w)
                 self.watchers += 1
                 self.metrics.feed_watchers.inc()
-                if not w.push(wire(bookmark(w.fmt, self.text), chunked=w.chunked),
-                              time.monotonic()):
+                if not w.push(
+                    wire(bookmark(w.fmt, self.text), chunked=w.chunked), time.monotonic()
+                ):
                     self.leave(w)
                 return
             reached = self.position
             mine = [e for e in fresh if change.passes(w.filters, e)]
             if w.tree is not None and mine:
-                mine = await self._db(functools.partial(
-                    change.of_tree, found=mine, trees=w.tree))
+                mine = await self._db(functools.partial(change.of_tree, found=mine, trees=w.tree))
             await write(frames(w.fmt, entries(at, mine)))
             at = at.merged(reached)
 
 
-def _read_batch(conn: Connection, after: Position,
-                trees: set[tuple[str, ...]]) -> Batch | None:
+def _read_batch(conn: Connection, after: Position, trees: set[tuple[str, ...]]) -> Batch | None:
     """Every event after ``after`` (None when the sequence has not
     moved), and which are about each of ``trees``."""
     current, _ = events.marks(conn)
@@ -412,14 +416,10 @@ def _read_batch(conn: Connection, after: Position,
     found: list[events.Stored] = []
     pos = after
     while True:
-        page = events.read(conn, pos.as_dict(), events.Filters(),
-                           schema.MAX_LIMIT)
+        page = events.read(conn, pos.as_dict(), events.Filters(), schema.MAX_LIMIT)
         found += page.events
         pos = pos.merged(Position.of(page.upto))
         if not page.more:
             break
-    about = {tree: frozenset(_key(e) for e in change.of_tree(conn, found, tree))
-             for tree in trees}
+    about = {tree: frozenset(_key(e) for e in change.of_tree(conn, found, tree)) for tree in trees}
     return Batch(found, pos, about)
-
-

@@ -75,9 +75,11 @@ class Listener:
                 if self.listening:  # it worked until now: soon again
                     delay = RETRY
                 if delay == RETRY:  # once per outage, not per attempt
-                    LOG.warning("change feed: no LISTEN %s (%s); polling "
-                                "until it is back", CHANNEL,
-                                _first_line(exc))
+                    LOG.warning(
+                        "change feed: no LISTEN %s (%s); polling until it is back",
+                        CHANNEL,
+                        _first_line(exc),
+                    )
             finally:
                 if self.listening:  # the feed waits for it: poll again
                     self.listening = False
@@ -86,13 +88,11 @@ class Listener:
             delay = min(delay * 2, MAX_RETRY)
 
     async def _listen(self) -> None:
-        conn = await psycopg.AsyncConnection.connect(autocommit=True,
-                                                     **self.params)
+        conn = await psycopg.AsyncConnection.connect(autocommit=True, **self.params)
         try:
             await conn.execute("LISTEN " + CHANNEL)
             self.listening = True
-            LOG.info("change feed: LISTEN %s (woken at each write's commit)",
-                     CHANNEL)
+            LOG.info("change feed: LISTEN %s (woken at each write's commit)", CHANNEL)
             self.wake()  # what was written while not listening
             while True:
                 async for _ in conn.notifies(timeout=CHECK):

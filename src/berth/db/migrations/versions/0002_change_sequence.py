@@ -4,6 +4,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-29
 """
+
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,8 +29,12 @@ def upgrade() -> None:
     op.bulk_insert(state, [{"id": 1, "seq": 0}])
     op.create_table(
         "berth_changes",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-                  primary_key=True, autoincrement=True),
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
         sa.Column("seq", sa.BigInteger, nullable=False),
         sa.Column("kind", sa.String(1), nullable=False),
         sa.Column("resource_provider_id", sa.Integer, nullable=True),

@@ -7,6 +7,7 @@ Create Date: 2026-11-30
 ``berth_changes`` gains the slot (the ``berth_state`` row) that numbered
 each change; existing rows were numbered by the one row there was, 1.
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -18,8 +19,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("berth_changes") as batch:
-        batch.add_column(sa.Column("slot", sa.Integer, nullable=False,
-                                   server_default="1"))
+        batch.add_column(sa.Column("slot", sa.Integer, nullable=False, server_default="1"))
         batch.drop_index("ix_berth_changes_seq")
         batch.create_index("ix_berth_changes_slot_seq", ["slot", "seq"])
 

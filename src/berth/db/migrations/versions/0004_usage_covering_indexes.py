@@ -12,6 +12,7 @@ steps read only index pages: consumers (``project_id``, ``user_id``,
 one goes: MySQL needs an index that starts with ``project_id`` for the
 consumers' foreign key at every moment.
 """
+
 from alembic import op
 
 revision = "0004"
@@ -21,12 +22,20 @@ depends_on = None
 
 #: (table, old index, its columns, new index, its columns)
 _WIDENED = [
-    ("consumers", "ix_consumers_project_id_user_id", ["project_id", "user_id"],
-     "ix_consumers_project_id_user_id_consumer_type_id_uuid",
-     ["project_id", "user_id", "consumer_type_id", "uuid"]),
-    ("allocations", "ix_allocations_consumer_id", ["consumer_id"],
-     "ix_allocations_consumer_id_resource_class_id_used",
-     ["consumer_id", "resource_class_id", "used"]),
+    (
+        "consumers",
+        "ix_consumers_project_id_user_id",
+        ["project_id", "user_id"],
+        "ix_consumers_project_id_user_id_consumer_type_id_uuid",
+        ["project_id", "user_id", "consumer_type_id", "uuid"],
+    ),
+    (
+        "allocations",
+        "ix_allocations_consumer_id",
+        ["consumer_id"],
+        "ix_allocations_consumer_id_resource_class_id_used",
+        ["consumer_id", "resource_class_id", "used"],
+    ),
 ]
 
 

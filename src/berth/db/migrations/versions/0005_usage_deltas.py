@@ -12,6 +12,7 @@ worker then brings the ``GET /usages`` answers it keeps up to date from
 those rows instead of summing the project's allocations again. The four
 columns are empty on every other row.
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -26,10 +27,8 @@ _COLUMNS = ("user_id", "consumer_type_id", "resource_class_id", "amount")
 def upgrade() -> None:
     with op.batch_alter_table("berth_changes") as batch:
         batch.add_column(sa.Column("user_id", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("consumer_type_id", sa.Integer,
-                                   nullable=True))
-        batch.add_column(sa.Column("resource_class_id", sa.Integer,
-                                   nullable=True))
+        batch.add_column(sa.Column("consumer_type_id", sa.Integer, nullable=True))
+        batch.add_column(sa.Column("resource_class_id", sa.Integer, nullable=True))
         batch.add_column(sa.Column("amount", sa.BigInteger, nullable=True))
 
 

@@ -10,6 +10,7 @@ are gone. Writes numbered before this revision left no events, so each
 slot starts as pruned up to its current number: a feed reader asking for
 older history is told to list again (410), never handed a gap.
 """
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
@@ -22,8 +23,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("berth_state") as batch:
-        batch.add_column(sa.Column("pruned", sa.BigInteger, nullable=False,
-                                   server_default="0"))
+        batch.add_column(sa.Column("pruned", sa.BigInteger, nullable=False, server_default="0"))
     op.execute("UPDATE berth_state SET pruned = seq")
     op.create_table(
         "berth_events",
@@ -35,11 +35,10 @@ def upgrade() -> None:
         sa.Column("tree", sa.String(36), nullable=True),
         sa.Column("project", sa.String(255), nullable=True),
         sa.Column("created_at", sa.Double, nullable=False),
-        sa.Column("body", sa.Text().with_variant(
-            mysql.MEDIUMTEXT(), "mysql"), nullable=False),
-        sa.PrimaryKeyConstraint("slot", "seq", "idx",
-                                name="pk_berth_events"),
-        mysql_charset="utf8mb4", mysql_collate="utf8mb4_bin",
+        sa.Column("body", sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql"), nullable=False),
+        sa.PrimaryKeyConstraint("slot", "seq", "idx", name="pk_berth_events"),
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_bin",
     )
 
 

@@ -14,6 +14,7 @@ several in one transaction are one. The change table stays the only
 source of what changed; a lost notification only delays a feed until its
 fallback poll. Nothing on SQLite and MySQL, which have no such thing.
 """
+
 from alembic import op
 
 revision = "0007"
@@ -37,9 +38,11 @@ BEGIN
 END
 $$""")
     # EXECUTE PROCEDURE: the spelling every supported version accepts.
-    op.execute("CREATE TRIGGER berth_changes_notify AFTER INSERT ON "
-               "berth_changes FOR EACH STATEMENT EXECUTE PROCEDURE "
-               "berth_changes_notify()")
+    op.execute(
+        "CREATE TRIGGER berth_changes_notify AFTER INSERT ON "
+        "berth_changes FOR EACH STATEMENT EXECUTE PROCEDURE "
+        "berth_changes_notify()"
+    )
 
 
 def downgrade() -> None:
