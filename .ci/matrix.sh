@@ -59,6 +59,7 @@ FUNCTIONAL=(
   tests/functional/test_usage.py
   tests/functional/test_http_core.py
   tests/functional/test_hostile_input.py
+  tests/functional/test_hostile_input_numbers.py
   tests/functional/test_app_middleware.py
   tests/functional/test_healthcheck.py
   tests/functional/test_serve.py
@@ -69,6 +70,8 @@ FUNCTIONAL=(
   tests/functional/test_logs.py
   tests/functional/test_metrics.py
   tests/functional/test_change.py
+  tests/functional/test_change_filters.py
+  tests/functional/test_change_queries.py
   tests/functional/test_change_watch_serve.py
   tests/functional/test_change_watch_notify.py
   tests/functional/test_db_connection.py

@@ -47,12 +47,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-import httpx
 import sqlalchemy as sa
 
 # bench/ for its sibling scripts, the repository root for support/.
@@ -60,6 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk  # noqa: E402
 import run  # noqa: E402
+import scale_report  # noqa: E402
+import worker_memory  # noqa: E402
 import world as world_mod  # noqa: E402
 
 from berth.api.microversion import wants  # noqa: E402
@@ -230,90 +230,13 @@ def memo_effect(world: World, host: int) -> Result:
     return out
 
 
-def _worker_pids(server: Server) -> list[int]:
-    """The server's worker processes: every process in its group but the
-    master."""
-    assert server.proc is not None
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == server.proc.pid:
-            continue
-        try:
-            stat = Path("/proc/%s/stat" % entry).read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[2]) == server.proc.pid:
-            pids.append(int(entry))
-    return pids
-
-
-def memory(pid: int) -> dict[str, float]:
-    """RSS, the part of it shared with other processes, and PSS, in MB."""
-    fields: dict[str, float] = {}
-    for line in Path("/proc/%d/smaps_rollup" % pid).read_text().splitlines()[1:]:
-        key, _, rest = line.partition(":")
-        fields[key] = int(rest.split()[0]) / 1024
-    return {
-        "rss_mb": fields["Rss"],
-        "pss_mb": fields["Pss"],
-        "shared_mb": fields["Shared_Clean"] + fields["Shared_Dirty"],
-    }
-
-
-def start(server: Server, timeout: float) -> Result:
-    """Start ``server``; seconds to its first candidates answer, then
-    memory per worker once every worker has answered (or timed out)."""
-    began = time.perf_counter()
-    server.start()
-    http = httpx.Client(base_url=server.url, headers=run.HEADERS, timeout=timeout)
-    query = "/allocation_candidates?%s&limit=1" % run.BASE
-    try:
-        http.get(query).raise_for_status()
-    except httpx.HTTPError as exc:
-        return {"error": str(exc)[:100]}
-    first = time.perf_counter() - began
-    # Every worker answers at least once: each has its world loaded.
-    workers = server.workers
-    with ThreadPoolExecutor(workers * 2) as pool:
-        list(
-            pool.map(
-                lambda _: httpx.get(server.url + query, headers=run.HEADERS, timeout=timeout),
-                range(workers * 8),
-            )
-        )
-    return {"first_answer_s": first, **workers_memory(server)}
-
-
-def workers_memory(server: Server) -> Result:
-    """The workers' memory now: largest RSS, smallest shared part, and
-    the sum of their PSS (their true total)."""
-    # A worker may be on its way out (replaced for its memory, [berth]
-    # worker_private_memory): read the ones there, once all are.
-    for _ in range(100):
-        mems = []
-        for pid in _worker_pids(server):
-            try:
-                mems.append(memory(pid))
-            except OSError:
-                continue
-        if len(mems) >= server.workers:
-            break
-        time.sleep(0.1)
-    return {
-        "workers": len(mems),
-        "rss_mb": max(m["rss_mb"] for m in mems),
-        "shared_mb": min(m["shared_mb"] for m in mems),
-        "pss_total_mb": sum(m["pss_mb"] for m in mems),
-    }
-
-
 def serve(
     kind: str, url: str, workdir: Path, workers: int, with_queries: bool, args: argparse.Namespace
 ) -> Result:
     out: Result = {}
     server = Server(kind, workdir / ("%s-%d" % (kind, workers)), workers, url)
     try:
-        out["start"] = start(server, args.timeout)
+        out["start"] = worker_memory.start(server, args.timeout)
         print("    %s %d workers: %s" % (kind, workers, out["start"]), flush=True)
         if "error" in out["start"]:
             return out
@@ -350,7 +273,7 @@ def serve(
         print("    %s claims %s" % (kind, out["claims"]), flush=True)
         # After every query and claim: what the workers hold once they have
         # answered (for Berth, its candidate memo and encoded summaries).
-        out["end"] = workers_memory(server)
+        out["end"] = worker_memory.workers_memory(server)
     finally:
         server.stop()
     return out
@@ -395,180 +318,6 @@ def one_size(db_kind: str, hosts: int, workdir: Path, args: argparse.Namespace) 
     finally:
         dbs.drop()
     return out
-
-
-def _num(d: Result | None, key: str) -> float | None:
-    if not d or "error" in d or key not in d:
-        return None
-    return float(d[key])
-
-
-def _cell(d: Result | None, key: str, fmt: str = "%.1f") -> str:
-    if d and "error" in d:
-        return "no answer" if "timeout" in str(d["error"]) else "error"
-    v = _num(d, key)
-    return "-" if v is None else fmt % v
-
-
-def _ratio(top: float | None, bottom: float | None) -> str:
-    if top is None or not bottom:
-        return "-"
-    return "%.1fx" % (top / bottom)
-
-
-def table(results: Result) -> str:
-    """Markdown: per database, hosts and worker count, each query's server
-    CPU per request and latency, then claims, start-up and memory."""
-    lines = [
-        "| db | hosts | workers | measure | Berth | upstream | ratio "
-        "| Berth p50/p99 ms | upstream p50/p99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for db_kind, sizes in results.items():
-        for hosts, res in sizes.items():
-            for key in [k for k in res if k.startswith("berth/")]:
-                w = key.split("/")[1]
-                b = res[key]
-                u = res.get(key.replace("berth", "upstream"), {})
-
-                def row(
-                    label: str,
-                    bd: Result | None,
-                    ud: Result | None,
-                    field: str,
-                    ratio: str,
-                    lat: bool = False,
-                    where: str = "| %s | %s | %s " % (db_kind, hosts, w),
-                ) -> None:
-                    bl = ul = ""
-                    if lat:
-                        bl = "%s/%s" % (_cell(bd, "p50_ms"), _cell(bd, "p99_ms"))
-                        ul = "%s/%s" % (_cell(ud, "p50_ms"), _cell(ud, "p99_ms"))
-                    lines.append(
-                        where
-                        + "| %s | %s | %s | %s | %s | %s |"
-                        % (label, _cell(bd, field), _cell(ud, field), ratio, bl, ul)
-                    )
-
-                for q in [k for k in b if k not in ("start", "claims", "end")]:
-                    row(
-                        "%s CPU ms" % q,
-                        b.get(q),
-                        u.get(q),
-                        "cpu_ms",
-                        _ratio(_num(u.get(q), "cpu_ms"), _num(b.get(q), "cpu_ms")),
-                        lat=True,
-                    )
-                bc, uc = b.get("claims"), u.get("claims")
-                row(
-                    "claims/s",
-                    bc,
-                    uc,
-                    "claims_per_s",
-                    _ratio(_num(bc, "claims_per_s"), _num(uc, "claims_per_s")),
-                )
-                if _num(bc, "server_cpu_ms_per_claim") is not None:
-                    row(
-                        "server CPU ms per claim",
-                        bc,
-                        uc,
-                        "server_cpu_ms_per_claim",
-                        _ratio(
-                            _num(uc, "server_cpu_ms_per_claim"), _num(bc, "server_cpu_ms_per_claim")
-                        ),
-                    )
-                for label, field in (
-                    ("first answer s", "first_answer_s"),
-                    ("worker RSS MB", "rss_mb"),
-                    ("all workers PSS MB", "pss_total_mb"),
-                ):
-                    row(label, b.get("start"), u.get("start"), field, "-")
-                for label, field in (
-                    ("worker RSS MB at the end", "rss_mb"),
-                    ("all workers PSS MB at the end", "pss_total_mb"),
-                ):
-                    row(label, b.get("end"), u.get("end"), field, "-")
-    return "\n".join(lines)
-
-
-def inprocess_table(results: Result) -> str:
-    """Markdown: Berth's in-process load, refresh and memo figures."""
-    lines = [
-        "| db | hosts | providers | load whole s | refresh after a claim ms "
-        "| after an inventory change ms | simple search cold / warm / "
-        "after a claim ms | nested search cold / warm / after a claim ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for db_kind, sizes in results.items():
-        for hosts, res in sizes.items():
-            d = res.get("inprocess")
-            if not d:
-                continue
-            memo = [
-                "%.2f / %.2f / %.2f"
-                % tuple(
-                    d.get("%s_search_%s_ms" % (q, k), float("nan"))
-                    for k in ("cold", "warm", "after_claim")
-                )
-                for q in ("simple", "nested")
-            ]
-            lines.append(
-                "| %s | %s | %d | %.2f | %.2f | %.2f | %s | %s |"
-                % (
-                    db_kind,
-                    hosts,
-                    d["providers"],
-                    d["load_s"],
-                    d["refresh_after_claim_ms"],
-                    d["refresh_after_inventory_ms"],
-                    *memo,
-                )
-            )
-    return "\n".join(lines)
-
-
-def plot(results: Result, path: Path) -> None:
-    """Server CPU and p50 latency per query against world size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    queries = list(run.QUERIES)
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    for col, suffix in enumerate(("", "+limit50")):
-        for row, key in enumerate(("cpu_ms", "p50_ms")):
-            ax = axes[row][col]
-            for db_kind, sizes in results.items():
-                for impl, style in (("berth", "-"), ("upstream", "--")):
-                    for q in queries:
-                        xs, ys = [], []
-                        for hosts, res in sizes.items():
-                            first = [k for k in res if k.startswith(impl + "/")]
-                            d = res.get(first[0], {}).get(q + suffix, {}) if first else {}
-                            if key in d:
-                                xs.append(int(hosts))
-                                ys.append(float(d[key]))
-                        if xs:
-                            ax.plot(
-                                xs, ys, style, marker="o", label="%s %s %s" % (impl, db_kind, q)
-                            )
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("hosts")
-            ax.set_ylabel("server CPU ms per request" if key == "cpu_ms" else "median latency ms")
-            ax.set_title(
-                "%s%s"
-                % (
-                    "CPU" if key == "cpu_ms" else "latency",
-                    " with limit=50" if suffix else ", full answers",
-                )
-            )
-            ax.grid(True, which="both", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=90)
 
 
 def main() -> int:
@@ -648,11 +397,11 @@ def main() -> int:
     (out / ("scale-%s.json" % stamp)).write_text(
         json.dumps({"args": vars(args), "results": results}, indent=2, default=str)
     )
-    text = table(results) + "\n\n" + inprocess_table(results)
+    text = scale_report.table(results) + "\n\n" + scale_report.inprocess_table(results)
     (out / ("scale-%s.md" % stamp)).write_text(text + "\n")
     print(text)
     try:
-        plot(results, out / ("scale-%s.png" % stamp))
+        scale_report.plot(results, out / ("scale-%s.png" % stamp))
     except ImportError:
         print("matplotlib is not installed: no plot (pip install '.[bench]')")
     return 0

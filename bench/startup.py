@@ -58,7 +58,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402
-import scale  # noqa: E402
+import worker_memory  # noqa: E402
 
 from support.servers import Server  # noqa: E402
 
@@ -81,11 +81,11 @@ def _first_answer(url: str, since: float, timeout: float) -> float:
 
 def _restart_workers(server: Server, timeout: float) -> float:
     """Kill every worker; seconds until a replacement answers."""
-    old = set(scale._worker_pids(server))
+    old = set(worker_memory.worker_pids(server))
     began = time.perf_counter()
     for pid in old:
         os.kill(pid, signal.SIGKILL)
-    while set(scale._worker_pids(server)) & old:
+    while set(worker_memory.worker_pids(server)) & old:
         time.sleep(0.005)
     return _first_answer(server.url, began, timeout)
 
@@ -135,10 +135,12 @@ def _after_workload(server: Server, out: dict[str, Any], prefix: str) -> None:
     whole server's (workers and master: what it holds in all), and how
     many workers were replaced for their memory so far."""
     assert server.proc is not None
-    after = scale.workers_memory(server)
+    after = worker_memory.workers_memory(server)
     out[prefix + "rss_mb"] = after["rss_mb"]
     out[prefix + "pss_total_mb"] = after["pss_total_mb"]
-    out[prefix + "server_mb"] = after["pss_total_mb"] + scale.memory(server.proc.pid)["pss_mb"]
+    out[prefix + "server_mb"] = (
+        after["pss_total_mb"] + worker_memory.memory(server.proc.pid)["pss_mb"]
+    )
     log = (server.dir / "server.log").read_text(errors="replace")
     out[prefix + "recycled"] = log.count("private memory is over the limit")
 
@@ -157,7 +159,7 @@ def measure(
     server = Server("berth", workdir / ("w%d" % workers), workers, url, berth_options=options)
     out: dict[str, Any] = {"workers": workers}
     try:
-        out.update(scale.start(server, timeout))
+        out.update(worker_memory.start(server, timeout))
         assert server.proc is not None
         for done in range(1, rounds + 1 if workload else 1):
             # A longer run: the memory, and the workers replaced, after
@@ -183,7 +185,7 @@ def measure(
             _write(http)
             _workload(server, workload, timeout)
             _after_workload(server, out, "after_change_workload_")
-        out["master_pss_mb"] = scale.memory(server.proc.pid)["pss_mb"]
+        out["master_pss_mb"] = worker_memory.memory(server.proc.pid)["pss_mb"]
         out["worker_start_s"] = _restart_workers(server, timeout)
         _write(http)
         out["worker_start_after_new_provider_s"] = _restart_workers(server, timeout)

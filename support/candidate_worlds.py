@@ -19,8 +19,8 @@ from typing import Any
 from hypothesis import strategies as st
 from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
-from berth.domain.allocation_candidate.order import Ranking
 from berth.domain.allocation_candidate.provider import Provider
+from berth.domain.allocation_candidate.rankings import Ranking
 from berth.domain.allocation_candidate.request import RequestGroup, RequestWide
 from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import Inventory, fits

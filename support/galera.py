@@ -14,7 +14,7 @@ Use it as::
 
     python -m support.galera start   # or: stop, status
 
-In tests, the ``galera_cluster`` fixture of tests/functional/test_galera.py
+In tests, the ``galera_cluster`` fixture (tests/functional/fixtures_servers.py)
 starts it (or reuses the one ``.ci/galera.sh`` started).
 """
 

@@ -81,3 +81,22 @@ def pool_world(client: httpx.Client) -> None:
     inventory(client, uuid(3), DISK_GB=1000)
     traits(client, uuid(3), "MISC_SHARES_VIA_AGGREGATE")
     aggregates(client, uuid(3), AGG)
+
+
+def hosts(client: httpx.Client, count: int, vcpu: int) -> None:
+    """Providers h1..h<count> (provider ``n`` has the uuid ``uuid(n)``),
+    each with ``vcpu`` VCPU."""
+    for n in range(1, count + 1):
+        assert (
+            client.post(
+                "/resource_providers", json={"name": "h%d" % n, "uuid": uuid(n)}
+            ).status_code
+            == 200
+        )
+        assert (
+            client.put(
+                "/resource_providers/%s/inventories" % uuid(n),
+                json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": vcpu}}},
+            ).status_code
+            == 200
+        )

@@ -5,7 +5,8 @@ subprocesses, on free loopback ports.
 (its options differ), then ``wait_ready`` waits for its first answer and
 ``stop_group`` (for a server started with ``start_new_session=True``)
 stops it with its workers. ``Server`` reads a running server's log and
-talks to it over raw sockets.
+talks to it over raw sockets. ``start_berth`` and ``stop_berth`` run
+``berth serve`` on the embedded database of a folder and stop it.
 """
 
 from __future__ import annotations
@@ -135,3 +136,23 @@ class Server:
         lines = head.decode("latin-1").split("\r\n")
         headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
         return lines[0], headers, body
+
+
+def start_berth(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
+    """``berth serve *extra`` in ``tmp_path``, its stderr in serve.log;
+    ``env`` replaces the environment (default: this one, with the
+    embedded database in ``tmp_path``)."""
+    port = free_port()
+    if env is None:
+        env = {
+            **os.environ,
+            "BERTH_DATA_DIR": str(tmp_path / "data"),
+            "OS_PLACEMENT_CONFIG_DIR": "",
+        }
+    return serve(tmp_path, port, "--port", str(port), *extra, env=env)
+
+
+def stop_berth(server: Server) -> int:
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGTERM)
+    return server.proc.wait(timeout=60)

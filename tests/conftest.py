@@ -10,7 +10,6 @@ on 127.0.0.1. Without a server those runs skip with the reason; with
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,22 +17,31 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from berth import conf as berth_conf
 from berth.api.app import create_app
 from berth.db import setup
 from berth.db import tables as t
 from berth.db.engine import Database, create_engine
+from support.app_client import Client, make_conf
+from support.databases import BACKENDS, MYSQL_ADMIN_URL, PG_ADMIN_URL, REQUIRE
+from support.databases import server_db as _server_db
 
-PG_ADMIN_URL = os.environ.get(
-    "BERTH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-MYSQL_ADMIN_URL = os.environ.get("BERTH_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
-BACKENDS = [
-    b.strip()
-    for b in os.environ.get("BERTH_TEST_DBS", "sqlite,postgresql,mysql").split(",")
-    if b.strip()
+# Helpers of support/ that test modules have long imported from here.
+__all__ = [
+    "BACKENDS",
+    "MYSQL_ADMIN_URL",
+    "PG_ADMIN_URL",
+    "REQUIRE",
+    "Client",
+    "_server_db",
+    "make_conf",
 ]
-REQUIRE = os.environ.get("BERTH_REQUIRE_DBS") == "1"
+
+#: Fixture modules too big for one conftest.py (tests/README.md): pytest
+#: takes ``pytest_plugins`` from the root conftest only.
+pytest_plugins = [
+    "tests.functional.fixtures_databases",
+    "tests.functional.fixtures_servers",
+]
 
 # Tables holding test data, children first so deletes respect foreign keys.
 DATA_TABLES = [
@@ -47,53 +55,6 @@ DATA_TABLES = [
     t.users,
     t.consumer_types,
 ]
-
-
-def _server_db(kind: str, tmp_root: str) -> tuple[str, Any]:
-    """Create a throw-away database; return its URL and a drop callback."""
-    name = "berth_test_%s_%s" % (os.getpid(), uuid.uuid4().hex[:6])
-    admin_url = PG_ADMIN_URL if kind == "postgresql" else MYSQL_ADMIN_URL
-    try:
-        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                conn.execute(sa.text('CREATE DATABASE "%s"' % name))
-            else:
-                conn.execute(
-                    sa.text("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name)
-                )
-    except sa.exc.OperationalError as exc:
-        msg = (
-            "%s server not reachable (%s): start one on %s (apt-get install "
-            "%s), or limit the run with BERTH_TEST_DBS=sqlite"
-            % (
-                kind,
-                str(exc.orig).splitlines()[0],
-                sa.engine.make_url(admin_url).render_as_string(hide_password=True),
-                "postgresql" if kind == "postgresql" else "mariadb-server",
-            )
-        )
-        if REQUIRE:
-            pytest.fail(msg + "; BERTH_REQUIRE_DBS=1 needs it", pytrace=False)
-        pytest.skip(msg)
-    url = sa.engine.make_url(admin_url).set(database=name)
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                conn.execute(
-                    sa.text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = :n AND pid <> pg_backend_pid()"
-                    ),
-                    {"n": name},
-                )
-                conn.execute(sa.text('DROP DATABASE IF EXISTS "%s"' % name))
-            else:
-                conn.execute(sa.text("DROP DATABASE IF EXISTS `%s`" % name))
-        admin.dispose()
-
-    return url.render_as_string(hide_password=False), drop
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -179,16 +140,6 @@ def backend(db: Database) -> str:
     return db.backend
 
 
-def make_conf(**overrides: Any) -> Any:
-    """A ConfigOpts with noauth2 and any ``group__option=value`` overrides."""
-    conf = berth_conf.load([])
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    for key, value in overrides.items():
-        group, _, name = key.partition("__")
-        conf.set_override(name, value, group=group)
-    return conf
-
-
 @pytest.fixture
 def conf() -> Any:
     return make_conf()
@@ -197,32 +148,6 @@ def conf() -> Any:
 @pytest.fixture
 def app(conf: Any, db: Database) -> Any:
     return create_app(conf, db)
-
-
-class Client(httpx.Client):
-    """httpx over the WSGI app in-process; ``version`` sets the
-    microversion header for every request."""
-
-    def __init__(self, app: Any, version: str | None = "latest", token: str = "admin") -> None:
-        headers = {"x-auth-token": token, "accept": "application/json"}
-        if version:
-            headers["openstack-api-version"] = "placement %s" % version
-        super().__init__(
-            transport=httpx.WSGITransport(app=app),
-            base_url="http://placement.test",
-            headers=headers,
-        )
-
-    def at(self, version: str) -> Client:
-        """A copy of this client pinned to another microversion."""
-        other = Client.__new__(Client)
-        httpx.Client.__init__(
-            other,
-            transport=self._transport,
-            base_url=self.base_url,
-            headers={**self.headers, "openstack-api-version": "placement %s" % version},
-        )
-        return other
 
 
 @pytest.fixture

@@ -67,10 +67,6 @@ class Position:
                 return seq
         return 0
 
-    def as_dict(self) -> dict[int, int]:
-        """slot -> seq, for the event log's reads (``berth.db.events``)."""
-        return dict(self.seqs)
-
     @property
     def total(self) -> int:
         """Writes numbered so far, over all slots."""

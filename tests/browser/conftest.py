@@ -163,3 +163,16 @@ def tab(chromium: Any, server: str) -> Iterator[Page]:
     yield page
     context.close()
     assert page.errors == [], page.errors
+
+
+#: The widths test_dashboard_layout.py lays the pages out at.
+WIDTHS = (800, 1280)
+
+
+@pytest.fixture(params=WIDTHS, ids=lambda px: "%dpx" % px)
+def sized(request: Any, chromium: Any, server: str) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": request.param, "height": 900})
+    tab = Page(context.new_page(), server)
+    yield tab
+    context.close()
+    assert tab.errors == [], tab.errors

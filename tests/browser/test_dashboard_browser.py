@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from support import dashboard_world as w
+from support.dashboard_pages import PAGES
 from tests.browser.conftest import Page, api_client
 
 
@@ -192,19 +193,6 @@ def test_names_units_and_disabled_hosts(tab: Page) -> None:
         assert name.startswith(("compute-", "disk-pool")), name
     assert "needs 64 GiB" in page.inner_text("#reasons")
 
-
-#: Every page, as an operator opens it.
-PAGES = (
-    "/dashboard",
-    "/dashboard/providers",
-    "/dashboard/providers?by=aggregate&q=" + w.AGG,
-    "/dashboard/consumers",
-    "/dashboard/consumers?view=project",
-    "/dashboard/explain?q=resources%3DVCPU%3A8%2CMEMORY_MB%3A16384%26required%3DHW_CPU_X86_AVX2",
-    "/dashboard/fit?q=resources%3DVCPU%3A4%2CMEMORY_MB%3A4096",
-    "/dashboard/first?q=resources%3DVCPU%3A4%26limit%3D20&order=spread"
-    "&prefer=COMPUTE_STATUS_DISABLED%3A-10",
-)
 
 #: Cells, numbers and the page itself wider than their box (clipped or
 #: sticking out): what an 800 px window must not show.

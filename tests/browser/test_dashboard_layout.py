@@ -4,15 +4,8 @@ forms' fields show their whole placeholder."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
+from support.dashboard_pages import PAGES
 from tests.browser.conftest import Page
-from tests.browser.test_dashboard_browser import PAGES
-
-WIDTHS = (800, 1280)
 
 #: Each class row of a compact usage block (name, bar, "used / capacity")
 #: whose parts overlap: the text as laid out (a Range's box, which an
@@ -59,15 +52,6 @@ CLIPPED = """() => {
   }
   return out;
 }"""
-
-
-@pytest.fixture(params=WIDTHS, ids=lambda px: "%dpx" % px)
-def sized(request: Any, chromium: Any, server: str) -> Iterator[Page]:
-    context = chromium.new_context(viewport={"width": request.param, "height": 900})
-    tab = Page(context.new_page(), server)
-    yield tab
-    context.close()
-    assert tab.errors == [], tab.errors
 
 
 def test_no_figure_overlaps_its_bar(sized: Page) -> None:

@@ -35,6 +35,7 @@ import pytest
 import sqlalchemy as sa
 
 from berth.db import changes
+from support.databases import Backend
 from support.processes import (
     BERTH,
     Server,
@@ -42,7 +43,6 @@ from support.processes import (
     two_free_ports,
     wait_ready,
 )
-from tests.functional.conftest import Backend
 
 pytestmark = pytest.mark.stress
 

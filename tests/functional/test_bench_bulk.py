@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bulk  # noqa: E402
 import world as world_mod  # noqa: E402
 
-from tests.functional.conftest import ALLOCATIONS, HOSTS, dump
+from support.bench_answers import ALLOCATIONS, HOSTS, dump
 
 
 def test_bulk_world_answers_as_the_api_built_one(

@@ -16,8 +16,8 @@ import pytest
 
 from berth.cli.run import main
 from berth.db import events
+from support.app_client import Placement
 from tests.conftest import Client
-from tests.functional.conftest import Placement
 
 
 def gone(client: Client, after: str) -> dict[str, Any]:

@@ -7,14 +7,11 @@ SSE framing; bookmarks; 410; resumption without a gap or a duplicate.
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import socket
-import threading
 import time
 import uuid as uuidlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,175 +20,18 @@ from berth.db import events
 from berth.db.engine import Database
 from berth.serve import watch
 from berth.serve.watch import feed as feed_mod
-from support.processes import free_port
+from support.change_feed import position
+from support.change_watch import (
+    FeedServer,
+    Stream,
+    allocate,
+    big_provider,
+    many_claims,
+    new_provider,
+    set_traits,
+    wait_for,
+)
 from tests.conftest import Client, make_conf
-
-
-class FeedServer:
-    """The watch server on its own event loop in a thread."""
-
-    def __init__(self, conf: Any, db: Database) -> None:
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        sock = watch.listen_socket("127.0.0.1", self.port)
-        started = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.running = self.loop.run_until_complete(watch.open_server(conf, db, sock))
-            started.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert started.wait(30)
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(watch.close_server(self.running), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
-
-
-#: Every stream a test opened, closed after it (``_close_streams``).
-OPEN: list[Stream] = []
-
-
-class Stream:
-    """One watch over HTTP, read frame by frame."""
-
-    def __init__(
-        self,
-        port: int,
-        query: str,
-        token: str | None = "admin",
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        OPEN.append(self)
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        sent = {} if token is None else {"x-auth-token": token}
-        self.conn.request("GET", watch.PATH + "?" + query, headers={**sent, **(headers or {})})
-        self.resp = self.conn.getresponse()
-
-    def line(self) -> bytes:
-        data = self.resp.readline()
-        assert data, "the stream ended"
-        return data
-
-    def frame(self) -> dict[str, Any]:
-        """The next frame: a JSON line's object, or an SSE event's
-        fields (``id``, ``event``, ``data`` parsed)."""
-        if self.resp.getheader("content-type") != feed_mod.SSE:
-            return json.loads(self.line())  # type: ignore[no-any-return]
-        fields: dict[str, Any] = {}
-        while text := self.line().decode().rstrip("\n"):
-            name, _, value = text.partition(": ")
-            fields[name] = json.loads(value) if name == "data" else value
-        return fields
-
-    def events(self, count: int) -> list[dict[str, Any]]:
-        """The next ``count`` events, skipping bookmarks."""
-        found: list[dict[str, Any]] = []
-        while len(found) < count:
-            got = self.frame()
-            body = got.get("data", got)
-            if "kind" in body:
-                found.append(got)
-        return found
-
-    def close(self) -> None:
-        self.resp.close()
-        self.conn.close()
-
-
-@pytest.fixture(autouse=True)
-def _close_streams() -> Iterator[None]:
-    yield
-    while OPEN:
-        OPEN.pop().close()
-
-
-@pytest.fixture
-def feed(conf: Any, db: Database) -> Iterator[FeedServer]:
-    server = FeedServer(conf, db)
-    yield server
-    server.close()
-
-
-def position(client: Client) -> str:
-    return client.get("/resource_classes").headers["berth-position"]
-
-
-def new_provider(client: Client, name: str, parent: str | None = None) -> str:
-    uuid = str(uuidlib.uuid4())
-    body: dict[str, Any] = {"name": name, "uuid": uuid}
-    if parent:
-        body["parent_provider_uuid"] = parent
-    assert client.post("/resource_providers", json=body).status_code == 200
-    return uuid
-
-
-def set_traits(client: Client, uuid: str, traits: list[str]) -> None:
-    gen = client.get("/resource_providers/%s" % uuid).json()["generation"]
-    resp = client.put(
-        "/resource_providers/%s/traits" % uuid,
-        json={"traits": traits, "resource_provider_generation": gen},
-    )
-    assert resp.status_code == 200, resp.text
-
-
-def allocate(client: Client, rp: str, consumer: str, project: str) -> None:
-    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
-    client.put(
-        "/resource_providers/%s/inventories" % rp,
-        json={"resource_provider_generation": gen, "inventories": {"VCPU": {"total": 64}}},
-    )
-    resp = client.put(
-        "/allocations/%s" % consumer,
-        json={
-            "allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": project,
-            "user_id": "u",
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-    )
-    assert resp.status_code == 204, resp.text
-
-
-def many_claims(client: Client, rp: str, count: int) -> list[str]:
-    consumers = [str(uuidlib.uuid4()) for _ in range(count)]
-    assert (
-        client.post(
-            "/allocations",
-            json={
-                c: {
-                    "allocations": {rp: {"resources": {"VCPU": 1}}},
-                    "project_id": "p1",
-                    "user_id": "u",
-                    "consumer_generation": None,
-                    "consumer_type": "INSTANCE",
-                }
-                for c in consumers
-            },
-        ).status_code
-        == 204
-    )
-    return consumers
-
-
-def big_provider(client: Client) -> str:
-    rp = new_provider(client, "host")
-    allocate(client, rp, str(uuidlib.uuid4()), "p1")
-    gen = client.get("/resource_providers/%s" % rp).json()["generation"]
-    assert (
-        client.put(
-            "/resource_providers/%s/inventories" % rp,
-            json={"resource_provider_generation": gen, "inventories": {"VCPU": {"total": 100000}}},
-        ).status_code
-        == 200
-    )
-    return rp
 
 
 def listed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
@@ -201,10 +41,10 @@ def listed(client: Client, after: str, **filters: str) -> list[dict[str, Any]]:
 
 
 def test_streams_the_writes_in_order_as_the_list_gives_them(
-    client: Client, feed: FeedServer
+    client: Client, watch_feed: FeedServer
 ) -> None:
     start = position(client)
-    stream = Stream(feed.port, "after=" + start)
+    stream = Stream(watch_feed.port, "after=" + start)
     assert stream.resp.status == 200
     assert stream.resp.getheader("content-type") == feed_mod.JSONL
     assert stream.frame() == {"after": start}  # joined: a bookmark
@@ -220,23 +60,23 @@ def test_streams_the_writes_in_order_as_the_list_gives_them(
     # The same events as the list, each with the position after it.
     assert [{k: v for k, v in e.items() if k != "after"} for e in got] == listed(client, start)
     assert [e["after"] for e in got] == [e["position"] for e in got]
-    registry = feed.running.feed.metrics.registry
+    registry = watch_feed.running.feed.metrics.registry
     assert registry.get_sample_value("berth_feed_watchers") == 1
     assert registry.get_sample_value("berth_feed_events_sent_total") == 3
     stream.close()
 
 
 def test_resumes_after_a_dropped_connection_without_gap_or_duplicate(
-    client: Client, feed: FeedServer
+    client: Client, watch_feed: FeedServer
 ) -> None:
-    stream = Stream(feed.port, "after=" + position(client))
+    stream = Stream(watch_feed.port, "after=" + position(client))
     first = [new_provider(client, "a%d" % i) for i in range(3)]
     got = stream.events(3)
     assert [e["subject"] for e in got] == first
     stream.close()
     # Written while nobody watches; then more while it catches up.
     missed = [new_provider(client, "b%d" % i) for i in range(4)]
-    again = Stream(feed.port, "after=" + got[-1]["after"])
+    again = Stream(watch_feed.port, "after=" + got[-1]["after"])
     later = [new_provider(client, "c%d" % i) for i in range(2)]
     subjects = [e["subject"] for e in again.events(6)]
     assert subjects == missed + later
@@ -249,9 +89,11 @@ def test_resumes_after_a_dropped_connection_without_gap_or_duplicate(
     again.close()
 
 
-def test_server_sent_events_resume_from_last_event_id(client: Client, feed: FeedServer) -> None:
+def test_server_sent_events_resume_from_last_event_id(
+    client: Client, watch_feed: FeedServer
+) -> None:
     start = position(client)
-    stream = Stream(feed.port, "after=" + start, headers={"accept": "text/event-stream"})
+    stream = Stream(watch_feed.port, "after=" + start, headers={"accept": "text/event-stream"})
     assert stream.resp.getheader("content-type") == feed_mod.SSE
     assert stream.frame() == {"id": start, "event": "bookmark", "data": {"after": start}}
     made = [new_provider(client, "s%d" % i) for i in range(3)]
@@ -262,20 +104,20 @@ def test_server_sent_events_resume_from_last_event_id(client: Client, feed: Feed
     stream.close()
     # EventSource reconnects to the same URL with the last id it saw.
     again = Stream(
-        feed.port, "after=%s&format=sse" % start, headers={"last-event-id": got[0]["id"]}
+        watch_feed.port, "after=%s&format=sse" % start, headers={"last-event-id": got[0]["id"]}
     )
     assert [f["data"]["subject"] for f in again.events(2)] == made[1:]
     again.close()
 
 
-def test_filters_as_the_list(client: Client, feed: FeedServer) -> None:
+def test_filters_as_the_list(client: Client, watch_feed: FeedServer) -> None:
     start = position(client)
     root = new_provider(client, "tree-root")
     other = new_provider(client, "other")
-    traits = Stream(feed.port, "after=%s&kind=traits.set" % start)
-    tree = Stream(feed.port, "after=%s&tree=%s" % (start, root))
+    traits = Stream(watch_feed.port, "after=%s&kind=traits.set" % start)
+    tree = Stream(watch_feed.port, "after=%s&tree=%s" % (start, root))
     consumer = str(uuidlib.uuid4())
-    mine = Stream(feed.port, "after=%s&consumer=%s" % (start, consumer))
+    mine = Stream(watch_feed.port, "after=%s&consumer=%s" % (start, consumer))
     set_traits(client, other, ["HW_CPU_X86_SSE"])
     child = new_provider(client, "leaf", parent=root)
     set_traits(client, child, ["HW_CPU_X86_AVX2"])
@@ -303,11 +145,11 @@ def test_filters_as_the_list(client: Client, feed: FeedServer) -> None:
 
 
 def test_bookmarks_carry_the_position_past_filtered_writes(
-    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, watch_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(feed_mod, "HEARTBEAT", 0.2)
     start = position(client)
-    stream = Stream(feed.port, "after=%s&kind=trait.created" % start)
+    stream = Stream(watch_feed.port, "after=%s&kind=trait.created" % start)
     assert stream.frame() == {"after": start}
     new_provider(client, "not-watched")
     now = position(client)
@@ -320,13 +162,13 @@ def test_bookmarks_carry_the_position_past_filtered_writes(
 
 
 def test_pruned_position_is_410_in_placement_format(
-    client: Client, db: Database, feed: FeedServer
+    client: Client, db: Database, watch_feed: FeedServer
 ) -> None:
     old = position(client)
     new_provider(client, "gone")
     slot = int(position(client).split(":")[0])
     db.run(lambda conn: events.prune(conn, slot, time.time() + 1))
-    stream = Stream(feed.port, "after=" + old)
+    stream = Stream(watch_feed.port, "after=" + old)
     assert stream.resp.status == 410
     error = json.loads(stream.resp.read())["errors"][0]
     assert error["code"] == "berth.changes.gone"
@@ -338,7 +180,7 @@ def test_pruned_position_is_410_in_placement_format(
     assert {**listed.json()["errors"][0], "request_id": None} == {**error, "request_id": None}
 
 
-def test_bad_queries_are_400(client: Client, feed: FeedServer) -> None:
+def test_bad_queries_are_400(client: Client, watch_feed: FeedServer) -> None:
     for query in (
         "after=x:1",
         "after=0&kind=nope",
@@ -346,26 +188,30 @@ def test_bad_queries_are_400(client: Client, feed: FeedServer) -> None:
         "kind=traits.set",
         "after=0&colour=red",
     ):
-        stream = Stream(feed.port, query)
+        stream = Stream(watch_feed.port, query)
         assert stream.resp.status == 400, query
         assert json.loads(stream.resp.read())["errors"][0]["status"] == 400
 
 
-def test_policy_as_the_list(client: Client, feed: FeedServer) -> None:
+def test_policy_as_the_list(client: Client, watch_feed: FeedServer) -> None:
     start = position(client)
-    no_token = Stream(feed.port, "after=" + start, token=None)
+    no_token = Stream(watch_feed.port, "after=" + start, token=None)
     assert no_token.resp.status == 401
     assert json.loads(no_token.resp.read())["errors"][0]["status"] == 401
-    stranger = Stream(feed.port, "after=" + start, token="bob:p1")
+    stranger = Stream(watch_feed.port, "after=" + start, token="bob:p1")
     assert stranger.resp.status == 403
     # A project reader reads its own project's allocation events only.
     reader = {"x-roles": "reader"}
-    assert Stream(feed.port, "after=" + start, token="bob:p1", headers=reader).resp.status == 403
     assert (
-        Stream(feed.port, "after=%s&project=p2" % start, token="bob:p1", headers=reader).resp.status
+        Stream(watch_feed.port, "after=" + start, token="bob:p1", headers=reader).resp.status == 403
+    )
+    assert (
+        Stream(
+            watch_feed.port, "after=%s&project=p2" % start, token="bob:p1", headers=reader
+        ).resp.status
         == 403
     )
-    own = Stream(feed.port, "after=%s&project=p1" % start, token="bob:p1", headers=reader)
+    own = Stream(watch_feed.port, "after=%s&project=p1" % start, token="bob:p1", headers=reader)
     assert own.resp.status == 200
     rp = new_provider(client, "shared")
     consumer = str(uuidlib.uuid4())
@@ -409,11 +255,11 @@ def test_a_listener_refuses_a_taken_port() -> None:
     assert watch.listen_address(make_conf(berth__watch_listen="")) is None
 
 
-def test_a_writes_events_resume_as_a_whole(client: Client, feed: FeedServer) -> None:
+def test_a_writes_events_resume_as_a_whole(client: Client, watch_feed: FeedServer) -> None:
     rp = new_provider(client, "host")
     allocate(client, rp, str(uuidlib.uuid4()), "p1")
     start = position(client)
-    stream = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
+    stream = Stream(watch_feed.port, "after=%s&kind=allocations.replaced" % start)
     one, two = str(uuidlib.uuid4()), str(uuidlib.uuid4())
     resp = client.post(
         "/allocations",
@@ -434,21 +280,21 @@ def test_a_writes_events_resume_as_a_whole(client: Client, feed: FeedServer) -> 
     # Not the last of its write: resuming from it sends the write whole.
     assert first["after"] == start
     assert second["after"] == second["position"]
-    again = Stream(feed.port, "after=%s&kind=allocations.replaced" % first["after"])
+    again = Stream(watch_feed.port, "after=%s&kind=allocations.replaced" % first["after"])
     assert [e["subject"] for e in again.events(2)] == [first["subject"], second["subject"]]
 
 
 def test_after_now_and_berth_watch_url(
-    client: Client, feed: FeedServer, capsys: pytest.CaptureFixture[str]
+    client: Client, watch_feed: FeedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from berth.cli.run import main
 
     start = position(client)
-    now = Stream(feed.port, "after=now")
+    now = Stream(watch_feed.port, "after=now")
     assert now.frame() == {"after": start}
     made = [new_provider(client, "cli%d" % i) for i in range(2)]
     assert [e["subject"] for e in now.events(2)] == made
-    url = "http://127.0.0.1:%d" % feed.port
+    url = "http://127.0.0.1:%d" % watch_feed.port
     capsys.readouterr()
     # --once: what there is after the position, up to the first bookmark.
     assert main(["watch", "--url", url, "--once", "--after", start]) == 0
@@ -460,16 +306,8 @@ def test_after_now_and_berth_watch_url(
     assert str(refused.value).startswith("berth: error: Invalid position")
 
 
-def wait_for(check: Any, what: str) -> None:
-    """Until ``check()`` holds (the feed's loop runs in another thread)."""
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
-    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, watch_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Anything left in its buffer at the next frame counts as not reading.
     monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
@@ -478,8 +316,8 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     start = position(client)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", feed.port))
-    conn = http.client.HTTPConnection("127.0.0.1", feed.port, timeout=10)
+    sock.connect(("127.0.0.1", watch_feed.port))
+    conn = http.client.HTTPConnection("127.0.0.1", watch_feed.port, timeout=10)
     conn.sock = sock
     conn.request(
         "GET",
@@ -487,14 +325,14 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
         headers={"x-auth-token": "admin"},
     )
     resp = conn.getresponse()
-    running = feed.running.feed
+    running = watch_feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
     ((watcher,),) = running.groups.values()
     # Small kernel buffers both ways: the write below cannot all fit.
     watcher.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     consumers = many_claims(client, rp, 400)
     wait_for(lambda: running.watchers == 0, "the slow reader is dropped")
-    assert feed.running.feed.metrics.registry.get_sample_value("berth_feed_watchers") == 0
+    assert watch_feed.running.feed.metrics.registry.get_sample_value("berth_feed_watchers") == 0
     # What was written before the drop still arrives, then the end.
     got = [json.loads(line) for line in iter(resp.readline, b"")]
     resp.close()
@@ -503,14 +341,14 @@ def test_a_watcher_that_does_not_read_is_ended_and_resumes_whole(
     assert sorted(e["subject"] for e in got_events) == sorted(consumers)
     assert got[-1]["after"] == position(client)
     # Resuming from its last frame: the next write, nothing missed.
-    again = Stream(feed.port, "after=%s&kind=allocations.replaced" % got[-1]["after"])
+    again = Stream(watch_feed.port, "after=%s&kind=allocations.replaced" % got[-1]["after"])
     later = str(uuidlib.uuid4())
     allocate(client, new_provider(client, "other"), later, "p1")
     assert [e["subject"] for e in again.events(1)] == [later]
 
 
 def test_many_watchers_get_fewer_batches_with_every_event_in_order(
-    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, watch_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(feed_mod, "POLL_WATCHERS", 1)
     monkeypatch.setattr(feed_mod, "MAX_POLL", 0.5)
@@ -518,18 +356,20 @@ def test_many_watchers_get_fewer_batches_with_every_event_in_order(
     assert feed_mod.poll_interval(2) == pytest.approx(2 * feed_mod.POLL)
     assert feed_mod.poll_interval(1000) == 0.5
     start = position(client)
-    streams = [Stream(feed.port, "after=" + start) for _ in range(3)]
-    streams.append(Stream(feed.port, "after=%s&format=sse" % start))
-    wait_for(lambda: feed.running.feed.watchers == 4, "the watchers join")
+    streams = [Stream(watch_feed.port, "after=" + start) for _ in range(3)]
+    streams.append(Stream(watch_feed.port, "after=%s&format=sse" % start))
+    wait_for(lambda: watch_feed.running.feed.watchers == 4, "the watchers join")
     made = [new_provider(client, "many%d" % i) for i in range(8)]
     for stream in streams:
         got = stream.events(8)
         assert [e.get("data", e)["subject"] for e in got] == made
 
 
-def test_an_http_1_0_watcher_gets_the_frames_unchunked(client: Client, feed: FeedServer) -> None:
+def test_an_http_1_0_watcher_gets_the_frames_unchunked(
+    client: Client, watch_feed: FeedServer
+) -> None:
     start = position(client)
-    with socket.create_connection(("127.0.0.1", feed.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", watch_feed.port), timeout=10) as sock:
         sock.sendall(
             b"GET %s?after=%s HTTP/1.0\r\nx-auth-token: admin\r\n"
             b"\r\n" % (watch.PATH.encode(), start.encode())
@@ -544,17 +384,17 @@ def test_an_http_1_0_watcher_gets_the_frames_unchunked(client: Client, feed: Fee
 
 
 def test_delivery_delay_is_observed_once_per_group_that_got_frames(
-    client: Client, feed: FeedServer
+    client: Client, watch_feed: FeedServer
 ) -> None:
-    registry = feed.running.feed.metrics.registry
+    registry = watch_feed.running.feed.metrics.registry
 
     def sample(suffix: str) -> float:
         return registry.get_sample_value("berth_feed_delivery_seconds_" + suffix) or 0.0
 
     start = position(client)
     # Two watchers of one group, and a group whose filter leaves it out.
-    same = [Stream(feed.port, "after=" + start) for _ in range(2)]
-    other = Stream(feed.port, "after=%s&kind=allocations.replaced" % start)
+    same = [Stream(watch_feed.port, "after=" + start) for _ in range(2)]
+    other = Stream(watch_feed.port, "after=%s&kind=allocations.replaced" % start)
     for stream in [*same, other]:
         assert stream.frame() == {"after": start}  # joined
     count, total = sample("count"), sample("sum")

@@ -7,44 +7,25 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from berth.db.engine import Database
 from berth.serve import watch
 from berth.serve.watch import feed as feed_mod
-from tests.conftest import Client, make_conf
-from tests.functional.test_change_watch import (  # noqa: F401 - fixture
+from support.change_feed import position
+from support.change_watch import (
     OPEN,
     FeedServer,
-    _close_streams,
     big_provider,
     many_claims,
     new_provider,
-    position,
     wait_for,
 )
+from tests.conftest import Client
 
 #: The terminating chunk of a chunked stream that ended whole.
 LAST_CHUNK = b"\r\n0\r\n\r\n"
-
-
-@pytest.fixture
-def feed(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
-    listen = watch.listen_socket
-
-    def small_buffers(host: str, port: int) -> socket.socket:
-        # Connections inherit it: a few KiB fill the kernel's buffer.
-        sock = listen(host, port)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        return sock
-
-    monkeypatch.setattr(watch, "listen_socket", small_buffers)
-    server = FeedServer(make_conf(berth__watch_drain_timeout=0.3), db)
-    yield server
-    server.close()
 
 
 def stalled_client(port: int, query: str) -> socket.socket:
@@ -80,13 +61,13 @@ def closed(transport: Any) -> bool:
 
 
 def test_an_ended_watch_whose_client_never_reads_is_aborted(
-    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, drain_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Anything left in its buffer at the next frame counts as not reading.
     monkeypatch.setattr(feed_mod, "MAX_BUFFERED", 0)
     rp = big_provider(client)
-    sock = stalled_client(feed.port, "after=%s&kind=allocations.replaced" % position(client))
-    running = feed.running.feed
+    sock = stalled_client(drain_feed.port, "after=%s&kind=allocations.replaced" % position(client))
+    running = drain_feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
     ((watcher,),) = running.groups.values()
     many_claims(client, rp, 400)
@@ -101,11 +82,11 @@ def test_an_ended_watch_whose_client_never_reads_is_aborted(
 
 
 def test_a_client_that_reads_its_ended_stream_keeps_it_whole(
-    client: Client, feed: FeedServer
+    client: Client, drain_feed: FeedServer
 ) -> None:
     start = position(client)
-    sock = stalled_client(feed.port, "after=" + start)
-    running = feed.running.feed
+    sock = stalled_client(drain_feed.port, "after=" + start)
+    running = drain_feed.running.feed
     wait_for(lambda: running.watchers == 1, "the watcher joins")
     made = new_provider(client, "read")
     wait_for(lambda: running.text != start, "the feed reads the write")
@@ -126,15 +107,15 @@ def test_a_client_that_reads_its_ended_stream_keeps_it_whole(
 
 
 def test_a_watcher_that_stops_reading_while_catching_up_is_aborted(
-    client: Client, feed: FeedServer, caplog: pytest.LogCaptureFixture
+    client: Client, drain_feed: FeedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="berth.server")
     start = position(client)
     rp = big_provider(client)
     many_claims(client, rp, 400)  # more than the buffers hold
-    sock = stalled_client(feed.port, "after=" + start)
+    sock = stalled_client(drain_feed.port, "after=" + start)
     wait_for(lambda: "watch_drain_timeout" in caplog.text, "the stalled catch-up is aborted")
     got = read_all(sock)
     assert got.startswith(b"HTTP/1.1 200 ")
     assert not got.endswith(LAST_CHUNK)
-    assert feed.running.feed.watchers == 0  # it never joined
+    assert drain_feed.running.feed.watchers == 0  # it never joined

@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from berth.api.errors import CONCURRENT_UPDATE
-from berth.db.engine import Database
 from berth.domain import change
+from support.change_feed import position
+from support.change_watch import FeedServer, Stream
 from tests.conftest import Client
-from tests.functional.test_change_watch import FeedServer, Stream, position
-
-
-@pytest.fixture
-def feed(conf: Any, db: Database) -> Iterator[FeedServer]:
-    server = FeedServer(conf, db)
-    yield server
-    server.close()
 
 
 def _error(body: bytes) -> dict[str, Any]:
@@ -38,12 +30,12 @@ def _error(body: bytes) -> dict[str, Any]:
 
 
 def _both(
-    client: Client, feed: FeedServer, after: str
+    client: Client, watch_feed: FeedServer, after: str
 ) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]:
     """(status, error) of ``GET /berth/changes`` and of its watch, from
     ``after``."""
     listed = client.get("/berth/changes", params={"after": after})
-    stream = Stream(feed.port, "after=" + after)
+    stream = Stream(watch_feed.port, "after=" + after)
     try:
         watched = (stream.resp.status, _error(stream.resp.read()))
     finally:
@@ -52,7 +44,7 @@ def _both(
 
 
 def test_retries_run_out_is_the_same_409_and_counted(
-    client: Client, feed: FeedServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, watch_feed: FeedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start = position(client)
 
@@ -61,10 +53,10 @@ def test_retries_run_out_is_the_same_409_and_counted(
 
     # Every attempt of Database.run's loses, for both servers.
     monkeypatch.setattr(change, "read_feed", locked)
-    listed, watched = _both(client, feed, start)
+    listed, watched = _both(client, watch_feed, start)
     assert listed == watched
     assert listed[0] == 409 and listed[1]["code"] == CONCURRENT_UPDATE
     assert "nothing was changed" in listed[1]["detail"]
     # Counted as the app counts its own conflicts.
-    conflicts = feed.running.feed.metrics.conflicts.labels(CONCURRENT_UPDATE)
+    conflicts = watch_feed.running.feed.metrics.conflicts.labels(CONCURRENT_UPDATE)
     assert conflicts._value.get() == 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from support.processes import BERTH, free_port, run, stop_group
-from tests.functional.test_change_watch_serve import PATTERN, new_provider, position, start
+from support.watch_serve import PATTERN, new_provider, position, start
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str]:

@@ -5,7 +5,6 @@ connection is lost or a notification never comes, and LISTENs again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,16 +16,10 @@ from berth.db import migrate, setup
 from berth.db.engine import Database, create_engine
 from berth.serve.watch import feed as feed_mod
 from berth.serve.watch import notify
+from support.change_feed import position
+from support.change_watch import FeedServer, Stream, new_provider, wait_for
+from support.databases import downgrade
 from tests.conftest import BACKENDS, Client, _server_db, make_conf
-from tests.functional.test_change_watch import (  # noqa: F401 - fixture
-    FeedServer,
-    Stream,
-    _close_streams,
-    new_provider,
-    position,
-    wait_for,
-)
-from tests.unit.test_db_migrations import _downgrade
 
 _TRIGGER = "SELECT count(*) FROM pg_trigger WHERE tgname = 'berth_changes_notify'"
 
@@ -40,7 +33,7 @@ def test_0007_notifies_once_per_write_on_postgresql_only(kind: str, tmp_path: An
     engine = create_engine(url)
     try:
         setup.prepare(engine)
-        _downgrade(engine, "0006")  # and back: both ways on every backend
+        downgrade(engine, "0006")  # and back: both ways on every backend
         migrate.upgrade(engine)
         assert migrate.current_revision(engine) == "0007"
         if kind != "postgresql":
@@ -67,7 +60,7 @@ def test_0007_notifies_once_per_write_on_postgresql_only(kind: str, tmp_path: An
             assert [n.channel for n in got] == [notify.CHANNEL] * 2
             client.get("/resource_providers")  # a read notifies nothing
             assert list(listener.notifies(timeout=0.5)) == []
-        _downgrade(engine, "0006")
+        downgrade(engine, "0006")
         with engine.connect() as conn:
             assert conn.scalar(sa.text(_TRIGGER)) == 0
             assert (
@@ -93,19 +86,6 @@ def test_woken_polls_keep_the_socket_writes_of_the_plain_poll() -> None:
     )
     assert feed_mod.woken_interval(feed_mod.POLL_WATCHERS) == feed_mod.POLL
     assert feed_mod.woken_interval(10**6) == feed_mod.MAX_POLL
-
-
-@pytest.fixture
-def pg_feed(conf: Any, db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[FeedServer]:
-    """The watch server on PostgreSQL, polling only once a minute unless
-    woken: an event that arrives within seconds was woken for."""
-    if db.backend != "postgresql":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
-    monkeypatch.setattr(feed_mod, "FALLBACK_POLL", 60.0)
-    server = FeedServer(conf, db)
-    wait_for(lambda: listener(server).listening, "the feed LISTENs")
-    yield server
-    server.close()
 
 
 def listener(server: FeedServer) -> notify.Listener:

@@ -15,94 +15,17 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
-import uuid as uuidlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.processes import BERTH, Server, stop_group, two_free_ports
-
-PATTERN = r"serving the change feed's watch on \S+ \(pid (\d+)\)"
-
-
-def config(tmp_path: Path, watch: str | None) -> Path:
-    """A placement.conf: noauth2, SQLite in ``tmp_path``, and ``[berth]
-    watch_listen = watch`` unless None."""
-    conf = tmp_path / "placement.conf"
-    conf.write_text(
-        "[api]\nauth_strategy = noauth2\n"
-        "[placement_database]\nconnection = sqlite:///%s\n%s"
-        % (tmp_path / "db.sqlite", "" if watch is None else "[berth]\nwatch_listen = %s\n" % watch)
-    )
-    return conf
-
-
-def start(tmp_path: Path, watch: bool = True, port: int | None = None) -> Server:
-    """``berth serve`` with one worker on ``port`` (default: a free one),
-    and its watch on the next port (unless not ``watch``)."""
-    port = port or two_free_ports()
-    conf = config(tmp_path, "127.0.0.1:%d" % (port + 1) if watch else None)
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": ""}
-    subprocess.run(
-        [*BERTH, "db", "sync", "--config-file", str(conf)],
-        check=True,
-        capture_output=True,
-        env=env,
-        timeout=120,
-    )
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [*BERTH, "serve", "--port", str(port), "--workers", "1", "--config-file", str(conf)],
-            stderr=sink,
-            stdout=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    return Server(proc, port, log)
+from support.watch_serve import PATTERN, api, config, new_provider, position, start
 
 
 def feed_pids(server: Server) -> list[int]:
     return [int(pid) for pid in re.findall(PATTERN, server.log_text())]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start(tmp_path_factory.mktemp("watch-serve"))
-    srv.wait_log("serving Placement API")
-    srv.wait_log(PATTERN)
-    yield srv
-    stop_group(srv.proc)  # type: ignore[arg-type]
-
-
-def api(server: Server, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """The status and headers of an API request (the body read)."""
-    req = urllib.request.Request(
-        "http://127.0.0.1:%d%s" % (server.port, path),
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={
-            "x-auth-token": "admin",
-            "content-type": "application/json",
-            "openstack-api-version": "placement 1.39",
-        },
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        resp.read()
-        return resp.status, resp.headers
-
-
-def new_provider(server: Server) -> str:
-    uuid = str(uuidlib.uuid4())
-    api(server, "POST", "/resource_providers", {"name": uuid, "uuid": uuid})
-    return uuid
-
-
-def position(server: Server) -> str:
-    return str(api(server, "GET", "/resource_classes")[1]["berth-position"])
 
 
 class Watch:
@@ -135,34 +58,34 @@ def events(resp: Watch, count: int) -> list[dict[str, Any]]:
     return found
 
 
-def test_a_watcher_resumes_across_the_feed_process_being_killed(server: Server) -> None:
-    stream = Watch(server, position(server))
-    first = [new_provider(server) for _ in range(2)]
+def test_a_watcher_resumes_across_the_feed_process_being_killed(served_watch: Server) -> None:
+    stream = Watch(served_watch, position(served_watch))
+    first = [new_provider(served_watch) for _ in range(2)]
     got = events(stream, 2)
     assert [e["subject"] for e in got] == first
-    pid = feed_pids(server)[-1]
+    pid = feed_pids(served_watch)[-1]
     # Named so that ps tells it from the API's workers.
     assert Path("/proc/%d/comm" % pid).read_text() == "berth-feed\n"
     os.kill(pid, signal.SIGKILL)
     assert stream.readline() == b""  # the stream ends with its process
     stream.close()
-    missed = [new_provider(server) for _ in range(3)]
+    missed = [new_provider(served_watch) for _ in range(3)]
     deadline = time.monotonic() + 30
-    while feed_pids(server)[-1] == pid:
-        assert time.monotonic() < deadline, server.log_text()
+    while feed_pids(served_watch)[-1] == pid:
+        assert time.monotonic() < deadline, served_watch.log_text()
         time.sleep(0.1)
-    assert "the change feed's process (pid %d) exited" % pid in server.log_text()
-    again = Watch(server, got[-1]["after"])
-    later = new_provider(server)
+    assert "the change feed's process (pid %d) exited" % pid in served_watch.log_text()
+    again = Watch(served_watch, got[-1]["after"])
+    later = new_provider(served_watch)
     assert [e["subject"] for e in events(again, 4)] == missed + [later]
     again.close()
 
 
-def test_watchers_hold_no_api_worker(server: Server) -> None:
+def test_watchers_hold_no_api_worker(served_watch: Server) -> None:
     # One sync API worker: a watcher held by it would leave none.
-    streams = [Watch(server, position(server)) for _ in range(5)]
-    made = new_provider(server)
-    assert api(server, "GET", "/resource_providers/" + made)[0] == 200
+    streams = [Watch(served_watch, position(served_watch)) for _ in range(5)]
+    made = new_provider(served_watch)
+    assert api(served_watch, "GET", "/resource_providers/" + made)[0] == 200
     for stream in streams:
         assert events(stream, 1)[0]["subject"] == made
         stream.close()

@@ -13,15 +13,8 @@ import pytest
 from berth.client import ProviderTree, ReportClient
 from berth.client.agent import ResourceUpdater
 from support.api_setup import ok
+from support.fake_clock import Clock
 from support.injecting import Injecting, injecting_client
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Driver:

@@ -16,8 +16,8 @@ import pytest
 from berth.client import ProviderTree, ReportClient
 from berth.client.agent import ResourceUpdater
 from support.api_setup import ok
+from support.fake_clock import Clock
 from support.injecting import Injecting, Rule, injecting_client
-from tests.functional.test_client_report_cache import Clock
 
 FEED = "GET /berth/changes?"
 

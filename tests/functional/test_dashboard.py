@@ -13,15 +13,9 @@ from typing import Any
 import httpx
 
 from support import dashboard_world as w
+from support.dashboard_pages import api_totals, page
 from support.plain_words import plain_line
 from tests.conftest import Client
-
-
-def page(c: httpx.Client, url: str) -> str:
-    resp = c.get(url)
-    assert resp.status_code == 200, resp.text
-    assert resp.headers["content-type"].startswith("text/html")
-    return resp.text
 
 
 def cell(html: str, row_attr: str, klass: str) -> int:
@@ -34,25 +28,6 @@ def cell(html: str, row_attr: str, klass: str) -> int:
     )
     assert m, (row_attr, klass)
     return int(m.group(1))
-
-
-def api_totals(client: Client, *trees: str) -> dict[str, dict[str, int]]:
-    """Capacity and used per class, summed from the API (over the trees
-    of the root uuids ``trees``; none: every provider)."""
-    totals: dict[str, dict[str, int]] = {}
-    rps = [
-        rp
-        for query in ["?in_tree=" + root for root in trees] or [""]
-        for rp in client.get("/resource_providers" + query).json()["resource_providers"]
-    ]
-    for rp in rps:
-        invs = client.get("/resource_providers/%s/inventories" % rp["uuid"]).json()["inventories"]
-        used = client.get("/resource_providers/%s/usages" % rp["uuid"]).json()["usages"]
-        for rc, inv in invs.items():
-            row = totals.setdefault(rc, {"capacity": 0, "used": 0})
-            row["capacity"] += int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
-            row["used"] += used.get(rc, 0)
-    return totals
 
 
 def test_overview_matches_the_api(seeded: Client, browser: httpx.Client) -> None:

@@ -19,11 +19,8 @@ from berth.api.views.dashboard import REASON_WORDS, figures
 from berth.domain.allocation_candidate.faults import KINDS
 from berth.domain.dashboard import Amounts
 from support import dashboard_world as w
+from support.dashboard_pages import api_totals, first, page, rows
 from tests.conftest import Client, make_conf
-from tests.functional import test_dashboard as base
-from tests.functional.test_dashboard_first import first, rows
-
-page = base.page
 
 #: A figure as a page shows it: a number and, for a size, its unit.
 FIGURE = re.compile(r"^(-?[\d,]+(?:\.\d+)?)(?: ([KMGTPE]iB))?$")
@@ -133,7 +130,7 @@ def test_an_aggregate_has_one_name_on_every_page(seeded: Client, browser: httpx.
 def test_an_aggregate_row_counts_the_trees_it_lists(seeded: Client, browser: httpx.Client) -> None:
     """Hosts 1 to 8 (their roots in the aggregate, VCPU and memory on
     their NUMA children) and the disk pool."""
-    want = base.api_totals(seeded, *[w.rp_uuid(h) for h in range(1, 9)], w.POOL)
+    want = api_totals(seeded, *[w.rp_uuid(h) for h in range(1, 9)], w.POOL)
     assert want["VCPU"]["capacity"] == 8 * 2 * 64
     html = page(browser, "/dashboard")
     row = html.split('data-aggregate="%s"' % w.AGG)[1].split("</tr>")[0]

@@ -16,42 +16,8 @@ import pytest
 from berth.api.app import create_app
 from berth.db.engine import Database
 from support import dashboard_world as w
+from support.dashboard_pages import first, page, rows
 from tests.conftest import Client, make_conf
-from tests.functional import test_dashboard as base
-
-#: The dashboard tests' page reader.
-page = base.page
-
-
-def first(c: httpx.Client, query: str, **form: str) -> str:
-    return page(c, "/dashboard/first?" + str(httpx.QueryParams({"q": query, **form})))
-
-
-def rows(html: str) -> list[dict[str, Any]]:
-    """The hosts the page lists, in its order."""
-    table = html.split('id="first-hosts"')[1].split("</table>")[0]
-    out = []
-    for row in re.findall(r'<tr data-uuid="[^"]+".*?</tr>', table, re.S):
-        score = re.search(r'class="n score">([-\d.]+)<', row)
-        out.append(
-            {
-                "uuid": re.search(r'data-uuid="([^"]+)"', row).group(1),
-                "name": re.search(r'class="provider"[^>]*>([^<]+)<', row).group(1),
-                "score": float(score.group(1)) if score else None,
-                "free": {
-                    m[0]: (int(m[1]), int(m[2]))
-                    for m in re.findall(
-                        r'class="n free" data-class="([A-Z_]+)" data-value="(-?\d+)"'
-                        r' data-capacity="(\d+)"',
-                        row,
-                    )
-                },
-                "candidates": int(
-                    re.findall(r'<td class="n">([\d,]+)</td>', row)[-1].replace(",", "")
-                ),
-            }
-        )
-    return out
 
 
 def api_roots(client: Client, url: str) -> list[str]:

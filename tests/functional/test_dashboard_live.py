@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 
 from berth.api.app import create_app
-from berth.api.handlers.dashboard import LIVE
+from berth.api.views.dashboard_page import LIVE
 from berth.db import events
 from berth.db.engine import Database
 from support import dashboard_world as w
+from support.dashboard_pages import page
 from tests.conftest import Client, make_conf
-from tests.functional import test_dashboard as base
 
 PAGES = (
     "/dashboard",
@@ -29,10 +29,6 @@ PAGES = (
     "/dashboard/fit?q=resources%3DVCPU%3A1",
     "/dashboard/first?q=resources%3DVCPU%3A1",
 )
-
-
-#: The dashboard tests' page reader.
-page = base.page
 
 
 def position(html: str) -> str:

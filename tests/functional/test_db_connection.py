@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 from berth.db import connection as db_connection
 from berth.db import tables as t
 from berth.db.engine import Database
-from tests.functional.conftest import NEEDS_THIN
+from support.thin_probe import NEEDS_THIN
 
 TR = t.traits
 # Prebuilt, as the domain's statements are: an IN list as an expanding

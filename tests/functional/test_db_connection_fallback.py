@@ -17,7 +17,7 @@ from sqlalchemy.engine import default
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.conftest import (
+from support.thin_probe import (
     FORMS,
     PROBE,
     losing_the_first,

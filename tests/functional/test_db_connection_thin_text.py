@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from berth.db import changes
 from berth.db import connection as db_connection
 from berth.db.engine import Database
-from tests.functional.conftest import (
+from support.thin_probe import (
     NEEDS_THIN,
     PROBE,
     driver_texts,

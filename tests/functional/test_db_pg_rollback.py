@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from berth.db.engine import Database
-from tests.functional.conftest import ROLLBACK_INSERT, ROLLBACK_PROBE
+from support.thin_probe import ROLLBACK_INSERT, ROLLBACK_PROBE
 
 BY_ID = sa.select(ROLLBACK_PROBE.c.name).where(ROLLBACK_PROBE.c.id == sa.bindparam("b_id"))
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from berth.db import tables as t
 from berth.db import transfer, upstream
+from berth.db.transfer_report import Report
 
 STD = list(os_resource_classes.STANDARDS)
 VCPU, MEM, DISK = STD.index("VCPU"), STD.index("MEMORY_MB"), STD.index("DISK_GB")
@@ -193,7 +194,7 @@ def make_source(path: Path, revision: str = upstream.HEAD, standard_stored: bool
     return url
 
 
-def run_import(db, url: str, **kw: Any) -> transfer.Report:
+def run_import(db, url: str, **kw: Any) -> Report:
     return transfer.import_database(url, db, incomplete_ids=(NIL, NIL), **kw)
 
 

@@ -8,8 +8,8 @@ node.
 Each node is served by a Berth app of its own, in-process (the feed is
 plain SQL on each node; ``tests/functional/test_galera.py`` covers the
 servers). The walk and its replica are those of
-``tests/functional/test_change.py``. Stress: needs the cluster
-(``.ci/galera.sh start``).
+``tests/functional/test_change.py`` (``support/change_feed.py``).
+Stress: needs the cluster (``.ci/galera.sh start``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 
 from berth.db import events
 from berth.db.engine import Database, create_engine
+from support.change_feed import Replica, Walk, feed, listed, position
 from tests.conftest import Client
-from tests.functional.test_change import Replica, Walk, feed, listed, position
 
 pytestmark = pytest.mark.stress
 
@@ -148,7 +148,7 @@ def test_pages_keep_the_order_across_nodes(galera_nodes: list[Client]) -> None:
     synced(galera_nodes)
     whole = feed(galera_nodes[0], start, **WHOLE)
     assert len(slots(whole)) == len(galera_nodes)
-    paged = feed(galera_nodes[0], start)  # test_change's pages of 7
+    paged = feed(galera_nodes[0], start)  # change_feed's pages of 7
     assert [e["position"] for e in paged] == [e["position"] for e in whole]
 
 

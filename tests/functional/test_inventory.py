@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from berth.db.engine import Database
-from berth.domain import errors, inventory
+from berth.domain import errors, inventory, inventory_read
 from berth.domain.capacity import Inventory
 from support.provider_rows import allocate, generation, make_provider
 
@@ -225,7 +225,7 @@ def test_domain_set_and_check_in_use(db: Database) -> None:
     rp_id, uuid = make_provider(db)
     invs = {"VCPU": Inventory(total=4), "DISK_GB": Inventory(total=100, reserved=5)}
     db.run(lambda c: inventory.set_inventories(c, rp_id, invs))
-    assert db.read(lambda c: inventory.list_inventories(c, uuid)).inventories == invs
+    assert db.read(lambda c: inventory_read.list_inventories(c, uuid)).inventories == invs
     allocate(db, rp_id, "DISK_GB", 10)
     with pytest.raises(errors.InventoryInUse):
         db.run(lambda c: inventory.set_inventories(c, rp_id, {}))
@@ -238,7 +238,7 @@ def test_domain_set_and_check_in_use(db: Database) -> None:
 
     with pytest.raises(errors.InventoryInUse):
         db.run(reshape)
-    assert db.read(lambda c: inventory.list_inventories(c, uuid)).inventories == invs
+    assert db.read(lambda c: inventory_read.list_inventories(c, uuid)).inventories == invs
     with pytest.raises(errors.NotFound):
         db.run(lambda c: inventory.set_inventories(c, rp_id, {"NOPE": Inventory(total=1)}))
 

@@ -13,7 +13,7 @@ import multiprocessing
 import pytest
 
 from berth.db.engine import Database, create_engine
-from berth.domain import errors, inventory
+from berth.domain import errors, inventory, inventory_read
 from berth.domain.capacity import Inventory
 from support.provider_rows import generation, make_provider
 
@@ -27,7 +27,7 @@ def _worker(url: str, uuid: str, seed: int) -> tuple[int, int]:
     landed = refused = 0
     try:
         for attempt in range(ATTEMPTS):
-            listing = db.read(lambda conn: inventory.list_inventories(conn, uuid))
+            listing = db.read(lambda conn: inventory_read.list_inventories(conn, uuid))
             inv = Inventory(total=100 + seed * ATTEMPTS + attempt)
             try:
                 db.run(

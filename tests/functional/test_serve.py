@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import BERTH, Server
-from tests.functional.conftest import start_berth, stop_berth
+from support.processes import BERTH, Server, start_berth, stop_berth
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 

@@ -35,8 +35,8 @@ import httpx
 import pytest
 
 from support import api_setup, processes
+from support.deploy import APACHE, APACHE_MODULES, APACHE_VENV, REPO_ROOT
 from support.processes import free_port
-from tests.functional.conftest import APACHE, APACHE_MODULES, APACHE_VENV, REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 #: ``[berth] max_body_bytes``'s default, which the deploy files assume.

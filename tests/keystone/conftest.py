@@ -25,6 +25,7 @@ from berth.api.app import create_app
 from berth.db import migrate
 from berth.db.engine import Database, create_engine
 from support import keystone as harness
+from support.change_watch import FeedServer, close_streams
 from support.keystone import Keystone
 from support.processes import free_port
 from tests.conftest import REQUIRE, Client, reset
@@ -274,3 +275,18 @@ def sqlite_server(keystone: Keystone, sqlite_db: Database, tmp_path: Path) -> It
     """Once: the CLI's part is authentication and the catalog."""
     with serving(keystone, sqlite_db, tmp_path) as url:
         yield url
+
+
+# -- test_change_watch_keystone.py -------------------------------------------
+@pytest.fixture
+def watch_server(keystone: Keystone, sqlite_db: Any, tmp_path: Any) -> Any:
+    path = write_conf(
+        tmp_path / "placement.conf",
+        keystone,
+        sqlite_db.engine.url.render_as_string(hide_password=False),
+        mode="secure",
+    )
+    server = FeedServer(berth_conf.load(["--config-file", str(path)]), sqlite_db)
+    yield server
+    close_streams()
+    server.close()

@@ -10,25 +10,8 @@ from typing import Any
 
 import pytest
 
-from berth import conf as berth_conf
+from support.change_watch import Stream
 from support.keystone import Keystone
-from tests.functional.test_change_watch import OPEN, FeedServer, Stream
-from tests.keystone.conftest import write_conf
-
-
-@pytest.fixture
-def watch_server(keystone: Keystone, sqlite_db: Any, tmp_path: Any) -> Any:
-    path = write_conf(
-        tmp_path / "placement.conf",
-        keystone,
-        sqlite_db.engine.url.render_as_string(hide_password=False),
-        mode="secure",
-    )
-    server = FeedServer(berth_conf.load(["--config-file", str(path)]), sqlite_db)
-    yield server
-    while OPEN:
-        OPEN.pop().close()
-    server.close()
 
 
 @pytest.mark.parametrize("token", [None, "not-a-token", "gAAAAABfake"])

@@ -47,22 +47,22 @@ def test_kept_candidates_are_encoded_once_and_reused() -> None:
     assert not any(c.kept for c in first.candidates)
     cache = EncodedCache()
     _body(first, cache)
-    assert cache.requests(True, 3) == {}
+    assert cache.requests(3, with_mappings=True) == {}
     again = _answer(world)  # from the memo
     assert again.candidates and all(c.kept for c in again.candidates)
     body = _body(again, cache)
-    kept = cache.requests(True, 3)
+    kept = cache.requests(3, with_mappings=True)
     assert set(kept) == {id(c) for c in again.candidates}
     encoded = {id(c): kept[id(c)][1] for c in again.candidates}
     # The next answer reuses the very bytes, and they are what a fresh
     # cache encodes.
     assert _body(_answer(world), cache) == body == _body(again, EncodedCache())
-    assert all(cache.requests(True, 3)[k][1] is v for k, v in encoded.items())
+    assert all(cache.requests(3, with_mappings=True)[k][1] is v for k, v in encoded.items())
     # Without mappings (before 1.34), a form of its own.
-    assert cache.requests(False, 3) == {}
+    assert cache.requests(3, with_mappings=False) == {}
     old = orjson.loads(_body(again, cache, (1, 33)))
     assert all("mappings" not in r for r in old["allocation_requests"])
-    assert set(cache.requests(False, 3)) == set(kept)
+    assert set(cache.requests(3, with_mappings=False)) == set(kept)
 
 
 def test_a_changed_candidate_is_encoded_from_its_own_values() -> None:
@@ -84,7 +84,7 @@ def test_a_changed_candidate_is_encoded_from_its_own_values() -> None:
 
 def test_the_cache_is_emptied_beyond_its_bound() -> None:
     cache = EncodedCache()
-    kept = cache.requests(True, 0)
+    kept = cache.requests(0, with_mappings=True)
     for i in range(2 * REQUESTS_KEPT + 1):
         kept[i] = (Candidate(i, {}, {}), b"")
-    assert cache.requests(True, 0) == {}
+    assert cache.requests(0, with_mappings=True) == {}

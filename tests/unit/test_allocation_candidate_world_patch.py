@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from os_traits import MISC_SHARES_VIA_AGGREGATE as SHARING_TRAIT
 
-from berth.domain.allocation_candidate import order, world_patch
+from berth.domain.allocation_candidate import rankings, world_patch
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.request import Order
 from berth.domain.allocation_candidate.world import World
@@ -65,7 +65,7 @@ ORDERS = (
 def ranked(world: World) -> World:
     """``world``, with a ranking kept for each of ``ORDERS``."""
     for each in ORDERS:
-        order.ranking(world, each)
+        rankings.ranking(world, each)
     return world
 
 

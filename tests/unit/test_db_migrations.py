@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from berth.db import migrate
 from berth.db.engine import create_engine
 from berth.db.tables import metadata
+from support.databases import downgrade
 from tests.conftest import BACKENDS, _server_db
 
 
@@ -72,13 +72,6 @@ def _fresh_engine(kind, tmp_path):
     return create_engine(url), drop
 
 
-def _downgrade(engine, revision):
-    cfg = migrate._config()
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
-
-
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
     """0004 replaces the consumers and allocations indexes with covering
@@ -118,7 +111,7 @@ def test_0004_widens_the_usage_indexes_and_back(kind, tmp_path):
         }
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT uuid FROM consumers")).scalars().all() == ["c"]
-        _downgrade(engine, "0003")
+        downgrade(engine, "0003")
         assert indexes() == before
         assert "ix_consumers_project_id_user_id" in before["consumers"]
     finally:
@@ -152,7 +145,7 @@ def test_0005_adds_usage_amounts_to_change_rows_and_back(kind, tmp_path):
             assert conn.execute(
                 sa.text("SELECT kind, resource_provider_id, amount FROM berth_changes")
             ).all() == [("u", 3, None)]
-        _downgrade(engine, "0004")
+        downgrade(engine, "0004")
         assert columns() == before
     finally:
         engine.dispose()

@@ -53,7 +53,7 @@ def test_comparisons() -> None:
     assert Position() >= Position.of({1: 0})
     assert str(a.past(1, 6)) == "1:6,7:3" and a.past(1, 4) is a
     assert str(a.past(9, 1)) == "1:5,7:3,9:1"
-    assert a.as_dict() == {1: 5, 7: 3}
+    assert dict(a.seqs) == {1: 5, 7: 3}
 
 
 def test_earliest_takes_each_slot_at_its_lowest() -> None:

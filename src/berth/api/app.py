@@ -40,6 +40,7 @@ from berth import logs
 from berth.api import errors, healthcheck_middleware, microversion, render
 from berth.api.handlers import dashboard
 from berth.api.openapi_document import document
+from berth.api.render import WSGIApp
 from berth.api.routes import API, install_routes
 from berth.api.views.allocation_candidate import EncodedCache
 from berth.db import changes
@@ -53,7 +54,6 @@ from berth.policy import Policy
 LOG = logging.getLogger("berth.api")
 REQUEST_LOG = logging.getLogger("berth.request")
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: Longest URL (path, "?" and query) accepted.
 MAX_URL = 8192

@@ -21,9 +21,7 @@ from typing import Any
 from oslo_config import cfg
 
 from berth.api import errors, render
-
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
+from berth.api.render import WSGIApp
 
 #: Paths served without a token: version discovery, as upstream, and the
 #: API's description. (A health probe without a token is answered before

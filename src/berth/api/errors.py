@@ -19,12 +19,13 @@ from typing import Any
 
 from berth.db.engine import TX_ATTEMPTS, is_retryable, is_unavailable
 from berth.domain import errors as de
+from berth.domain import limits
 from berth.metrics import Metrics
 
 # Stable error codes (upstream's values).
 DEFAULT = "placement.undefined_code"
 INVENTORY_INUSE = "placement.inventory.inuse"
-CONCURRENT_UPDATE = "placement.concurrent_update"
+CONCURRENT_UPDATE = limits.CONCURRENT_UPDATE
 DUPLICATE_NAME = "placement.duplicate_name"
 PROVIDER_IN_USE = "placement.resource_provider.inuse"
 PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"

@@ -29,9 +29,8 @@ from oslo_middleware import healthcheck
 from oslo_middleware.healthcheck import pluginbase
 
 from berth import conf as berth_conf
+from berth.api.render import WSGIApp
 from berth.db import changes
-
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: The entry point name of the database backend (see pyproject.toml).
 DATABASE_BACKEND = berth_conf.HEALTHCHECK_BACKEND

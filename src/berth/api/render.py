@@ -13,6 +13,9 @@ from berth.api.errors import STATUS_TEXT, HTTPProblem
 
 JSON = "application/json"
 
+#: A WSGI application: what the app, and each middleware it wraps itself in, is.
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
 
 def dumps(data: Any) -> bytes:
     return orjson.dumps(data)

@@ -18,6 +18,7 @@ from berth.cli import common
 if TYPE_CHECKING:
     from berth.db import transfer
     from berth.db.engine import Database
+    from berth.db.transfer_report import Report
 
 
 def register(sub: common.Subparsers) -> None:
@@ -133,7 +134,7 @@ def _progress(args: argparse.Namespace) -> transfer.Progress | None:
     return show
 
 
-def _finish(args: argparse.Namespace, report: transfer.Report) -> int:
+def _finish(args: argparse.Namespace, report: Report) -> int:
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
         return 0 if report.ok else 1
@@ -161,7 +162,7 @@ def _finish(args: argparse.Namespace, report: transfer.Report) -> int:
 
 def _run(
     args: argparse.Namespace,
-    work: Callable[[Any, Database], transfer.Report],
+    work: Callable[[Any, Database], Report],
     prepare: bool = False,
 ) -> int:
     """Run ``work(conf, db)`` on the configured database (migrated and

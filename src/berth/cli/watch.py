@@ -214,7 +214,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     it is ahead of the database: list again)."""
     from berth.direct import PlacementDirect
     from berth.domain.change import parse_position
-    from berth.position import Position
 
     filters = {name: getattr(args, name) for name in _FILTERS if getattr(args, name) is not None}
     if args.url:
@@ -233,7 +232,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             for n, event in enumerate(listed):
                 before = str(seen)
                 ((slot, seq),) = parse_position(event["position"]).seqs
-                seen = Position.of({**seen.as_dict(), slot: seq})
+                seen = seen.past(slot, seq)
                 more = n + 1 < len(listed) and listed[n + 1]["position"] == event["position"]
                 print(json.dumps({**event, "after": before if more else str(seen)}, sort_keys=True))
             sys.stdout.flush()

@@ -38,6 +38,8 @@ The whole tree, in one place::
 
 from __future__ import annotations
 
+from berth.domain.limits import CONCURRENT_UPDATE
+
 __all__ = [
     "PlacementError",
     "PlacementAPIError",
@@ -47,8 +49,6 @@ __all__ = [
     "ReshapeFailed",
     "AllocationUpdateFailed",
 ]
-
-CONCURRENT_UPDATE = "placement.concurrent_update"
 
 
 class PlacementError(Exception):

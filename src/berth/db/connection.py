@@ -52,6 +52,11 @@ against: see the end):
   path cost a worker several times what the driver alone spends on
   ``SELECT id, seq FROM berth_state`` (bench/journal/2026-12-04.md).
 
+This module decides which statement takes a shortcut, and when (the
+counts, the plans and names kept per dialect, whether the connection is
+ready); the thin runs themselves, a statement's plan and the context
+that stands for SQLAlchemy's, are ``berth.db.thin``.
+
 These shortcuts use SQLAlchemy's private API: ``Select._compile_w_cache``,
 ``Engine._compiled_cache``, ``SQLCompiler.construct_params`` (and its
 ``_collected_params`` in 2.1), ``_bind_processors``, ``positiontup``,
@@ -73,7 +78,6 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -81,6 +85,8 @@ from sqlalchemy import engine as sa_engine
 from sqlalchemy.engine import cursor as sa_cursor
 from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql import compiler, elements, visitors
+
+from berth.db import thin
 
 #: The SQLAlchemy releases whose private API the shortcuts were checked
 #: against, as (first, last) patch level of each series: 2.0.0, 2.0.10,
@@ -170,9 +176,6 @@ _PLANS = "_berth_thin_plans"
 #: exact classes: a subclass may compile or execute its own way).
 _SELECTS = (sa.Select, sa.CompoundSelect)
 
-#: A statement that can never run thin (its plan, once tried, said so).
-_NEVER = 0
-
 #: Driver SQL strings whose column names a dialect keeps (a string
 #: built per call, such as an IN list of each length, is one each).
 TEXTS_MAX = 256
@@ -220,12 +223,12 @@ class ThinConnection(sa_engine.Connection):
         if texts is None:
             texts = {}
             setattr(self.dialect, _TEXTS, texts)
-        keys = texts.get(statement, _NEVER)
+        keys = texts.get(statement, thin.NEVER)
         if type(keys) is tuple and self._thin_ready():
-            return _run_text(self, statement, parameters, keys)
+            return thin.run_text(self, statement, parameters, keys)
         result = super().exec_driver_sql(statement, parameters)
-        if keys is _NEVER and len(texts) < TEXTS_MAX:
-            texts[statement] = _text_keys(self.dialect, result)
+        if keys is thin.NEVER and len(texts) < TEXTS_MAX:
+            texts[statement] = thin.text_keys(self.dialect, result)
         return result
 
     def _select(self, statement: Any, params: dict[str, Any]) -> Any:
@@ -236,8 +239,8 @@ class ThinConnection(sa_engine.Connection):
             plans = weakref.WeakKeyDictionary()
             setattr(self.dialect, _PLANS, plans)
         seen = plans.get(statement)
-        if type(seen) is _Plan:
-            result = seen.run(self, params)
+        if type(seen) is thin.Plan:
+            result = seen.run(self, params) if self._thin_ready() else None
             if result is not None:
                 return result
             if seen.compiled() is None:  # evicted: plan it again
@@ -247,7 +250,7 @@ class ThinConnection(sa_engine.Connection):
         if seen is None:
             plans[statement] = 1
         elif seen == 1 and self._thin_ready():
-            plans[statement] = _plan(self, statement, params, result)
+            plans[statement] = thin.plan(self, statement, params, result)
         return result
 
     def _thin_ready(self) -> bool:
@@ -273,251 +276,6 @@ class ThinConnection(sa_engine.Connection):
             (self._has_events or self.engine._has_events)
             and (self.dispatch.before_execute or self.dispatch.after_execute)
         )
-
-
-def _text_keys(dialect: Any, result: Any) -> tuple[str, ...] | None:
-    """The column names of driver SQL just run into ``result``, when later
-    runs of it may go thin; else None."""
-    context = result.context
-    if (
-        not result.returns_rows
-        or dialect.server_side_cursors
-        or context._is_server_side
-        or context.executemany
-        or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH
-    ):
-        return None
-    return tuple(result.keys())
-
-
-def _run_text(conn: ThinConnection, statement: str, parameters: Any, keys: tuple[str, ...]) -> Any:
-    """Driver SQL ``statement`` run thin: the parameters as SQLAlchemy's
-    path hands them to the driver (none: an empty dict, or tuple where
-    the driver's style is positional), its rows under ``keys``."""
-    dialect = conn.dialect
-    sent: Any = parameters
-    if not sent:
-        sent = dialect.execute_sequence_format() if dialect.positional else {}
-    try:
-        dbapi_connection = conn._dbapi_connection
-        assert dbapi_connection is not None  # _thin_ready checked
-        cursor = dbapi_connection.cursor()
-    except BaseException as e:
-        conn._handle_dbapi_exception(e, statement, sent, None, None)
-    context = _ThinTextContext(conn, statement, cursor, sent)
-    rows = _send(conn, statement, cursor, sent, context)
-    return sa_engine.IteratorResult(sa_engine.result.SimpleResultMetaData(keys), iter(rows))
-
-
-class _ThinContext:
-    """What stands for SQLAlchemy's execution context in a thin run: the
-    attributes cursor listeners and the dialect's timed ``do_execute``
-    (``berth.db.engine``) read, and what ``_handle_dbapi_exception`` asks
-    of one (a context present means errors raised by listeners are not
-    wrapped, as on the normal path)."""
-
-    __slots__ = (
-        "root_connection",
-        "compiled",
-        "invoked_statement",
-        "execution_options",
-        "cursor",
-        "statement",
-        "parameters",
-    )
-    executemany = False
-    isinsert = isupdate = isdelete = is_crud = is_text = isddl = False
-
-    def __init__(
-        self,
-        conn: ThinConnection,
-        compiled: compiler.SQLCompiler,
-        invoked: Any,
-        cursor: Any,
-        parameters: Any,
-    ) -> None:
-        self.root_connection = conn
-        self.compiled = compiled
-        self.invoked_statement = invoked
-        self.execution_options = conn._execution_options
-        self.cursor = cursor
-        self.statement = compiled.string
-        self.parameters = [parameters]
-
-    def handle_dbapi_exception(self, e: BaseException) -> None:
-        """The default context's, which does nothing."""
-
-
-class _ThinTextContext(_ThinContext):
-    """What stands for SQLAlchemy's context of a textual statement."""
-
-    __slots__ = ()
-    is_text = True
-
-    def __init__(self, conn: ThinConnection, statement: str, cursor: Any, parameters: Any) -> None:
-        self.root_connection = conn
-        self.compiled = None  # type: ignore[assignment]
-        self.invoked_statement = None
-        self.execution_options = conn._execution_options
-        self.cursor = cursor
-        self.statement = statement
-        self.parameters = [parameters]
-
-
-class _Plan:
-    """What a thin run of one statement on one dialect needs."""
-
-    __slots__ = (
-        "compiled",
-        "invoked",
-        "extracted",
-        "collected",
-        "metadata",
-        "positional",
-        "binds",
-        "sequence",
-        "__weakref__",
-    )
-
-    def __init__(
-        self,
-        compiled: compiler.SQLCompiler,
-        invoked: Any,
-        extracted: Any,
-        collected: Any,
-        metadata: Any,
-        dialect: Any,
-    ) -> None:
-        #: weak: the engine's compiled cache owns it (see the module's
-        #: docstring); gone means evicted, and the statement is planned again
-        self.compiled = weakref.ref(compiled)
-        self.invoked = weakref.ref(invoked)
-        self.extracted = extracted
-        self.collected = collected
-        self.metadata = metadata
-        processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)  # type: ignore[arg-type]
-        self.positional = compiled.positional
-        #: (key in construct_params, key sent, bind processor or None)
-        #: in the order the driver wants them
-        names = (
-            compiled.positiontup if compiled.positional else list(compiled.bind_names.values())
-        ) or []
-        escaped: dict[str, str] = dict(compiled.escaped_bind_names or {})
-        self.binds = [(name, escaped.get(name, name), processors.get(name)) for name in names]
-        self.sequence = dialect.execute_sequence_format
-
-    def run(self, conn: ThinConnection, params: dict[str, Any]) -> Any:
-        """The statement's result, run thin; None when it must go
-        SQLAlchemy's way (the connection isn't ready for it, or the
-        compiled statement was evicted)."""
-        compiled = self.compiled()
-        if compiled is None or not conn._thin_ready():
-            return None
-        try:
-            if self.collected is None:  # always, before SQLAlchemy 2.1
-                values = compiled.construct_params(
-                    params, extracted_parameters=self.extracted, escape_names=False
-                )
-            else:
-                values = compiled.construct_params(
-                    params,
-                    extracted_parameters=self.extracted,
-                    escape_names=False,
-                    _collected_params=self.collected,
-                )
-            if self.positional:
-                sent: Any = self.sequence(
-                    [value(values[key]) if value else values[key] for key, _, value in self.binds]
-                )
-            else:
-                sent = {
-                    name: value(values[key]) if value else values[key]
-                    for key, name, value in self.binds
-                }
-            dbapi_connection = conn._dbapi_connection
-            assert dbapi_connection is not None  # _thin_ready checked
-            cursor = dbapi_connection.cursor()
-        except BaseException as e:
-            # Where the normal path fails building its context: no cursor,
-            # no context (so a TypeError from a bind processor is wrapped
-            # in a StatementError there as here).
-            conn._handle_dbapi_exception(e, compiled.string, [params], None, None)
-        return _execute(conn, compiled, self, cursor, sent)
-
-
-def _execute(
-    conn: ThinConnection, compiled: compiler.SQLCompiler, plan: _Plan, cursor: Any, sent: Any
-) -> Any:
-    """Send ``compiled`` with ``sent`` on ``cursor`` as SQLAlchemy's
-    ``_exec_single_context`` does, and return all its rows."""
-    context = _ThinContext(conn, compiled, plan.invoked(), cursor, sent)
-    rows = _send(conn, compiled.string, cursor, sent, context)
-    return sa_engine.IteratorResult(plan.metadata, iter(rows))
-
-
-def _send(
-    conn: ThinConnection, statement: str, cursor: Any, sent: Any, context: _ThinContext
-) -> list[Any]:
-    """Send ``statement`` with ``sent`` on ``cursor`` as SQLAlchemy's
-    ``_exec_single_context`` does (listeners, the dialect's
-    ``do_execute``, errors), and fetch all its rows."""
-    events = conn._has_events or conn.engine._has_events
-    try:
-        if events:
-            for fn in conn.dispatch.before_cursor_execute:
-                statement, sent = fn(conn, cursor, statement, sent, context, False)
-        conn.dialect.do_execute(cursor, statement, sent, context)  # type: ignore[arg-type]
-        if events:
-            conn.dispatch.after_cursor_execute(conn, cursor, statement, sent, context, False)
-        rows = cursor.fetchall()
-    except BaseException as e:
-        conn._handle_dbapi_exception(e, statement, sent, cursor, context)  # type: ignore[arg-type]
-    conn._safe_close_cursor(cursor)
-    return rows  # type: ignore[no-any-return]
-
-
-def _plan(conn: ThinConnection, statement: Any, params: dict[str, Any], result: Any) -> _Plan | int:
-    """The plan of ``statement``, just run by SQLAlchemy into ``result``
-    with ``params``; :data:`_NEVER` when it cannot run thin."""
-    dialect = conn.dialect
-    context = result.context
-    if (
-        statement._execution_options
-        or not result.returns_rows
-        or dialect.bind_typing is BindTyping.SETINPUTSIZES
-        or dialect.server_side_cursors
-        or context._is_server_side
-        or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH
-    ):
-        return _NEVER
-    # (compiled, extracted, cache_hit) in 2.0; collected before cache_hit
-    # in 2.1 (see VERIFIED).
-    found = statement._compile_w_cache(
-        dialect=dialect,
-        compiled_cache=conn.engine._compiled_cache,
-        column_keys=sorted(params),
-        for_executemany=False,
-        schema_translate_map=None,
-        linting=dialect.compiler_linting | compiler.WARN_LINTING,
-    )
-    compiled, extracted = found[0], found[1]
-    collected = found[2] if len(found) == 4 else None
-    metadata = result._metadata
-    if (
-        compiled is not context.compiled  # not cached: nothing to keep
-        or not isinstance(compiled, compiler.SQLCompiler)
-        or compiled.literal_execute_params
-        or compiled.post_compile_params
-        or compiled.schema_translate_map
-        or compiled.has_out_parameters
-        or compiled.isinsert
-        or compiled.isupdate
-        or compiled.isdelete
-        or not getattr(metadata, "_safe_for_cache", False)
-        or any(isinstance(p, tuple) for p in compiled._bind_processors.values())
-    ):
-        return _NEVER
-    return _Plan(compiled, statement, extracted, collected, metadata, dialect)
 
 
 def _maybe_sized(statement: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from berth.db import tables as t
+from berth.position import Position
 
 # The kinds of event (docs/change-feed.md describes each body).
 PROVIDER_CREATED = "provider.created"
@@ -175,7 +175,7 @@ class Gone(Exception):
     is the oldest position a reader can still read on from, ``current``
     the database's newest."""
 
-    def __init__(self, oldest: dict[int, int], current: dict[int, int], *, ahead: bool) -> None:
+    def __init__(self, oldest: Position, current: Position, *, ahead: bool) -> None:
         super().__init__("ahead of the database" if ahead else "history pruned")
         self.oldest, self.current, self.ahead = oldest, current, ahead
 
@@ -212,15 +212,16 @@ class Filters:
 @dataclass(frozen=True, slots=True)
 class EventPage:
     """Events after a position, and the position a reader has then
-    seen everything up to (``upto``, per slot)."""
+    seen everything up to (``upto``)."""
 
     events: list[Stored]
-    upto: dict[int, int]
+    upto: Position
     more: bool
 
 
-def marks(conn: Connection) -> tuple[dict[int, int], dict[int, int]]:
-    """Per slot, the newest number and the pruned mark (one statement)."""
+def marks(conn: Connection) -> tuple[Position, Position]:
+    """The newest number of every slot, and every slot's pruned mark, as
+    positions (one statement)."""
     state = t.berth_state
     rows = conn.execute(sa.select(state.c.id, state.c.seq, state.c.pruned))
     current: dict[int, int] = {}
@@ -228,20 +229,20 @@ def marks(conn: Connection) -> tuple[dict[int, int], dict[int, int]]:
     for slot, seq, mark in rows:
         current[int(slot)] = int(seq)
         pruned[int(slot)] = int(mark)
-    return current, pruned
+    return Position.of(current), Position.of(pruned)
 
 
-def _check(after: Mapping[int, int], current: Mapping[int, int], pruned: Mapping[int, int]) -> None:
-    lost = any(after.get(slot, 0) < mark for slot, mark in pruned.items())
-    ahead = any(seq > current.get(slot, 0) for slot, seq in after.items())
+def _check(after: Position, current: Position, pruned: Position) -> None:
+    lost = any(after.get(slot) < mark for slot, mark in pruned.seqs)
+    ahead = any(seq > current.get(slot) for slot, seq in after.seqs)
     if lost or ahead:
         # Ahead says more than lost: no pruning explains a number this
         # database never gave.
-        raise Gone(dict(pruned), dict(current), ahead=ahead)
+        raise Gone(pruned, current, ahead=ahead)
 
 
-def read(conn: Connection, after: Mapping[int, int], filters: Filters, limit: int) -> EventPage:
-    """The events after ``after`` (slot -> seq), in the order a reader
+def read(conn: Connection, after: Position, filters: Filters, limit: int) -> EventPage:
+    """The events after ``after``, in the order a reader
     can see them, at most about ``limit`` (whole writes only).
 
     Raises :class:`Gone` when ``after`` is older than the kept history
@@ -252,8 +253,8 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters, limit: in
     per_slot: list[list[Stored]] = []
     upto: dict[int, int] = {}
     cuts: list[Key] = []
-    for slot, last in sorted(current.items()):
-        first = after.get(slot, 0)
+    for slot, last in current.seqs:
+        first = after.get(slot)
         upto[slot] = max(first, last)
         if last <= first:
             continue
@@ -267,7 +268,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters, limit: in
     _check(after, current, marks(conn)[1])
     merged = list(heapq.merge(*per_slot, key=_key))
     if not cuts:
-        return EventPage(merged, upto, False)
+        return EventPage(merged, Position.of(upto), False)
     # A slot cut short may hold, past its cut, writes that come before
     # other slots' later rows: keep only the merged prefix up to the
     # earliest cut, and read each slot on from what was kept.
@@ -276,7 +277,7 @@ def read(conn: Connection, after: Mapping[int, int], filters: Filters, limit: in
     for e in merged[len(kept) :]:
         if upto[e.slot] >= e.seq:
             upto[e.slot] = e.seq - 1
-    return EventPage(kept, upto, True)
+    return EventPage(kept, Position.of(upto), True)
 
 
 #: Where an event sorts in the order a reader can see the writes: the

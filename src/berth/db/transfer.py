@@ -4,9 +4,9 @@
 ``upstream.REVISIONS``) in one read-only snapshot and writes it into a Berth
 database in one transaction; ``export_database`` does the reverse into an
 empty database, creating upstream's tables at the 16.0.0 head. Both end
-with a verification pass (``dump.compare``) run inside the writing
-transaction, so a copy that does not verify is rolled back and leaves the
-target as it was.
+with a verification pass (``transfer_report.verify``: ``dump.compare``)
+run inside the writing transaction, so a copy that does not verify is
+rolled back and leaves the target as it was.
 
 Row ids are kept, except those of resource classes and traits: Berth seeds
 its standard ones itself and upstream numbers standard classes by their
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -27,6 +25,7 @@ from berth.db import changes, dump, events, upstream
 from berth.db import tables as t
 from berth.db.dump import Dump, Row
 from berth.db.engine import Database, create_engine
+from berth.db.transfer_report import Report, verify
 
 #: Called after each table is written: (table, rows, seconds).
 Progress = Callable[[str, int, float], None]
@@ -36,59 +35,6 @@ CHUNK = 5000
 
 class TransferError(Exception):
     """The copy cannot be made; nothing was written."""
-
-
-@dataclass
-class TableCount:
-    table: str
-    source: int
-    added: int
-    target: int
-
-    @property
-    def ok(self) -> bool:
-        return self.target == self.source + self.added
-
-
-@dataclass
-class Report:
-    """What a copy did and what its verification found."""
-
-    direction: str
-    revision: str
-    tables: list[TableCount] = field(default_factory=list)
-    checks: dict[str, list[str]] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.tables) and not any(self.checks.values())
-
-    def failures(self) -> list[str]:
-        """One line per table count or check that differs."""
-        out = [
-            "%s: source %d + %d added, target %d" % (c.table, c.source, c.added, c.target)
-            for c in self.tables
-            if not c.ok
-        ]
-        return out + [
-            "%s: %s" % (name, "; ".join(diffs)) for name, diffs in self.checks.items() if diffs
-        ]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "direction": self.direction,
-            "revision": self.revision,
-            "ok": self.ok,
-            "tables": {
-                c.table: {"source": c.source, "added": c.added, "target": c.target, "ok": c.ok}
-                for c in self.tables
-            },
-            "checks": {
-                name: {"ok": not diffs, "differences": diffs} for name, diffs in self.checks.items()
-            },
-            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-        }
 
 
 def source_engine(url: str) -> Engine:
@@ -161,7 +107,7 @@ def import_database(
         changes.note(conn, changes.STRUCTURE)
         events.resync(conn)
         clock["write"] = time.monotonic() - began
-        _verify(conn, source, raw, report, clock, consumer_types=True)
+        verify(conn, source, raw, report, clock, consumer_types=True)
         if not report.ok:
             raise TransferError(
                 "the copy did not verify (%s); nothing was written" % " | ".join(report.failures())
@@ -380,34 +326,6 @@ def _reset_sequence(conn: Connection, table: str) -> None:
     )
 
 
-def _verify(
-    conn: Connection,
-    source: Dump,
-    raw: dict[str, int],
-    report: Report,
-    clock: dict[str, float],
-    *,
-    consumer_types: bool,
-) -> None:
-    began = time.monotonic()
-    report.tables = []  # the transaction may be a retry
-    written = dump.read(conn, consumer_types=consumer_types)
-    names = {
-        "resource_classes": {r["name"] for r in source.classes.values()},
-        "traits": {r["name"] for r in source.traits.values()},
-    }
-    target_rows = {"resource_classes": written.classes, "traits": written.traits}
-    for table in dump.TABLES:
-        if table in names:
-            # The target may know more standard names than the source.
-            target = sum(1 for r in target_rows[table].values() if r["name"] in names[table])
-        else:
-            target = written.count(table)
-        report.tables.append(TableCount(table, raw[table], source.added.get(table, 0), target))
-    report.checks = dump.compare(dump.fingerprint(source), dump.fingerprint(written))
-    clock["verify"] = time.monotonic() - began
-
-
 # -- verify ---------------------------------------------------------------
 
 
@@ -426,7 +344,7 @@ def verify_database(berth: Database, other_url: str, *, incomplete_ids: tuple[st
     # An old upstream database compares as the import completed it.
     _complete(other, incomplete_ids)
     clock["read"] = time.monotonic() - began
-    berth.read(lambda conn: _verify(conn, other, raw, report, clock, consumer_types=True))
+    berth.read(lambda conn: verify(conn, other, raw, report, clock, consumer_types=True))
     report.seconds = clock
     return report
 
@@ -467,7 +385,7 @@ def export_database(
                 began = time.monotonic()
                 _write_upstream(conn, metadata, berth, progress)
                 clock["write"] = time.monotonic() - began
-                _verify(conn, berth, raw, report, clock, consumer_types=True)
+                verify(conn, berth, raw, report, clock, consumer_types=True)
                 if not report.ok:
                     raise TransferError(
                         "the export did not verify (%s)" % " | ".join(report.failures())

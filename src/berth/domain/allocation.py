@@ -4,7 +4,8 @@ The write path (``replace_allocations``) runs inside the caller's one
 transaction, in this order, which is also the lock order (consumer rows,
 then provider rows by id) so that concurrent claims do not deadlock:
 
-1. one unlocked read: providers (400 for an unknown one), resource
+1. one unlocked read (``allocation_read.first_read``, where the reads
+   of ``GET`` are too): providers (400 for an unknown one), resource
    classes, the owners the request names, and every consumer with what
    it holds;
 2. check each consumer's generation against the request (409); create
@@ -64,20 +65,18 @@ step 1 usually answers 400 for the provider that is gone.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import AnySelect, changes
+from berth.db import changes
 from berth.db import tables as t
 from berth.db.engine import Database
-from berth.domain import change, claim, common, consumer, errors, usage
+from berth.domain import allocation_read, change, claim, common, consumer, errors, usage
 from berth.domain.claim import Claim
 from berth.domain.consumer import Owner
 
@@ -114,44 +113,7 @@ def _provider_key(value: str) -> str:
 
 # The write path's statements are built once (each costs more to build
 # than to run): its IN lists are expanding parameters.
-_RP = t.resource_providers
 _A = t.allocations
-_RC = t.resource_classes
-_PROVIDER, _CLASS = 0, 1
-#: The parts of a write's first read, by the list parameter each reads:
-#: providers by uuid and classes by name, and those of
-#: ``consumer.PARTS``. One statement reads the parts a write needs (one
-#: round trip where there were up to three, and one per consumer).
-_PARTS: dict[str, list[AnySelect]] = {
-    "uuids": [
-        consumer.read_part(_PROVIDER, _RP.c.id, _RP.c.uuid).where(
-            _RP.c.uuid.in_(sa.bindparam("uuids", expanding=True))
-        )
-    ],
-    "names": [
-        consumer.read_part(_CLASS, _RC.c.id, _RC.c.name).where(
-            _RC.c.name.in_(sa.bindparam("names", expanding=True))
-        )
-    ],
-    **consumer.PARTS,
-}
-
-
-@functools.cache
-def _first_read(parts: tuple[str, ...]) -> sa.CompoundSelect[Any]:
-    """The ``UNION ALL`` of the parts that read ``parts``, built once."""
-    return sa.union_all(*[part for name in parts for part in _PARTS[name]])
-
-
-def _read(conn: Connection, lists: dict[str, list[str]]) -> Iterable[Any]:
-    """The rows of the parts whose list in ``lists`` is not empty (a
-    part of an empty list would find nothing, and SQLAlchemy would build
-    its statement again on every run)."""
-    given = {name: values for name, values in lists.items() if values}
-    if not given:
-        return ()
-    return conn.execute(_first_read(tuple(given)), given)  # type: ignore[no-any-return]
-
 
 _DELETE_CONSUMER = t.consumers.delete().where(t.consumers.c.uuid == sa.bindparam("b_uuid"))
 _DELETE = _A.delete().where(_A.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
@@ -172,10 +134,7 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]) -> _Resolved
     """Step 1 (unknown classes are raised for after the consumers, in
     upstream's order); 400 for a missing provider."""
     given = [u for r in requests for u in r.allocations]
-    found: dict[str, tuple[int, str]] = {}
-    classes: dict[str, int] = {}
-    rest = consumer.Found()
-    for row in _read(
+    read = allocation_read.first_read(
         conn,
         {
             "uuids": sorted({_provider_key(u) for u in given}),
@@ -192,22 +151,16 @@ def _resolve(conn: Connection, requests: list[ConsumerAllocations]) -> _Resolved
             "types": sorted({r.consumer_type for r in requests if r.consumer_type is not None}),
             "consumers": sorted({r.consumer_uuid for r in requests}),
         },
-    ):
-        if row[0] == _PROVIDER:
-            found[row[2]] = (row[1], row[2])
-        elif row[0] == _CLASS:
-            classes[row[2]] = row[1]
-        else:
-            rest.add(row)
+    )
     result = {}
     for value in given:
-        hit = found.get(_provider_key(value))
+        hit = read.providers.get(_provider_key(value))
         if hit is None:
             raise errors.ProviderNotFoundForWrite(
                 "Allocation for resource provider '%s' that does not exist." % value
             )
         result[value] = hit
-    return _Resolved(result, classes, rest)
+    return _Resolved(result, read.classes, read.found)
 
 
 #: An existing consumer to take (bump) and the owner it gets: project,
@@ -481,9 +434,7 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     locking it and reading again. Provider generations do not move (as
     upstream). NotFound (404) when the consumer holds nothing.
     """
-    found = consumer.Found()
-    for row in _read(conn, {"consumers": [consumer_uuid]}):
-        found.add(row)
+    found = allocation_read.first_read(conn, {"consumers": [consumer_uuid]}).found
     owner = found.consumers.get(consumer_uuid)
     if owner is None and consumer_uuid not in found.held:
         raise _nothing_held(consumer_uuid)
@@ -520,115 +471,3 @@ def _remove(
         )
     change.removed_event(conn, consumer_uuid, held)
     conn.execute(_DELETE, {"uuids": [consumer_uuid]})
-
-
-# The order of the reads. Upstream's two reads have no ORDER BY: its
-# answers list the rows in the order the database returns them. Where
-# the plan walks an index (on SQLite always; on PostgreSQL for a
-# consumer's), that is a consumer's by ``consumer_id``, whose ties are in
-# row id order, so the rows come as written, and a provider's by
-# ``(resource_provider_id, resource_class_id, used)``. Berth orders by
-# those keys, so that it lists as upstream does, on every backend.
-# (Other plans, which PostgreSQL and MariaDB choose for small tables --
-# a hash join, the consumers read first -- give orders that no client
-# can rely on.)
-
-
-@dataclass(slots=True)
-class ConsumerView:
-    """What ``GET /allocations/{consumer}`` shows."""
-
-    allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    project_id: str | None = None
-    user_id: str | None = None
-    generation: int | None = None
-    consumer_type: str = consumer.UNKNOWN_TYPE
-    last_modified: dt.datetime | None = None
-
-
-def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerView:
-    """The consumer's allocations by provider uuid, with its owner, in
-    upstream's order: as written (providers in the order of the body that
-    wrote them, and each one's classes too).
-
-    ``project_id``/``user_id`` are None for allocations whose consumer
-    record is missing (legacy data); callers show the configured
-    incomplete-consumer ids for them.
-    """
-    a, rp, rc = t.allocations, t.resource_providers, t.resource_classes
-    c, p, u = t.consumers, t.projects, t.users
-    ct = t.consumer_types
-    query = (
-        sa.select(
-            rp.c.uuid,
-            rp.c.generation,
-            rc.c.name,
-            a.c.used,
-            a.c.created_at,
-            a.c.updated_at,
-            p.c.external_id.label("project_id"),
-            u.c.external_id.label("user_id"),
-            c.c.generation.label("consumer_generation"),
-            ct.c.name.label("consumer_type"),
-        )
-        .select_from(
-            a.join(rp, rp.c.id == a.c.resource_provider_id)
-            .join(rc, rc.c.id == a.c.resource_class_id)
-            .outerjoin(c, c.c.uuid == a.c.consumer_id)
-            .outerjoin(p, p.c.id == c.c.project_id)
-            .outerjoin(u, u.c.id == c.c.user_id)
-            .outerjoin(ct, ct.c.id == c.c.consumer_type_id)
-        )
-        .where(a.c.consumer_id == consumer_uuid)
-        .order_by(a.c.id)
-    )
-    view = ConsumerView()
-    for row in conn.execute(query):
-        entry = view.allocations.setdefault(
-            row.uuid, {"resources": {}, "generation": row.generation}
-        )
-        entry["resources"][row.name] = row.used
-        view.last_modified = _later(view.last_modified, row.updated_at or row.created_at)
-        view.project_id, view.user_id = row.project_id, row.user_id
-        view.generation = row.consumer_generation
-        view.consumer_type = row.consumer_type or consumer.UNKNOWN_TYPE
-    return view
-
-
-def _later(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
-    if a is None or (b is not None and b > a):
-        return b
-    return a
-
-
-def for_provider(
-    conn: Connection, provider_id: int
-) -> tuple[dict[str, dict[str, Any]], dt.datetime | None]:
-    """Allocations on one provider by consumer uuid, each with its
-    ``resources`` and ``consumer_generation`` (None for a consumer record
-    that is missing), and the newest allocation timestamp.
-
-    In upstream's order (see the note above ``ConsumerView``): rows by
-    class id, amount, then as written, so classes in class-id order
-    (standard ones in os-resource-classes' order, then custom ones as
-    created), and each consumer where its first row falls."""
-    a, rc, c = t.allocations, t.resource_classes, t.consumers
-    query = (
-        sa.select(
-            a.c.consumer_id, rc.c.name, a.c.used, c.c.generation, a.c.created_at, a.c.updated_at
-        )
-        .select_from(
-            a.join(rc, rc.c.id == a.c.resource_class_id).outerjoin(c, c.c.uuid == a.c.consumer_id)
-        )
-        .where(a.c.resource_provider_id == provider_id)
-        .order_by(a.c.resource_class_id, a.c.used, a.c.id)
-    )
-    result: dict[str, dict[str, Any]] = {}
-    newest: dt.datetime | None = None
-    # A shared provider may hold thousands: unpacked, which costs a
-    # fraction of reading each column by attribute.
-    for uuid, class_name, used, generation, created, updated in conn.execute(query):
-        entry = result.setdefault(uuid, {"resources": {}, "consumer_generation": generation})
-        entry["resources"][class_name] = used
-        newest = _later(newest, updated or created)
-    return result, newest

@@ -273,14 +273,14 @@ def read(
     of them), and the events that change every tree (``_EVERY_TREE``).
     Raises ``events.Gone``."""
     if trees is None:
-        return events.read(conn, after.as_dict(), filters, limit)
+        return events.read(conn, after, filters, limit)
     roots = _roots(conn, trees)
     # Only the named trees' events and those that may be about any tree
     # are read (and decoded); which of those are about the trees is
     # judged here.
     page = events.read(
         conn,
-        after.as_dict(),
+        after,
         dataclasses.replace(filters, trees=frozenset(roots), any_tree=_ANY_TREE),
         limit,
     )
@@ -424,12 +424,12 @@ def _gone_error(after: str, gone: events.Gone) -> errors.HistoryGone:
     on from: one line, saying whether the history was pruned or the
     position is ahead of the database (a restored backup, another
     database), and that the reader must list again."""
-    oldest = str(Position.of(gone.oldest))
+    oldest = str(gone.oldest)
     if gone.ahead:
         return errors.HistoryGone(
             "Position %s is ahead of this database (at %s): was it "
             "restored from a backup? List again and read on from the "
-            "position the listing gives." % (after, Position.of(gone.current)),
+            "position the listing gives." % (after, gone.current),
             oldest,
         )
     return errors.HistoryGone(

@@ -78,7 +78,7 @@ def get(conn: Connection, uuid: str, *, lock: bool = False) -> Consumer | None:
 
 
 #: The kinds of row a write's first read returns besides providers (0)
-#: and classes (1) (``berth.domain.allocation``): a project, user or
+#: and classes (1) (``berth.domain.allocation_read``): a project, user or
 #: consumer type by its external id or name, a consumer, and one
 #: allocation a consumer holds.
 PROJECT, USER, TYPE, CONSUMER, HELD = 2, 3, 4, 5, 6

@@ -9,6 +9,9 @@ the caller's transaction, raising errors worded as upstream words them.
 generation handling, for callers such as the reshaper that manage the
 generation themselves.
 
+What they all read first (the provider's inventories with the amounts
+allocated), and what GET shows, is ``berth.domain.inventory_read``.
+
 As upstream does, an inventory may shrink below what is already allocated
 (the provider is then over-committed and a warning is logged); only
 *removing* a class that still has allocations is refused.
@@ -16,37 +19,18 @@ As upstream does, an inventory may shrink below what is already allocated
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from berth.db import AnyRow
 from berth.db import tables as t
-from berth.domain import change, common, errors
+from berth.domain import change, common, errors, inventory_read
 from berth.domain.capacity import MAX_CAPACITY, Inventory
 
 LOG = logging.getLogger(__name__)
-
-FIELDS: tuple[str, ...] = Inventory._fields
-
-#: A provider's inventories as a writer reads them first: class id ->
-#: (class name, inventory, amount allocated or None when no allocation
-#: is of that class).
-Current = dict[int, tuple[str, Inventory, int | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Listing:
-    """A provider's inventories, its generation and the newest change."""
-
-    generation: int
-    inventories: dict[str, Inventory]
-    last_modified: dt.datetime | None
 
 
 def make_inventory(data: Mapping[str, Any]) -> Inventory:
@@ -56,7 +40,7 @@ def make_inventory(data: Mapping[str, Any]) -> Inventory:
     (``capacity.MAX_CAPACITY``): stored, such a record would make every
     later candidate query fail.
     """
-    inv = Inventory(**{k: data[k] for k in FIELDS if k in data})
+    inv = Inventory(**{k: data[k] for k in inventory_read.FIELDS if k in data})
     if inv.allocation_ratio == 0:
         # -0.0 would read back as 0.0 from MySQL and as -0.0 elsewhere.
         inv = inv._replace(allocation_ratio=0.0)
@@ -93,165 +77,8 @@ def _in_use(classes: list[str], uuid: str) -> str:
     return "Inventory for '%s' on resource provider '%s' in use." % (", ".join(classes), uuid)
 
 
-def _rows(conn: Connection, provider_id: int) -> list[AnyRow]:
-    inv, rc = t.inventories, t.resource_classes
-    return list(
-        conn.execute(
-            sa.select(rc.c.name, *[inv.c[f] for f in FIELDS], inv.c.created_at, inv.c.updated_at)
-            .join(rc, rc.c.id == inv.c.resource_class_id)
-            .where(inv.c.resource_provider_id == provider_id)
-            .order_by(rc.c.id)
-        )
-    )
-
-
-def _from_row(row: AnyRow) -> Inventory:
-    values = row._mapping
-    return Inventory(
-        **{f: values[f] for f in FIELDS[:-1]}, allocation_ratio=float(values["allocation_ratio"])
-    )
-
-
-def list_inventories(conn: Connection, uuid: str) -> Listing:
-    """The provider's inventories for GET (NotFound for a bad uuid)."""
-    provider = common.require_provider(conn, uuid)
-    rows = _rows(conn, provider.id)
-    newest = max(
-        (r.updated_at or r.created_at for r in rows if r.updated_at or r.created_at), default=None
-    )
-    return Listing(provider.generation, {r.name: _from_row(r) for r in rows}, newest)
-
-
-def get_inventory(
-    conn: Connection, uuid: str, rc: str
-) -> tuple[Inventory, int, dt.datetime | None]:
-    """One inventory, the provider generation and when it last changed."""
-    provider = common.require_provider(conn, uuid)
-    for row in _rows(conn, provider.id):
-        if row.name == rc:
-            return (_from_row(row), provider.generation, row.updated_at or row.created_at)
-    raise errors.NotFound("No inventory of class %s for %s" % (rc, uuid))
-
-
-def _usage(
-    conn: Connection, provider_id: int, class_ids: list[int] | None = None
-) -> dict[int, int]:
-    """Allocated amount per class id on the provider."""
-    if class_ids is None:
-        rows = conn.execute(_USAGE, {"b_rp": provider_id})
-    else:
-        rows = conn.execute(_USAGE_OF, {"b_rp": provider_id, "b_rcs": sorted(class_ids)})
-    return {class_id: int(used) for class_id, used in rows}
-
-
-# Built once: every inventory write reads the usage of its provider.
-_USAGE = (
-    sa.select(t.allocations.c.resource_class_id, common.sum_used(t.allocations))
-    .where(t.allocations.c.resource_provider_id == sa.bindparam("b_rp"))
-    .group_by(t.allocations.c.resource_class_id)
-)
-_USAGE_OF = _USAGE.where(
-    t.allocations.c.resource_class_id.in_(sa.bindparam("b_rcs", expanding=True))
-)
-
-
-def _class_ids(
-    conn: Connection, names: list[str], before: Current
-) -> tuple[dict[str, int], list[str]]:
-    """Known class ids by name, and the names that are unknown. Classes
-    the provider has (``before``, from :func:`current`) are known from
-    it: only the others are looked up."""
-    have = {name: cid for cid, (name, _, _) in before.items()}
-    ids = {n: have[n] for n in names if n in have}
-    others = [n for n in names if n not in have]
-    if others:
-        ids.update(common.resource_class_ids(conn, others))
-    return ids, [n for n in names if n not in ids]
-
-
 def _values(inv: Inventory) -> dict[str, Any]:
-    return {f: getattr(inv, f) for f in FIELDS}
-
-
-# Built once: every inventory write reads what the provider has first,
-# and how much of each class is allocated (to refuse removing a class in
-# use, and to warn of one now over capacity).
-_CURRENT = (
-    sa.select(
-        t.inventories.c.resource_class_id,
-        t.resource_classes.c.name,
-        *[t.inventories.c[f] for f in FIELDS],
-        sa.select(common.sum_used(t.allocations))
-        .where(
-            t.allocations.c.resource_provider_id == t.inventories.c.resource_provider_id,
-            t.allocations.c.resource_class_id == t.inventories.c.resource_class_id,
-        )
-        .scalar_subquery(),
-    )
-    .join(t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id)
-    .where(t.inventories.c.resource_provider_id == sa.bindparam("b_rp"))
-)
-
-
-def current(conn: Connection, provider_id: int) -> Current:
-    """The provider's inventories, for a writer (one statement)."""
-    found: Current = {}
-    for cid, name, *values in conn.execute(_CURRENT, {"b_rp": provider_id}):
-        _add(found, cid, name, values)
-    return found
-
-
-def _add(found: Current, cid: int, name: str, values: list[Any]) -> None:
-    total, reserved, low, high, step, ratio, used = values
-    found[int(cid)] = (
-        name,
-        Inventory(total, reserved, low, high, step, float(ratio)),
-        None if used is None else int(used),
-    )
-
-
-# Built once: every inventory write starts with it. The provider (a
-# common.WrittenProvider) and :data:`_CURRENT`'s rows, one per class it has (a
-# provider without inventory is one row with no class), in one
-# statement where there were two.
-_PROVIDER_CURRENT = (
-    sa.select(*common.PROVIDER_COLUMNS, *_CURRENT.selected_columns)
-    .select_from(
-        common.PROVIDER_WITH_ROOT.outerjoin(
-            t.inventories, t.inventories.c.resource_provider_id == t.resource_providers.c.id
-        ).outerjoin(
-            t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id
-        )
-    )
-    .where(common.PROVIDER_BY_UUID)
-)
-
-
-def _provider_current(conn: Connection, uuid: str) -> tuple[common.WrittenProvider, Current]:
-    """The provider ``uuid`` and its inventories (:func:`current`);
-    NotFound when there is no such provider."""
-    provider = None
-    found: Current = {}
-    for id_, uuid_, generation, root, cid, name, *values in conn.execute(
-        _PROVIDER_CURRENT, {"b_uuid": uuid}
-    ):
-        provider = common.WrittenProvider(id_, uuid_, generation, root)
-        if cid is not None:
-            _add(found, cid, name, values)
-    if provider is None:
-        raise common.no_provider(uuid)
-    return provider, found
-
-
-def by_name(found: Current) -> dict[str, Inventory]:
-    """:func:`current`'s inventories by class name."""
-    return {name: inv for name, inv, _ in found.values()}
-
-
-def _used(found: Current, class_ids: Iterable[int]) -> dict[int, int]:
-    """:func:`current`'s amounts allocated, of the classes that have
-    allocations among ``class_ids`` (each in ``found``)."""
-    return {cid: used for cid in class_ids if (used := found[cid][2]) is not None}
+    return {f: getattr(inv, f) for f in inventory_read.FIELDS}
 
 
 def set_inventories(
@@ -260,19 +87,20 @@ def set_inventories(
     inventories: Mapping[str, Inventory],
     *,
     check_in_use: bool = True,
-    before: Current | None = None,
+    before: inventory_read.Current | None = None,
 ) -> dict[str, Inventory]:
     """Replace the provider's whole inventory with ``inventories``;
     return the inventories it replaced, by class name (``before``, when
-    the caller has just read them with :func:`current`, else read here).
+    the caller has just read them with ``inventory_read.current``, else
+    read here).
 
     No generation handling: callers bump it. Raises NotFound naming the
     first unknown class ("No such resource class X."), and InventoryInUse
     when ``check_in_use`` and a removed class still has allocations.
     """
     if before is None:
-        before = current(conn, provider_id)
-    ids, unknown = _class_ids(conn, list(inventories), before)
+        before = inventory_read.current(conn, provider_id)
+    ids, unknown = inventory_read.known_classes(conn, list(inventories), before)
     if unknown:
         raise errors.NotFound("No such resource class %s." % unknown[0])
     inv = t.inventories
@@ -281,7 +109,7 @@ def set_inventories(
     removed = sorted(existing - wanted)
     if removed:
         if check_in_use:
-            _refuse_in_use(conn, provider_id, _used(before, removed))
+            _refuse_in_use(conn, provider_id, inventory_read.used(before, removed))
         conn.execute(
             inv.delete().where(
                 inv.c.resource_provider_id == provider_id, inv.c.resource_class_id.in_(removed)
@@ -308,8 +136,8 @@ def set_inventories(
     if kept:  # one statement for them all
         conn.execute(_UPDATE, kept)
     updated = {ids[n]: i for n, i in inventories.items() if ids[n] in existing}
-    _warn_exceeded(conn, provider_id, updated, _used(before, updated))
-    return by_name(before)
+    _warn_exceeded(conn, provider_id, updated, inventory_read.used(before, updated))
+    return inventory_read.by_name(before)
 
 
 # Built once: every inventory write of a class already there runs it.
@@ -365,7 +193,7 @@ def check_in_use(conn: Connection, provider_id: int) -> None:
             sa.select(inv.c.resource_class_id).where(inv.c.resource_provider_id == provider_id)
         )
     }
-    used = _usage(conn, provider_id)
+    used = inventory_read.allocated(conn, provider_id)
     _refuse_in_use(
         conn, provider_id, {cid: amount for cid, amount in used.items() if cid not in have}
     )
@@ -413,10 +241,10 @@ def add_inventory(
     NotFound (no provider), BadRequest (capacity, unknown class),
     ConcurrentUpdate (class already present, or a concurrent change).
     """
-    provider, before = _provider_current(conn, uuid)
+    provider, before = inventory_read.provider_current(conn, uuid)
     prefix = "Unable to create inventory for resource provider"
     _check_capacity(uuid, {rc: inv}, reserved_can_be_total, prefix)
-    ids, unknown = _class_ids(conn, [rc], before)
+    ids, unknown = inventory_read.known_classes(conn, [rc], before)
     if unknown:
         raise errors.BadRequest("%s %s: No such resource class %s." % (prefix, uuid, rc))
     if ids[rc] in before:
@@ -434,7 +262,7 @@ def add_inventory(
         },
     )
     generation = common.bump_provider_generation(conn, provider.id, provider.generation)
-    old = by_name(before)
+    old = inventory_read.by_name(before)
     record(conn, provider, old, {**old, rc: inv}, generation)
     return generation
 
@@ -453,13 +281,13 @@ def update_inventory(
     NotFound (no provider), ConcurrentUpdate (stale generation),
     BadRequest (capacity, class not in the inventory).
     """
-    provider, before = _provider_current(conn, uuid)
+    provider, before = inventory_read.provider_current(conn, uuid)
     _check_generation(provider, generation)
     _check_capacity(
         uuid, {rc: inv}, reserved_can_be_total, "Unable to update inventory for resource provider"
     )
     prefix = "No inventory record with resource class for resource provider %s: " % uuid
-    ids, unknown = _class_ids(conn, [rc], before)
+    ids, unknown = inventory_read.known_classes(conn, [rc], before)
     if unknown:
         raise errors.BadRequest(prefix + "No such resource class %s." % rc)
     result = None
@@ -470,9 +298,9 @@ def update_inventory(
         )
     if result is None or result.rowcount != 1:
         raise errors.BadRequest(prefix + "No inventory of class %s found." % rc)
-    _warn_exceeded(conn, provider.id, {ids[rc]: inv}, _used(before, [ids[rc]]))
+    _warn_exceeded(conn, provider.id, {ids[rc]: inv}, inventory_read.used(before, [ids[rc]]))
     new_generation = common.bump_provider_generation(conn, provider.id, provider.generation)
-    old = by_name(before)
+    old = inventory_read.by_name(before)
     record(conn, provider, old, {**old, rc: inv}, new_generation)
     return new_generation
 
@@ -491,7 +319,7 @@ def replace_inventories(
     BadRequest (capacity, unknown class), InventoryInUse (a removed class
     has allocations).
     """
-    provider, before = _provider_current(conn, uuid)
+    provider, before = inventory_read.provider_current(conn, uuid)
     _check_generation(provider, generation)
     _check_capacity(
         uuid, inventories, reserved_can_be_total, "Unable to update inventory for resource provider"
@@ -514,7 +342,7 @@ def delete_inventories(conn: Connection, uuid: str) -> int:
 
     NotFound (no provider), InventoryInUse (a class has allocations).
     """
-    provider, before = _provider_current(conn, uuid)
+    provider, before = inventory_read.provider_current(conn, uuid)
     old = set_inventories(conn, provider.id, {}, before=before)
     generation = common.bump_provider_generation(conn, provider.id, provider.generation)
     record(conn, provider, old, {}, generation)
@@ -527,9 +355,9 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     NotFound (no provider, or no such inventory), ConcurrentUpdate (the
     class has allocations: upstream reports it with that code).
     """
-    provider, before = _provider_current(conn, uuid)
+    provider, before = inventory_read.provider_current(conn, uuid)
     prefix = "No inventory of class %s found for delete: " % rc
-    ids, unknown = _class_ids(conn, [rc], before)
+    ids, unknown = inventory_read.known_classes(conn, [rc], before)
     if unknown:
         raise errors.NotFound(prefix + "No such resource class %s." % rc)
     try:
@@ -538,7 +366,9 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
         _refuse_in_use(
             conn,
             provider.id,
-            _used(before, [ids[rc]]) if ids[rc] in before else _usage(conn, provider.id, [ids[rc]]),
+            inventory_read.used(before, [ids[rc]])
+            if ids[rc] in before
+            else inventory_read.allocated(conn, provider.id, [ids[rc]]),
         )
     except errors.InventoryInUse as exc:
         raise errors.ConcurrentUpdate(
@@ -555,6 +385,6 @@ def delete_inventory(conn: Connection, uuid: str, rc: str) -> int:
     if result is None or result.rowcount != 1:
         raise errors.NotFound(prefix + "No inventory of class %s found for delete" % rc)
     generation = common.bump_provider_generation(conn, provider.id, provider.generation)
-    old = by_name(before)
+    old = inventory_read.by_name(before)
     record(conn, provider, old, {name: inv for name, inv in old.items() if name != rc}, generation)
     return generation

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 
 from berth.db import AnyRow, events
 from berth.db import tables as t
-from berth.domain import allocation, change, common, errors, inventory
+from berth.domain import allocation, change, common, errors, inventory, inventory_read
 from berth.domain.allocation import ConsumerAllocations
 from berth.domain.capacity import Inventory
 
@@ -136,8 +136,8 @@ def _interim(conn: Connection, targets: list[_Target]) -> None:
         # rewrite the current one unchanged) -- and so its generation bump.
         if not tg.wanted.inventories:
             continue
-        before = inventory.current(conn, tg.id)
-        tg.old = inventory.by_name(before)
+        before = inventory_read.current(conn, tg.id)
+        tg.old = inventory_read.by_name(before)
         union = {**tg.old, **tg.wanted.inventories}
         inventory.set_inventories(conn, tg.id, union, check_in_use=False, before=before)
         _bump(conn, tg)

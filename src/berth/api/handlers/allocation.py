@@ -12,14 +12,14 @@ from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import allocation as schema
 from berth.api.schemas import pick
-from berth.domain import allocation, common, errors
+from berth.domain import allocation, allocation_read, common, errors
 from berth.domain.allocation import ConsumerAllocations
 
 POLICY = "placement:allocations:%s"
 PROVIDER_ALLOCATIONS_POLICY = "placement:resource_providers:allocations:list"
 
 
-def _consumer_body(req: falcon.Request, view: allocation.ConsumerView) -> dict[str, Any]:
+def _consumer_body(req: falcon.Request, view: allocation_read.ConsumerView) -> dict[str, Any]:
     body: dict[str, Any] = {"allocations": view.allocations}
     if not view.allocations or not util.want(req, "1.12"):
         return body
@@ -39,7 +39,7 @@ def get_allocations(req: falcon.Request, resp: falcon.Response, consumer_uuid: s
     when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
-    view = util.db(req).read(lambda conn: allocation.for_consumer(conn, consumer_uuid))
+    view = util.db(req).read(lambda conn: allocation_read.for_consumer(conn, consumer_uuid))
     util.send(req, resp, _consumer_body(req, view), last_modified=view.last_modified)
 
 
@@ -57,7 +57,7 @@ def list_for_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> 
             "Resource provider '%s' not found: No resource "
             "provider with uuid %s found" % (uuid, uuid),
         )
-        found, newest = allocation.for_provider(conn, row.id)
+        found, newest = allocation_read.for_provider(conn, row.id)
         return row.generation, found, newest
 
     generation, found, newest = util.db(req).read(work)

@@ -11,7 +11,6 @@ from berth.api.schemas.change import POLICY, feed_query
 from berth.api.views.change import event_body
 from berth.db import events
 from berth.domain import change
-from berth.position import Position
 
 #: The whole feed's policy target project (``change.EVERY_PROJECT``).
 EVERY_PROJECT = change.EVERY_PROJECT
@@ -41,7 +40,7 @@ def list_changes(req: falcon.Request, resp: falcon.Response) -> None:
         req,
         resp,
         {
-            "position": str(Position.of(page.upto)),
+            "position": str(page.upto),
             "more": page.more,
             "events": [event_body(e) for e in page.events],
         },

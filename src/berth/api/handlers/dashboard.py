@@ -11,104 +11,47 @@ Every page is tagged with the change sequence number it shows (``ETag``);
 a browser revalidating a page whose sequence did not move gets a 304 for
 the price of one small query. Each page also carries the change feed's
 position it reflects and marks the parts of it that events change
-(``data-live``: the kinds of :data:`LIVE`); its script reads the feed
-after that position (``/dashboard/changes``, the feed's own handler)
-and re-renders those parts when events of their kinds arrive, or, for a
-caller the feed refuses, polls ``/dashboard/seq`` (just the number).
+(``data-live``: the kinds of ``berth.api.views.dashboard_page.LIVE``);
+its script reads the feed after that position (``/dashboard/changes``,
+the feed's own handler) and re-renders those parts when events of their
+kinds arrive, or, for a caller the feed refuses, polls ``/dashboard/seq``
+(just the number).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import replace
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import falcon
-import jinja2
 from sqlalchemy.engine import Connection
 
 from berth.api import errors, microversion, render, util
 from berth.api.errors import STATUS_TEXT, HTTPProblem
 from berth.api.schemas import allocation_candidate as candidate_schema
 from berth.api.schemas.allocation_candidate import parse_query
-from berth.api.views import dashboard as view
+from berth.api.views import dashboard_page as pages
 from berth.api.views import explain as explain_view
 from berth.api.views import fit as fit_view
-from berth.db import changes, events
-from berth.domain import dashboard
+from berth.domain import dashboard, dashboard_consumers
 from berth.domain.allocation_candidate import engine, explain, fit
 from berth.domain.allocation_candidate.request import NAMES
 from berth.domain.errors import DomainError
 
 POLICY = "berth:dashboard"
-HTML = "text/html; charset=utf-8"
-#: The static files there are, with their types.
 #: Not routed: what api/app.py's one error handler calls, so that a browser
 #: asking a dashboard page gets an HTML error page.
 APP_HOOKS = ("wants_page", "error_page")
+#: The static files there are, with their types.
 STATIC = {"dashboard.css": "text/css; charset=utf-8"}
 
-_TREES = (events.PROVIDER_CREATED, events.PROVIDER_UPDATED, events.PROVIDER_DELETED)
-_USE = (events.INVENTORIES_SET, *events.ALLOCATION_KINDS)
-#: The change feed's kinds that change each part of a page (its
-#: ``data-live`` attribute; "" for any kind): live refresh re-renders a
-#: part when events of its kinds arrive (``resync`` re-renders all).
-LIVE = {
-    name: ",".join(kinds)
-    for name, kinds in {
-        "counts": (*_TREES, events.AGGREGATES_SET),
-        "capacity": (*_TREES, *_USE),
-        "fullest": (*_TREES, *_USE, events.TRAITS_SET),
-        "aggregates": (*_TREES, *_USE, events.AGGREGATES_SET),
-        "trees": (*_TREES, *_USE, events.TRAITS_SET, events.AGGREGATES_SET),
-        "consumers": events.ALLOCATION_KINDS,
-        # A query's answer: any change (a trait created makes it valid).
-        "query": (),
-    }.items()
-}
 #: Candidates the first-hosts page asks for when its query names no
 #: ``limit`` (the whole answer of a large cloud is no page to read).
 FIRST_LIMIT = 50
-
-
-@cache
-def _templates() -> jinja2.Environment:
-    """The templates shipped in the package (read once, immutable)."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("berth.api", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters["num"] = lambda n: f"{n:,}"
-    env.filters["amount"] = view.amount
-    env.filters["noun"] = view.noun
-    env.globals["unit"] = view.unit
-    env.globals["figures"] = view.figures
-    env.globals["reason_words"] = view.REASON_WORDS
-    env.globals["pager"] = _pager_links
-    env.globals["live"] = LIVE
-    return env
-
-
-def _pager_links(page: dashboard.Page, args: dict[str, str]) -> list[tuple[str, str | None]]:
-    """(label, href or None) for first / previous / next / last."""
-
-    def href(n: int) -> str:
-        return "?" + urlencode({**args, "page": str(n)})
-
-    n, last = page.number, page.pages
-    return [
-        ("« first", href(1) if n > 1 else None),
-        ("‹ previous", href(n - 1) if n > 1 else None),
-        ("next ›", href(n + 1) if n < last else None),
-        ("last »", href(last) if n < last else None),
-    ]
 
 
 def _begin(req: falcon.Request) -> None:
@@ -136,50 +79,6 @@ def _choice(params: dict[str, str], key: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class _At:
-    """Where in the change sequence a page was built: the number of
-    writes over every counter slot (Galera nodes each keep one, so any
-    write moves it: the ``ETag`` and ``/dashboard/seq``), and the feed
-    position (read in the page's own transaction, so the page reflects
-    at least every write up to it)."""
-
-    seq: int
-    position: str
-
-    @property
-    def tag(self) -> str:
-        return '"seq-%d"' % self.seq
-
-
-def _at(conn: Connection) -> _At:
-    now = changes.current(conn)
-    return _At(now.total, str(now))
-
-
-def _not_modified(req: falcon.Request, resp: falcon.Response, at: _At) -> bool:
-    """Tag the answer with ``at``; True (and a 304) when the browser
-    already has it."""
-    resp.set_header("etag", at.tag)
-    resp.set_header("cache-control", "no-cache")
-    if req.get_header("if-none-match") == at.tag:
-        resp.status = 304
-        resp.data = b""
-        return True
-    return False
-
-
-def _render(resp: falcon.Response, template: str, at: _At, **context: Any) -> None:
-    resp.status = 200
-    resp.content_type = HTML
-    resp.data = (
-        _templates()
-        .get_template(template)
-        .render(seq=at.seq, position=at.position, **context)
-        .encode()
-    )
-
-
 def _page(
     req: falcon.Request, resp: falcon.Response, template: str, build: Any, **context: Any
 ) -> None:
@@ -187,16 +86,16 @@ def _page(
     or a 304 when the sequence number did not move."""
     cache_ = util.candidate_cache(req)
 
-    def work(conn: Connection) -> tuple[_At, Any]:
-        at = _at(conn)
+    def work(conn: Connection) -> tuple[pages.At, Any]:
+        at = pages.built_at(conn)
         if req.get_header("if-none-match") == at.tag:
             return at, None
         return at, build(conn, cache_.current(conn))
 
     at, data = util.db(req).read(work)
-    if _not_modified(req, resp, at) or data is None:
+    if pages.not_modified(req, resp, at) or data is None:
         return
-    _render(resp, template, at, data=data, **context)
+    pages.render(resp, template, at, data=data, **context)
 
 
 def overview(req: falcon.Request, resp: falcon.Response) -> None:
@@ -241,15 +140,15 @@ def consumers(req: falcon.Request, resp: falcon.Response) -> None:
     _begin(req)
     params = _params(req)
     number = _page_number(params)
-    view = _choice(params, "view", dashboard.CONSUMER_VIEWS)
+    view = _choice(params, "view", dashboard_consumers.CONSUMER_VIEWS)
     _page(
         req,
         resp,
         "consumers.html",
-        lambda conn, _snap: dashboard.consumers(conn, view, number),
+        lambda conn, _snap: dashboard_consumers.consumers(conn, view, number),
         active="consumers",
         view=view,
-        views=dashboard.CONSUMER_VIEWS,
+        views=dashboard_consumers.CONSUMER_VIEWS,
         args={"view": view},
     )
 
@@ -293,8 +192,8 @@ def _tool(
     refusal, e.g. an unknown resource class, shows in one line
     instead)."""
 
-    def work(conn: Connection) -> tuple[_At, Any]:
-        at = _at(conn)
+    def work(conn: Connection) -> tuple[pages.At, Any]:
+        at = pages.built_at(conn)
         if not isinstance(parsed, tuple) or req.get_header("if-none-match") == at.tag:
             return at, parsed
         try:
@@ -304,11 +203,11 @@ def _tool(
 
     at, outcome = util.db(req).read(work)
     error = outcome if isinstance(outcome, str) else None
-    if error is None and _not_modified(req, resp, at):
+    if error is None and pages.not_modified(req, resp, at):
         return
     report, labels = outcome if isinstance(outcome, tuple) else (None, dashboard.Labels({}, {}))
     resp.set_header("cache-control", "no-cache")
-    _render(
+    pages.render(
         resp,
         template,
         at,
@@ -484,7 +383,7 @@ def error_page(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem)
     """Answer ``problem`` as an HTML page in the dashboard's look: its
     status and one line."""
     resp.status = problem.status
-    resp.content_type = HTML
+    resp.content_type = pages.HTML
     for key, value in problem.headers.items():
         resp.set_header(key, value)
     if problem.status == 404 and not problem.detail:
@@ -492,7 +391,7 @@ def error_page(req: falcon.Request, resp: falcon.Response, problem: HTTPProblem)
     else:
         line = _one_line(problem, req.method)
     resp.data = (
-        _templates()
+        pages.templates()
         .get_template("error.html")
         .render(
             seq=None,
@@ -512,7 +411,7 @@ def sequence(req: falcon.Request, resp: falcon.Response) -> None:
     resp.status = 200
     resp.content_type = "text/plain; charset=utf-8"
     resp.set_header("cache-control", "no-store")
-    resp.data = str(util.db(req).read(_at).seq).encode()
+    resp.data = str(util.db(req).read(pages.built_at).seq).encode()
 
 
 def static(req: falcon.Request, resp: falcon.Response, name: str) -> None:

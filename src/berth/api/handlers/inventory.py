@@ -10,7 +10,7 @@ import falcon
 from berth.api import util
 from berth.api.errors import HTTPProblem
 from berth.api.schemas import inventory as schema
-from berth.domain import common, inventory
+from berth.domain import common, inventory, inventory_read
 from berth.domain.capacity import Inventory
 
 POLICY = "placement:resource_providers:inventories:%s"
@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 def _one(inv: Inventory, generation: int) -> dict[str, Any]:
-    data: dict[str, Any] = {f: getattr(inv, f) for f in inventory.FIELDS}
+    data: dict[str, Any] = {f: getattr(inv, f) for f in inventory_read.FIELDS}
     # Upstream leaves out a generation of 0 (a falsy value).
     if generation:
         data["resource_provider_generation"] = generation
@@ -42,7 +42,7 @@ def list_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
     when the client cannot take JSON."""
     util.check_accept(req)
     util.authorize(req, POLICY % "list")
-    found = util.db(req).read(lambda conn: inventory.list_inventories(conn, uuid))
+    found = util.db(req).read(lambda conn: inventory_read.list_inventories(conn, uuid))
     util.send(
         req, resp, _many(found.inventories, found.generation), last_modified=found.last_modified
     )
@@ -58,7 +58,7 @@ def get_inventory(
     util.check_accept(req)
     util.authorize(req, POLICY % "show")
     inv, generation, modified = util.db(req).read(
-        lambda conn: inventory.get_inventory(conn, uuid, resource_class)
+        lambda conn: inventory_read.get_inventory(conn, uuid, resource_class)
     )
     util.send(req, resp, _one(inv, generation), last_modified=modified)
 

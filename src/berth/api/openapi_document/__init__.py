@@ -7,7 +7,8 @@ Built from two tables: the routes (``berth.api.routes.API``: the app's
 table and the routes another process serves, the watch; the where:
 every path, method and the microversion a route starts at) and
 ``operations.OPERATIONS`` (the what: a summary, the success answers, the
-request schemas and the errors). ``paths`` writes one operation from the
+request schemas and the errors; upstream's operations, then Berth's own
+from ``berth_operations``, each a ``describe.Operation``). ``paths`` writes one operation from the
 two, ``components`` what every operation shares. A route added to the
 table without an entry in ``OPERATIONS`` fails
 ``tests/unit/test_openapi.py``.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.api import microversion
-from berth.api.openapi_document.operations import JSON
+from berth.api.render import JSON
 from berth.api.schemas import responses as r
 
 #: Statuses any authenticated operation may answer.

@@ -12,13 +12,9 @@ from typing import Any
 
 from berth.api import microversion
 from berth.api.openapi_document.components import COMMON_ERRORS, ERROR_TEXT, headers
-from berth.api.openapi_document.operations import (
-    IGNORED,
-    JSON,
-    OPERATIONS,
-    Operation,
-    operation_id,
-)
+from berth.api.openapi_document.describe import IGNORED, Operation, operation_id
+from berth.api.openapi_document.operations import OPERATIONS
+from berth.api.render import JSON
 from berth.api.schemas import Versioned
 
 

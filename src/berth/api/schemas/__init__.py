@@ -10,7 +10,7 @@ bodies"). So each ``FastValidator`` first runs the schema compiled to
 Python by fastjsonschema, which only ever accepts
 what jsonschema accepts (see ``_fast_copy``): when it accepts, the body
 is good; when it refuses, jsonschema runs and its verdict and words are
-the answer (tests/unit/test_schema_fast_path.py checks the claim on
+the answer (tests/unit/test_schemas_fast_path.py checks the claim on
 every schema here).
 
 jsonschema (draft 2020-12, as upstream validates) counts ``1.0`` and

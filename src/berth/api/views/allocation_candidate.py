@@ -57,7 +57,9 @@ class EncodedCache:
             kept = self._by_shape[shape] = {}
         return kept
 
-    def requests(self, with_mappings: bool, providers: int) -> dict[int, tuple[Candidate, bytes]]:
+    def requests(
+        self, providers: int, *, with_mappings: bool
+    ) -> dict[int, tuple[Candidate, bytes]]:
         """id of a kept candidate -> (the candidate, its encoded
         request), with or without ``mappings``; emptied when it holds
         more than twice what the memo can hold in a world of
@@ -93,7 +95,7 @@ def serialize(
     with_mappings = at_least(version, "1.34")
     return {
         "allocation_requests": _requests(
-            result, with_mappings, cache.requests(with_mappings, len(providers))
+            result, with_mappings, cache.requests(len(providers), with_mappings=with_mappings)
         ),
         "provider_summaries": _summaries(result, groups, version, cache),
     }

@@ -2,7 +2,7 @@
 sizes in binary units, the capacity, used and free of a class in one
 unit that adds up as shown, nouns that agree with their counts, and
 explain's reasons in words. Used by its templates (the filters and
-globals ``berth.api.handlers.dashboard`` registers)."""
+globals ``berth.api.views.dashboard_page`` registers)."""
 
 from __future__ import annotations
 

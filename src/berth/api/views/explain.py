@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from berth.domain import errors
-from berth.domain.allocation_candidate import order
+from berth.domain.allocation_candidate import order, rankings
 from berth.domain.allocation_candidate.explain import Explanation, TreeVerdict
 from berth.domain.allocation_candidate.faults import KINDS, Fault
 from berth.domain.allocation_candidate.request import Order
@@ -138,7 +138,9 @@ def first_trees(report: Explanation, want: Order) -> dict[str, Any]:
     draws them), each with its score."""
     world = report.world
     good = {t.root for t in report.trees if t.candidate}
-    best = (root for root in order.ranking(world, want).best_first(random.Random()) if root in good)
+    best = (
+        root for root in rankings.ranking(world, want).best_first(random.Random()) if root in good
+    )
     return {
         "name": want.name,
         "first": [

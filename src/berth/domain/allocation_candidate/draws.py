@@ -1,6 +1,6 @@
 """Random orders drawn per request: of a run of tied trees, of the roots.
 
-``order.Ranking.best_first`` hands runs of equal scores over in an
+``rankings.Ranking.best_first`` hands runs of equal scores over in an
 order drawn here for each request (a few roots at once: ``mixed``; more
 as they are read: ``shuffled``; a long run drawn at first, then walked
 from a random place: ``started``), and the planner walks the ``random``
@@ -19,7 +19,7 @@ import operator
 import random
 from collections.abc import Iterable, Iterator, Sequence
 
-#: The first slice of ``order.Ranking.best_first``'s roots between ties,
+#: The first slice of ``rankings.Ranking.best_first``'s roots between ties,
 #: and of ``started``'s walk (then each twice the last).
 SLICE = 32
 

@@ -22,9 +22,10 @@ from berth.domain.allocation_candidate.anchor_memo import AnchorMemo
 from berth.domain.allocation_candidate.cache import CandidateCache
 from berth.domain.allocation_candidate.merge import Candidate
 from berth.domain.allocation_candidate.offers import GroupSpec
-from berth.domain.allocation_candidate.order import SOURCE, ranking
+from berth.domain.allocation_candidate.order import SOURCE
 from berth.domain.allocation_candidate.planner import Plan
 from berth.domain.allocation_candidate.provider import traits_ok
+from berth.domain.allocation_candidate.rankings import ranking
 from berth.domain.allocation_candidate.request import Order, RequestGroup, RequestWide, Settings
 from berth.domain.allocation_candidate.search import ANY, AnchorFilter, distinct, world_candidates
 from berth.domain.allocation_candidate.world import World

@@ -34,7 +34,8 @@ import random
 from collections.abc import Iterator
 
 from berth.domain.allocation_candidate.draws import started
-from berth.domain.allocation_candidate.order import Ranking, key
+from berth.domain.allocation_candidate.order import key
+from berth.domain.allocation_candidate.rankings import Ranking
 from berth.domain.allocation_candidate.world import World
 
 #: How many roots the walk checks for each member the index would read

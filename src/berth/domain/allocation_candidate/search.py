@@ -75,12 +75,17 @@ def world_candidates(
     if len(offers) == 1:
         only = offers[0]
 
-        def per_anchor(anchor: int) -> Iterator[Candidate]:
-            return one_group(world, anchor, only.at(anchor))
+        def per_anchor(anchor: int) -> Iterable[Candidate]:
+            pieces = only.at(anchor)
+            if len(pieces) < 2:
+                # One piece is one candidate: a tuple, which
+                # ``_hosts_first`` hands on without keeping a generator.
+                return tuple(one_group(world, anchor, pieces))
+            return one_group(world, anchor, pieces)
     else:
         merger = Merger(world, [s.group for s in specs], wide)
 
-        def per_anchor(anchor: int) -> Iterator[Candidate]:
+        def per_anchor(anchor: int) -> Iterable[Candidate]:
             return merger.run(anchor, offers)
 
     if memo is None:
@@ -131,7 +136,7 @@ def _remembered(
     entries: ShapeEntries,
     anchor: int,
     basis: tuple[Provider, ...],
-    fresh: Iterator[Candidate],
+    fresh: Iterable[Candidate],
 ) -> Iterator[Candidate]:
     """``fresh``, kept in ``memo`` once it has been taken to the end."""
     found: list[Candidate] | None = []
@@ -151,7 +156,7 @@ def _memo_stream(
     key: Hashable,
     anchors: Iterable[int],
     anchor_ok: AnchorFilter,
-    per_anchor: Callable[[int], Iterator[Candidate]],
+    per_anchor: Callable[[int], Iterable[Candidate]],
     shuffle: random.Random | None = None,
 ) -> Iterator[Iterable[Candidate]]:
     """Each accepted anchor's candidates: from ``memo`` while still valid,
@@ -195,23 +200,39 @@ def _hosts_first(gens: Iterable[Iterable[Candidate]]) -> Iterator[Candidate]:
     """The first candidate of each anchor in turn, then the rest of each
     anchor's, anchor by anchor: with ``limit``, as many trees as it
     allows before a second candidate of any (``distinct`` still drops
-    the repeats of the rest). Each anchor's search is
-    left suspended after its first candidate, not run to its end (a wide
-    tree can have thousands of permutations of equivalent devices)."""
+    the repeats of the rest). Each anchor's search is left suspended
+    after its first candidate, not run to its end (a wide tree can have
+    thousands of permutations of equivalent devices)."""
     later = []
     # A candidate of sharing providers only comes under every tree they
     # serve: a tree's first is its first not already given under another.
     shared: set[tuple[object, ...]] = set()
     for gen in gens:
+        if type(gen) is tuple and len(gen) < 2:
+            # A lone tree's entry in the memo (``_memo_stream``): its one
+            # candidate or none, with nothing left for later.
+            for cand in gen:
+                if not cand.shared_only or _unseen(cand, shared):
+                    yield cand
+            continue
         cands = iter(gen)
-        # (``distinct`` reads ``cands`` one at a time: after the first it
-        # lets by, ``cands`` stands just past it.)
-        for first in distinct(cands, shared):
-            yield first
-            later.append(cands)
-            break
+        for first in cands:
+            if not first.shared_only or _unseen(first, shared):
+                yield first
+                later.append(cands)
+                break
     for cands in later:
         yield from cands
+
+
+def _unseen(cand: Candidate, keys: set[tuple[object, ...]]) -> bool:
+    """True, and ``cand`` remembered in ``keys``, when its key is not
+    there yet."""
+    key = cand.key()
+    if key in keys:
+        return False
+    keys.add(key)
+    return True
 
 
 def _roundrobin(gens: list[Iterable[Candidate]]) -> Iterator[Candidate]:

@@ -33,7 +33,7 @@ class World:
     #: provider id -> ``ancestors(id)``, worked out as asked (the tree
     #: shape is shared by every usage refresh of this world)
     ancestry: dict[int, frozenset[int]]
-    #: ``order.Order`` -> ``order.Ranking`` of the roots, for the scored
+    #: ``order.Order`` -> ``rankings.Ranking`` of the roots, for the scored
     #: orders asked for so far (kept up to date by ``world_patch``)
     rankings: dict[Any, Any]
     by_uuid: dict[str, int]

@@ -28,7 +28,7 @@ from typing import Any
 
 import os_traits
 
-from berth.domain.allocation_candidate import indexes, order
+from berth.domain.allocation_candidate import indexes, rankings
 from berth.domain.allocation_candidate.provider import Provider
 from berth.domain.allocation_candidate.world import World
 
@@ -79,11 +79,11 @@ def _swapped(world: World, fresh: dict[int, Provider], in_place: bool) -> World:
     """A world sharing every index with ``world``, whose provider map
     holds ``fresh`` in place of the providers of the same ids: a copy of
     ``world``'s map, or (``in_place``) that map itself."""
-    was = order.before(world, {p.root_id for p in fresh.values()})
+    was = rankings.before(world, {p.root_id for p in fresh.values()})
     other = copy.copy(world)
     other.providers = world.providers if in_place else dict(world.providers)
     other.providers.update(fresh)
-    other.rankings = order.reranked(world, other, was, in_place=in_place)
+    other.rankings = rankings.reranked(world, other, was, in_place=in_place)
     return other
 
 
@@ -132,7 +132,7 @@ def with_changes(
     near = _near(changes)
     # Every changed tree's root is near, or (a tree whose providers
     # changed amounts only) the root of one of ``fresh``.
-    ranked = order.before(world, near | {p.root_id for p in new_of.values()})
+    ranked = rankings.before(world, near | {p.root_id for p in new_of.values()})
     was_root = {pid for pid in near if world.is_root(pid)}
     before = {old.id: old for old, _ in changes if old is not None}
     providers = world.providers if in_place else dict(world.providers)
@@ -145,7 +145,7 @@ def with_changes(
         _patch(other, world, _Edit(changes, names, near, was_root, before, providers, in_place))
     except indexes.Unpatchable:
         return None
-    other.rankings = order.reranked(world, other, ranked, in_place=in_place)
+    other.rankings = rankings.reranked(world, other, ranked, in_place=in_place)
     return other
 
 

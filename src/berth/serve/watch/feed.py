@@ -218,7 +218,7 @@ class Feed:
 
     async def start(self) -> None:
         current, _ = await self._db(events.marks)
-        self._reset(Position.of(current))
+        self._reset(current)
 
     def _reset(self, current: Position) -> None:
         self.position, self.text = current, str(current)
@@ -278,7 +278,7 @@ class Feed:
                 ),
             )
             self.end_all()
-            self._reset(Position.of((await self._db(events.marks))[0]))
+            self._reset((await self._db(events.marks))[0])
             batch = None
         except Exception as exc:  # noqa: BLE001 - keep serving; retry
             LOG.warning("change feed: reading the change table failed: %s", exc)
@@ -384,7 +384,7 @@ class Feed:
                     )
                 )
                 await write(frames(w.fmt, entries(at, page.events)))
-                at = at.merged(Position.of(page.upto))
+                at = at.merged(page.upto)
                 continue
             if self.reading or not self.position >= at:
                 await self._tick.wait()  # the reader is not there yet
@@ -411,14 +411,14 @@ def _read_batch(conn: Connection, after: Position, trees: set[tuple[str, ...]]) 
     """Every event after ``after`` (None when the sequence has not
     moved), and which are about each of ``trees``."""
     current, _ = events.marks(conn)
-    if after >= Position.of(current):
+    if after >= current:
         return None
     found: list[events.Stored] = []
     pos = after
     while True:
-        page = events.read(conn, pos.as_dict(), events.Filters(), schema.MAX_LIMIT)
+        page = events.read(conn, pos, events.Filters(), schema.MAX_LIMIT)
         found += page.events
-        pos = pos.merged(Position.of(page.upto))
+        pos = pos.merged(page.upto)
         if not page.more:
             break
     about = {tree: frozenset(_key(e) for e in change.of_tree(conn, found, tree)) for tree in trees}

@@ -120,7 +120,7 @@ class Gate:
             pairs.append(("after", resume))
         params = api_util.query_dict(api_util.validate_pairs(pairs, schema.QUERY))
         if params["after"] == "now":  # the watch's own: from here on
-            params["after"] = str(Position.of(self.db.read(events.marks)[0]))
+            params["after"] = str(self.db.read(events.marks)[0])
         filters, tree, limit = schema.feed_query(
             params,
             lambda project: self.policy.authorize(
@@ -252,7 +252,7 @@ class Server:
         self.streaming.add(transport)
         try:
             await write(frames(fmt, entries(ask.after, ask.page.events)))
-            await self.feed.follow(w, ask.after.merged(Position.of(ask.page.upto)), write)
+            await self.feed.follow(w, ask.after.merged(ask.page.upto), write)
             await w.ended  # the feed writes; cancelled when the peer goes
         except Stalled:
             self._abort(w.transport)

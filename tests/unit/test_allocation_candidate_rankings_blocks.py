@@ -1,4 +1,4 @@
-"""A ranking of many blocks (``order.Ranking``, ``order.BLOCK``): claims,
+"""A ranking of many blocks (``rankings.Ranking``, ``rankings.BLOCK``): claims,
 new roots and roots gone keep it the ranking built anew, cut only
 between runs of ties, its blocks no longer than ``BLOCK`` (but a single
 run), ``firsts`` the first score of each; a copy shares the blocks it
@@ -14,13 +14,13 @@ from collections import Counter
 
 import pytest
 
-from berth.domain.allocation_candidate import draws, order, world_patch
+from berth.domain.allocation_candidate import draws, order, rankings, world_patch
 from berth.domain.allocation_candidate.request import Order
 from berth.domain.allocation_candidate.world import World
 from support.candidate_worlds import prov
 
 
-def check_blocks(ranking: order.Ranking) -> None:
+def check_blocks(ranking: rankings.Ranking) -> None:
     """The invariants of a ranking's blocks."""
     blocks = ranking.blocks
     assert blocks
@@ -33,7 +33,7 @@ def check_blocks(ranking: order.Ranking) -> None:
             continue
         assert first == scores[0]
         assert list(ties) == [int(a == b) for a, b in itertools.pairwise(scores)] + [0]
-        if len(roots) > order.BLOCK:
+        if len(roots) > rankings.BLOCK:
             # Only a single run of ties is left longer.
             assert len(set(scores)) == 1
     for left, right in itertools.pairwise(blocks):
@@ -64,11 +64,11 @@ def test_claims_keep_many_blocks_exact(
     within a block and from one block to another, into and out of runs
     of ties: after each, the ranking is the one built anew, and its
     blocks keep their invariants."""
-    monkeypatch.setattr(order, "BLOCK", block)
+    monkeypatch.setattr(rankings, "BLOCK", block)
     rng = random.Random(block)
     world, size = sized_world(rng, 120)
     want = Order(name)
-    kept = order.ranking(world, want)
+    kept = rankings.ranking(world, want)
     assert len(kept.blocks) > 3
     check_blocks(kept)
     for _ in range(400):
@@ -78,7 +78,7 @@ def test_claims_keep_many_blocks_exact(
         )
         assert world.rankings[want] is kept
         check_blocks(kept)
-        assert kept == order.Ranking.build(world, want)
+        assert kept == rankings.Ranking.build(world, want)
     walk = list(kept.best_first(random.Random(1)))
     assert sorted(walk) == sorted(world.roots)
 
@@ -88,11 +88,11 @@ def test_roots_come_and_go_across_blocks(monkeypatch: pytest.MonkeyPatch, block:
     """Roots taken out (a tree gone) and put back (a new tree) empty
     blocks, merge small ones and cut full ones, and the ranking stays
     the one built anew, down to a single root and back."""
-    monkeypatch.setattr(order, "BLOCK", block)
+    monkeypatch.setattr(rankings, "BLOCK", block)
     rng = random.Random(7)
     full, _ = sized_world(rng, 50)
     want = Order("spread")
-    kept = order.Ranking.build(full, want)
+    kept = rankings.Ranking.build(full, want)
     present = set(full.roots)
     for step in range(300):
         # Mostly away first, then mostly back.
@@ -106,17 +106,17 @@ def test_roots_come_and_go_across_blocks(monkeypatch: pytest.MonkeyPatch, block:
         world = World([p for p in full.providers.values() if p.id in present])
         kept = kept.patched(world, {root: was if leave else None}, in_place=True)
         check_blocks(kept)
-        assert kept == order.Ranking.build(world, want)
+        assert kept == rankings.Ranking.build(world, want)
 
 
 def test_a_copy_shares_the_blocks_it_leaves_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A refresh by copy (a threaded server's) edits copies of the blocks
     it touches and shares the rest; the old world's ranking is unchanged."""
-    monkeypatch.setattr(order, "BLOCK", 4)
+    monkeypatch.setattr(rankings, "BLOCK", 4)
     rng = random.Random(3)
     world, size = sized_world(rng, 60)
     want = Order("spread")
-    kept = order.ranking(world, want)
+    kept = rankings.ranking(world, want)
     for _ in range(50):
         before = kept.keys
         pid = rng.randint(1, 60)
@@ -124,7 +124,7 @@ def test_a_copy_shares_the_blocks_it_leaves_alone(monkeypatch: pytest.MonkeyPatc
         copied = fresh.rankings[want]
         assert kept.keys == before
         check_blocks(copied)
-        assert copied == order.Ranking.build(fresh, want)
+        assert copied == rankings.Ranking.build(fresh, want)
         shared = {id(b) for b in kept.blocks} & {id(b) for b in copied.blocks}
         # A move edits at most the two blocks it leaves and enters (a
         # cut or a merge makes one or two more of its own).
@@ -153,13 +153,13 @@ def test_a_ranking_of_no_roots_takes_one() -> None:
     found, and taken out again leaves it empty."""
     empty = World([])
     want = Order("pack")
-    kept = order.Ranking.build(empty, want)
+    kept = rankings.Ranking.build(empty, want)
     check_blocks(kept)
     assert list(kept.best_first(random.Random(0))) == []
     one = World([prov(1, inv={"VCPU": 4}, used={"VCPU": 1})])
     kept = kept.patched(one, {1: None}, in_place=True)
     check_blocks(kept)
-    assert kept == order.Ranking.build(one, want)
+    assert kept == rankings.Ranking.build(one, want)
     kept = kept.patched(empty, {1: order.key(one, 1, want)}, in_place=True)
-    assert kept == order.Ranking.build(empty, want)
+    assert kept == rankings.Ranking.build(empty, want)
     check_blocks(kept)
