@@ -60,3 +60,15 @@ def test_retries_run_out_is_the_same_409_and_counted(
     # Counted as the app counts its own conflicts.
     conflicts = watch_feed.running.feed.metrics.conflicts.labels(CONCURRENT_UPDATE)
     assert conflicts._value.get() == 1
+
+
+def test_the_api_address_says_where_the_watch_is_served(client: Client) -> None:
+    # The route is in the API's document; on the API's own address a GET
+    # says which listener serves it, and any other method is refused as
+    # on every route.
+    resp = client.get("/berth/changes/watch?after=0")
+    assert resp.status_code == 404
+    assert "[berth] watch_listen" in _error(resp.content)["detail"]
+    resp = client.request("TRACE", "/berth/changes/watch")
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "GET"

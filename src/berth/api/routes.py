@@ -194,6 +194,24 @@ class _Route:
         raise falcon.HTTPMethodNotAllowed(self.allow.split(", "))
 
 
+def _elsewhere(template: str) -> Handler:
+    """The answer on this app's address for a route another process
+    serves: a 404 saying where it is served."""
+
+    def responder(req: falcon.Request, resp: falcon.Response, **kw: Any) -> None:
+        raise HTTPProblem(
+            404,
+            "%s is served on the change feed's own listener ([berth] "
+            "watch_listen), not on this address." % template,
+        )
+
+    return responder
+
+
 def install_routes(app: falcon.App[Any, Any]) -> None:
     for template, methods in ROUTES.items():
         app.add_route(template, _Route(methods))
+    # Routes another process serves: on this address a GET says where,
+    # and any other method is refused as on every route (405).
+    for template, elsewhere in SERVED_ELSEWHERE.items():
+        app.add_route(template, _Route({m: _elsewhere(template) for m in elsewhere}))

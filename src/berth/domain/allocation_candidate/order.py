@@ -43,8 +43,8 @@ DIGITS = 9
 
 
 #: The random source of requests that bring none: one per process (a
-#: ``random.Random()`` per request costs about 9 microseconds, seeding
-#: from the OS), seeded afresh in each forked worker so that workers
+#: ``random.Random()`` per request would seed from the OS each time),
+#: seeded afresh in each forked worker so that workers
 #: draw different ties. Its draws are single C calls, safe across
 #: threads.
 SOURCE = random.Random()
