@@ -232,11 +232,17 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--allocations", type=int, help="existing allocations (default: two per host)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--shape",
+        choices=world_mod.SHAPES,
+        default="default",
+        help="devices: 20 children a host (NUMA cells, PFs, vGPUs, bandwidth, PCI devices)",
+    )
     args = ap.parse_args()
     engine = create_engine(args.url)
     setup.prepare(engine)
     start = time.perf_counter()
-    world = world_mod.plan(args.hosts, args.seed, args.allocations)
+    world = world_mod.plan(args.hosts, args.seed, args.allocations, args.shape)
     counts = Database(engine).run(lambda conn: write(conn, world))
     print(
         "wrote %s in %.1fs"

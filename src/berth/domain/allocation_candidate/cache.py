@@ -17,7 +17,7 @@ re-reads the usage of just the providers that changed. When providers themselves
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and patches the indexes in memory where they
 sit (or keeps them, when only inventory amounts changed; or rebuilds
-them, when a sharing provider or many providers changed). A class or
+them, when more than ``world_patch.PATCH_MOST`` providers changed). A class or
 trait deleted, a gap in the change rows, or changes to a quarter of the
 providers or more reload the world whole. A cached world is never
 modified once published, so requests in other threads keep using the one they

@@ -111,17 +111,20 @@ def with_changes(
     Its memo starts empty. With ``in_place`` the indexes and the
     provider map themselves are edited, and ``world`` is left unusable.
 
+    A sharing provider changed (created, deleted, given or stripped of
+    ``MISC_SHARES_VIA_AGGREGATE``, or its aggregates or traits changed)
+    re-works out the trees it serves from the members of its aggregates,
+    and the labels of each tree it serves or served.
+
     None when building the world anew is wiser: more than ``PATCH_MOST``
-    providers changed what an index holds, one of them is or was a
-    sharing provider (the trees it serves are worked out from every
-    provider of its aggregates), or a uuid would be held twice. Then,
-    with ``in_place``, the provider map may hold the change already, and
-    the indexes are to be built anew from it.
+    providers changed what an index holds, or a uuid would be held
+    twice. Then, with ``in_place``, the provider map may hold the change
+    already, and the indexes are to be built anew from it.
     """
     gone = set(gone)
     new_of = {p.id: p for p in fresh}
     changes = _indexed_changes(world, gone | new_of.keys(), new_of)
-    if changes is None or len(changes) > PATCH_MOST:
+    if len(changes) > PATCH_MOST:
         return None
     try:
         names = _names(world, changes)
@@ -149,12 +152,9 @@ def with_changes(
     return other
 
 
-def _indexed_changes(
-    world: World, ids: Iterable[int], new_of: dict[int, Provider]
-) -> list[Change] | None:
+def _indexed_changes(world: World, ids: Iterable[int], new_of: dict[int, Provider]) -> list[Change]:
     """(old, new) for each of ``ids`` whose change moves it in an index
-    (new None: gone); None when one of them is or was a sharing
-    provider."""
+    (new None: gone)."""
     changes: list[Change] = []
     for pid in ids:
         old, new = world.providers.get(pid), new_of.get(pid)
@@ -164,12 +164,13 @@ def _indexed_changes(
             or (old is not None and new is not None and _indexed(old) == _indexed(new))
         ):
             continue
-        if any(
-            os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits for p in (old, new) if p is not None
-        ):
-            return None
         changes.append((old, new))
     return changes
+
+
+def _sharing(p: Provider | None) -> bool:
+    """True when ``p`` is a sharing provider."""
+    return p is not None and os_traits.MISC_SHARES_VIA_AGGREGATE in p.traits
 
 
 def _names(old: World, changes: list[Change]) -> dict[str, int | None]:
@@ -225,6 +226,14 @@ class _Edit:
 def _patch(new: World, old: World, edit: _Edit) -> None:
     """Edit ``new``, a copy of ``old``, for ``edit.changes``."""
     changes, mine = edit.changes, edit.in_place
+    if any(_sharing(p) for pair in changes for p in pair):
+        now = set(old.sharing)
+        for pair in changes:
+            for p in pair:
+                if p is not None:
+                    now.discard(p.id)
+        now.update(after.id for _, after in changes if after is not None and _sharing(after))
+        new.sharing = sorted(now)
     new.by_uuid = indexes.updated(old.by_uuid, edit.names, in_place=mine)
     new.by_trait = indexes.edit_sets(
         old.by_trait, *indexes.shifts(changes, lambda p: p.traits, ordered=False), in_place=mine
@@ -244,37 +253,65 @@ def _patch(new: World, old: World, edit: _Edit) -> None:
     new.trees = lists(old.trees, lambda p: (p.root_id,))
     new.by_class = lists(old.by_class, lambda p: p.inventories.keys())
     new.tree_class = lists(old.tree_class, lambda p: [(p.root_id, rc) for rc in p.inventories])
-    _patch_served(new, old, edit)
+    relabel = _patch_served(new, old, edit)
     _patch_roots(new, old, edit)
-    _patch_tree_labels(new, old, edit)
+    _patch_tree_labels(new, old, edit, edit.near | relabel)
 
 
-def _patch_served(new: World, old: World, edit: _Edit) -> None:
+def _patch_served(new: World, old: World, edit: _Edit) -> set[int]:
     """Edit ``anchors`` and ``shared_into`` for the sharing providers
-    of the aggregates the changed providers are or were in."""
+    that changed and for those of the aggregates the changed providers
+    are or were in; the roots whose tree labels that may change (those
+    a sharing provider now serves or no longer does, and every tree a
+    changed sharing provider serves or served)."""
     aggs: set[str] = set()
+    changed: set[int] = set()
     for pair in edit.changes:
         for p in pair:
             if p is not None:
                 aggs |= p.aggregates
+                if _sharing(p):
+                    changed.add(p.id)
     anchors: dict[int, set[int] | None] = {}
     into: dict[int, list[int] | None] = {}
+    relabel: set[int] = set()
+
+    def serve(sid: int, anchor: int, served: bool) -> None:
+        """``anchor``'s ``shared_into`` with ``sid`` in it or not."""
+        have = into[anchor] if anchor in into else old.shared_into.get(anchor)
+        members = [s for s in have or () if s != sid]
+        if served:
+            bisect.insort(members, sid, key=new.uuid)
+        into[anchor] = members or None
+        relabel.add(anchor)
+
+    # First those no longer sharing (deleted, or the trait taken off):
+    # an insertion below compares the uuids of the others.
+    for sid in changed.difference(new.sharing):
+        anchors[sid] = None
+        for anchor in old.anchors.get(sid, ()):
+            serve(sid, anchor, False)
     for sid in new.sharing:
         sharing = new.providers[sid]
-        if sharing.aggregates.isdisjoint(aggs):
+        if sid not in changed and sharing.aggregates.isdisjoint(aggs):
             continue
-        now, was = new.served(sid), old.anchors[sid]
+        now, was = new.served(sid), old.anchors.get(sid, set())
+        if sid in changed:
+            # Its traits, aggregates or root may have changed: every tree
+            # it served or serves is looked at again.
+            relabel |= now | was
+            anchors[sid] = now
+            for anchor in now | was:
+                serve(sid, anchor, anchor in now and anchor != sharing.root_id)
+            continue
         if now == was:
             continue
         anchors[sid] = now
         for anchor in (now ^ was) - {sharing.root_id}:
-            have = into[anchor] if anchor in into else old.shared_into.get(anchor)
-            members = [s for s in have or () if s != sid]
-            if anchor in now:
-                bisect.insort(members, sid, key=new.uuid)
-            into[anchor] = members or None
+            serve(sid, anchor, anchor in now)
     new.anchors = indexes.updated(old.anchors, anchors, in_place=edit.in_place)
     new.shared_into = indexes.updated(old.shared_into, into, in_place=edit.in_place)
+    return relabel
 
 
 def _patch_roots(new: World, old: World, edit: _Edit) -> None:
@@ -310,7 +347,7 @@ def _patch_roots(new: World, old: World, edit: _Edit) -> None:
     new.roots, new.root_traits, new.root_aggs = roots, traits, aggs
 
 
-def _patch_tree_labels(new: World, old: World, edit: _Edit) -> None:
+def _patch_tree_labels(new: World, old: World, edit: _Edit, near: set[int]) -> None:
     """Edit the tree label indexes for the ``near`` providers that are
     or were roots of a changed tree (after ``_patch_roots``)."""
     mine = edit.in_place
@@ -318,7 +355,7 @@ def _patch_tree_labels(new: World, old: World, edit: _Edit) -> None:
     tree_traits: dict[int, frozenset[str] | None] = {}
     tree_aggs: dict[int, frozenset[str] | None] = {}
     at: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
-    for root in edit.near:
+    for root in near:
         if not new.is_root(root):
             tree_traits[root] = tree_aggs[root] = None
             continue
