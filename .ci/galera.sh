@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The three-node MariaDB Galera cluster the stress suite's Galera tests use
-# (support/galera.py: SQL on 127.0.0.1:33071-33073, group communication and
-# state transfer on 45671-45693). The system MariaDB on 3306 is left alone.
+# (support/galera.py: SQL on 127.0.0.1:23071-23073, group communication and
+# state transfer on 24671-24693). The system MariaDB on 3306 is left alone.
 #
 #   .ci/galera.sh start   install the packages if missing, start the cluster
 #   .ci/galera.sh stop    stop it

@@ -7,8 +7,11 @@ on 3306 are left alone. Node 1 bootstraps the cluster
 (``--wsrep-new-cluster``); nodes 2 and 3 join it by state transfer
 (rsync).
 
-Ports: SQL 33071-33073, group communication 45671-45673, incremental
-state transfer 45681-45683, full state transfer 45691-45693.
+Ports: SQL 23071-23073, group communication 24671-24673, incremental
+state transfer 24681-24683, full state transfer 24691-24693: all below
+Linux's ephemeral range (32768-60999), where any outgoing connection of
+a test run may hold the port a node is about to listen on (a node failed
+to start so in CI, "bind: Address already in use").
 
 Use it as::
 
@@ -34,10 +37,10 @@ import pymysql
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 BASE = Path(os.environ.get("BERTH_GALERA_DIR", "/tmp/berth-galera"))
-SQL_PORTS = (33071, 33072, 33073)
-GCOMM_PORTS = (45671, 45672, 45673)
-IST_PORTS = (45681, 45682, 45683)
-SST_PORTS = (45691, 45692, 45693)
+SQL_PORTS = (23071, 23072, 23073)
+GCOMM_PORTS = (24671, 24672, 24673)
+IST_PORTS = (24681, 24682, 24683)
+SST_PORTS = (24691, 24692, 24693)
 CLUSTER = "berth_test"
 #: Seconds a node may take to start and reach "Synced".
 START_TIMEOUT = 120
