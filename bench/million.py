@@ -4,8 +4,9 @@
         --allocations 500000 --url sqlite:////tmp/m1.sqlite
     .venv/bin/python bench/million.py --world sqlite:////tmp/m1.sqlite
 
-On a ``bulk.py`` world (a SQLite file is copied first; a PostgreSQL or
-MySQL URL is written to as it is: give a copy), two applications share
+On a copy of a ``bulk.py`` world (``claim_cycle.world_copy``: a SQLite
+file copied, a PostgreSQL database made from it as a template; a MySQL
+world is written to as it is: give a copy), two applications share
 the database as two workers of one server do: a *writer* and a
 *follower*, each with its own candidate cache, the follower's refreshed
 in place and its garbage collector tuned (as a ``berth serve``
@@ -37,29 +38,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import worker_memory  # noqa: E402
 import world as world_mod  # noqa: E402
-from wsgi_meter import Client, Meter  # noqa: E402
+from claim_cycle import world_copy  # noqa: E402
+from wsgi_meter import Client, Meter, worker_app  # noqa: E402
 
-from berth import conf as berth_conf  # noqa: E402
-from berth.api.app import create_app  # noqa: E402
-from berth.db.engine import Database, create_engine  # noqa: E402
 from berth.domain.allocation_candidate import world as world_module  # noqa: E402
 from berth.domain.allocation_candidate.cache import Refresh  # noqa: E402
-from berth.serve import preload  # noqa: E402
 from berth.serve.memory import tune_gc  # noqa: E402
 
 ORDERS = ("uuid", "spread", "pack", "random")
@@ -69,10 +67,7 @@ Result = dict[str, Any]
 
 
 def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return worker_memory.memory(os.getpid())["rss_mb"]
 
 
 class Counted:
@@ -87,31 +82,6 @@ class Counted:
             real(world, providers)
 
         world_module.World.__init__ = counting  # type: ignore[method-assign]
-
-
-def _app(url: str, observers: list[Callable[[Refresh], None]], memo: int | None = None) -> Any:
-    conf = berth_conf.load([])
-    if memo is not None:
-        conf.set_override("candidate_memo", memo, group="berth")
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    conf.set_override("request_log", False, group="berth")
-    app = create_app(conf, Database(create_engine(url)), world_observers=observers)
-    preload.after_fork(app, one_at_a_time=True)
-    return app
-
-
-@contextmanager
-def _copied(url: str) -> Iterator[str]:
-    if not url.startswith("sqlite:///"):
-        yield url
-        return
-    folder = tempfile.mkdtemp(prefix="berth-million-")
-    try:
-        target = Path(folder) / "world.sqlite"
-        shutil.copy(url.removeprefix("sqlite:///"), target)
-        yield "sqlite:///%s" % target
-    finally:
-        shutil.rmtree(folder)
 
 
 def _cpu_ms(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
@@ -173,10 +143,10 @@ def measure(url: str, repeat: int, writes: int, memo: int | None, candidates_onl
     engine.dispose()
     out["providers"] = len(roots)
     meter = Meter()
-    writer = Client(_app(url, []), meter)
+    writer = Client(worker_app(url), meter)
     # The follower's garbage collector as a server worker's: the world
     # frozen out of its view after the whole load.
-    follower = Client(_app(url, [tune_gc(), refreshes.append], memo), meter)
+    follower = Client(worker_app(url, [tune_gc(), refreshes.append], memo), meter)
     query = world_mod.DEVICE_REQUEST if devices else PLAIN_REQUEST
     rss = _rss_mb()
     start = time.perf_counter()
@@ -378,7 +348,7 @@ def main() -> int:
     )
     ap.add_argument("--candidates-only", action="store_true", help="no writes, no claims")
     args = ap.parse_args()
-    with _copied(args.world) as url:
+    with tempfile.TemporaryDirectory() as tmp, world_copy(args.world, Path(tmp)) as url:
         result = measure(url, args.repeat, args.writes, args.memo, args.candidates_only)
     text = json.dumps(result, indent=1)
     print(text)

@@ -46,12 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from write_scenarios import NAMES, Scenarios
-from wsgi_meter import Client, Meter
+from wsgi_meter import Client, Meter, worker_app
 
-from berth import conf as berth_conf
-from berth.api.app import create_app
-from berth.db.engine import Database, create_engine
-from berth.serve import preload
 from berth.serve.memory import tune_gc
 
 #: With ``--gc``, the collector runs as in a server (``tune_gc``).
@@ -59,15 +55,7 @@ SERVER_GC = False
 
 
 def _app(url: str) -> Any:
-    conf = berth_conf.load([])
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    conf.set_override("request_log", False, group="berth")
-    observers = [tune_gc()] if SERVER_GC else []
-    app = create_app(conf, Database(create_engine(url)), world_observers=observers)
-    # As in a worker of ``berth serve``: one request at a time, so the
-    # candidate cache brings its world up to date in place.
-    preload.after_fork(app, one_at_a_time=True)
-    return app
+    return worker_app(url, [tune_gc()] if SERVER_GC else [])
 
 
 def _copy(db: str) -> Iterator[str]:

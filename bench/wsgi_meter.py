@@ -1,7 +1,8 @@
 """Measuring requests in-process: ``Meter`` switches callgrind's
 collection (and a CPU clock and a statement count) on around each
-measured call, and ``Client`` makes WSGI calls straight into the app
-under it (``writes.py``)."""
+measured call, ``Client`` makes WSGI calls straight into the app
+under it, and ``worker_app`` builds that app as a ``berth serve``
+worker's (``writes.py``, ``million.py``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
+
+from berth import conf as berth_conf
+from berth.api.app import create_app
+from berth.db.engine import Database, create_engine
+from berth.domain.allocation_candidate.cache import RefreshObserver
+from berth.serve import preload
 
 VERSION = "placement 1.39"
 
@@ -24,6 +32,21 @@ _HELPER = r"""
 void berth_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
 void berth_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 """
+
+
+def worker_app(url: str, observers: Sequence[RefreshObserver] = (), memo: int | None = None) -> Any:
+    """The application on ``url`` as a ``berth serve`` worker runs it: one
+    request at a time, so its candidate cache brings its world up to
+    date in place; ``noauth2``, no request log; ``observers`` hear each
+    refresh; ``memo``, when given, is ``[berth] candidate_memo``."""
+    conf = berth_conf.load([])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf.set_override("request_log", False, group="berth")
+    if memo is not None:
+        conf.set_override("candidate_memo", memo, group="berth")
+    app = create_app(conf, Database(create_engine(url)), world_observers=observers)
+    preload.after_fork(app, one_at_a_time=True)
+    return app
 
 
 class Meter:

@@ -226,7 +226,9 @@ class _Edit:
 def _patch(new: World, old: World, edit: _Edit) -> None:
     """Edit ``new``, a copy of ``old``, for ``edit.changes``."""
     changes, mine = edit.changes, edit.in_place
-    if any(_sharing(p) for pair in changes for p in pair):
+    # The sharing providers among the changed ones, before or after.
+    sharing = {p.id for pair in changes for p in pair if p is not None and _sharing(p)}
+    if sharing:
         now = set(old.sharing)
         for pair in changes:
             for p in pair:
@@ -253,25 +255,23 @@ def _patch(new: World, old: World, edit: _Edit) -> None:
     new.trees = lists(old.trees, lambda p: (p.root_id,))
     new.by_class = lists(old.by_class, lambda p: p.inventories.keys())
     new.tree_class = lists(old.tree_class, lambda p: [(p.root_id, rc) for rc in p.inventories])
-    relabel = _patch_served(new, old, edit)
+    relabel = _patch_served(new, old, edit, sharing)
     _patch_roots(new, old, edit)
     _patch_tree_labels(new, old, edit, edit.near | relabel)
 
 
-def _patch_served(new: World, old: World, edit: _Edit) -> set[int]:
+def _patch_served(new: World, old: World, edit: _Edit, changed: set[int]) -> set[int]:
     """Edit ``anchors`` and ``shared_into`` for the sharing providers
-    that changed and for those of the aggregates the changed providers
-    are or were in; the roots whose tree labels that may change (those
-    a sharing provider now serves or no longer does, and every tree a
-    changed sharing provider serves or served)."""
+    that ``changed`` (sharing before the change or after it) and for
+    those of the aggregates the changed providers are or were in; the
+    roots whose tree labels that may change (those a sharing provider
+    now serves or no longer does, and every tree a changed sharing
+    provider serves or served)."""
     aggs: set[str] = set()
-    changed: set[int] = set()
     for pair in edit.changes:
         for p in pair:
             if p is not None:
                 aggs |= p.aggregates
-                if _sharing(p):
-                    changed.add(p.id)
     anchors: dict[int, set[int] | None] = {}
     into: dict[int, list[int] | None] = {}
     relabel: set[int] = set()
