@@ -90,14 +90,17 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def serve(folder: Path, port: int, *args: str, env: dict[str, str]) -> Server:
+def serve(
+    folder: Path, port: int, *args: str, env: dict[str, str], argv: list[str] = BERTH
+) -> Server:
     """``berth serve *args`` started in ``folder`` with environment
     ``env``, its stderr in ``folder/serve.log``; ``port`` is the one the
-    returned ``Server`` talks to (``args`` should say it)."""
+    returned ``Server`` talks to (``args`` should say it). ``argv``: the
+    command that stands for ``berth``."""
     log = folder / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [*BERTH, "serve", *args], stderr=sink, stdout=subprocess.DEVNULL, env=env, cwd=folder
+            [*argv, "serve", *args], stderr=sink, stdout=subprocess.DEVNULL, env=env, cwd=folder
         )
     return Server(proc, port, log)
 

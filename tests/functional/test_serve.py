@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import BERTH, Server, start_berth, stop_berth
+from berth.serve import master
+from support.processes import BERTH, Server, free_port, serve, start_berth, stop_berth
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
@@ -184,13 +185,57 @@ def test_serving_is_logged_once_bound_and_sigterm_finishes_in_flight(tmp_path: P
         stop_berth(srv)
 
 
+#: ``berth serve`` whose second worker takes a minute to boot (held in
+#: gunicorn's post_fork hook, before it sets its own signal handlers).
+SLOW_SECOND_WORKER = """
+import sys, time
+from berth.cli import main
+from berth.serve import master
+booted = master._post_fork
+def held(server, worker):
+    if worker.age > 1:
+        time.sleep(60)
+    booted(server, worker)
+master._post_fork = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_a_worker_boots_stops_at_once(tmp_path: Path) -> None:
+    """A worker still booting when the master is told to stop had
+    inherited the master's handlers, which only queue a signal: it never
+    saw its SIGTERM, and the master waited GRACEFUL_TIMEOUT seconds
+    before killing it (CI saw a 30 s stop). It now ends at once."""
+    port = free_port()
+    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"), "OS_PLACEMENT_CONFIG_DIR": ""}
+    srv = serve(
+        tmp_path,
+        port,
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+        env=env,
+        argv=[sys.executable, "-c", SLOW_SECOND_WORKER],
+    )
+    try:
+        srv.wait_log(r"(?s)Booting worker.*Booting worker")
+        assert srv.raw(get("/"))[0].startswith("HTTP/1.1 200")
+        srv.proc.send_signal(signal.SIGTERM)
+        # Well before the graceful timeout a worker that ignored it would take.
+        assert srv.proc.wait(timeout=master.GRACEFUL_TIMEOUT / 3) == 0
+        log = srv.log_text()
+        assert "SIGKILL" not in log and "stopped" in log
+    finally:
+        stop_berth(srv)
+
+
 def test_the_control_socket_is_turned_off_only_where_gunicorn_has_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """gunicorn 25.1 added the setting; before it, setting it would be an
     error, so it is set only when gunicorn's registry lists it."""
     from berth import conf as berth_conf
-    from berth.serve import master
 
     conf = berth_conf.load([], default_config_files=[])
     has_it = any(setting.name == "control_socket_disable" for setting in master.KNOWN_SETTINGS)

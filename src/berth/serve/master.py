@@ -203,6 +203,7 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
     # once the API listens, restarted from the arbiter's loop (which runs
     # at least every second) when it died, stopped before the workers.
     def start(self) -> None:
+        os.register_at_fork(after_in_child=_stop_at_once)
         super().start()
         if self.app.feed is not None:
             self.app.feed.start(self)
@@ -223,6 +224,27 @@ class BerthArbiter(Arbiter):  # type: ignore[misc]
         if self.app.feed is not None:
             self.app.feed.stop()
         super().stop(graceful)
+
+
+#: What the master sends a worker (or the feed's process) to stop it:
+#: gracefully, at once, or from a terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT)
+
+
+def _stop_at_once() -> None:
+    """In a process the master has just forked, until it sets handlers
+    of its own (a worker in gunicorn's ``init_signals``, the feed in
+    ``watch.serve``): a stop signal ends it at once, with status 0. A
+    fork inherits the master's handlers, which only queue the signal for
+    the master's loop; a SIGTERM that came while a worker was still
+    booting was lost, and the master waited ``GRACEFUL_TIMEOUT`` seconds
+    to kill it. Nothing is in flight before a worker's first request."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _exit_now)
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    os._exit(0)
 
 
 class FeedProcess:
