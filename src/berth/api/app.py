@@ -139,27 +139,32 @@ class ContextMiddleware:
             raise errors.HTTPProblem(exc.status, exc.message, extra=exc.extra) from None
         req.env["berth.microversion"] = str(ctx.version)
         ctx.auth = oslo_context.RequestContext.from_environ(req.env)
+        ctx.fresh_position = None
         if req.method in _READS:
-            ctx.position = self._position()
+            ctx.position = self._position(ctx)
         else:  # this worker's next read says a position after the write
             self._position_read = (-POSITION_KEPT, None)
 
-    def _position(self) -> str | None:
+    def _position(self, ctx: Any) -> str | None:
         """A change-sequence position every read answer reflects at least
         (docs/change-feed.md), or None when the database cannot say (the
         answer itself may not need it). Any position read before the
         answer will do, so one read serves for ``POSITION_KEPT`` seconds
         or until this worker serves a write: reading it for every answer
         made a small GET markedly dearer (bench/journal/undated.md, "The
-        change feed's cost")."""
+        change feed's cost"). One read during this request is kept as
+        ``ctx.fresh_position``: the candidate cache takes it rather than
+        reading the same row again (``CandidateCache.current``)."""
         now = time.monotonic()
         when, found = self._position_read
         if now - when < POSITION_KEPT:
             return found
         try:
-            found = str(self.state.db.read(changes.current))
+            fresh = self.state.db.read(changes.current)
         except (Unavailable, sa.exc.SQLAlchemyError):
             return None
+        found = str(fresh)
+        ctx.fresh_position = fresh
         self._position_read = (now, found)
         return found
 

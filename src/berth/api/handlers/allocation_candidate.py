@@ -85,9 +85,13 @@ def _answer(
     nested = util.want(req, "1.29")
 
     cache = util.candidate_cache(req)
+    # Read by the API's middleware during this request, if it read one.
+    position = getattr(req.context, "fresh_position", None)
 
     def work(conn: Connection) -> Result:
-        return engine.find_candidates(conn, cache, groups, wide, settings, nested_aware=nested)
+        return engine.find_candidates(
+            conn, cache, groups, wide, settings, nested_aware=nested, position=position
+        )
 
     result = util.db(req).read(work)
     req.context.state.metrics.candidates_answered(

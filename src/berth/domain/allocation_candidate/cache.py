@@ -12,7 +12,9 @@ next cached world from the last.
 ``CandidateCache.current(conn)`` costs one small query when nothing changed
 since the last request: it compares the database's change-sequence
 position (one counter per slot) with the one the cached world was built
-at. When only usage changed (the common case: claims and deletes), it
+at. A caller that read the position during its request already (the
+API's middleware, for the ``Berth-Position`` header) passes it, and the
+cache takes it instead of reading the same row again. When only usage changed (the common case: claims and deletes), it
 re-reads the usage of just the providers that changed. When providers themselves changed (created,
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and patches the indexes in memory where they
@@ -128,10 +130,13 @@ class CandidateCache:
         self._latest: CachedWorld | None = None
         self._lock = threading.Lock()
 
-    def current(self, conn: Connection) -> CachedWorld:
+    def current(self, conn: Connection, known: changes.Position | None = None) -> CachedWorld:
         """A cached world at least as new as what ``conn``'s transaction
-        can see of the change sequence."""
-        seq = changes.current(conn)
+        can see of the change sequence, or, given ``known``, as new as
+        that position: one the caller read during its request, after the
+        request began (so it holds every write the caller could have
+        seen committed), which spares reading it again."""
+        seq = changes.current(conn) if known is None else known
         if not self.keep:
             # Nothing is shared, so nothing to lock.
             return self._refresh(conn, None, seq)

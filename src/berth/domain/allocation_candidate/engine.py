@@ -30,6 +30,7 @@ from berth.domain.allocation_candidate.request import Order, RequestGroup, Reque
 from berth.domain.allocation_candidate.search import ANY, AnchorFilter, distinct, world_candidates
 from berth.domain.allocation_candidate.world import World
 from berth.domain.capacity import capacity
+from berth.position import Position
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,15 @@ def find_candidates(
     settings: Settings,
     *,
     nested_aware: bool = True,
+    position: Position | None = None,
 ) -> Result:
-    """The allocation candidates for ``groups``, over ``cache``'s world.
+    """The allocation candidates for ``groups``, over ``cache``'s world
+    (as new as ``position`` when given: see ``CandidateCache.current``).
 
     Raises BadRequest for an unknown resource class or trait, checked in
     the order upstream checks them.
     """
-    world, specs = resolve(conn, cache, groups, wide)
+    world, specs = resolve(conn, cache, groups, wide, position)
     if specs is None:
         return Result([], world)
     anchors = plan(world, groups, settings.order)
@@ -97,15 +100,20 @@ def find_candidates(
 
 
 def resolve(
-    conn: Connection, cache: CandidateCache, groups: list[RequestGroup], wide: RequestWide
+    conn: Connection,
+    cache: CandidateCache,
+    groups: list[RequestGroup],
+    wide: RequestWide,
+    position: Position | None = None,
 ) -> tuple[World, list[GroupSpec] | None]:
-    """``cache``'s world and the groups' specs (None when an ``in_tree``
-    names no provider, so nothing can match).
+    """``cache``'s world (as new as ``position`` when given) and the
+    groups' specs (None when an ``in_tree`` names no provider, so nothing
+    can match).
 
     Raises BadRequest for an unknown resource class or trait, checked in
     the order upstream checks them.
     """
-    cached = cache.current(conn)
+    cached = cache.current(conn, position)
     world = cached.world
     root_traits = load.trait_ids(
         wide.root_required | wide.root_forbidden,
