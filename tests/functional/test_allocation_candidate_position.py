@@ -15,36 +15,23 @@ Covers ``berth.api.app.ContextMiddleware._position`` and
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager
 
 import pytest
-import sqlalchemy as sa
 
 from berth.api import app as api_app
 from berth.api.app import create_app
 from berth.db.engine import Database
 from support.numbered_providers import hosts, uuid
+from support.statements import sent
 from tests.conftest import Client, make_conf
 
 QUERY = "/allocation_candidates?resources=VCPU:2"
 
 
-@contextmanager
-def position_reads(db: Database) -> Iterator[list[str]]:
+def position_reads(db: Database) -> AbstractContextManager[list[str]]:
     """The reads of the change sequence's position sent inside the block."""
-    sent: list[str] = []
-
-    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "berth_state" in statement:
-            sent.append(statement)
-
-    sa.event.listen(db.engine, "before_cursor_execute", note)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(db.engine, "before_cursor_execute", note)
+    return sent(db, lambda st: st.lstrip().upper().startswith("SELECT") and "berth_state" in st)
 
 
 def claim(client: Client, host: int) -> None:

@@ -10,8 +10,7 @@ test_allocation_write_consumer_lock.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from berth.db.engine import Database
 from berth.domain import consumer
 from support.allocation_setup import body, make_provider
 from support.allocation_writes import check_usages, held, new, put
+from support.statements import sent
 from tests.conftest import Client
 
 #: Statements a write sends now and then, whatever it writes: the feed's
@@ -30,20 +30,9 @@ from tests.conftest import Client
 _NOW_AND_THEN = ("DELETE FROM berth_changes", "DELETE FROM berth_events", "SHOW ")
 
 
-@contextmanager
-def counted(db: Database) -> Iterator[list[str]]:
+def counted(db: Database) -> AbstractContextManager[list[str]]:
     """The statements sent to the database inside the block."""
-    sent: list[str] = []
-
-    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if not statement.lstrip().startswith(_NOW_AND_THEN):
-            sent.append(statement)
-
-    sa.event.listen(db.engine, "before_cursor_execute", note)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(db.engine, "before_cursor_execute", note)
+    return sent(db, lambda statement: not statement.lstrip().startswith(_NOW_AND_THEN))
 
 
 # -- statements per write ----------------------------------------------------

@@ -14,8 +14,9 @@ since the last request: it compares the database's change-sequence
 position (one counter per slot) with the one the cached world was built
 at. A caller that read the position during its request already (the
 API's middleware, for the ``Berth-Position`` header) passes it, and the
-cache takes it instead of reading the same row again. When only usage changed (the common case: claims and deletes), it
-re-reads the usage of just the providers that changed. When providers themselves changed (created,
+cache takes it instead of reading the same row again. When only usage
+changed (the common case: claims and deletes), it re-reads the usage of
+just the providers that changed. When providers themselves changed (created,
 deleted, moved, or their inventory, traits or aggregates written), it
 re-reads those providers and patches the indexes in memory where they
 sit (or keeps them, when only inventory amounts changed; or rebuilds
