@@ -291,7 +291,8 @@ def _latin1_path(environ: dict[str, Any]) -> None:
     decoded text there instead; Falcon then failed on any character beyond
     U+00FF with a 500."""
     path = environ.get("PATH_INFO", "")
-    if any(ord(ch) > 0xFF for ch in path):
+    # isascii() first: a C scan, where most paths end the check.
+    if not path.isascii() and any(ord(ch) > 0xFF for ch in path):
         environ["PATH_INFO"] = path.encode("utf-8", "surrogatepass").decode("latin-1")
 
 
