@@ -264,6 +264,12 @@ class Forwarded(http_proxy_to_wsgi.HTTPProxyToWSGI):  # type: ignore[misc]
         self.state = state
 
 
+#: Set in the WSGI environ, True, once the request's body (if any) was
+#: read to its end: the server may then close the connection at once
+#: (``berth.serve.edge``).
+BODY_READ = "berth.body_read"
+
+
 def _buffer_body(environ: dict[str, Any], limit: int) -> errors.HTTPProblem | None:
     """Read the whole body before the app runs, so no handler can leave
     the server waiting on an unread body. A body sent without a length
@@ -273,15 +279,20 @@ def _buffer_body(environ: dict[str, Any], limit: int) -> errors.HTTPProblem | No
     if stream is None:
         return None
     if length > 0:
-        environ["wsgi.input"] = io.BytesIO(stream.read(length))
+        data = stream.read(length)
+        environ["wsgi.input"] = io.BytesIO(data)
+        environ[BODY_READ] = len(data) == length
     elif "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
         data = stream.read(limit + 1)
         if len(data) > limit:
             return errors.HTTPProblem(413, "The request body is larger than %d bytes." % limit)
         environ["wsgi.input"] = io.BytesIO(data)
         environ["CONTENT_LENGTH"] = str(len(data))
+        environ[BODY_READ] = True
         if data and not environ.get("CONTENT_TYPE"):
             return errors.HTTPProblem(400, "content-type header required when content-length > 0")
+    else:
+        environ[BODY_READ] = True
     return None
 
 
