@@ -234,7 +234,7 @@ def insert(conn: Connection, claims: list[Claim]) -> None:
     if not claims:
         return
     stamp = common.now()
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and len(claims) <= ROWS_AT_ONCE:
         # One statement of as many rows (psycopg runs an executemany as a
         # pipeline, which cost a claim more than the rows themselves).
         params: dict[str, object] = {"at": stamp}
@@ -258,6 +258,13 @@ def insert(conn: Connection, claims: list[Claim]) -> None:
             for c in claims
         ],
     )
+
+
+#: The most allocation rows PostgreSQL gets in one multi-row INSERT (a
+#: claim's few; the rows of a large ``POST /allocations`` or reshape go
+#: as an executemany, far from the 65,535 parameters a statement takes,
+#: and each row count's text is kept).
+ROWS_AT_ONCE = 32
 
 
 @functools.cache
