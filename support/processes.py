@@ -141,10 +141,13 @@ class Server:
         return lines[0], headers, body
 
 
-def start_berth(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
+def start_berth(
+    tmp_path: Path, *extra: str, env: dict[str, str] | None = None, argv: list[str] = BERTH
+) -> Server:
     """``berth serve *extra`` in ``tmp_path``, its stderr in serve.log;
     ``env`` replaces the environment (default: this one, with the
-    embedded database in ``tmp_path``)."""
+    embedded database in ``tmp_path``); ``argv``: the command that stands
+    for ``berth``."""
     port = free_port()
     if env is None:
         env = {
@@ -152,7 +155,7 @@ def start_berth(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) 
             "BERTH_DATA_DIR": str(tmp_path / "data"),
             "OS_PLACEMENT_CONFIG_DIR": "",
         }
-    return serve(tmp_path, port, "--port", str(port), *extra, env=env)
+    return serve(tmp_path, port, "--port", str(port), *extra, env=env, argv=argv)
 
 
 def stop_berth(server: Server) -> int:

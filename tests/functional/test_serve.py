@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from berth.serve import master
-from support.processes import BERTH, Server, free_port, serve, start_berth, stop_berth
+from support.processes import BERTH, Server, start_berth, stop_berth
 
 UUIDS = [str(uuid.UUID(int=i + 1)) for i in range(400)]
 
@@ -206,18 +206,7 @@ def test_sigterm_while_a_worker_boots_stops_at_once(tmp_path: Path) -> None:
     inherited the master's handlers, which only queue a signal: it never
     saw its SIGTERM, and the master waited GRACEFUL_TIMEOUT seconds
     before killing it (CI saw a 30 s stop). It now ends at once."""
-    port = free_port()
-    env = {**os.environ, "BERTH_DATA_DIR": str(tmp_path / "data"), "OS_PLACEMENT_CONFIG_DIR": ""}
-    srv = serve(
-        tmp_path,
-        port,
-        "--port",
-        str(port),
-        "--workers",
-        "2",
-        env=env,
-        argv=[sys.executable, "-c", SLOW_SECOND_WORKER],
-    )
+    srv = start_berth(tmp_path, "--workers", "2", argv=[sys.executable, "-c", SLOW_SECOND_WORKER])
     try:
         srv.wait_log(r"(?s)Booting worker.*Booting worker")
         assert srv.raw(get("/"))[0].startswith("HTTP/1.1 200")

@@ -239,10 +239,10 @@ def insert(conn: Connection, claims: list[Claim]) -> None:
         # pipeline, which cost a claim more than the rows themselves).
         params: dict[str, object] = {"at": stamp}
         for i, c in enumerate(claims):
-            params.update(
-                {"p%d" % i: c.provider_id, "c%d" % i: c.consumer_uuid}
-                | {"k%d" % i: c.class_id, "u%d" % i: c.amount}
-            )
+            params["p%d" % i] = c.provider_id
+            params["c%d" % i] = c.consumer_uuid
+            params["k%d" % i] = c.class_id
+            params["u%d" % i] = c.amount
         conn.exec_driver_sql(_insert_rows(len(claims)), params)
         return
     conn.execute(
