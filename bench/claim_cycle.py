@@ -26,6 +26,11 @@ give a fresh copy). Each run starts its own server.
   and what the machine spent on anything else meanwhile; then the
   (provider, class) pairs whose allocations pass their capacity (0).
 
+``--server uwsgi`` serves the same through the uWSGI deployment
+(``deploy/uwsgi/berth.ini`` as written but for its paths, port and
+``--workers`` processes; uWSGI installed in the venv by ``bash
+.ci/deploy.sh``) instead of ``berth serve``.
+
 ``--no-sync`` runs SQLite with ``sqlite_synchronous = False`` (no fsync
 per commit: the write lock is then held for the transaction's CPU only).
 Set ``PYTHONPATH`` to another checkout's ``src`` to measure that code.
@@ -249,6 +254,12 @@ def main() -> int:
     ap.add_argument("--schedulers", type=int, default=16)
     ap.add_argument("--claims", type=int, default=1600)
     ap.add_argument("--no-sync", action="store_true")
+    ap.add_argument(
+        "--server",
+        choices=["serve", "uwsgi"],
+        default="serve",
+        help="berth serve (gunicorn), or deploy/uwsgi/berth.ini",
+    )
     ap.add_argument("--only", choices=["cycle", "race"])
     args = ap.parse_args()
     sections: dict[str, dict[str, object]] = (
@@ -261,7 +272,13 @@ def main() -> int:
         with (
             tempfile.TemporaryDirectory() as tmp,
             world_copy(args.world, Path(tmp)) as url,
-            Server("berth", Path(tmp), workers=workers, db_url=url, sections=sections) as server,
+            Server(
+                "berth" if args.server == "serve" else "berth-uwsgi",
+                Path(tmp),
+                workers=workers,
+                db_url=url,
+                sections=sections,
+            ) as server,
         ):
             if part == "cycle":
                 found = cycles(server, args.cycles)
@@ -283,6 +300,7 @@ def main() -> int:
                 json.dumps(
                     {
                         "part": part,
+                        "server": args.server,
                         "workers": workers,
                         "no_sync": args.no_sync,
                         **{k: round(v, 2) if isinstance(v, float) else v for k, v in found.items()},

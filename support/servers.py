@@ -1,9 +1,11 @@
 """Start and measure Berth and upstream Placement servers, for the
 benchmarks and the import/export tests against upstream.
 
-Both run under gunicorn on a fresh SQLite file (or a given database URL),
-each in its own process group, so the CPU of the whole server process tree
-can be read from /proc before and after a workload.
+Both run under gunicorn (Berth's as ``berth serve``; as the uWSGI
+deployment of ``deploy/uwsgi/berth.ini`` with the kind "berth-uwsgi") on a
+fresh SQLite file (or a given database URL), each in its own process
+group, so the CPU of the whole server process tree can be read from /proc
+before and after a workload.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from pathlib import Path
 from support.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The uWSGI deployment's file, served as written but for its paths, port
+#: and number of processes.
+UWSGI_INI = ROOT / "deploy" / "uwsgi" / "berth.ini"
 BERTH_VENV = Path(os.environ.get("BERTH_VENV", ROOT / ".venv"))
 UPSTREAM_VENV = Path(os.environ.get("UPSTREAM_VENV", ROOT / ".upstream-venv"))
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -37,6 +42,17 @@ def ensure_upstream_venv(force: bool = False) -> Path:
             [str(UPSTREAM_VENV / "bin/pip"), "install", "-q", *UPSTREAM_PACKAGES], check=True
         )
     return UPSTREAM_VENV
+
+
+def render(source: Path, target: Path, replace: dict[str, str]) -> None:
+    """``source`` written to ``target`` with each key replaced by its
+    value; every key must occur, so the deploy file cannot drift away
+    from what its user replaces."""
+    text = source.read_text()
+    for old, new in replace.items():
+        assert old in text, "%s no longer holds %r" % (source, old)
+        text = text.replace(old, new)
+    target.write_text(text)
 
 
 def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
@@ -61,7 +77,8 @@ def process_cpu(wanted: Callable[[int, list[str]], bool]) -> float:
 
 
 class Server:
-    """One Placement server (``kind`` is "berth" or "upstream")."""
+    """One Placement server (``kind`` is "berth", "berth-uwsgi" or
+    "upstream")."""
 
     def __init__(
         self,
@@ -112,12 +129,26 @@ class Server:
         conf = self._conf()
         log = open(self.dir / "server.log", "wb")
         env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(self.dir)}
-        if self.kind == "berth":
+        if self.kind.startswith("berth"):
             subprocess.run(
                 [str(BERTH_VENV / "bin/berth"), "db", "sync", "--config-file", str(conf)],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
+        if self.kind == "berth-uwsgi":
+            ini = self.dir / "berth-uwsgi.ini"
+            render(
+                UWSGI_INI,
+                ini,
+                {
+                    "virtualenv = /opt/berth": "virtualenv = %s" % BERTH_VENV,
+                    "=/etc/placement": "=%s" % self.dir,
+                    "http-socket = :8778": "http-socket = 127.0.0.1:%d" % self.port,
+                    "processes = 4": "processes = %d" % self.workers,
+                },
+            )
+            cmd = [str(BERTH_VENV / "bin/uwsgi"), "--ini", str(ini)]
+        elif self.kind == "berth":
             cmd = [
                 str(BERTH_VENV / "bin/berth"),
                 "serve",

@@ -37,6 +37,7 @@ import pytest
 from support import api_setup, processes
 from support.deploy import APACHE, APACHE_MODULES, APACHE_VENV, REPO_ROOT
 from support.processes import free_port
+from support.servers import render
 
 DEPLOY = REPO_ROOT / "deploy"
 #: ``[berth] max_body_bytes``'s default, which the deploy files assume.
@@ -53,17 +54,6 @@ LOADED = re.compile(
 )
 REQUEST = re.compile(r"^\S+ \S+ (\d+) INFO berth\.request ", re.M)
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
-
-
-def render(source: Path, target: Path, replace: dict[str, str]) -> None:
-    """``source`` written to ``target`` with each key replaced by its
-    value; every key must occur, so the deploy file cannot drift away
-    from what the test replaces."""
-    text = source.read_text()
-    for old, new in replace.items():
-        assert old in text, "%s no longer holds %r" % (source, old)
-        text = text.replace(old, new)
-    target.write_text(text)
 
 
 def synced_folder(folder: Path) -> None:
