@@ -52,6 +52,18 @@ against: see the end):
   path cost a worker several times what the driver alone spends on
   ``SELECT id, seq FROM berth_state`` (bench/journal/2026-12-04.md).
 
+- **A few rows at once on PostgreSQL.** ``execute`` of a plain
+  ``INSERT`` (no ``RETURNING``) with a list of 1 to :data:`ROWS_AT_ONCE`
+  parameter dicts of the same keys (an ``executemany``) sends, on
+  PostgreSQL, one ``INSERT`` of as many rows through ``exec_driver_sql``:
+  psycopg runs an ``executemany`` as a pipeline, which cost a claim more
+  than its three allocation rows (bench/journal/2026-12-06.md). The text
+  is the statement's own compiled row repeated with each row's
+  parameters renamed, built once per statement, keys and row count; a
+  statement whose row needs what only SQLAlchemy's path does (Python-side
+  defaults, bind processors, escaped names) keeps the ``executemany``, as
+  do longer lists, far from the 65,535 parameters a statement takes.
+
 This module decides which statement takes a shortcut, and when (the
 counts, the plans and names kept per dialect, whether the connection is
 ready); the thin runs themselves, a statement's plan and the context
@@ -60,7 +72,7 @@ that stands for SQLAlchemy's, are ``berth.db.thin``.
 These shortcuts use SQLAlchemy's private API: ``Select._compile_w_cache``,
 ``Engine._compiled_cache``, ``SQLCompiler.construct_params`` (and its
 ``_collected_params`` in 2.1), ``_bind_processors``, ``positiontup``,
-``escaped_bind_names``, ``CursorResult._metadata``,
+``escaped_bind_names``, ``insert_prefetch``, ``effective_returning``, ``CursorResult._metadata``,
 ``Connection._handle_dbapi_exception``, ``_safe_close_cursor`` and its
 transaction attributes. They were checked against SQLAlchemy 2.0.0 to
 2.0.58 and 2.1.0 to 2.1.9 (:data:`VERIFIED`). At import the module checks
@@ -77,6 +89,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import weakref
 from typing import Any
 
@@ -139,6 +152,8 @@ def _private_api_shaped(*, collects: bool) -> bool:
             "post_compile_params",
             "schema_translate_map",
             "has_out_parameters",
+            "insert_prefetch",
+            "effective_returning",
         ),
         sa_cursor.CursorResultMetaData: ("_safe_for_cache",),
         sa_engine.default.DefaultExecutionContext: ("_is_server_side", "cursor_fetch_strategy"),
@@ -161,6 +176,11 @@ THIN = private_api_checked(sa.__version__)
 #: Lists up to this long get a statement of their own; longer ones (and
 #: empty ones) keep the expanding parameter.
 SIZED_LIST_MAX = 32
+
+#: The most rows an ``executemany`` INSERT sends as one statement on
+#: PostgreSQL (a claim's few; the rows of a large ``POST /allocations``
+#: or reshape stay an ``executemany``, and each row count's text is kept).
+ROWS_AT_ONCE = 32
 
 #: The connection's own execution options a thin run may see (what
 #: ``Database`` sets: SQLite's BEGIN, PostgreSQL's autocommit reads, the
@@ -197,6 +217,17 @@ class ThinConnection(sa_engine.Connection):
             statement, parameters = _maybe_sized(statement, parameters)
             if type(statement) in _SELECTS and not execution_options:
                 return self._select(statement, parameters)
+        elif (
+            THIN
+            and type(parameters) is list
+            and 0 < len(parameters) <= ROWS_AT_ONCE
+            and type(statement) is sa.Insert
+            and not execution_options
+            and self.dialect.name == "postgresql"
+        ):
+            at_once = _rows_at_once(self.dialect, statement, parameters)
+            if at_once is not None:
+                return self.exec_driver_sql(*at_once)
         return super().execute(statement, parameters, execution_options=execution_options)
 
     def scalar(
@@ -276,6 +307,65 @@ class ThinConnection(sa_engine.Connection):
             (self._has_events or self.engine._has_events)
             and (self.dispatch.before_execute or self.dispatch.after_execute)
         )
+
+
+def _rows_at_once(
+    dialect: Any, statement: Any, rows: list[Any]
+) -> tuple[str, dict[str, Any]] | None:
+    """The one-statement text of INSERT ``statement`` for ``rows`` (dicts
+    of the same keys) and its parameters (row ``i``'s ``key`` as
+    ``key__i``); None when it must stay an ``executemany``."""
+    first = rows[0]
+    if type(first) is not dict or any(
+        type(row) is not dict or row.keys() != first.keys() for row in rows
+    ):
+        return None
+    text = _rows_text(dialect, statement, tuple(sorted(first)), len(rows))
+    if text is None:
+        return None
+    params = {}
+    for i, row in enumerate(rows):
+        for key, value in row.items():
+            params["%s__%d" % (key, i)] = value
+    return text, params
+
+
+#: A parameter in a compiled PostgreSQL statement (psycopg's ``pyformat``).
+_PYFORMAT = re.compile(r"%\(([^)]+)\)s")
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_text(dialect: Any, statement: Any, keys: tuple[str, ...], count: int) -> str | None:
+    """``statement`` (an INSERT) compiled for rows of ``keys``, its row
+    written ``count`` times with the parameters of row ``i`` named
+    ``<key>__<i>``; None when its row needs SQLAlchemy's path."""
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys), for_executemany=True)
+    if (
+        not isinstance(compiled, compiler.SQLCompiler)
+        or compiled.positional
+        or compiled.insert_prefetch
+        or compiled.effective_returning
+        or compiled.escaped_bind_names
+        or compiled.literal_execute_params
+        or compiled.post_compile_params
+        or any(p is not None for p in compiled._bind_processors.values())
+    ):
+        return None
+    head, found, row = compiled.string.partition(" VALUES ")
+    names = _PYFORMAT.findall(row)
+    if (
+        not found
+        or not (row.startswith("(") and row.endswith(")"))
+        or sorted(names) != list(keys)
+        or "%" in _PYFORMAT.sub("", row)
+    ):
+        return None
+    return "%s VALUES %s" % (head, ", ".join(_renamed(row, i) for i in range(count)))
+
+
+def _renamed(row: str, i: int) -> str:
+    """``row`` with each parameter ``key`` renamed ``key__<i>``."""
+    return _PYFORMAT.sub(lambda m: "%%(%s__%d)s" % (m.group(1), i), row)
 
 
 def _maybe_sized(statement: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

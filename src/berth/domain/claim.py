@@ -16,7 +16,6 @@ written (:func:`insert`).
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -230,21 +229,12 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
 
 
 def insert(conn: Connection, claims: list[Claim]) -> None:
-    """Write ``claims`` as allocation rows (checked by :func:`check`)."""
+    """Write ``claims`` as allocation rows (checked by :func:`check`): one
+    statement (on PostgreSQL a claim's few rows go as one multi-row
+    INSERT, ``berth.db.connection.ROWS_AT_ONCE``)."""
     if not claims:
         return
     stamp = common.now()
-    if conn.dialect.name == "postgresql" and len(claims) <= ROWS_AT_ONCE:
-        # One statement of as many rows (psycopg runs an executemany as a
-        # pipeline, which cost a claim more than the rows themselves).
-        params: dict[str, object] = {"at": stamp}
-        for i, c in enumerate(claims):
-            params["p%d" % i] = c.provider_id
-            params["c%d" % i] = c.consumer_uuid
-            params["k%d" % i] = c.class_id
-            params["u%d" % i] = c.amount
-        conn.exec_driver_sql(_insert_rows(len(claims)), params)
-        return
     conn.execute(
         _INSERT_ALLOCATIONS,
         [
@@ -257,27 +247,4 @@ def insert(conn: Connection, claims: list[Claim]) -> None:
             }
             for c in claims
         ],
-    )
-
-
-#: The most allocation rows PostgreSQL gets in one multi-row INSERT (a
-#: claim's few; the rows of a large ``POST /allocations`` or reshape go
-#: as an executemany, far from the 65,535 parameters a statement takes,
-#: and each row count's text is kept).
-ROWS_AT_ONCE = 32
-
-
-@functools.cache
-def _insert_rows(count: int) -> str:
-    """PostgreSQL's insert of ``count`` allocation rows, as the driver
-    takes it (row ``i``'s values named ``p<i>``, ``c<i>``, ``k<i>``,
-    ``u<i>``; ``at`` the rows' creation time)."""
-    rows = ", ".join(
-        "(%%(p%d)s::integer, %%(c%d)s::varchar, %%(k%d)s::integer, %%(u%d)s::integer, "
-        "%%(at)s::timestamp)" % (i, i, i, i)
-        for i in range(count)
-    )
-    return (
-        "INSERT INTO %s (resource_provider_id, consumer_id, resource_class_id, used, "
-        "created_at) VALUES %s" % (t.allocations.name, rows)
     )

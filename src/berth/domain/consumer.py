@@ -293,8 +293,10 @@ def create_all(conn: Connection, new: list[tuple[str, Owner]]) -> None:
         for uuid, (project, user, type_id) in new
     ]
     try:
-        # One dict runs as a single statement (the claim's path).
-        conn.execute(_INSERT, rows if len(rows) > 1 else rows[0])
+        # As a list, never a dict: one row then needs no RETURNING of its
+        # id, and on PostgreSQL a few rows go as one statement
+        # (berth.db.connection.ROWS_AT_ONCE).
+        conn.execute(_INSERT, rows)
     except IntegrityError:
         raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
 
