@@ -6,6 +6,11 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8778
 PYTEST_ARGS ?=
+# pytest-xdist workers for test, check and stress: one per core (auto);
+# TEST_WORKERS=0 runs the tests in one process. (The Galera tests share
+# one cluster: each has it alone, support.galera.turn.)
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS)
 
 .PHONY: serve test check lint format stress venv install install-test keystone-venv conformance matrix image image-test bench clean
 
@@ -37,12 +42,12 @@ serve: install
 # summary (-rs) lists each skip with its reason and the command that
 # installs what is missing.
 test: install-test keystone-venv
-	$(BIN)/pytest -rs $(PYTEST_ARGS)
+	$(BIN)/pytest -rs $(XDIST) $(PYTEST_ARGS)
 
 # The fast default while working: the unit tests and the functional tests
 # on SQLite only (a few minutes). `make test` is the whole suite.
 check: install-test
-	BERTH_TEST_DBS=sqlite $(BIN)/pytest -q tests/unit tests/functional $(PYTEST_ARGS)
+	BERTH_TEST_DBS=sqlite $(BIN)/pytest -q $(XDIST) tests/unit tests/functional $(PYTEST_ARGS)
 
 # Lint (ruff), the formatting (ruff format, checked), types (mypy
 # --strict on src/) and the import contracts (import-linter), as CI runs
@@ -65,7 +70,7 @@ keystone-venv: install-test
 
 # Long concurrency, explosion and property cases.
 stress: install-test
-	$(BIN)/pytest -m stress $(PYTEST_ARGS)
+	$(BIN)/pytest -m stress $(XDIST) $(PYTEST_ARGS)
 
 # The container image (deploy/container/README.md): localhost/berth:latest,
 # FROM a Debian base built here with mmdebstrap unless BASE names another

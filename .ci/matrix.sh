@@ -25,7 +25,8 @@
 # every file, and the whole run stays within CI's hour); --full runs every functional file
 # and every conformance file in each mode. BERTH_SHARED points at the shared
 # folder (default ../shared, beside the checkout); BERTH_MATRIX_DBS the
-# backends of the tests (default sqlite,postgresql).
+# backends of the tests (default sqlite,postgresql); TEST_WORKERS their
+# pytest-xdist workers (default auto, one per core), as in the Makefile.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -138,7 +139,7 @@ functional=("${FUNCTIONAL[@]}")
 # -p no:anyio: the tests use no anyio, and the anyio that a constraints
 # file pins may load a pytest plugin the newest pytest warns about.
 BERTH_TEST_DBS=${BERTH_MATRIX_DBS:-sqlite,postgresql} BERTH_REQUIRE_DBS=1 \
-  "$venv/bin/pytest" -q -p no:cacheprovider -p no:anyio "${DESELECT[@]}" \
+  "$venv/bin/pytest" -q -p no:cacheprovider -p no:anyio -n "${TEST_WORKERS:-auto}" "${DESELECT[@]}" \
   tests/unit "${functional[@]}" || rc=1
 log "tests: $((SECONDS - t)) s"
 

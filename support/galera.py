@@ -18,11 +18,13 @@ Use it as::
     python -m support.galera start   # or: stop, status
 
 In tests, the ``galera_cluster`` fixture (tests/functional/fixtures_servers.py)
-starts it (or reuses the one ``.ci/galera.sh`` started).
+starts it (or reuses the one ``.ci/galera.sh`` started), and each test
+has it alone (:func:`turn`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -30,6 +32,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +48,21 @@ SST_PORTS = (24691, 24692, 24693)
 CLUSTER = "berth_test"
 #: Seconds a node may take to start and reach "Synced".
 START_TIMEOUT = 120
+
+
+@contextmanager
+def turn() -> Iterator[None]:
+    """Have the cluster alone while the block runs: an exclusive lock on
+    a file beside ``BASE``, so that the tests of several pytest-xdist
+    workers (``make stress``) use the one cluster in turn (one kills and
+    restarts a node under load)."""
+    BASE.parent.mkdir(parents=True, exist_ok=True)
+    with open(BASE.parent / (BASE.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class GaleraError(RuntimeError):

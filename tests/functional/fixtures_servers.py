@@ -21,6 +21,7 @@ import pytest
 from berth.api.app import create_app
 from berth.db.engine import Database, create_engine
 from berth.serve import systemd
+from support import galera
 from support import galera_load as load
 from support.app_client import Client, make_conf
 from support.deploy import APACHE, APACHE_MODULES, APACHE_VENV, UWSGI, missing, python_of_mod_wsgi
@@ -121,9 +122,10 @@ def galera_cluster() -> Iterator[Cluster]:
     under ``BERTH_REQUIRE_DBS=1``."""
     require = os.environ.get("BERTH_REQUIRE_DBS") == "1"
     cluster = Cluster()
-    started_here = not cluster.running()
     try:
-        cluster.start()
+        with galera.turn():
+            started_here = not cluster.running()
+            cluster.start()
     except (GaleraError, OSError, subprocess.SubprocessError) as exc:
         msg = "Galera cluster could not start: %s" % exc
         if require:
@@ -133,14 +135,20 @@ def galera_cluster() -> Iterator[Cluster]:
         yield cluster
     finally:
         if started_here:
-            cluster.stop()
+            with galera.turn():
+                cluster.stop()
 
 
 @pytest.fixture
 def galera_db(galera_cluster: Cluster) -> Iterator[list[str]]:
-    """A fresh migrated database on the cluster: one URL per node."""
-    with load.fresh_database(galera_cluster) as urls:
-        yield urls
+    """A fresh migrated database on the cluster: one URL per node. The
+    test has the cluster alone (``galera.turn``: another pytest-xdist
+    worker's Galera test waits), complete (started again if another
+    worker's session stopped the cluster it had started)."""
+    with galera.turn():
+        galera_cluster.start()
+        with load.fresh_database(galera_cluster) as urls:
+            yield urls
 
 
 @pytest.fixture

@@ -10,15 +10,13 @@ Covers the request checks of ``berth.api.util`` and ``berth.api.schemas``,
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from berth.db import tables as t
 from support.api_setup import SERVICE
 from tests.functional.conftest import RP, snapshot
 
-CONSUMER = str(uuid.uuid4())
+CONSUMER = "7f6e5d4c-3b2a-4918-8776-655443322110"
 
 # Raw bodies that are not acceptable JSON for any endpoint.
 BAD_BODIES = {

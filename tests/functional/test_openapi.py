@@ -13,8 +13,8 @@ from berth.api.openapi_document import document
 from berth.api.routes import API
 from berth.api.schemas import responses
 
-RP = str(uuid.uuid4())
-CONSUMER = str(uuid.uuid4())
+RP = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+CONSUMER = "1b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e"
 SERVICE = {"x-roles": "admin,service"}
 
 
