@@ -108,9 +108,17 @@ def _sockets(pid: int) -> int:
     return count
 
 
-def _worker(srv: Server) -> int:
-    children = Path("/proc/%d/task/%d/children" % (srv.proc.pid, srv.proc.pid)).read_text()
-    [pid] = [int(p) for p in children.split()]
+def _worker(srv: Server, within: float = 30.0) -> int:
+    """The one worker's pid. The master may log that it serves before
+    the worker is forked (seen on a loaded machine): wait for it."""
+    children = Path("/proc/%d/task/%d/children" % (srv.proc.pid, srv.proc.pid))
+    deadline = time.monotonic() + within
+    while True:
+        pids = [int(p) for p in children.read_text().split()]
+        if pids or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    [pid] = pids
     return pid
 
 

@@ -37,7 +37,7 @@ import pytest
 from support import api_setup, processes
 from support.deploy import APACHE, APACHE_MODULES, APACHE_VENV, REPO_ROOT
 from support.processes import free_port
-from support.servers import render
+from support.servers import UWSGI_INI, render
 
 DEPLOY = REPO_ROOT / "deploy"
 #: ``[berth] max_body_bytes``'s default, which the deploy files assume.
@@ -151,7 +151,7 @@ def test_uwsgi_serves_with_the_world_loaded_in_its_master(
     port = free_port()
     ini = tmp_path / "berth.ini"
     render(
-        DEPLOY / "uwsgi" / "berth.ini",
+        UWSGI_INI,
         ini,
         {
             "/opt/berth": sys.prefix,
