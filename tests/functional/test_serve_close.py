@@ -15,6 +15,7 @@ Covers ``berth.serve.edge`` and the ``BODY_READ`` mark of
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -108,18 +109,12 @@ def _sockets(pid: int) -> int:
     return count
 
 
-def _worker(srv: Server, within: float = 30.0) -> int:
-    """The one worker's pid. The master may log that it serves before
-    the worker is forked (seen on a loaded machine): wait for it."""
-    children = Path("/proc/%d/task/%d/children" % (srv.proc.pid, srv.proc.pid))
-    deadline = time.monotonic() + within
-    while True:
-        pids = [int(p) for p in children.read_text().split()]
-        if pids or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    [pid] = pids
-    return pid
+def _worker(srv: Server) -> int:
+    """The one worker's pid, from the line gunicorn logs once it has
+    forked it (the master may log that it serves before that)."""
+    booted = re.search(r"Booting worker with pid: (\d+)", srv.wait_log("Booting worker"))
+    assert booted
+    return int(booted.group(1))
 
 
 def _released(pid: int, baseline: int, within: float = 1.0) -> bool:
