@@ -2,7 +2,7 @@
 # Berth on another set of its dependencies' versions (issue 36: every
 # version Berth declares works).
 #
-#   .ci/matrix.sh MODE [--full]
+#   .ci/matrix.sh MODE [--full] [--prepare | --prepared]
 #
 # MODE is one of
 #   lowest            every runtime dependency at the lower bound of
@@ -27,14 +27,31 @@
 # folder (default ../shared, beside the checkout); BERTH_MATRIX_DBS the
 # backends of the tests (default sqlite,postgresql); TEST_WORKERS their
 # pytest-xdist workers (default auto, one per core), as in the Makefile.
+#
+# --prepare only builds the mode's venv (and checks its versions), and
+# --prepared runs the tests in the venv a --prepare left, building it
+# only if there is none: CI builds the three venvs in the background
+# while the conformance and fuzz stages take the cores (.ci/run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-usage() { echo "usage: $0 lowest|openstack-master|openstack-2026.1 [--full]" >&2; exit 2; }
+usage() {
+  echo "usage: $0 lowest|openstack-master|openstack-2026.1 [--full] [--prepare|--prepared]" >&2
+  exit 2
+}
 [ $# -ge 1 ] || usage
 mode=$1
-full=${2:-}
-[ -z "$full" ] || [ "$full" = --full ] || usage
+shift
+full= prepare= prepared=
+for arg in "$@"; do
+  case $arg in
+    --full) full=1 ;;
+    --prepare) prepare=1 ;;
+    --prepared) prepared=1 ;;
+    *) usage ;;
+  esac
+done
+[ -z "$prepare" ] || [ -z "$prepared" ] || usage
 shared=${BERTH_SHARED:-../shared}
 venv=.venv-$mode
 log() { printf '\n=== matrix %s: %s\n' "$mode" "$*"; }
@@ -111,25 +128,38 @@ case $mode in
 esac
 
 start=$SECONDS
-log "venv $venv"
-rm -rf "$venv"
-python3 -m venv "$venv"
 pins=$venv/constraints.txt
-if [ -z "$constraints_src" ]; then
-  python3 .ci/lowest.py > "$pins"
+# A venv a --prepare finished (its last step writes .prepared) is used as
+# it is; any other is built again from scratch.
+if [ -n "$prepared" ] && [ -f "$venv/.prepared" ]; then
+  log "venv $venv (built by --prepare)"
 else
-  cp "$constraints_src" "$pins"
+  log "venv $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  if [ -z "$constraints_src" ]; then
+    python3 .ci/lowest.py > "$pins"
+  else
+    cp "$constraints_src" "$pins"
+  fi
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q -e . -c "$pins"
+  # The test extras, newest, with the declared dependencies held where they
+  # are (what they pull in alone may move).
+  "$venv/bin/python" .ci/lowest.py --freeze > "$venv/runtime.txt"
+  "$venv/bin/pip" install -q -e '.[test]' -c "$venv/runtime.txt"
 fi
-"$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q -e . -c "$pins"
-# The test extras, newest, with the declared dependencies held where they
-# are (what they pull in alone may move).
-"$venv/bin/python" .ci/lowest.py --freeze > "$venv/runtime.txt"
-"$venv/bin/pip" install -q -e '.[test]' -c "$venv/runtime.txt"
 
 log "versions (pinned: as $( [ -z "$constraints_src" ] && echo "pyproject's lower bounds" || echo "$constraints_src"))"
 "$venv/bin/python" .ci/lowest.py --installed "$pins"
 log "install: $((SECONDS - start)) s"
+if [ -n "$prepare" ]; then
+  touch "$venv/.prepared"
+  exit 0
+fi
+# Each prepared venv serves one run: a later --prepared builds afresh
+# unless another --prepare ran.
+rm -f "$venv/.prepared"
 
 rc=0
 t=$SECONDS
