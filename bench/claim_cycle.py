@@ -16,7 +16,7 @@ give a fresh copy). Each run starts its own server.
   candidate for a new consumer (as Nova's scheduler does), one project
   and user for all, as in a cloud of few tenants. Server CPU per cycle
   (its whole process group) and wall time per cycle.
-* race: ``--schedulers`` processes (``run.claims``: plain ``http.client``,
+* race: ``--schedulers`` processes (``run.claims``: a plain ``run.Wire``,
   each claim retried on a 409), ``--claims`` claims after 200 to warm
   up: claims per second, 409s, and where the two cores went per claim
   (``Split``): the server's process group, the schedulers, on
@@ -39,7 +39,6 @@ Set ``PYTHONPATH`` to another checkout's ``src`` to measure that code.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -66,7 +65,7 @@ PROJECT, USER = "p" * 32, "u" * 32
 
 def cycles(server: Server, count: int) -> dict[str, float]:
     """Server CPU and wall time per claim cycle, one client."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port)
+    conn = run.Wire("127.0.0.1", server.port)
 
     def cycle() -> None:
         status = run.claim_attempt(conn, QUERY, str(uuid.uuid4()), (PROJECT, USER))

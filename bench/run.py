@@ -14,9 +14,9 @@ openstack-placement==16.0.0 gunicorn`` there; ``--setup-upstream`` does it).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
+import socket
 import statistics
 import sys
 import tempfile
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 # bench/ for its sibling scripts, the repository root for support/.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -220,7 +221,7 @@ def _scheduler(
     Nova does when its weighers tie), again on a 409. Puts its (claims,
     conflicts, errors, CPU seconds) on ``results``."""
     parsed = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=60)
+    conn = Wire(parsed.hostname or "127.0.0.1", parsed.port or 80)
     done = conflicts = errors = 0
     ready.wait()
     cpu0 = time.process_time()
@@ -240,11 +241,89 @@ def _scheduler(
                 continue
             errors += status != 0
             break
+    conn.close()
     results.put((done, conflicts, errors, time.process_time() - cpu0))
 
 
+class Wire:
+    """A scheduler's HTTP/1.1 connection, kept as light as a load
+    generator's: each request one prebuilt head and one ``sendall``, the
+    answer read by its ``Content-Length``, a new connection when the
+    server closed the last (``berth serve`` and upstream's servers close
+    after each answer). ``http.client`` parses every answer's headers with
+    the ``email`` package; in the race the schedulers share the server's
+    two cores, so what they spend is taken from it (``claim_cycle.py``
+    reports their share apart)."""
+
+    def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
+        self.address = (host, port)
+        self.timeout = timeout
+        self.sock: socket.socket | None = None
+        self.head = "".join(
+            "%s: %s\r\n" % item
+            for item in {
+                **HEADERS,
+                "host": "%s:%d" % (host, port),
+                "content-type": "application/json",
+            }.items()
+        )
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """Status and body of one request; 599 when the connection failed.
+        A request on a kept connection that the server had closed before
+        answering anything is sent again once on a new one."""
+        request = (
+            "%s %s HTTP/1.1\r\n%scontent-length: %d\r\n\r\n" % (method, path, self.head, len(body))
+        ).encode() + body
+        for again in (True, False):
+            kept = self.sock is not None
+            try:
+                if self.sock is None:
+                    self.sock = socket.create_connection(self.address, self.timeout)
+                    self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.sock.sendall(request)
+                answer = self._answer(self.sock)
+            except OSError:
+                answer = None
+            if answer is not None:
+                return answer
+            self.close()
+            if not (again and kept):
+                return 599, b""
+        raise AssertionError("unreachable")
+
+    def _answer(self, sock: socket.socket) -> tuple[int, bytes] | None:
+        """The answer on ``sock``; None when it closed before any byte."""
+        data = sock.recv(65536)
+        if not data:
+            return None
+        while b"\r\n\r\n" not in data:
+            more = sock.recv(65536)
+            if not more:
+                raise OSError("the server closed the connection mid-answer")
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").lower().split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
+        length = int(fields.get("content-length", "0"))
+        while len(body) < length:
+            more = sock.recv(65536)
+            if not more:
+                raise OSError("the server closed the connection mid-answer")
+            body += more
+        if fields.get("connection", "").strip() == "close":
+            self.close()
+        return status, body[:length]
+
+
 def claim_attempt(
-    conn: http.client.HTTPConnection,
+    conn: Wire,
     query: str,
     consumer: str,
     owner: tuple[str, str],
@@ -255,19 +334,17 @@ def claim_attempt(
     the first candidate (as Nova does when its weighers tie), or of the
     one at ``pick`` modulo their number. The PUT's status (204, 409...),
     the GET's when it failed, 0 when there was no candidate."""
-    headers = {**HEADERS, "content-type": "application/json"}
-    status, body = _call(conn, "GET", "/allocation_candidates?" + query, None, headers)
+    status, body = conn.call("GET", "/allocation_candidates?" + query)
     if status != 200:
         return status
-    reqs = json.loads(body)["allocation_requests"]
+    reqs = orjson.loads(body)["allocation_requests"]
     if not reqs:
         return 0
     chosen = reqs[0 if pick is None else pick % len(reqs)]
-    status, _ = _call(
-        conn,
+    status, _ = conn.call(
         "PUT",
         "/allocations/" + consumer,
-        json.dumps(
+        orjson.dumps(
             {
                 "allocations": chosen["allocations"],
                 "project_id": owner[0],
@@ -276,28 +353,8 @@ def claim_attempt(
                 "consumer_type": "INSTANCE",
             }
         ),
-        headers,
     )
     return status
-
-
-def _call(
-    conn: http.client.HTTPConnection,
-    method: str,
-    path: str,
-    body: str | None,
-    headers: dict[str, str],
-) -> tuple[int, bytes]:
-    """One request on ``conn`` (which reconnects by itself when the server
-    closed the last one): status and body, 599 when the connection
-    failed."""
-    try:
-        conn.request(method, path, body, headers)
-        r = conn.getresponse()
-        return r.status, r.read()
-    except (OSError, http.client.HTTPException):
-        conn.close()
-        return 599, b""
 
 
 def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | str]:
@@ -308,8 +365,8 @@ def claims(server: Server, args: argparse.Namespace) -> dict[str, float | int | 
     ``args.first``, when given, are the schedulers' candidates query and
     whether each takes the first candidate (see ``_scheduler``).
 
-    Each scheduler is its own process with a plain ``http.client``
-    connection: 16 threads of one Python client share one GIL, and their
+    Each scheduler is its own process with a plain connection
+    (:class:`Wire`): 16 threads of one Python client share one GIL, and their
     turns for it, not the server, set the pace (the server sat idle a
     quarter of the time waiting for requests). The same client serves
     both implementations.

@@ -291,6 +291,6 @@ class _DatabaseMetrics:
     def transaction_retried(self) -> None:
         self.m.db_retries.inc()
 
-    def sql_time(self, seconds: float) -> None:
+    def sql_time(self, seconds: float, statements: int) -> None:
         self.m.sql_seconds.inc(seconds)
-        self.m.sql_statements.inc()
+        self.m.sql_statements.inc(statements)

@@ -120,8 +120,8 @@ def test_cursor_listeners_and_the_observer_see_every_thin_statement(
         def transaction_retried(self) -> None:
             pass
 
-        def sql_time(self, seconds: float) -> None:
-            self.times.append(seconds)
+        def sql_time(self, seconds: float, statements: int) -> None:
+            self.times.extend([seconds / statements] * statements)
 
     observer = Observer()
     db.observer = observer

@@ -1,8 +1,8 @@
-"""Driver SQL that returns rows runs thin from its second run
+"""Driver SQL runs thin from its second run
 (``berth.db.connection``): no execution context, the same rows, keys,
 errors, listeners and reconnection as SQLAlchemy's ``exec_driver_sql``,
-on every backend; writes and lists of parameter sets keep SQLAlchemy's
-path."""
+on every backend; a write (no rows) runs thin from its second run too,
+giving its row count; lists of parameter sets keep SQLAlchemy's path."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from berth.db import changes
 from berth.db import connection as db_connection
+from berth.db import thin as db_thin
 from berth.db.engine import Database
 from support.thin_probe import (
     NEEDS_THIN,
@@ -167,26 +168,70 @@ def test_database_run_runs_again_after_a_lost_connection(
     assert text_contexts == []  # both attempts ran thin
 
 
-def test_writes_parameter_sets_and_options_keep_sqlalchemys_path(
+def test_a_write_runs_thin_from_its_second_run_with_its_row_count(
     db: Database, probe: sa.Table, text_contexts: list[str]
 ) -> None:
     mark = db.read(changes.placeholder)
-    update = "UPDATE %s SET note = %s WHERE id = %s" % (PROBE.name, mark, mark)
-    counts = [
-        db.run(lambda conn: conn.exec_driver_sql(update, ("x", 2)).rowcount) for _ in range(3)
+    update = "UPDATE %s SET note = %s WHERE id >= %s" % (PROBE.name, mark, mark)
+    results = [
+        db.run(lambda conn, low=low: conn.exec_driver_sql(update, ("x%d" % low, low)))
+        for low in (3, 2, 9, 1)
     ]
-    assert counts == [1, 1, 1]
-    assert text_contexts == [update] * 3
-    assert driver_texts(db)[update] is None
-    del text_contexts[:]
-    for _ in range(3):
-        db.run(lambda conn: conn.exec_driver_sql(update, [("y", 1), ("y", 3)]))
-    assert text_contexts == [update] * 3
+    assert text_contexts == [update]  # SQLAlchemy's context for the first run only
+    assert driver_texts(db)[update] == ()
+    assert isinstance(results[0], sa.CursorResult)
+    assert [type(r) for r in results[1:]] == [db_thin.Written] * 3
+    assert [r.rowcount for r in results] == [1, 2, 0, 3]
+    assert not any(r.returns_rows for r in results)
     assert db.read(
         lambda conn: (
             conn.exec_driver_sql("SELECT note FROM %s ORDER BY id" % PROBE.name).scalars().all()
         )
-    ) == ["y", "x", "y"]
+    ) == ["x1", "x1", "x1"]
+
+
+def test_a_failed_write_is_wrapped_and_rolled_back_as_on_the_normal_path(
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
+    mark = db.read(changes.placeholder)
+    insert = "INSERT INTO %s (id, name) VALUES (%s, %s)" % (PROBE.name, mark, mark)
+    db.run(lambda conn: conn.exec_driver_sql(insert, (10, "ten")))
+    del text_contexts[:]
+
+    def twice(conn: Any) -> None:
+        conn.exec_driver_sql(insert, (11, "eleven"))
+        conn.exec_driver_sql(insert, (2, "a taken id"))
+
+    thin = outcome(lambda: db.run(twice))
+    assert text_contexts == []
+    del driver_texts(db)[insert]
+    normal = outcome(lambda: db.run(lambda conn: conn.exec_driver_sql(insert, (2, "taken"))))
+    assert text_contexts == [insert]
+    assert thin == normal
+    assert thin[0] == "raised" and issubclass(thin[1], sa.exc.IntegrityError)
+    assert db.read(
+        lambda conn: (
+            conn.exec_driver_sql("SELECT id FROM %s ORDER BY id" % PROBE.name).scalars().all()
+        )
+    ) == [1, 2, 3, 10]
+
+
+def test_parameter_sets_and_options_keep_sqlalchemys_path(
+    db: Database, probe: sa.Table, text_contexts: list[str]
+) -> None:
+    mark = db.read(changes.placeholder)
+    update = "UPDATE %s SET note = %s WHERE id = %s" % (PROBE.name, mark, mark)
+    notes = "SELECT note FROM %s ORDER BY id" % PROBE.name
+    before = db.read(lambda conn: conn.exec_driver_sql(notes).scalars().all())
+    del text_contexts[:]
+    for _ in range(3):
+        db.run(lambda conn: conn.exec_driver_sql(update, [("y", 1), ("y", 3)]))
+    assert text_contexts == [update] * 3
+    assert db.read(lambda conn: conn.exec_driver_sql(notes).scalars().all()) == [
+        "y",
+        before[1],
+        "y",
+    ]
     del text_contexts[:]
     for _ in range(3):
         db.read(lambda conn: conn.exec_driver_sql(ALL, execution_options={"berth_probe": 1}).all())

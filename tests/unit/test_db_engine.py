@@ -287,10 +287,40 @@ def test_begin_is_timed_for_the_observer(tmp_path):
         def transaction_retried(self):
             pass
 
-        def sql_time(self, seconds):
-            times.append(seconds)
+        def sql_time(self, seconds, statements):
+            times.append((seconds, statements))
 
     db.observer = Observer()
     db.run(lambda conn: None)
-    assert len(times) == 1  # BEGIN IMMEDIATE; COMMIT is the driver's commit()
-    assert times[0] >= 0
+    # BEGIN IMMEDIATE; COMMIT is the driver's commit()
+    assert len(times) == 1 and times[0][1] == 1
+    assert times[0][0] >= 0
+
+
+def test_the_observer_hears_a_transactions_statements_once_at_its_end(tmp_path):
+    db = Database(create_engine("sqlite:///%s" % (tmp_path / "x.sqlite")))
+    heard = []
+
+    class Observer:
+        def connections_in_use(self, count):
+            heard.append(("in use", count))
+
+        def transaction_retried(self):
+            pass
+
+        def sql_time(self, seconds, statements):
+            heard.append(("sql", statements))
+
+    db.observer = Observer()
+
+    def work(conn):
+        for _ in range(4):
+            conn.exec_driver_sql("SELECT 1").all()
+        assert heard == [("in use", 1)]  # nothing told mid-transaction
+
+    db.read(work)
+    # BEGIN and the four SELECTs, told after the connection went back.
+    assert heard == [("in use", 1), ("in use", 0), ("sql", 5)]
+    with pytest.raises(ZeroDivisionError):
+        db.run(lambda conn: (conn.exec_driver_sql("SELECT 1"), 1 / 0))
+    assert heard[-1] == ("sql", 2)  # a failed transaction's statements count too

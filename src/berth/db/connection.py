@@ -38,7 +38,7 @@ against: see the end):
   (the engine's compiled cache owns it, and it refers back to the first
   statement compiled), so a statement built per call is forgotten with
   it, and an evicted compiled statement is planned again.
-- **Driver SQL that returns rows runs thin.** ``exec_driver_sql`` of a
+- **Driver SQL runs thin.** ``exec_driver_sql`` of a
   string with one tuple or dict of parameters (or none: the change feed's
   position, read by every request, its changes, read after every write,
   and PostgreSQL's numbering of a write) runs SQLAlchemy's way once; when
@@ -47,8 +47,9 @@ against: see the end):
   the prebuilt ``SELECT`` above does, with a context standing for a
   textual one, the rows in an ``IteratorResult`` over those names (as
   SQLAlchemy's path gives them: it has no types to process for a string).
-  The same conditions send it SQLAlchemy's way instead; a string that
-  gave no rows (a plain write) always goes that way. On PostgreSQL this
+  A string that gave no rows (a plain write: PostgreSQL's few rows at
+  once, below) later gives a ``thin.Written``, which holds only its
+  ``rowcount``. The same conditions send it SQLAlchemy's way instead. On PostgreSQL this
   path cost a worker several times what the driver alone spends on
   ``SELECT id, seq FROM berth_state`` (bench/journal/2026-12-04.md).
 
@@ -182,10 +183,14 @@ SIZED_LIST_MAX = 32
 #: or reshape stay an ``executemany``, and each row count's text is kept).
 ROWS_AT_ONCE = 32
 
+#: The execution option under which ``engine.Database`` keeps a
+#: transaction's count and time of statements for its observer.
+TALLY = "berth_tally"
+
 #: The connection's own execution options a thin run may see (what
 #: ``Database`` sets: SQLite's BEGIN, PostgreSQL's autocommit reads, the
-#: observer); any other one sends a statement along SQLAlchemy's path.
-THIN_OPTIONS = frozenset({"sqlite_begin", "isolation_level", "berth_observer"})
+#: statement tally); any other one sends a statement along SQLAlchemy's path.
+THIN_OPTIONS = frozenset({"sqlite_begin", "isolation_level", TALLY})
 
 #: The attribute of a dialect holding its statements' counts and plans
 #: (on the dialect, not in a module dict: the plans refer to the dialect,
@@ -199,8 +204,8 @@ _SELECTS = (sa.Select, sa.CompoundSelect)
 #: Driver SQL strings whose column names a dialect keeps (a string
 #: built per call, such as an IN list of each length, is one each).
 TEXTS_MAX = 256
-#: The attribute of a dialect holding those strings' names (None: the
-#: string gave no rows, or not from a plain cursor).
+#: The attribute of a dialect holding those strings' names (an empty
+#: tuple: the string gave no rows; None: not from a plain cursor).
 _TEXTS = "_berth_thin_texts"
 
 

@@ -29,17 +29,31 @@ NEVER = 0
 
 def text_keys(dialect: Any, result: Any) -> tuple[str, ...] | None:
     """The column names of driver SQL just run into ``result``, when later
-    runs of it may go thin; else None."""
+    runs of it may go thin (none, an empty tuple, when it gave no rows: a
+    write, whose later runs give their row count); else None."""
     context = result.context
     if (
-        not result.returns_rows
-        or dialect.server_side_cursors
+        dialect.server_side_cursors
         or context._is_server_side
         or context.executemany
         or context.cursor_fetch_strategy is not sa_cursor._DEFAULT_FETCH
     ):
         return None
-    return tuple(result.keys())
+    return tuple(result.keys()) if result.returns_rows else ()
+
+
+class Written:
+    """What a thin run of driver SQL that gives no rows (a write) returns:
+    its row count, as SQLAlchemy's result of a write gives it."""
+
+    __slots__ = ("rowcount",)
+    returns_rows = False
+
+    def __init__(self, rowcount: int) -> None:
+        self.rowcount = rowcount
+
+    def close(self) -> None:
+        """Nothing to release: the cursor is closed."""
 
 
 def run_text(
@@ -48,7 +62,8 @@ def run_text(
     """Driver SQL ``statement`` run thin on ``conn`` (which the caller
     found ready for it): the parameters as SQLAlchemy's path hands them
     to the driver (none: an empty dict, or tuple where
-    the driver's style is positional), its rows under ``keys``."""
+    the driver's style is positional), its rows under ``keys`` (none: a
+    :class:`Written`)."""
     dialect = conn.dialect
     sent: Any = parameters
     if not sent:
@@ -60,6 +75,8 @@ def run_text(
     except BaseException as e:
         conn._handle_dbapi_exception(e, statement, sent, None, None)
     context = _TextContext(conn, statement, cursor, sent)
+    if not keys:
+        return Written(_send(conn, statement, cursor, sent, context, rows=False))
     rows = _send(conn, statement, cursor, sent, context)
     return sa_engine.IteratorResult(sa_engine.result.SimpleResultMetaData(keys), iter(rows))
 
@@ -213,11 +230,17 @@ def _execute(
 
 
 def _send(
-    conn: sa_engine.Connection, statement: str, cursor: Any, sent: Any, context: _Context
-) -> list[Any]:
+    conn: sa_engine.Connection,
+    statement: str,
+    cursor: Any,
+    sent: Any,
+    context: _Context,
+    rows: bool = True,
+) -> Any:
     """Send ``statement`` with ``sent`` on ``cursor`` as SQLAlchemy's
     ``_exec_single_context`` does (listeners, the dialect's
-    ``do_execute``, errors), and fetch all its rows."""
+    ``do_execute``, errors), and fetch all its rows (or, ``rows`` false,
+    take its row count)."""
     events = conn._has_events or conn.engine._has_events
     try:
         if events:
@@ -226,11 +249,11 @@ def _send(
         conn.dialect.do_execute(cursor, statement, sent, context)  # type: ignore[arg-type]
         if events:
             conn.dispatch.after_cursor_execute(conn, cursor, statement, sent, context, False)
-        rows = cursor.fetchall()
+        got = cursor.fetchall() if rows else cursor.rowcount
     except BaseException as e:
         conn._handle_dbapi_exception(e, statement, sent, cursor, context)  # type: ignore[arg-type]
     conn._safe_close_cursor(cursor)
-    return rows  # type: ignore[no-any-return]
+    return got
 
 
 def plan(

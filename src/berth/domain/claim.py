@@ -16,6 +16,7 @@ written (:func:`insert`).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -185,14 +186,26 @@ _BUMP_ALL_SQLITE = _BUMP_ALL.where(_PROVIDERS.c.id.in_(sa.bindparam("ids", expan
 # PostgreSQL: the sub-query takes the row locks in id order (its rows are
 # locked as they leave the sort), as the one UPDATE per provider did.
 _LOCKED = _PROVIDERS.alias("locked")
+# The ids go as one array parameter, so the statement's text is the same
+# for any number of providers: it is sent as driver SQL, which runs thin
+# (``berth.db.connection``) where SQLAlchemy's path for an UPDATE cost
+# more than the database's answer.
 _BUMP_ALL_ORDERED = _BUMP_ALL.where(
     _PROVIDERS.c.id.in_(
         sa.select(_LOCKED.c.id)
-        .where(_LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
+        .where(_LOCKED.c.id == sa.any_(sa.bindparam("ids", type_=sa.ARRAY(sa.Integer))))
         .order_by(_LOCKED.c.id)
         .with_for_update()
     )
 )
+
+
+@functools.lru_cache(maxsize=4)
+def _driver_sql(statement: sa.Update, dialect: sa.Dialect) -> tuple[str, dict[str, object]]:
+    """``statement``'s text for ``dialect`` and the values it binds itself
+    (the ``+ 1``)."""
+    compiled = statement.compile(dialect=dialect)
+    return compiled.string, {k: v for k, v in compiled.params.items() if v is not None}
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
@@ -212,10 +225,11 @@ def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     # bumps (MySQL, MariaDB).
     name = conn.dialect.name
     if name in ("sqlite", "postgresql"):
-        bumped = conn.execute(
-            _BUMP_ALL_SQLITE if name == "sqlite" else _BUMP_ALL_ORDERED,
-            {"ids": ids, "stamp": stamp},
-        ).all()
+        if name == "sqlite":
+            bumped = conn.execute(_BUMP_ALL_SQLITE, {"ids": ids, "stamp": stamp}).all()
+        else:
+            text, fixed = _driver_sql(_BUMP_ALL_ORDERED, conn.dialect)
+            bumped = conn.exec_driver_sql(text, {**fixed, "ids": ids, "stamp": stamp}).all()
         if len(bumped) != len(ids):
             raise errors.ClaimedProviderDeleted(PROVIDER_DELETED_MESSAGE)
     else:
