@@ -1,4 +1,4 @@
-"""A write's allocation rows, however many: on PostgreSQL up to
+"""A write's allocation rows, however many: on PostgreSQL and SQLite up to
 ``ROWS_AT_ONCE`` go as one multi-row INSERT and more as an executemany
 (``berth.db.connection``); every row lands with its provider, consumer,
 class and amount, on every database.
@@ -41,11 +41,11 @@ def test_every_row_lands(client: Client, db: Database, consumers: int) -> None:
             },
         )
     assert resp.status_code == 204, resp.text
-    # One statement either way; on PostgreSQL a multi-row one up to
-    # ROWS_AT_ONCE rows, an executemany of one row's text beyond.
+    # One statement either way; on PostgreSQL and SQLite a multi-row one
+    # up to ROWS_AT_ONCE rows, an executemany of one row's text beyond.
     [insert] = inserts
     rows = 2 * consumers
-    if db.backend == "postgresql":
+    if db.backend in ("postgresql", "sqlite"):
         at_once = rows if rows <= ROWS_AT_ONCE else 1
         assert insert.partition(" VALUES ")[2].count("), (") + 1 == at_once
     for consumer, amounts in wanted.items():

@@ -62,6 +62,33 @@ def test_a_statement_runs_thin_from_its_third_run(
     assert [row.id for row in results[0][1]] == [2, 3]
 
 
+def test_an_update_returning_runs_thin_from_its_third_run(
+    db: Database, probe: sa.Table, contexts: list[Any]
+) -> None:
+    if db.backend == "mysql":
+        pytest.skip("MariaDB has no UPDATE ... RETURNING (Berth's writes there do without)")
+    stmt = (
+        PROBE.update()
+        .where(PROBE.c.id >= sa.bindparam("low"))
+        .values(note=sa.bindparam("note"))
+        .returning(PROBE.c.id, PROBE.c.note)
+    )
+
+    def bump(i: int) -> Any:
+        return db.run(
+            lambda conn: (lambda r: (type(r), sorted(tuple(row) for row in r)))(
+                conn.execute(stmt, {"low": 2, "note": "n%d" % i})
+            )
+        )
+
+    results = [bump(i) for i in range(4)]
+    assert [s is stmt for s in contexts] == [True, True]
+    assert [issubclass(kind, sa.CursorResult) for kind, _ in results] == [True, True, False, False]
+    assert [rows for _, rows in results] == [[(2, "n%d" % i), (3, "n%d" % i)] for i in range(4)]
+    notes = sa.select(PROBE.c.note).order_by(PROBE.c.id)
+    assert db.read(lambda conn: conn.execute(notes).scalars().all())[1:] == ["n3", "n3"]
+
+
 @pytest.mark.parametrize("low", [1, 3, 99])  # three rows, one, none
 @pytest.mark.parametrize("form", sorted(FORMS))
 def test_results_are_the_normal_paths(

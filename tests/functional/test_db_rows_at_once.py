@@ -1,9 +1,9 @@
 """An ``executemany`` INSERT of a few rows (``berth.db.connection``, "A
-few rows at once"): on PostgreSQL one statement of as many rows, past
-``ROWS_AT_ONCE`` rows or where a row needs SQLAlchemy's path an
-``executemany`` as before, and on SQLite and MariaDB always the
-``executemany``. The same rows land either way, and errors are
-SQLAlchemy's."""
+few rows at once"): on PostgreSQL and SQLite one statement of as many
+rows, past ``ROWS_AT_ONCE`` rows or where a row needs SQLAlchemy's path
+(on PostgreSQL, a bind processor) an ``executemany`` as before, and on
+MariaDB always the ``executemany``. The same rows land either way, and
+errors are SQLAlchemy's."""
 
 from __future__ import annotations
 
@@ -60,20 +60,25 @@ def _stored(db: Database, ids: list[int]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("count", [1, 2, AT_ONCE, AT_ONCE + 1])
-def test_few_rows_are_one_statement_on_postgresql_only(
+def test_few_rows_are_one_statement_but_on_mariadb(
     db: Database, probe: sa.Table, count: int
 ) -> None:
     rows = _rows(100, count)
     [statement] = _insert(db, rows)
-    at_once = db.backend == "postgresql" and count <= AT_ONCE
+    at_once = db.backend in ("postgresql", "sqlite") and count <= AT_ONCE
     assert _tuples(statement) == (count if at_once else 1)
     assert _stored(db, [r["id"] for r in rows]) == rows
 
 
-def test_a_row_with_a_bind_processor_stays_an_executemany(db: Database, probe: sa.Table) -> None:
+def test_a_row_with_a_bind_processor_is_one_statement_on_sqlite_only(
+    db: Database, probe: sa.Table
+) -> None:
     rows = _rows(200, 3, flag=True)
     [statement] = _insert(db, rows)
-    assert _tuples(statement) == 1
+    assert _tuples(statement) == (3 if db.backend == "sqlite" else 1)
+    assert _stored(db, [r["id"] for r in rows]) == [
+        {k: v for k, v in r.items() if k != "flag"} for r in rows
+    ]
     flags = db.read(
         lambda conn: conn.execute(sa.select(PROBE.c.flag).where(PROBE.c.id >= 200)).scalars().all()
     )

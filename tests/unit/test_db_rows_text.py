@@ -1,13 +1,16 @@
 """The text of a few rows at once (``berth.db.connection._rows_text``), on
 PostgreSQL's dialect (no database): each row's parameters renamed, and
-None for a row that needs SQLAlchemy's path."""
+None for a row that needs SQLAlchemy's path; on SQLite's, the row
+repeated and its parameters sent in order, each through its bind
+processor."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import postgresql, sqlite
 
 from berth.db import connection as db_connection
 
@@ -25,7 +28,11 @@ DIALECT = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
 
 
 def _text(statement: sa.Insert, keys: list[str], count: int) -> str | None:
-    return db_connection._rows_text(DIALECT, statement, tuple(sorted(keys)), count)
+    found = db_connection._rows_text(DIALECT, statement, tuple(sorted(keys)), count)
+    if found is None:
+        return None
+    assert found[1] is None  # named parameters
+    return found[0]
 
 
 def test_each_row_has_its_own_parameters() -> None:
@@ -52,3 +59,22 @@ def test_rows_that_need_sqlalchemys_path_get_none() -> None:
     # a literal percent sign in the row's text
     literal = TABLE.insert().values(name=sa.literal_column("'100%%'"))
     assert _text(literal, ["generation"], 2) is None
+
+
+def test_sqlite_rows_are_positional_and_processed() -> None:
+    dialect = sqlite.pysqlite.dialect()  # type: ignore[no-untyped-call]
+    keys = ("at", "generation", "name", "on")
+    found = db_connection._rows_text(dialect, TABLE.insert(), keys, 2)
+    assert found is not None
+    text, order = found
+    assert text == (
+        'INSERT INTO rows_text (name, generation, "on", at) VALUES (?, ?, ?, ?), (?, ?, ?, ?)'
+    )
+    assert order is not None and [key for key, _ in order] == ["name", "generation", "on", "at"]
+    at = dt.datetime(2026, 12, 7, 14, 10, 5, 123)
+    rows = [
+        {"name": "a", "generation": 1, "on": True, "at": at},
+        {"name": "b", "generation": 2, "on": None, "at": None},
+    ]
+    sent = db_connection._rows_at_once(dialect, TABLE.insert(), rows)
+    assert sent == (text, ("a", 1, 1, "2026-12-07 14:10:05.000123", "b", 2, None, None))

@@ -17,7 +17,9 @@ against: see the end):
   spends on a one-row ``SELECT`` the driver takes a twentieth; most go to
   building an execution context and a ``CursorResult`` that are the same
   for every run of a statement built once at import time. So a ``SELECT``
-  (or a ``UNION`` of them) run with a dict of parameters is counted per
+  (or a ``UNION`` of them, or an ``UPDATE ... RETURNING`` that binds all
+  it writes: a claim's provider lock and SQLite's numbering of a write)
+  run with a dict of parameters is counted per
   dialect, under a weak reference to the statement object; on its second
   run its plan is kept (SQLAlchemy's compiled statement and its result
   metadata), and from the third on it runs without an execution context:
@@ -30,7 +32,7 @@ against: see the end):
   rows fetched at once into an ``IteratorResult`` over SQLAlchemy's
   metadata.
 
-  Anything else stays on SQLAlchemy's path: writes, lists of parameter
+  Anything else stays on SQLAlchemy's path: other writes, lists of parameter
   dicts, execution options, statements still expanding (empty lists or
   longer than :data:`SIZED_LIST_MAX`), other listeners (``before_execute``,
   the dialect's events, echo), a connection not plainly inside a live
@@ -53,17 +55,23 @@ against: see the end):
   path cost a worker several times what the driver alone spends on
   ``SELECT id, seq FROM berth_state`` (bench/journal/2026-12-04.md).
 
-- **A few rows at once on PostgreSQL.** ``execute`` of a plain
+- **A few rows at once on PostgreSQL and SQLite.** ``execute`` of a plain
   ``INSERT`` (no ``RETURNING``) with a list of 1 to :data:`ROWS_AT_ONCE`
   parameter dicts of the same keys (an ``executemany``) sends, on
-  PostgreSQL, one ``INSERT`` of as many rows through ``exec_driver_sql``:
-  psycopg runs an ``executemany`` as a pipeline, which cost a claim more
-  than its three allocation rows (bench/journal/2026-12-06.md). The text
-  is the statement's own compiled row repeated with each row's
-  parameters renamed, built once per statement, keys and row count; a
-  statement whose row needs what only SQLAlchemy's path does (Python-side
-  defaults, bind processors, escaped names) keeps the ``executemany``, as
-  do longer lists, far from the 65,535 parameters a statement takes.
+  PostgreSQL and SQLite, one ``INSERT`` of as many rows through
+  ``exec_driver_sql`` (so it runs thin from its second run): psycopg runs
+  an ``executemany`` as a pipeline, which cost a claim more than its
+  three allocation rows (bench/journal/2026-12-06.md), and SQLAlchemy's
+  context for one cost SQLite's claim about a tenth of its instructions
+  (bench/journal/2026-12-07.md). The text is the statement's own
+  compiled row repeated, built once per statement, keys and row count:
+  on PostgreSQL with each row's parameters renamed, on SQLite with its
+  ``?`` parameters sent row after row, each through its bind processor
+  (SQLite's dates go as text). A statement whose row needs what only
+  SQLAlchemy's path does (Python-side defaults, escaped names, and on
+  PostgreSQL bind processors) keeps the ``executemany``, as do longer
+  lists, far from the parameters a statement takes (65,535 on
+  PostgreSQL, 32,766 on SQLite since 3.32, 999 before).
 
 This module decides which statement takes a shortcut, and when (the
 counts, the plans and names kept per dialect, whether the connection is
@@ -179,7 +187,7 @@ THIN = private_api_checked(sa.__version__)
 SIZED_LIST_MAX = 32
 
 #: The most rows an ``executemany`` INSERT sends as one statement on
-#: PostgreSQL (a claim's few; the rows of a large ``POST /allocations``
+#: PostgreSQL and SQLite (a claim's few; the rows of a large ``POST /allocations``
 #: or reshape stay an ``executemany``, and each row count's text is kept).
 ROWS_AT_ONCE = 32
 
@@ -197,9 +205,10 @@ THIN_OPTIONS = frozenset({"sqlite_begin", "isolation_level", TALLY})
 #: and so go with it).
 _PLANS = "_berth_thin_plans"
 
-#: The statements that may run thin: a SELECT and a UNION of them (the
+#: The statements that may run thin: a SELECT, a UNION of them, and an
+#: UPDATE (one with RETURNING: ``thin.plan`` refuses the others) (the
 #: exact classes: a subclass may compile or execute its own way).
-_SELECTS = (sa.Select, sa.CompoundSelect)
+_PLANNED = (sa.Select, sa.CompoundSelect, sa.Update)
 
 #: Driver SQL strings whose column names a dialect keeps (a string
 #: built per call, such as an IN list of each length, is one each).
@@ -220,15 +229,15 @@ class ThinConnection(sa_engine.Connection):
     ) -> Any:
         if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
-            if type(statement) in _SELECTS and not execution_options:
-                return self._select(statement, parameters)
+            if type(statement) in _PLANNED and not execution_options:
+                return self._planned(statement, parameters)
         elif (
             THIN
             and type(parameters) is list
             and 0 < len(parameters) <= ROWS_AT_ONCE
             and type(statement) is sa.Insert
             and not execution_options
-            and self.dialect.name == "postgresql"
+            and self.dialect.name in ("postgresql", "sqlite")
         ):
             at_once = _rows_at_once(self.dialect, statement, parameters)
             if at_once is not None:
@@ -240,8 +249,8 @@ class ThinConnection(sa_engine.Connection):
     ) -> Any:
         if THIN and type(parameters) is dict:
             statement, parameters = _maybe_sized(statement, parameters)
-            if type(statement) in _SELECTS and not execution_options:
-                return self._select(statement, parameters).scalar()
+            if type(statement) in _PLANNED and not execution_options:
+                return self._planned(statement, parameters).scalar()
         return super().scalar(statement, parameters, execution_options=execution_options)
 
     def exec_driver_sql(
@@ -267,7 +276,7 @@ class ThinConnection(sa_engine.Connection):
             texts[statement] = thin.text_keys(self.dialect, result)
         return result
 
-    def _select(self, statement: Any, params: dict[str, Any]) -> Any:
+    def _planned(self, statement: Any, params: dict[str, Any]) -> Any:
         """``statement`` run thin once planned, else SQLAlchemy's way
         (planned on its second run)."""
         plans: weakref.WeakKeyDictionary[Any, Any] | None = getattr(self.dialect, _PLANS, None)
@@ -314,25 +323,29 @@ class ThinConnection(sa_engine.Connection):
         )
 
 
-def _rows_at_once(
-    dialect: Any, statement: Any, rows: list[Any]
-) -> tuple[str, dict[str, Any]] | None:
+def _rows_at_once(dialect: Any, statement: Any, rows: list[Any]) -> tuple[str, Any] | None:
     """The one-statement text of INSERT ``statement`` for ``rows`` (dicts
-    of the same keys) and its parameters (row ``i``'s ``key`` as
-    ``key__i``); None when it must stay an ``executemany``."""
+    of the same keys) and its parameters in the driver's style (named:
+    row ``i``'s ``key`` as ``key__i``; positional: a tuple, row after
+    row); None when it must stay an ``executemany``."""
     first = rows[0]
     if type(first) is not dict or any(
         type(row) is not dict or row.keys() != first.keys() for row in rows
     ):
         return None
-    text = _rows_text(dialect, statement, tuple(sorted(first)), len(rows))
-    if text is None:
+    found = _rows_text(dialect, statement, tuple(sorted(first)), len(rows))
+    if found is None:
         return None
-    params = {}
-    for i, row in enumerate(rows):
-        for key, value in row.items():
-            params["%s__%d" % (key, i)] = value
-    return text, params
+    text, order = found
+    if order is None:
+        params = {}
+        for i, row in enumerate(rows):
+            for key, value in row.items():
+                params["%s__%d" % (key, i)] = value
+        return text, params
+    return text, tuple(
+        value(row[key]) if value else row[key] for row in rows for key, value in order
+    )
 
 
 #: A parameter in a compiled PostgreSQL statement (psycopg's ``pyformat``).
@@ -340,32 +353,48 @@ _PYFORMAT = re.compile(r"%\(([^)]+)\)s")
 
 
 @functools.lru_cache(maxsize=256)
-def _rows_text(dialect: Any, statement: Any, keys: tuple[str, ...], count: int) -> str | None:
+def _rows_text(
+    dialect: Any, statement: Any, keys: tuple[str, ...], count: int
+) -> tuple[str, tuple[tuple[str, Any], ...] | None] | None:
     """``statement`` (an INSERT) compiled for rows of ``keys``, its row
-    written ``count`` times with the parameters of row ``i`` named
-    ``<key>__<i>``; None when its row needs SQLAlchemy's path."""
+    written ``count`` times, and how a row's parameters are sent: None
+    for named ones (row ``i``'s ``key`` renamed ``<key>__<i>``, as
+    PostgreSQL's psycopg takes them), else each ``(key, bind processor or
+    None)`` in the row's order (SQLite's ``?``); None when its row needs
+    SQLAlchemy's path."""
     compiled = statement.compile(dialect=dialect, column_keys=list(keys), for_executemany=True)
     if (
         not isinstance(compiled, compiler.SQLCompiler)
-        or compiled.positional
         or compiled.insert_prefetch
         or compiled.effective_returning
         or compiled.escaped_bind_names
         or compiled.literal_execute_params
         or compiled.post_compile_params
-        or any(p is not None for p in compiled._bind_processors.values())
     ):
         return None
+    processors = compiled._bind_processors
     head, found, row = compiled.string.partition(" VALUES ")
+    if not found or not (row.startswith("(") and row.endswith(")")):
+        return None
+    if compiled.positional:
+        order = tuple(compiled.positiontup or ())
+        if (
+            dialect.paramstyle != "qmark"
+            or sorted(order) != list(keys)
+            or row.count("?") != len(order)
+            or any(isinstance(p, tuple) for p in processors.values())
+        ):
+            return None
+        rows = ", ".join([row] * count)
+        return "%s VALUES %s" % (head, rows), tuple((k, processors.get(k)) for k in order)
     names = _PYFORMAT.findall(row)
     if (
-        not found
-        or not (row.startswith("(") and row.endswith(")"))
+        any(p is not None for p in processors.values())
         or sorted(names) != list(keys)
         or "%" in _PYFORMAT.sub("", row)
     ):
         return None
-    return "%s VALUES %s" % (head, ", ".join(_renamed(row, i) for i in range(count)))
+    return "%s VALUES %s" % (head, ", ".join(_renamed(row, i) for i in range(count))), None
 
 
 def _renamed(row: str, i: int) -> str:

@@ -1,13 +1,14 @@
 """Running a statement thin: sent on a cursor without SQLAlchemy's
 execution context (the two thin shortcuts of ``berth.db.connection``).
 
-``plan`` looks at a prebuilt ``SELECT`` that SQLAlchemy has just run and
+``plan`` looks at a prebuilt ``SELECT`` (or ``UPDATE ... RETURNING``)
+that SQLAlchemy has just run and
 keeps what later runs need in a ``Plan`` (the compiled statement, by
 weak reference, and its result metadata), or answers ``NEVER`` for one
 that must always go SQLAlchemy's way; ``Plan.run`` then sends it as
 SQLAlchemy's ``_exec_single_context`` does (see ``_send``) and fetches
 every row into an ``IteratorResult``. ``text_keys`` and ``run_text`` do
-the same for driver SQL that gave rows. ``ThinConnection`` decides which
+the same for driver SQL (a write's giving a ``Written``). ``ThinConnection`` decides which
 statement runs here and when: on which run, and only on a connection
 ready for it (``ThinConnection._thin_ready``).
 """
@@ -293,8 +294,21 @@ def plan(
         or compiled.schema_translate_map
         or compiled.has_out_parameters
         or compiled.isinsert
-        or compiled.isupdate
         or compiled.isdelete
+        # An UPDATE with RETURNING of its own (not return_defaults)
+        # whose values SQLAlchemy computes none of in Python: its rows
+        # are all a thin run gives, and all its callers read. (Columns
+        # set to SQL, such as generation + 1, are "postfetch" ones, which
+        # a statement's own RETURNING leaves SQLAlchemy nothing to do for.)
+        or (
+            compiled.isupdate
+            and (
+                not compiled.effective_returning
+                or compiled.insert_prefetch
+                or compiled.update_prefetch
+                or statement._return_defaults
+            )
+        )
         or not getattr(metadata, "_safe_for_cache", False)
         or any(isinstance(p, tuple) for p in compiled._bind_processors.values())
     ):
