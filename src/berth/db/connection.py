@@ -81,7 +81,8 @@ that stands for SQLAlchemy's, are ``berth.db.thin``.
 These shortcuts use SQLAlchemy's private API: ``Select._compile_w_cache``,
 ``Engine._compiled_cache``, ``SQLCompiler.construct_params`` (and its
 ``_collected_params`` in 2.1), ``_bind_processors``, ``positiontup``,
-``escaped_bind_names``, ``insert_prefetch``, ``effective_returning``, ``CursorResult._metadata``,
+``escaped_bind_names``, ``insert_prefetch``, ``update_prefetch``, ``effective_returning``,
+``Update._return_defaults``, ``CursorResult._metadata``,
 ``Connection._handle_dbapi_exception``, ``_safe_close_cursor`` and its
 transaction attributes. They were checked against SQLAlchemy 2.0.0 to
 2.0.58 and 2.1.0 to 2.1.9 (:data:`VERIFIED`). At import the module checks
@@ -162,8 +163,10 @@ def _private_api_shaped(*, collects: bool) -> bool:
             "schema_translate_map",
             "has_out_parameters",
             "insert_prefetch",
+            "update_prefetch",
             "effective_returning",
         ),
+        sa.Update: ("_return_defaults",),
         sa_cursor.CursorResultMetaData: ("_safe_for_cache",),
         sa_engine.default.DefaultExecutionContext: ("_is_server_side", "cursor_fetch_strategy"),
         sa_cursor: ("_DEFAULT_FETCH",),
