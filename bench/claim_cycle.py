@@ -24,7 +24,10 @@ give a fresh copy). Each run starts its own server.
   own processes (writer, checkpointer, autovacuum...), the machine's
   busy time (``/proc/stat``) and what it could give (cores x wall time),
   and what the machine spent on anything else meanwhile; then the
-  (provider, class) pairs whose allocations pass their capacity (0).
+  (provider, class) pairs whose allocations pass their capacity (0), and
+  the pairs whose usage, as the workers report it in the candidates'
+  provider summaries, is not the sum of their allocations (0, of how
+  many compared).
 
 ``--server uwsgi`` serves the same through the uWSGI deployment
 (``deploy/uwsgi/berth.ini`` as written but for its paths, port and
@@ -50,6 +53,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 import sqlalchemy as sa
 
 # bench/ for its sibling scripts, the repository root for support/.
@@ -217,6 +221,44 @@ def over_allocated(url: str) -> int:
         engine.dispose()
 
 
+#: Each (provider, class) pair's usage as its allocations add up.
+USED = """SELECT p.uuid, c.name, sum(a.used) FROM allocations a
+    JOIN resource_providers p ON p.id = a.resource_provider_id
+    JOIN resource_classes c ON c.id = a.resource_class_id
+    GROUP BY p.uuid, c.name"""
+
+
+def usage_mismatches(server: Server, url: str, asks: int = 6) -> tuple[int, int]:
+    """The workers' usages against the allocations' sums, after a race.
+
+    ``asks`` new connections (each accepted by whichever worker takes it,
+    so every worker answers some) each ask for every candidate of
+    ``QUERY``'s resources, no limit; each provider summary's ``used`` of
+    each class must be what the database's allocations add up to (0 where
+    none). Returns (pairs that differ, pairs compared)."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            sums = {(p, c): int(n) for p, c, n in conn.exec_driver_sql(USED)}
+    finally:
+        engine.dispose()
+    differ = compared = 0
+    for _ in range(asks):
+        conn = run.Wire("127.0.0.1", server.port)
+        try:
+            status, body = conn.call("GET", "/allocation_candidates?" + QUERY.split("&limit=")[0])
+        finally:
+            conn.close()
+        if status != 200:
+            raise RuntimeError("candidates after the race answered %d" % status)
+        summaries = orjson.loads(body)["provider_summaries"]
+        for provider, summary in summaries.items():
+            for rc, amounts in summary["resources"].items():
+                compared += 1
+                differ += amounts["used"] != sums.get((provider, rc), 0)
+    return differ, compared
+
+
 @contextmanager
 def world_copy(url: str, tmp: Path) -> Iterator[str]:
     """A copy of the world at ``url`` for one run: a SQLite file in
@@ -295,6 +337,9 @@ def main() -> int:
                     split.dispose()
                 found.update(split_summary(found))
                 found["over_allocated"] = over_allocated(url)
+                differ, compared = usage_mismatches(server, url)
+                found["usage_mismatches"] = differ
+                found["usage_pairs_compared"] = compared
             print(
                 json.dumps(
                     {
