@@ -234,6 +234,46 @@ def test_usages_are_updated_per_project(db: Database) -> None:
     assert db.read(memo.values) == {}
 
 
+def test_a_write_committed_while_a_value_is_computed_counts_once(db: Database) -> None:
+    """A write that commits after a read took the memo's position but
+    before it computed its value: at READ COMMITTED (PostgreSQL, MariaDB)
+    the value holds the write, on SQLite (one snapshot) it does not;
+    either way later answers add its amounts exactly once."""
+    (a,) = _project_ids(db, "project-a")
+    key = ("project-a", "VCPU")
+    c = t.berth_changes.c
+
+    def total(conn: Any) -> int:  # project-a's class 1, as its rows add up
+        return int(
+            conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.sum(c.amount), 0)).where(
+                    c.kind == changes.PROJECT, c.resource_provider_id == a, c.resource_class_id == 1
+                )
+            )
+        )
+
+    def add(amount: int) -> None:  # one write, committed on its own connection
+        db.run(lambda conn: changes.note_usage(conn, {(a, 9, None, 1): amount}))
+
+    def update(conn: Any, key: Any, value: int, deltas: Any) -> int:
+        return value + sum(n for k, n in deltas.items() if k[3] == 1)
+
+    memo = Memo(by_project=update)
+    base = db.read(total)  # the change rows outlive a test's reset
+    add(2)
+
+    def compute_meanwhile(conn: Any) -> int:
+        add(3)
+        return total(conn)
+
+    first = db.read(lambda conn: memo.kept(conn, key, compute_meanwhile))
+    assert first - base == (2 if db.backend == "sqlite" else 5)
+    add(4)
+    assert db.read(total) - base == 9
+    for _ in range(2):  # brought up to date, then as kept
+        assert db.read(lambda conn: memo.kept(conn, key, total)) - base == 9
+
+
 def test_since_sums_project_rows_and_spots_writes_without_them(db: Database) -> None:
     a, b = _project_ids(db, "project-a", "project-b")
     start = db.read(changes.current)

@@ -11,7 +11,10 @@ projects they name (everything on a global change or a gap).
 
 Values are only ever kept in the dict of the position the caller's own
 transaction read (:meth:`Memo.values`), so a request that started before
-a change can never store what it read under a newer position. One lives
+a change can never store what it read under a newer position; and a
+memo kept per project (brought up to date by adding each write's amounts)
+keeps a value only where the position still stands once it is computed,
+so no write's amounts are in it before they are added. One lives
 per kind of answer in each application's state; with ``[berth]
 candidate_cache = false`` (writers that bypass the change sequence) none
 keeps anything.
@@ -70,22 +73,26 @@ class Memo:
         sees, to read and to fill. A transaction older than the memo (or a
         memo that keeps nothing) gets a dict of its own that nobody else
         reads."""
+        return self._values_at(conn)[1]
+
+    def _values_at(self, conn: Connection) -> tuple[Position | None, dict[Hashable, Any]]:
+        """:meth:`values`, and the position they are valid at."""
         if not self.keep:
-            return {}
+            return None, {}
         seq = changes.current(conn)
         at, kept = self._kept
         if seq == at and len(kept) < self.limit:
-            return kept
+            return seq, kept
         with self._lock:
             at, kept = self._kept
             if at is not None and seq != at:
                 if not seq >= at:
-                    return {}
+                    return seq, {}
                 kept = self._survivors(conn, at, seq, kept)
             elif at is None or len(kept) >= self.limit:
                 kept = {}
             self._kept = (seq, kept)
-            return kept
+            return seq, kept
 
     def _survivors(
         self, conn: Connection, old: Position, new: Position, kept: dict[Hashable, Any]
@@ -104,12 +111,24 @@ class Memo:
 
     def kept(self, conn: Connection, key: Hashable, compute: Callable[[Connection], T]) -> T:
         """The value kept under ``key``, else ``compute(conn)`` (kept for
-        the next caller). Callers must not modify what they get."""
-        values = self.values(conn)
+        the next caller). Callers must not modify what they get.
+
+        A ``by_project`` memo keeps a computed value only if the position
+        still stands once it is computed. At READ COMMITTED (PostgreSQL,
+        MariaDB: ``berth.db.engine``) each statement of a read sees what
+        committed before it, so a write that commits between the
+        position's read and ``compute``'s is in the value; kept under the
+        older position, its amounts would be added to it again when the
+        memo moves past that write. (A whole or ``by_provider`` memo
+        forgets what such a write names; on SQLite a read is one
+        snapshot.)"""
+        seq, values = self._values_at(conn)
         try:
             return values[key]  # type: ignore[no-any-return]
         except KeyError:
-            value = values[key] = compute(conn)
+            value = compute(conn)
+            if self.by_project is None or changes.current(conn) == seq:
+                values[key] = value
             return value
 
 
