@@ -52,6 +52,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 import sqlalchemy as sa
@@ -211,14 +212,20 @@ OVER = """SELECT count(*) FROM (
     HAVING sum(a.used) > (i.total - i.reserved) * i.allocation_ratio) o"""
 
 
-def over_allocated(url: str) -> int:
-    """How many (provider, class) pairs the world over-allocates."""
+def _rows(url: str, sql: str) -> list[Any]:
+    """The rows ``sql`` gives on the database at ``url`` (a connection of
+    its own, closed after)."""
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            return int(conn.exec_driver_sql(OVER).scalar() or 0)
+            return list(conn.exec_driver_sql(sql).all())
     finally:
         engine.dispose()
+
+
+def over_allocated(url: str) -> int:
+    """How many (provider, class) pairs the world over-allocates."""
+    return int(_rows(url, OVER)[0][0] or 0)
 
 
 #: Each (provider, class) pair's usage as its allocations add up.
@@ -236,12 +243,7 @@ def usage_mismatches(server: Server, url: str, asks: int = 6) -> tuple[int, int]
     ``QUERY``'s resources, no limit; each provider summary's ``used`` of
     each class must be what the database's allocations add up to (0 where
     none). Returns (pairs that differ, pairs compared)."""
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            sums = {(p, c): int(n) for p, c, n in conn.exec_driver_sql(USED)}
-    finally:
-        engine.dispose()
+    sums = {(p, c): int(n) for p, c, n in _rows(url, USED)}
     differ = compared = 0
     for _ in range(asks):
         conn = run.Wire("127.0.0.1", server.port)
